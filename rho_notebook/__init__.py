@@ -1,0 +1,1 @@
+"""rho_notebook: Rho workflows in Jupyter and on the command line."""

@@ -1,0 +1,1 @@
+"""The ``rho-notebook`` command line, a thin layer over :mod:`rho_notebook.service`."""

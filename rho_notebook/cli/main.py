@@ -1,0 +1,55 @@
+"""``rho-notebook`` entry point: argument parsing and dispatch to the verb modules.
+
+Exit codes: 0 valid / success, 1 invalid workflow or unsuccessful outcome, 2 usage error,
+3 refused (e.g. no confirmation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from rho_notebook.cli import plan_verbs
+from rho_notebook.errors import InvalidWorkflow, RhoError
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rho-notebook",
+        description="Plan and run Rho workflows (frozen Starlark DAGs of agent and command nodes).",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+    plan_verbs.register(verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except InvalidWorkflow as err:
+        for found in err.diagnostics():
+            print(found.render(), file=sys.stderr)
+        return EXIT_FAILED
+    except RhoError as err:
+        print(f"rho-notebook: error[{err.rule}]: {err.message}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130

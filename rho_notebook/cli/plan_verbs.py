@@ -1,0 +1,138 @@
+"""The ``validate``, ``plan`` and ``plans`` verbs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.plan.inputs import parse_input_args
+from rho_notebook.plan.plan import Plan
+from rho_notebook.service import Service
+from rho_notebook.source.limits import load_limits
+
+__all__ = ["register", "plan_summary"]
+
+
+def register(verbs: Any) -> None:
+    validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
+    validate.add_argument("file", type=Path, help="entry .star file under the workspace")
+    validate.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'")
+    validate.add_argument("--output", choices=("text", "json"), default="text")
+    validate.set_defaults(handler=run_validate)
+
+    plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
+    plan.add_argument("file", type=Path, help="entry .star file under the workspace")
+    plan.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'")
+    plan.add_argument("--output", choices=("text", "json"), default="text")
+    plan.set_defaults(handler=run_plan)
+
+    plans = verbs.add_parser("plans", help="list saved plans")
+    plans.add_argument("--output", choices=("text", "json"), default="text")
+    plans.set_defaults(handler=run_plans)
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """The JSON object ``plan --output json`` prints."""
+    m = plan.manifest
+    return {
+        "plan_id": m.plan_id,
+        "graph_digest": m.graph_digest,
+        "workflow": m.workflow,
+        "workspace": {"root": m.workspace_root, "key": m.workspace_key, "trusted": m.workspace_trusted},
+        "authority": [a.model_dump() for a in m.authority],
+        "sources": [s.model_dump() for s in m.sources],
+        "inputs": m.inputs,
+        "limits": {"scheduler": plan.graph.scheduler.model_dump(), "planning": m.limits},
+        "nodes": [
+            {
+                "name": n.name,
+                "kind": n.kind,
+                "needs": list(n.needs),
+                "conditional": n.when is not None,
+                "allow_failure": n.allow_failure,
+                "timeout_seconds": n.timeout_seconds,
+                "max_output_bytes": n.max_output_bytes,
+            }
+            for n in plan.graph.nodes
+        ],
+        "stats": m.stats,
+    }
+
+
+def _print_text(plan: Plan, *, stored: bool) -> None:
+    m = plan.manifest
+    out = sys.stdout
+    if stored:
+        print(f"plan        {m.plan_id}", file=out)
+    print(f"workflow    {m.workflow}", file=out)
+    print(f"digest      {m.graph_digest}", file=out)
+    print(f"workspace   {m.workspace_root}{'' if m.workspace_trusted else '  (untrusted)'}", file=out)
+    print(f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)", file=out)
+    print("inputs", file=out)
+    for key, value in m.inputs.items() or []:
+        print(f"  {key} = {json.dumps(value)}", file=out)
+    if not m.inputs:
+        print("  (none)", file=out)
+    print("sources", file=out)
+    for source in m.sources:
+        print(f"  {source.label}  {source.size} bytes  {source.sha256}", file=out)
+    print("authority", file=out)
+    for item in m.authority:
+        print(f"  {item.kind:<12} {item.value}  {item.detail}", file=out)
+    sched = plan.graph.scheduler
+    print(f"limits      total={sched.total} agent={sched.agent} command={sched.command} checkout_readers={sched.checkout_readers}", file=out)
+
+
+def _run(args: argparse.Namespace, *, store: bool) -> int:
+    service = Service.default()
+    inputs = parse_input_args(args.input, limits=load_limits())
+    request = service.request_for(args.file, inputs=inputs)
+    plan = asyncio.run(service.plan(request) if store else service.validate(request))
+    if args.output == "json":
+        summary = plan_summary(plan)
+        if not store:
+            summary.pop("plan_id")
+            summary["valid"] = True
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_text(plan, stored=store)
+        if not store:
+            print("valid: the workflow validates (nothing was stored)")
+        else:
+            print(f"\nrun it with: rho-notebook run {plan.plan_id[:13]}")
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    try:
+        return _run(args, store=False)
+    except InvalidWorkflow as err:
+        if args.output == "json":
+            print(json.dumps({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]}, indent=2))
+        raise
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    try:
+        return _run(args, store=True)
+    except InvalidWorkflow as err:
+        if args.output == "json":
+            print(json.dumps({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]}, indent=2))
+        raise
+
+
+def run_plans(args: argparse.Namespace) -> int:
+    manifests = Service.default().list_plans()
+    if args.output == "json":
+        print(json.dumps([{"plan_id": m.plan_id, "workflow": m.workflow, "graph_digest": m.graph_digest, "created_at": m.created_at} for m in manifests], indent=2))
+        return 0
+    if not manifests:
+        print("no saved plans")
+    for m in manifests:
+        print(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}")
+    return 0

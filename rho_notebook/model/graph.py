@@ -1,0 +1,171 @@
+"""The frozen workflow graph: inputs, node kinds, resolved executables and agents, limits.
+
+Everything in :class:`Graph` is covered by the graph digest (see ``docs/digest.md``). Facts that
+differ between two checkouts of the same project (absolute workspace paths, inode numbers,
+modification times) live in the plan manifest instead, never here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.condition import Condition
+from rho_notebook.model.reference import Template
+from rho_notebook.model.schema import Scalar, Schema
+
+__all__ = [
+    "GRAPH_FORMAT",
+    "InputDecl",
+    "FrozenFile",
+    "FrozenExecutable",
+    "AgentNode",
+    "CommandNode",
+    "ShellNode",
+    "ApprovalNode",
+    "Node",
+    "ArgvPart",
+    "EnvironmentPolicy",
+    "SchedulerLimits",
+    "Graph",
+    "NAME_PATTERN",
+]
+
+GRAPH_FORMAT = "rho-notebook/graph/v1"
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InputDecl(_Frozen):
+    """One declared input and the value this plan was made with."""
+
+    name: str
+    type: Literal["string", "integer", "bool", "enum"]
+    choices: tuple[Scalar, ...] = ()
+    """Allowed values of an enum input, in declaration order."""
+    required: bool
+    default: Scalar = None
+    value: Scalar
+    """The validated value used for this plan (the supplied one, or the default)."""
+
+
+class FrozenFile(_Frozen):
+    """A file whose content the plan pins: an executable or a script interpreter."""
+
+    path: str
+    """Canonical absolute path outside the workspace, or ``//``-relative path inside it."""
+    in_workspace: bool
+    sha256: str
+
+
+class FrozenExecutable(_Frozen):
+    """The resolved first argv value, with the interpreter chain of a ``#!`` script."""
+
+    file: FrozenFile
+    interpreters: tuple[FrozenFile, ...] = ()
+    """Interpreter files in launch order: for ``#!/usr/bin/env python3``, env then python3."""
+    interpreter_args: tuple[str, ...] = ()
+    """Arguments from the ``#!`` line after the interpreter (the name given to env included)."""
+
+
+class _NodeBase(_Frozen):
+    name: str
+    needs: tuple[str, ...] = ()
+    """Sorted, de-duplicated names of nodes that must be terminal first."""
+    when: Condition | None = None
+    allow_failure: bool = False
+    timeout_seconds: int
+    max_output_bytes: int
+    output: Schema | None = None
+
+
+class AgentNode(_NodeBase):
+    kind: Literal["agent"] = "agent"
+    agent: str
+    """ID of the resolved agent in ``Graph.agents``."""
+    prompt: Template
+    access: Literal["read_only", "mutating"] = "mutating"
+
+
+ArgvPart = Union[str, Template]
+
+
+class CommandNode(_NodeBase):
+    kind: Literal["command"] = "command"
+    argv: tuple[ArgvPart, ...]
+    """argv[0] is the literal name as written; later parts may be templates with references."""
+    cwd: str
+    """Working directory, ``//``-relative to the workspace."""
+    executable: FrozenExecutable
+
+
+class ShellNode(_NodeBase):
+    kind: Literal["shell"] = "shell"
+    executable: FrozenExecutable
+    arguments: tuple[str, ...]
+    command: str
+    cwd: str
+
+
+class ApprovalNode(_NodeBase):
+    kind: Literal["approval"] = "approval"
+    prompt: Template
+
+
+Node = Annotated[Union[AgentNode, CommandNode, ShellNode, ApprovalNode], Field(discriminator="kind")]
+
+
+class EnvironmentPolicy(_Frozen):
+    """Which variables of the launching process a command node receives (never source-controlled)."""
+
+    names: tuple[str, ...] = ("HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER")
+    prefixes: tuple[str, ...] = ("LC_",)
+    added: tuple[str, ...] = ("RHO_NODE", "RHO_RUN_ID")
+    """Variables the runner sets itself for every command node."""
+
+
+class SchedulerLimits(_Frozen):
+    total: int = 4
+    agent: int = 4
+    command: int = 2
+    checkout_readers: int = 4
+    """How many read-only nodes may share the checkout at once (mutating nodes hold it alone)."""
+
+
+class Graph(_Frozen):
+    """The normalised, frozen workflow graph. Its canonical encoding is the graph digest's input."""
+
+    format: Literal["rho-notebook/graph/v1"] = GRAPH_FORMAT
+    name: str
+    inputs: tuple[InputDecl, ...]
+    nodes: tuple[Node, ...]
+    """Sorted by name."""
+    agents: tuple[AgentDefinition, ...] = ()
+    """Resolved definitions of every agent a node names, sorted by id."""
+    environment: EnvironmentPolicy = EnvironmentPolicy()
+    scheduler: SchedulerLimits = SchedulerLimits()
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        msg = f"no node named {name!r} in workflow {self.name!r}"
+        raise KeyError(msg)
+
+    def agent(self, agent_id: str) -> AgentDefinition:
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        msg = f"no agent {agent_id!r} frozen in workflow {self.name!r}"
+        raise KeyError(msg)
+
+    def input_values(self) -> dict[str, Scalar]:
+        return {decl.name: decl.value for decl in self.inputs}
+
+    def edge_count(self) -> int:
+        return sum(len(node.needs) for node in self.nodes)

@@ -1,0 +1,80 @@
+"""References to earlier nodes (output, status, exit_code) and prompt/argv templates.
+
+Templates render strings as they are and every other value as compact JSON, the same way
+everywhere (:func:`render_value`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "OutputRef",
+    "StatusRef",
+    "ExitCodeRef",
+    "Reference",
+    "Template",
+    "TemplatePart",
+    "render_value",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OutputRef(_Frozen):
+    """The validated output of an ancestor node, at a schema path (record fields, list indexes)."""
+
+    kind: Literal["output"] = "output"
+    node: str
+    path: tuple[Union[str, int], ...] = ()
+
+
+class StatusRef(_Frozen):
+    """The terminal state of an ancestor node (success, failure, ...)."""
+
+    kind: Literal["status"] = "status"
+    node: str
+
+
+class ExitCodeRef(_Frozen):
+    """The integer exit code of an ancestor command or shell node."""
+
+    kind: Literal["exit_code"] = "exit_code"
+    node: str
+
+
+Reference = Union[OutputRef, StatusRef, ExitCodeRef]
+
+TemplatePart = Union[str, OutputRef]
+
+
+class Template(_Frozen):
+    """Literal text and output references, concatenated when the node launches.
+
+    Adjacent literal strings are merged during normalisation, so ``template(["a", "b"])`` and
+    ``template(["ab"])`` freeze to the same graph.
+    """
+
+    kind: Literal["template"] = "template"
+    parts: tuple[TemplatePart, ...]
+
+    def references(self) -> tuple[OutputRef, ...]:
+        return tuple(p for p in self.parts if isinstance(p, OutputRef))
+
+    def static_text(self) -> str | None:
+        """The text when the template has no references, else None."""
+        if self.references():
+            return None
+        return "".join(p for p in self.parts if isinstance(p, str))
+
+
+def render_value(value: object) -> str:
+    """Render one interpolated value: strings as-is, everything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)

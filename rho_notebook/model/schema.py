@@ -1,0 +1,217 @@
+"""The first-party output schema language (not JSON Schema) and value validation against it.
+
+Schemas: null, bool, integer, string, enum_ (scalar members), list, optional, record, and
+stdout_json, which wraps any of them for command nodes whose stdout is one JSON value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Scalar",
+    "Schema",
+    "NullSchema",
+    "BoolSchema",
+    "IntegerSchema",
+    "StringSchema",
+    "EnumSchema",
+    "ListSchema",
+    "OptionalSchema",
+    "RecordSchema",
+    "StdoutJsonSchema",
+    "validate_value",
+    "schema_depth",
+    "schema_at_path",
+    "value_schema",
+    "INT64_MIN",
+    "INT64_MAX",
+]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+Scalar = Union[None, bool, int, str]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NullSchema(_Frozen):
+    kind: Literal["null"] = "null"
+
+
+class BoolSchema(_Frozen):
+    kind: Literal["bool"] = "bool"
+
+
+class IntegerSchema(_Frozen):
+    kind: Literal["integer"] = "integer"
+
+
+class StringSchema(_Frozen):
+    kind: Literal["string"] = "string"
+
+
+class EnumSchema(_Frozen):
+    kind: Literal["enum"] = "enum"
+    members: tuple[Scalar, ...]
+    """Allowed scalar values, in declaration order (order is part of the digest)."""
+
+
+class ListSchema(_Frozen):
+    kind: Literal["list"] = "list"
+    items: Schema
+
+
+class OptionalSchema(_Frozen):
+    kind: Literal["optional"] = "optional"
+    inner: Schema
+
+
+class RecordSchema(_Frozen):
+    kind: Literal["record"] = "record"
+    fields: tuple[tuple[str, Schema], ...]
+    """Field name and schema, sorted by name. Optional fields may be absent or null."""
+
+    def field(self, name: str) -> Schema | None:
+        for key, sub in self.fields:
+            if key == name:
+                return sub
+        return None
+
+
+class StdoutJsonSchema(_Frozen):
+    kind: Literal["stdout_json"] = "stdout_json"
+    inner: Schema
+
+
+Schema = Annotated[
+    Union[
+        NullSchema,
+        BoolSchema,
+        IntegerSchema,
+        StringSchema,
+        EnumSchema,
+        ListSchema,
+        OptionalSchema,
+        RecordSchema,
+        StdoutJsonSchema,
+    ],
+    Field(discriminator="kind"),
+]
+
+for _cls in (ListSchema, OptionalSchema, RecordSchema, StdoutJsonSchema):
+    _cls.model_rebuild()
+
+
+def value_schema(schema: Schema) -> Schema:
+    """The schema of the validated value: stdout_json unwrapped."""
+    return schema.inner if isinstance(schema, StdoutJsonSchema) else schema
+
+
+def schema_depth(schema: Schema) -> int:
+    """Nesting depth: a scalar schema has depth 1."""
+    if isinstance(schema, (ListSchema,)):
+        return 1 + schema_depth(schema.items)
+    if isinstance(schema, (OptionalSchema, StdoutJsonSchema)):
+        return 1 + schema_depth(schema.inner)
+    if isinstance(schema, RecordSchema):
+        return 1 + max((schema_depth(s) for _, s in schema.fields), default=0)
+    return 1
+
+
+def schema_at_path(schema: Schema, path: tuple[str | int, ...]) -> Schema | None:
+    """The schema reached by following ``path`` (record fields and list indexes), or None."""
+    current: Schema = value_schema(schema)
+    for step in path:
+        while isinstance(current, OptionalSchema):
+            current = current.inner
+        if isinstance(current, RecordSchema) and isinstance(step, str):
+            found = current.field(step)
+            if found is None:
+                return None
+            current = found
+        elif isinstance(current, ListSchema) and isinstance(step, int) and not isinstance(step, bool):
+            current = current.items
+        else:
+            return None
+    return current
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "record"
+    return type(value).__name__
+
+
+def validate_value(schema: Schema, value: object, *, where: str = "$") -> list[str]:
+    """Every mismatch between ``value`` (JSON data) and ``schema``; empty when it conforms."""
+    schema = value_schema(schema)
+    problems: list[str] = []
+    if isinstance(schema, OptionalSchema):
+        if value is None:
+            return problems
+        return validate_value(schema.inner, value, where=where)
+    if isinstance(schema, NullSchema):
+        if value is not None:
+            problems.append(f"{where}: expected null, got {_type_name(value)}")
+    elif isinstance(schema, BoolSchema):
+        if not isinstance(value, bool):
+            problems.append(f"{where}: expected bool, got {_type_name(value)}")
+    elif isinstance(schema, IntegerSchema):
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append(f"{where}: expected integer, got {_type_name(value)}")
+        elif not INT64_MIN <= value <= INT64_MAX:
+            problems.append(f"{where}: integer {value} is outside signed 64-bit range")
+    elif isinstance(schema, StringSchema):
+        if not isinstance(value, str):
+            problems.append(f"{where}: expected string, got {_type_name(value)}")
+    elif isinstance(schema, EnumSchema):
+        if not any(_same_scalar(value, member) for member in schema.members):
+            allowed = ", ".join(_show(m) for m in schema.members)
+            problems.append(f"{where}: {_show(value)} is not one of [{allowed}]")
+    elif isinstance(schema, ListSchema):
+        if not isinstance(value, list):
+            problems.append(f"{where}: expected list, got {_type_name(value)}")
+        else:
+            for index, item in enumerate(value):
+                problems.extend(validate_value(schema.items, item, where=f"{where}[{index}]"))
+    elif isinstance(schema, RecordSchema):
+        if not isinstance(value, dict):
+            problems.append(f"{where}: expected record, got {_type_name(value)}")
+        else:
+            names = {name for name, _ in schema.fields}
+            for extra in sorted(set(value) - names):
+                problems.append(f"{where}: unexpected field '{extra}'")
+            for name, sub in schema.fields:
+                if name not in value:
+                    if not isinstance(sub, OptionalSchema):
+                        problems.append(f"{where}: missing field '{name}'")
+                    continue
+                problems.extend(validate_value(sub, value[name], where=f"{where}.{name}"))
+    return problems
+
+
+def _same_scalar(value: object, member: Scalar) -> bool:
+    # bool is a subclass of int in Python; True must not match 1.
+    return type(value) is type(member) and value == member
+
+
+def _show(value: object) -> str:
+    import json
+
+    return json.dumps(value)

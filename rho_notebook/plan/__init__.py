@@ -1,0 +1,1 @@
+"""Validation and planning: inputs, normalisation, graph rules, resolution, frozen plans."""

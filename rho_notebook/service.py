@@ -1,0 +1,75 @@
+"""The application service: the one API every front end (CLI, magics, widgets, server) calls.
+
+Core operations are async; planning work happens in the supervised worker process and is awaited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rho_notebook.errors import SourceError
+from rho_notebook.plan.plan import Plan, PlanManifest, PlanRequest, build_plan
+from rho_notebook.source.labels import FileSourceReader, SourceText, label_for_path
+from rho_notebook.source.workspace import Workspace, find_workspace
+from rho_notebook.store.ids import new_id
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.plans import PlanStore
+
+__all__ = ["Service", "entry_source"]
+
+
+def entry_source(path: Path, workspace: Workspace) -> SourceText:
+    """Read an entry module from disk under the label rules (``.star``, under the root, no symlinks)."""
+    label = label_for_path(path, workspace.root)
+    if not label.endswith(".star"):
+        msg = f"{path}: a workflow entry must be a .star file"
+        raise SourceError(msg, rule="load.label", file=str(path))
+    return FileSourceReader(workspace.root).read(label)
+
+
+@dataclass
+class Service:
+    layout: StoreLayout
+
+    @classmethod
+    def default(cls) -> Service:
+        return cls(layout=StoreLayout.default())
+
+    @property
+    def plans(self) -> PlanStore:
+        return PlanStore(self.layout)
+
+    def request_for(
+        self,
+        path: Path,
+        *,
+        inputs: Mapping[str, Any],
+        workspace: Workspace | None = None,
+        search_path: str | None = None,
+    ) -> PlanRequest:
+        import os
+
+        workspace = workspace or find_workspace()
+        entry = entry_source(path, workspace)
+        return PlanRequest(
+            entry=entry,
+            workspace=workspace,
+            user_home=self.layout.home,
+            inputs=dict(inputs),
+            workflow_dir=(workspace.root / entry.label[2:]).parent,
+            search_path=search_path if search_path is not None else os.environ.get("PATH", os.defpath),
+        )
+
+    async def validate(self, request: PlanRequest) -> Plan:
+        """Everything plan does except storing: the returned plan has a provisional ID."""
+        return await build_plan(request, plan_id="unsaved")
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        plan = await build_plan(request, plan_id=new_id())
+        self.plans.save(plan)
+        return plan
+
+    def list_plans(self) -> list[PlanManifest]:
+        return self.plans.list()

@@ -1,0 +1,1 @@
+"""Starlark evaluation in a supervised worker: labels, module loading, limits, diagnostics."""

@@ -1,0 +1,128 @@
+"""Module labels (``//path/to/module.star``) and reading their sources without following links.
+
+Rules, as Rho's: a label ends in ``.star``, starts at the module root with ``//``, has non-empty
+``/``-separated parts, no absolute path, no ``.`` or ``..`` part, no other separator or platform
+prefix, and no symlink anywhere on the way from the root to the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Protocol
+
+from rho_notebook.errors import SourceError
+
+__all__ = [
+    "SourceText",
+    "SourceReader",
+    "FileSourceReader",
+    "check_label",
+    "label_for_path",
+    "read_regular_file_nofollow",
+]
+
+
+@dataclass(frozen=True)
+class SourceText:
+    label: str
+    text: str
+    display: str
+    """How diagnostics name this module (a path relative to the workspace, or a notebook cell)."""
+
+
+class SourceReader(Protocol):
+    def read(self, label: str) -> SourceText: ...
+
+
+def check_label(label: str) -> str | None:
+    """The problem with ``label``, or None when it follows every rule."""
+    if not isinstance(label, str) or not label:
+        return "a module label must be a non-empty string"
+    if "\\" in label:
+        return f"label {label!r} uses a backslash; labels use '/' only"
+    if "\x00" in label:
+        return f"label {label!r} contains a NUL byte"
+    if not label.startswith("//"):
+        if label.startswith("/"):
+            return f"label {label!r} is an absolute path; use a root label such as //lib/common.star"
+        if len(label) > 1 and label[1] == ":":
+            return f"label {label!r} has a platform prefix; use a root label such as //lib/common.star"
+        return f"label {label!r} must start with // (the module root), e.g. //lib/common.star"
+    if not label.endswith(".star"):
+        return f"label {label!r} must name a .star file"
+    parts = label[2:].split("/")
+    for part in parts:
+        if part == "":
+            return f"label {label!r} has an empty path part"
+        if part in (".", ".."):
+            return f"label {label!r} uses {part!r}; labels stay under the module root"
+        if ":" in part:
+            return f"label {label!r} has a platform prefix or ':' in a path part"
+    return None
+
+
+def label_for_path(path: Path, root: Path) -> str:
+    """The root label of a file under ``root``; raises SourceError when it is outside."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(root)
+    except ValueError:
+        msg = f"{path} is outside the workspace {root}; workflow sources must stay under the module root"
+        raise SourceError(msg, rule="load.outside_root", file=str(path)) from None
+    return "//" + relative.as_posix()
+
+
+def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: str) -> bytes:
+    """Read ``root/parts...`` refusing symlinks at every step and anything but a regular file."""
+    current = root
+    for index, part in enumerate(relative_parts):
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            msg = f"{shown}: no such file"
+            raise SourceError(msg, rule="load.missing", file=shown) from None
+        if stat.S_ISLNK(info.st_mode):
+            msg = f"{shown}: {current} is a symlink; workflow sources may not pass through symlinks"
+            raise SourceError(msg, rule="load.symlink", file=shown)
+        last = index == len(relative_parts) - 1
+        if not last and not stat.S_ISDIR(info.st_mode):
+            msg = f"{shown}: {current} is not a directory"
+            raise SourceError(msg, rule="load.missing", file=shown)
+    fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            msg = f"{shown}: not a regular file"
+            raise SourceError(msg, rule="load.missing", file=shown)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class FileSourceReader:
+    """Reads modules from the workspace, with an optional overlay of in-memory modules (cells)."""
+
+    def __init__(self, root: Path, overlay: Mapping[str, SourceText] | None = None) -> None:
+        self.root = root
+        self.overlay = dict(overlay or {})
+
+    def read(self, label: str) -> SourceText:
+        problem = check_label(label)
+        if problem is not None:
+            raise SourceError(problem, rule="load.label")
+        if label in self.overlay:
+            return self.overlay[label]
+        relative = label[2:]
+        data = read_regular_file_nofollow(self.root, relative.split("/"), shown=relative)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            msg = f"{relative}: not UTF-8 text ({err.reason} at byte {err.start})"
+            raise SourceError(msg, rule="load.encoding", file=relative) from None
+        return SourceText(label=label, text=text, display=relative)

@@ -1,0 +1,113 @@
+"""Private directories, atomic writes and no-follow reads for everything under the store.
+
+Every store directory is created 0700; any store entry that is a symlink is rejected; files are
+written to a temporary sibling, fsynced, renamed into place, and the directory fsynced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import StoreError
+
+__all__ = ["ensure_private_dir", "atomic_write", "atomic_write_json", "read_nofollow", "read_json", "check_no_symlink"]
+
+
+def check_no_symlink(path: Path, *, below: Path) -> None:
+    """Raise StoreError if ``path`` or any component between ``below`` and it is a symlink."""
+    try:
+        relative = path.relative_to(below)
+    except ValueError:
+        msg = f"{path} is outside the store {below}"
+        raise StoreError(msg) from None
+    current = below
+    for part in relative.parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
+            raise StoreError(msg)
+
+
+def ensure_private_dir(path: Path, *, below: Path) -> Path:
+    """Create ``path`` (and parents up from ``below``) as 0700 directories, refusing symlinks."""
+    below.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.path.islink(below):
+        msg = f"the store root {below} is a symlink; point RHO_NOTEBOOK_HOME at a real directory"
+        raise StoreError(msg)
+    current = below
+    for part in path.relative_to(below).parts:
+        current = current / part
+        try:
+            os.mkdir(current, 0o700)
+        except FileExistsError:
+            info = os.lstat(current)
+            if stat.S_ISLNK(info.st_mode):
+                msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
+                raise StoreError(msg) from None
+            if not stat.S_ISDIR(info.st_mode):
+                msg = f"store entry {current} should be a directory"
+                raise StoreError(msg) from None
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write(path, (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+
+
+def read_nofollow(path: Path) -> bytes:
+    """Read a regular store file, refusing a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        if os.path.islink(path):
+            msg = f"store entry {path} is a symlink; the store rejects symlinked entries (remove it)"
+            raise StoreError(msg) from None
+        raise StoreError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            msg = f"store entry {path} is not a regular file"
+            raise StoreError(msg)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(read_nofollow(path))
+    except json.JSONDecodeError as err:
+        msg = f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the store entry is damaged"
+        raise StoreError(msg) from None

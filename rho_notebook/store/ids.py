@@ -1,0 +1,41 @@
+"""UUIDv7 identifiers for plans and runs (Python 3.11 has no uuid.uuid7), and prefix matching."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Iterable
+
+from rho_notebook.errors import AmbiguousId, NotFound
+
+__all__ = ["new_id", "match_id"]
+
+
+def new_id() -> str:
+    """A time-ordered UUIDv7 (RFC 9562): 48-bit ms timestamp, version 7, variant 10, 74 random bits."""
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def match_id(prefix: str, known: Iterable[str], *, what: str) -> str:
+    """The one ID in ``known`` that starts with ``prefix``."""
+    cleaned = prefix.strip().lower()
+    if not cleaned:
+        msg = f"an empty {what} ID matches nothing"
+        raise NotFound(msg)
+    hits = sorted(k for k in known if k.startswith(cleaned))
+    if not hits:
+        msg = f"no {what} matches {prefix!r}; list them with `rho-notebook {what}s`"
+        raise NotFound(msg)
+    if len(hits) > 1:
+        shown = ", ".join(hits[:5])
+        msg = f"{what} ID prefix {prefix!r} is ambiguous: it matches {len(hits)} ({shown}); give more characters"
+        raise AmbiguousId(msg)
+    return hits[0]

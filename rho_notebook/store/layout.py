@@ -1,0 +1,68 @@
+"""Where everything lives under RHO_NOTEBOOK_HOME (default ~/.rho-notebook; never Rho's ~/.rho).
+
+    workflows/checkout-locks/<WORKSPACE_KEY>.lock
+    workflows/plans/<PLAN_ID>/{manifest.json, graph.json, sources/<DIGEST>.star}
+    workflows/runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl, mutation.lock,
+                             nodes/<NODE_ID>/attempts/<N>/...}
+    agents/*.md            the user agent catalog
+    settings.json          user settings
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rho_notebook.store.files import ensure_private_dir
+
+__all__ = ["StoreLayout", "default_home"]
+
+
+def default_home() -> Path:
+    configured = os.environ.get("RHO_NOTEBOOK_HOME")
+    if configured:
+        return Path(configured).expanduser().absolute()
+    return Path.home() / ".rho-notebook"
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    home: Path
+
+    @classmethod
+    def default(cls) -> StoreLayout:
+        return cls(home=default_home())
+
+    @property
+    def workflows(self) -> Path:
+        return self.home / "workflows"
+
+    @property
+    def plans(self) -> Path:
+        return self.workflows / "plans"
+
+    @property
+    def runs(self) -> Path:
+        return self.workflows / "runs"
+
+    @property
+    def checkout_locks(self) -> Path:
+        return self.workflows / "checkout-locks"
+
+    @property
+    def agents(self) -> Path:
+        return self.home / "agents"
+
+    @property
+    def settings(self) -> Path:
+        return self.home / "settings.json"
+
+    def plan_dir(self, plan_id: str) -> Path:
+        return self.plans / plan_id
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    def ensure(self, path: Path) -> Path:
+        return ensure_private_dir(path, below=self.home)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: venv, install, then pytest.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+exec .venv/bin/python -m pytest "$@"
