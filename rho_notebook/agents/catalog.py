@@ -1,4 +1,4 @@
-"""The agent catalog: the built-in agents and the search that resolves an agent id to one definition.
+"""The agent catalog: built-in agents, and the search that resolves an agent id to a definition.
 
 Roots are searched highest precedence first: a notebook overlay (origin ``notebook``),
 ``<workflow_dir>/agents/*.md`` (``workflow``), ``<workspace>/.rho/agents/*.md`` (``project``),
@@ -15,12 +15,13 @@ sha256 of a file's bytes is recorded on its definition.
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -31,53 +32,47 @@ from rho_notebook.model.agent import AgentDefinition, AgentOrigin
 
 __all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "resolve_agent"]
 
-_READ_ONLY_FRONT = """\
-runtime: rho
-model-policy: inherit
-tools: [read_file, list_dir, grep, glob]
----
-"""
+_READ_ONLY = "[read_file, list_dir, grep, glob]"
 
-_ALL_TOOLS_FRONT = """\
-runtime: rho
-model-policy: inherit
-tools: all
----
-"""
-
-_BUILTIN_TEXTS: dict[str, str] = {
-    "default": "---\ndescription: General-purpose coding agent with every capability the host offers\n"
-    + _ALL_TOOLS_FRONT
-    + "Work directly on the task you are given. Read the relevant code before you change it, keep "
-    "changes small and in the style of the surrounding code, and check your work by running the "
-    "project's tests or build when you can. When you finish, say what you changed, how you "
-    "verified it, and anything left undone.\n",
-    "explorer": "---\ndescription: Read-only explorer that maps the workspace and answers questions "
-    "about the code\n"
-    + _READ_ONLY_FRONT
-    + "You explore; you never modify files. Answer the question you were given by reading the "
-    "workspace: start broad with list_dir and glob, narrow down with grep, then read the files "
-    "that matter. Report what you found with file paths and line numbers, quote only the lines "
-    "that carry the answer, and say plainly what you could not find or could not confirm.\n",
-    "reviewer": "---\ndescription: Read-only reviewer that finds defects in code changes and reports "
-    "them with evidence\n"
-    + _READ_ONLY_FRONT
-    + "You review; you never modify files. Read the changed code and enough of its callers and "
-    "tests to judge it. Look for correctness bugs first, then security problems, missing error "
-    "handling, missing tests and unclear code. For each finding give the file and line, what is "
-    "wrong, why it matters and a concrete fix, most severe first. If nothing needs to change, "
-    "say so; do not invent issues.\n",
-    "worker": "---\ndescription: Implements a delegated task end to end, editing files and running "
-    "commands\n"
-    + _ALL_TOOLS_FRONT
-    + "Complete the delegated task fully before you finish. Read the code you will touch, make the "
-    "change in the style of the surrounding code, and run the relevant tests or build to check "
-    "it. Stay within the scope you were given and leave unrelated code alone. Finish with a short "
-    "report: the files you changed, how you verified the change, and anything that still needs "
-    "attention.\n",
+_BUILTINS: dict[str, tuple[str, str, str]] = {
+    "default": (
+        "General-purpose coding agent with every capability the host offers",
+        "all",
+        "Work directly on the task you are given. Read the relevant code before you change it, "
+        "keep changes small and in the style of the surrounding code, and check your work by "
+        "running the project's tests or build when you can. When you finish, say what you "
+        "changed, how you verified it, and anything left undone.",
+    ),
+    "explorer": (
+        "Read-only explorer that maps the workspace and answers questions about the code",
+        _READ_ONLY,
+        "You explore; you never modify files. Answer the question you were given by reading the "
+        "workspace: start broad with list_dir and glob, narrow down with grep, then read the "
+        "files that matter. Report what you found with file paths and line numbers, quote only "
+        "the lines that carry the answer, and say plainly what you could not find or confirm.",
+    ),
+    "reviewer": (
+        "Read-only reviewer that finds defects in code changes and reports them with evidence",
+        _READ_ONLY,
+        "You review; you never modify files. Read the changed code and enough of its callers and "
+        "tests to judge it. Look for correctness bugs first, then security problems, missing "
+        "error handling, missing tests and unclear code. For each finding give the file and "
+        "line, what is wrong, why it matters and a concrete fix, most severe first. If nothing "
+        "needs to change, say so; do not invent issues.",
+    ),
+    "worker": (
+        "Implements a delegated task end to end, editing files and running commands",
+        "all",
+        "Complete the delegated task fully before you finish. Read the code you will touch, make "
+        "the change in the style of the surrounding code, and run the relevant tests or build to "
+        "check it. Stay within the scope you were given and leave unrelated code alone. Finish "
+        "with a short report: the files you changed, how you verified the change, and anything "
+        "that still needs attention.",
+    ),
 }
+"""id -> (description, tools, body) of the built-in agents; all run on rho and inherit the model."""
 
-BUILTIN_AGENT_IDS: tuple[str, ...] = tuple(_BUILTIN_TEXTS)
+BUILTIN_AGENT_IDS: tuple[str, ...] = tuple(_BUILTINS)
 """Ids of the agents that ship with rho_notebook."""
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -91,11 +86,20 @@ def builtin_agents() -> Mapping[str, AgentDefinition]:
     return MappingProxyType(
         {
             agent_id: parse_agent_definition(
-                text, file=f"<builtin:{agent_id}>", default_id=agent_id, origin="builtin"
+                _builtin_text(*fields),
+                file=f"<builtin:{agent_id}>",
+                default_id=agent_id,
+                origin="builtin",
             )
-            for agent_id, text in _BUILTIN_TEXTS.items()
+            for agent_id, fields in _BUILTINS.items()
         }
     )
+
+
+def _builtin_text(description: str, tools: str, body: str) -> str:
+    """The definition file a built-in agent would have on disk."""
+    front = f"description: {description}\nruntime: rho\nmodel-policy: inherit\ntools: {tools}"
+    return f"---\n{front}\n---\n{body}\n"
 
 
 def resolve_agent(
@@ -119,7 +123,8 @@ def resolve_agent(
     user_home
         The user's rho_notebook home; ``<user_home>/agents`` is searched.
     overlay
-        Definitions from the notebook, id -> (file label, text); they beat every directory.
+        Definitions from the notebook, id -> (file label, text); they beat every directory. The
+        key plays the part of the file stem.
 
     Returns
     -------
@@ -129,26 +134,20 @@ def resolve_agent(
     Raises
     ------
     InvalidWorkflow
-        ``agent.unknown`` when no root defines the id; the file's own diagnostics when the file
+        ``agent.unknown`` when no root defines the id; the file's own diagnostics when a file
         claiming the id cannot be loaded; ``agent.duplicate`` when one root defines it twice;
         ``agent.root`` when a searched agent directory is a symlink or not a directory.
     """
-    roots = _roots(workflow_dir=workflow_dir, workspace=workspace, user_home=user_home)
     searched: list[str] = []
     available: set[str] = set()
-    if overlay is not None:
-        searched.append("notebook overlay")
-        candidates = [_overlay_candidate(key, label, text) for key, (label, text) in overlay.items()]
-        found = _select(agent_id, candidates, where="the notebook overlay")
-        if found is not None:
-            return found, None
-        available.update(_valid_ids(candidates))
-    for origin, directory in roots:
-        searched.append(str(directory))
-        candidates = list(_directory_candidates(directory, origin))
-        found = _select(agent_id, candidates, where=str(directory))
-        if found is not None:
-            return found, _path_of(found, candidates)
+    for where, load in _roots(
+        workflow_dir=workflow_dir, workspace=workspace, user_home=user_home, overlay=overlay
+    ):
+        searched.append(where)
+        candidates = load()
+        chosen = _select(agent_id, candidates, where=where)
+        if chosen is not None:
+            return chosen
         available.update(_valid_ids(candidates))
     searched.append("built-ins")
     builtins = builtin_agents()
@@ -164,38 +163,63 @@ class _Candidate:
     label: str
     path: Path | None
     claims: frozenset[str]
-    """Ids this file claims: its definition id, or (if broken) its stem and any ``id:`` value."""
+    """Ids the file claims: its definition id, or (if broken) its stem and any ``id:`` value."""
     definition: AgentDefinition | None = None
     problems: tuple[Diagnostic, ...] = ()
+    id_line: int = 1
+    """Line of the ``id:`` key (1, the opening fence, when the id is the stem)."""
 
 
-def _roots(*, workflow_dir: Path | None, workspace: Path, user_home: Path) -> list[tuple[AgentOrigin, Path]]:
-    roots: list[tuple[AgentOrigin, Path]] = []
-    if workflow_dir is not None:
-        roots.append(("workflow", workflow_dir / "agents"))
-    roots.append(("project", workspace / ".rho" / "agents"))
-    roots.append(("user", user_home / "agents"))
+_Loader = Callable[[], list[_Candidate]]
+
+
+def _roots(
+    *,
+    workflow_dir: Path | None,
+    workspace: Path,
+    user_home: Path,
+    overlay: Mapping[str, tuple[str, str]] | None,
+) -> list[tuple[str, _Loader]]:
+    """(description, loader) of every root to search, highest precedence first."""
+    roots: list[tuple[str, _Loader]] = []
+    if overlay is not None:
+        roots.append(("notebook overlay", functools.partial(_overlay_candidates, overlay)))
+    directories: list[tuple[AgentOrigin, Path | None]] = [
+        ("workflow", None if workflow_dir is None else workflow_dir / "agents"),
+        ("project", workspace / ".rho" / "agents"),
+        ("user", user_home / "agents"),
+    ]
+    for origin, directory in directories:
+        if directory is not None:
+            roots.append(
+                (str(directory), functools.partial(_directory_candidates, directory, origin))
+            )
     return roots
 
 
-def _select(agent_id: str, candidates: list[_Candidate], *, where: str) -> AgentDefinition | None:
-    """The one valid definition of ``agent_id`` in a root, None if the root lacks it."""
-    valid = [c for c in candidates if c.definition is not None and c.definition.id == agent_id]
+def _select(
+    agent_id: str, candidates: list[_Candidate], *, where: str
+) -> tuple[AgentDefinition, Path | None] | None:
+    """The valid definition of ``agent_id`` in one root and its path; None if the root lacks it."""
+    valid = [
+        (c, c.definition)
+        for c in candidates
+        if c.definition is not None and c.definition.id == agent_id
+    ]
     broken = [c for c in candidates if c.definition is None and agent_id in c.claims]
     if broken:
         found = [problem for candidate in broken for problem in candidate.problems]
-        found += [_claimed_by_broken(agent_id, candidate, broken[0]) for candidate in valid]
+        found += [_claimed_by_broken(agent_id, candidate, broken[0]) for candidate, _ in valid]
         raise InvalidWorkflow(found)
     if len(valid) > 1:
-        raise InvalidWorkflow([_duplicate(agent_id, c, first=valid[0], where=where) for c in valid[1:]])
-    return valid[0].definition if valid else None
-
-
-def _path_of(definition: AgentDefinition, candidates: list[_Candidate]) -> Path | None:
-    for candidate in candidates:
-        if candidate.definition is definition:
-            return candidate.path
-    return None
+        first = valid[0][0]
+        raise InvalidWorkflow(
+            [_duplicate(agent_id, c, first=first, where=where) for c, _ in valid[1:]]
+        )
+    if not valid:
+        return None
+    candidate, definition = valid[0]
+    return definition, candidate.path
 
 
 def _valid_ids(candidates: list[_Candidate]) -> Iterator[str]:
@@ -207,16 +231,21 @@ def _valid_ids(candidates: list[_Candidate]) -> Iterator[str]:
 # -- loading ------------------------------------------------------------------------------------
 
 
-def _overlay_candidate(key: str, label: str, text: str) -> _Candidate:
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return _parsed(text, label=label, path=None, stem=key, origin="notebook", digest=digest)
+def _overlay_candidates(overlay: Mapping[str, tuple[str, str]]) -> list[_Candidate]:
+    candidates = []
+    for key, (label, text) in overlay.items():
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        candidates.append(
+            _parsed(text, label=label, path=None, stem=key, origin="notebook", digest=digest)
+        )
+    return candidates
 
 
-def _directory_candidates(directory: Path, origin: AgentOrigin) -> Iterator[_Candidate]:
-    """Every ``*.md`` entry of an agent directory, in name order; nothing if it does not exist."""
+def _directory_candidates(directory: Path, origin: AgentOrigin) -> list[_Candidate]:
+    """Every ``*.md`` entry of an agent directory, in name order; empty if it does not exist."""
     dir_fd = _open_root(directory)
     if dir_fd is None:
-        return
+        return []
     try:
         with os.scandir(dir_fd) as entries:
             names = sorted(
@@ -224,14 +253,16 @@ def _directory_candidates(directory: Path, origin: AgentOrigin) -> Iterator[_Can
                 for entry in entries
                 if entry.name.endswith(".md") and not entry.is_dir(follow_symlinks=False)
             )
-        for name, is_link in names:
-            yield _file_candidate(directory, name, dir_fd=dir_fd, is_link=is_link, origin=origin)
+        return [
+            _file_candidate(directory, name, dir_fd=dir_fd, is_link=is_link, origin=origin)
+            for name, is_link in names
+        ]
     finally:
         os.close(dir_fd)
 
 
 def _open_root(directory: Path) -> int | None:
-    """A no-follow descriptor of an agent directory, None when it does not exist."""
+    """A no-follow descriptor of an agent directory; None when it does not exist."""
     try:
         info = os.lstat(directory)
     except (FileNotFoundError, NotADirectoryError):
@@ -252,27 +283,158 @@ def _open_root(directory: Path) -> int | None:
         raise _root_error(directory, f"cannot be opened ({error.strerror})") from error
 
 
-def _file_candidate(directory: Path, name: str, *, dir_fd: int, is_link: bool, origin: AgentOrigin) -> _Candidate:
+def _file_candidate(
+    directory: Path, name: str, *, dir_fd: int, is_link: bool, origin: AgentOrigin
+) -> _Candidate:
     path = directory / name
     stem = name[: -len(".md")]
     if is_link:
         return _broken(path, stem, rule="agent.symlink", message=_symlink_message(path))
     try:
         data = _read_no_follow(name, dir_fd=dir_fd)
-    except OSError as error:
-        if error.errno == os.errno.ELOOP if False else _is_loop(error):
-            return _broken(path, stem, rule="agent.symlink", message=_symlink_message(path))
-        return _broken(path, stem, rule="agent.file", message=f"{path} cannot be read ({error.strerror})")
     except _NotRegularFile:
         return _broken(path, stem, rule="agent.file", message=f"{path} is not a regular file")
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return _broken(path, stem, rule="agent.symlink", message=_symlink_message(path))
+        return _broken(
+            path, stem, rule="agent.file", message=f"{path} cannot be read ({error.strerror})"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        return _broken(
-            path,
-            stem,
-            rule="agent.encoding",
-            message=f"{path} is not UTF-8 text (invalid byte at offset {error.start}); save it as UTF-8",
+        message = (
+            f"{path} is not UTF-8 text (invalid byte at offset {error.start}); save it as UTF-8"
         )
+        return _broken(path, stem, rule="agent.encoding", message=message)
     digest = hashlib.sha256(data).hexdigest()
     return _parsed(text, label=str(path), path=path, stem=stem, origin=origin, digest=digest)
+
+
+class _NotRegularFile(Exception):
+    """The directory entry is a FIFO, socket or device, not a file."""
+
+
+def _read_no_follow(name: str, *, dir_fd: int) -> bytes:
+    """The bytes of ``name`` in ``dir_fd``; ELOOP if it became a symlink after the scan."""
+    fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotRegularFile(name)
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _parsed(
+    text: str, *, label: str, path: Path | None, stem: str, origin: AgentOrigin, digest: str
+) -> _Candidate:
+    declared = _declared_id(text)
+    try:
+        definition = parse_agent_definition(
+            text, file=label, default_id=stem, origin=origin, content_sha256=digest
+        )
+    except InvalidWorkflow as error:
+        claims = {stem} if declared is None else {stem, declared[0]}
+        problems = tuple(error.diagnostics())
+        return _Candidate(label=label, path=path, claims=frozenset(claims), problems=problems)
+    return _Candidate(
+        label=label,
+        path=path,
+        claims=frozenset({definition.id}),
+        definition=definition,
+        id_line=1 if declared is None else declared[1],
+    )
+
+
+def _broken(path: Path, stem: str, *, rule: str, message: str) -> _Candidate:
+    problem = Diagnostic(rule=rule, message=message, file=str(path))
+    return _Candidate(label=str(path), path=path, claims=frozenset({stem}), problems=(problem,))
+
+
+def _declared_id(text: str) -> tuple[str, int] | None:
+    """The raw ``id:`` value of a frontmatter and its line, even when the file is invalid."""
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    if lines[0] != "---":
+        return None
+    for number, line in enumerate(lines[1:], start=2):
+        if line == "---":
+            return None
+        match = _ID_LINE.fullmatch(line)
+        if match:
+            value = match.group(1)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            return value, number
+    return None
+
+
+# -- diagnostics --------------------------------------------------------------------------------
+
+
+def _symlink_message(path: Path) -> str:
+    return (
+        f"{path} is a symbolic link; agent definition files are read without following symlinks, "
+        "so replace it with a regular file (for example a copy of its target)"
+    )
+
+
+def _root_error(directory: Path, problem: str) -> InvalidWorkflow:
+    return InvalidWorkflow(
+        [
+            Diagnostic(
+                rule="agent.root",
+                message=f"agent directory {directory} {problem}",
+                file=str(directory),
+            )
+        ]
+    )
+
+
+def _duplicate(
+    agent_id: str, candidate: _Candidate, *, first: _Candidate, where: str
+) -> Diagnostic:
+    return Diagnostic(
+        rule="agent.duplicate",
+        message=(
+            f"agent id {agent_id!r} is defined twice in {where}: by {first.label} and by "
+            f"{candidate.label}; rename one file or change its id"
+        ),
+        file=candidate.label,
+        line=candidate.id_line,
+        column=1,
+    )
+
+
+def _claimed_by_broken(agent_id: str, candidate: _Candidate, broken: _Candidate) -> Diagnostic:
+    return Diagnostic(
+        rule="agent.duplicate",
+        message=(
+            f"agent id {agent_id!r} is defined by {candidate.label} and also claimed by "
+            f"{broken.label}, which cannot be loaded; fix or remove {broken.label}"
+        ),
+        file=candidate.label,
+        line=candidate.id_line,
+        column=1,
+    )
+
+
+def _unknown(agent_id: str, *, available: set[str], searched: list[str]) -> InvalidWorkflow:
+    message = f"unknown agent {agent_id!r}"
+    close = difflib.get_close_matches(agent_id, sorted(available), n=1)
+    if close:
+        message += f" (did you mean {close[0]!r}?)"
+    if not is_agent_id(agent_id):
+        message += (
+            "; agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
+        )
+    message += (
+        f"; available agents: {', '.join(sorted(available))}; searched, highest precedence "
+        f"first: {', '.join(searched)}"
+    )
+    if is_agent_id(agent_id):
+        message += f". Define it in <workflow_dir>/agents/{agent_id}.md or use an available agent"
+    return InvalidWorkflow([Diagnostic(rule="agent.unknown", message=message)])

@@ -80,7 +80,12 @@ _ID_RULE = (
     "1-64 lowercase ASCII letters and digits joined by single hyphens, with no leading, "
     "trailing or double hyphen (e.g. security-review)"
 )
-_KEY_HINTS = {"name": "id", "effort": "reasoning", "allowed-tools": "tools", "allowedTools": "tools"}
+_KEY_HINTS = {
+    "name": "id",
+    "effort": "reasoning",
+    "allowed-tools": "tools",
+    "allowedTools": "tools",
+}
 
 
 class _ValueProblem(Exception):
@@ -120,7 +125,9 @@ class _Report:
         self.found: list[Diagnostic] = []
 
     def add(self, rule: str, line: int, message: str) -> None:
-        self.found.append(Diagnostic(rule=rule, message=message, file=self.file, line=line, column=1))
+        self.found.append(
+            Diagnostic(rule=rule, message=message, file=self.file, line=line, column=1)
+        )
 
 
 def is_agent_id(value: str) -> bool:
@@ -170,7 +177,9 @@ def parse_agent_definition(
     _check_rules(front, default_id=default_id, body=body, report=report)
     if report.found:
         raise InvalidWorkflow(sorted(report.found, key=lambda found: found.line or 0))
-    return _build(front, default_id=default_id, body=body, origin=origin, content_sha256=content_sha256)
+    return _build(
+        front, default_id=default_id, body=body, origin=origin, content_sha256=content_sha256
+    )
 
 
 # -- file shape ---------------------------------------------------------------------------------
@@ -240,7 +249,7 @@ def _read_frontmatter(lines: list[tuple[int, str]], report: _Report) -> _Front:
             report.add(
                 "agent.duplicate-key",
                 number,
-                f"duplicate key {key!r}: first set on line {front.line[key]}; each key may appear once",
+                f"duplicate key {key!r}: first set on line {front.line[key]}; give each key once",
             )
         else:
             _record(front, key=key, raw=raw, number=number, report=report)
@@ -256,7 +265,9 @@ def _split_line(number: int, line: str, report: _Report) -> tuple[str, str] | No
             f"e.g. {_RHO_EXAMPLE}"
         )
     elif line.startswith("#"):
-        problem = f"line {number} is a comment ({_preview(line)}); agent frontmatter takes no comments"
+        problem = (
+            f"line {number} is a comment ({_preview(line)}); agent frontmatter takes no comments"
+        )
     elif line.startswith("-"):
         problem = (
             f"line {number} is a block list item ({_preview(line)}); write lists inline, "
@@ -325,7 +336,8 @@ def _decode_scalar(raw: str) -> str:
     """A plain or single/double-quoted scalar (quotes removed, content kept verbatim)."""
     if not raw:
         raise _ValueProblem(
-            "has no value; write it on the same line (nested maps and block values are not accepted)"
+            "has no value; write it on the same line "
+            "(nested maps and block values are not accepted)"
         )
     quote = raw[0]
     if quote in "\"'":
@@ -333,12 +345,14 @@ def _decode_scalar(raw: str) -> str:
             raise _ValueProblem(f"quoted value {_preview(raw)} is not closed; end it with {quote}")
         return raw[1:-1]
     if quote == "[":
-        raise _ValueProblem(f"{_preview(raw)} is a list; only tools takes a list, other keys take one value")
+        raise _ValueProblem(
+            f"{_preview(raw)} is a list; only tools takes a list, other keys take one value"
+        )
     if quote == "{":
         raise _ValueProblem(f"{_preview(raw)} is a map; nested maps are not accepted")
     if quote in "|>":
         raise _ValueProblem(
-            f"{_preview(raw)} starts a block scalar, which is not accepted; write the value on one line"
+            f"{_preview(raw)} starts a block scalar, which is not accepted; write one line"
         )
     return raw
 
@@ -360,7 +374,9 @@ def _choose(value: str, allowed: tuple[_Choice, ...]) -> _Choice:
 
 def _check_id(value: str) -> str:
     if len(value) > _MAX_ID:
-        raise _ValueProblem(f"{_preview(value)} is {len(value)} characters long; ids are {_ID_RULE}")
+        raise _ValueProblem(
+            f"{_preview(value)} is {len(value)} characters long; ids are {_ID_RULE}"
+        )
     if not is_agent_id(value):
         raise _ValueProblem(f"{value!r} is not a valid id; ids are {_ID_RULE}")
     return value
@@ -369,7 +385,9 @@ def _check_id(value: str) -> str:
 def _check_description(value: str) -> str:
     text = value.strip()
     if not text:
-        raise _ValueProblem(f"{value!r} is empty; describe what the agent does in 1-1024 characters")
+        raise _ValueProblem(
+            f"{value!r} is empty; describe what the agent does in 1-1024 characters"
+        )
     if len(text) > _MAX_DESCRIPTION:
         raise _ValueProblem(
             f"{_preview(text)} is {len(text)} characters long after trimming; the limit is 1024"
@@ -381,7 +399,9 @@ def _check_name(value: str, what: str) -> str:
     if not value:
         raise _ValueProblem(f"'' is empty; expected {what}, non-empty with no whitespace")
     if any(char.isspace() for char in value):
-        raise _ValueProblem(f"{value!r} contains whitespace; expected {what}, non-empty with no whitespace")
+        raise _ValueProblem(
+            f"{value!r} contains whitespace; expected {what}, non-empty with no whitespace"
+        )
     return value
 
 
@@ -433,7 +453,9 @@ def _list_item(inner: str, index: int, raw: str) -> tuple[str, int]:
     if quote in "\"'":
         close = inner.find(quote, index + 1)
         if close < 0:
-            raise _ValueProblem(f"a quoted entry in {_preview(raw)} is not closed; end it with {quote}")
+            raise _ValueProblem(
+                f"a quoted entry in {_preview(raw)} is not closed; end it with {quote}"
+            )
         item = inner[index + 1 : close]
         rest = close + 1
         while rest < len(inner) and inner[rest] in " \t":
@@ -450,7 +472,9 @@ def _list_item(inner: str, index: int, raw: str) -> tuple[str, int]:
         end += 1
     item = inner[index:end].strip()
     if item[0] in "[{":
-        raise _ValueProblem(f"entry {item!r} in {_preview(raw)} is a nested list or map, which is not accepted")
+        raise _ValueProblem(
+            f"entry {item!r} in {_preview(raw)} is a nested list or map, which is not accepted"
+        )
     return item, end
 
 
@@ -502,7 +526,8 @@ def _check_model_policy(front: _Front, *, runtime: _Runtime | None, report: _Rep
             report.add(
                 "agent.model",
                 front.line["model-policy"],
-                f"model-policy: {policy!r} needs a model; add 'model: <name>' or use model-policy: inherit",
+                f"model-policy: {policy!r} needs a model; add 'model: <name>' "
+                "or use model-policy: inherit",
             )
         return
     # On claude-cli, provider and auth are rejected outright by _check_claude.
@@ -520,9 +545,9 @@ def _inherit_conflict(front: _Front, key: str) -> str:
             f"provider, model and auth. Add 'model: <name>' or remove {key}"
         )
     return (
-        f"{key}: {value!r} is not allowed with model-policy: inherit (line {front.line['model-policy']}), "
-        f"which keeps the parent's provider, model and auth; remove {key} or use model-policy "
-        "prefer, require or select with a model"
+        f"{key}: {value!r} is not allowed with model-policy: inherit "
+        f"(line {front.line['model-policy']}), which keeps the parent's provider, model and "
+        f"auth; remove {key} or use model-policy prefer, require or select with a model"
     )
 
 
@@ -605,8 +630,8 @@ def _rho_tool_problems(items: tuple[str, ...]) -> list[str]:
     if claude and others:
         problems.append(
             f"tools: mixes Claude Code entries ({_names(claude)}) with Rho capability names "
-            f"({_names(others)}); runtime rho takes Rho capability names only, e.g. {_RHO_EXAMPLE}, "
-            "and Claude Code tools need runtime: claude-cli"
+            f"({_names(others)}); runtime rho takes Rho capability names only, e.g. "
+            f"{_RHO_EXAMPLE}, and Claude Code tools need runtime: claude-cli"
         )
     elif claude:
         what = _is_are(claude, "a Claude Code tool entry", "Claude Code tool entries")
@@ -638,7 +663,7 @@ def _claude_tool_problems(items: tuple[str, ...]) -> list[str]:
     for item in others:
         problem = _claude_entry_problem(item)
         if problem is not None:
-            problems.append(f"tools: {problem}; {_CLAUDE_SHAPE} (e.g. Read, \"Bash(git *)\")")
+            problems.append(f'tools: {problem}; {_CLAUDE_SHAPE} (e.g. Read, "Bash(git *)")')
     return problems
 
 
@@ -660,11 +685,13 @@ def _claude_entry_problem(item: str) -> str | None:
     if not base:
         return f"{item!r} has no tool name before its specifier"
     if not _CLAUDE_BASE_RE.fullmatch(base):
-        return f"{item!r} has the tool name {base!r}; tool names are non-empty and use only letters, digits, '_' and '-'"
+        return (
+            f"{item!r} has the tool name {base!r}; tool names use only letters, digits, '_' and '-'"
+        )
     if specifier is not None and "," in specifier:
         return (
-            f"{item!r} has a comma in its specifier; commas cannot round-trip through Claude's tool "
-            "list, so split it into separate entries"
+            f"{item!r} has a comma in its specifier; commas cannot round-trip through Claude's "
+            "tool list, so split it into separate entries"
         )
     if specifier is not None and not _balanced(specifier):
         return f"{item!r} has unbalanced parentheses in its specifier"

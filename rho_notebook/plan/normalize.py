@@ -162,17 +162,19 @@ def drafts_of(raw_nodes: list[dict[str, Any]]) -> list[NodeDraft]:
     return drafts
 
 
-def _ancestors(drafts: dict[str, NodeDraft]) -> dict[str, frozenset[str]]:
-    """Transitive needs of every node (assumes the graph is acyclic)."""
-    memo: dict[str, frozenset[str]] = {}
-    for name in _topological(drafts):
-        found: set[str] = set()
-        for need in drafts[name].needs:
-            if need in drafts:
-                found.add(need)
-                found |= memo.get(need, frozenset())
-        memo[name] = frozenset(found)
-    return memo
+def _is_ancestor(drafts: dict[str, NodeDraft], node: str, candidate: str) -> bool:
+    """Whether ``candidate`` is reachable from ``node`` through needs (graph known acyclic)."""
+    stack = list(drafts[node].needs)
+    seen: set[str] = set()
+    while stack:
+        current = stack.pop()
+        if current == candidate:
+            return True
+        if current in seen or current not in drafts:
+            continue
+        seen.add(current)
+        stack.extend(drafts[current].needs)
+    return False
 
 
 def _topological(drafts: dict[str, NodeDraft]) -> list[str]:
@@ -224,8 +226,6 @@ def check_graph(drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[s
     edges = sum(len(d.needs) for d in drafts)
     if edges > limits.limit("edge_count"):
         found.append(at_workflow("limit.edge_count", f"planning budget 'edge_count' exceeded: accepted limit {limits.limit('edge_count')}, measured {edges}"))
-    if not drafts:
-        found.append(at_workflow("workflow.empty", "workflow(nodes=[...]) has no nodes"))
     by_name: dict[str, NodeDraft] = {}
     for draft in drafts:
         if draft.name in by_name:
@@ -260,14 +260,13 @@ def check_graph(drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[s
         first = by_name[cycle[0]]
         found.append(first.diagnostic("graph.cycle", f"the needs form a cycle: {' -> '.join(cycle)}; a workflow is a DAG"))
         return found
-    ancestors = _ancestors(by_name)
     for draft in drafts:
         for ref in draft.references():
             target = by_name.get(ref.node)
             if target is None:
                 found.append(draft.diagnostic("reference.unknown", f"node {draft.name!r} refers to {ref.node!r}, which is not a node of this workflow"))
                 continue
-            if ref.node not in ancestors[draft.name]:
+            if not _is_ancestor(by_name, draft.name, ref.node):
                 found.append(draft.diagnostic("reference.ancestor", f"node {draft.name!r} refers to {ref.node!r}, which is not one of its ancestors; add it to needs"))
                 continue
             if isinstance(ref, ExitCodeRef) and target.kind not in ("command", "shell"):

@@ -42,6 +42,7 @@ class Resolver:
     search_path: str
     identities: dict[str, FileIdentity] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
+    _executables: dict[tuple[str, str], FrozenExecutable] = field(default_factory=dict)
 
     def workspace_path(self, label: str) -> Path:
         return self.workspace / label[2:] if label != "//" else self.workspace
@@ -106,7 +107,13 @@ class Resolver:
         raise PlanError(msg)
 
     def executable(self, name: str, *, cwd_label: str, node: str) -> FrozenExecutable:
-        """Freeze argv[0] (and its ``#!`` interpreter chain)."""
+        """Freeze argv[0] (and its ``#!`` interpreter chain); resolved once per name and cwd."""
+        key = (name, cwd_label)
+        if key not in self._executables:
+            self._executables[key] = self._resolve_executable(name, cwd_label=cwd_label, node=node)
+        return self._executables[key]
+
+    def _resolve_executable(self, name: str, *, cwd_label: str, node: str) -> FrozenExecutable:
         if "/" in name:
             base = self.workspace_path(cwd_label)
             path = Path(name) if name.startswith("/") else base / name

@@ -561,7 +561,7 @@ def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
     if "serde::serialize" in message and "function" in message:
         message = "a function cannot be used as a workflow value (only None, bool, int, string, list and dict)"
         rule = "value.type"
-    message = re.sub(r"^(RhoBuiltinError|ValueError|TypeError): ", "", message)
+    message = re.sub(r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message))
     return {"rule": rule, "message": message, "file": at[0], "line": at[1], "column": at[2]}
 
 
@@ -576,9 +576,21 @@ def location_of(text: str) -> list[Any]:
     return [None, None, None]
 
 
+def peak_address_space() -> int:
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmPeak:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def stats(session: Session) -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
+        "peak_address_space_bytes": peak_address_space(),
         "ticks": session.ticks,
         "peak_rss_bytes": usage.ru_maxrss * 1024,
         "modules": len(session.sources),
@@ -613,7 +625,9 @@ def serve(channel: Channel, request: dict[str, Any]) -> None:
         if not isinstance(err, MemoryError) and "out of memory" not in str(err):
             raise
         limit = request["limits"]["evaluator_address_space"]
-        channel.send({"op": "error", "diagnostic": {"rule": "limit.evaluator_address_space", "budget": "evaluator_address_space", "limit": limit, "measured": limit, "message": "out of memory", "file": None, "line": None, "column": None}, "stats": stats(session)})
+        in_use = peak_address_space()
+        detail = f"an allocation failed with {in_use} bytes of address space in use (peak VmSize)"
+        channel.send({"op": "error", "diagnostic": {"rule": "limit.evaluator_address_space", "budget": "evaluator_address_space", "limit": limit, "measured": in_use, "message": detail, "file": request["entry"], "line": None, "column": None}, "stats": stats(session)})
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ class PlanStore:
         for source in plan.sources:
             record = next(r for r in plan.manifest.sources if r.label == source.label)
             atomic_write(sources / f"{record.sha256.removeprefix('sha256:')}.star", source.text.encode())
-        atomic_write_json(staging / "graph.json", plan.graph.model_dump(mode="json"))
+        atomic_write(staging / "graph.json", plan.graph.model_dump_json().encode() + b"\n")
         atomic_write_json(staging / "manifest.json", plan.manifest.model_dump(mode="json"))
         os.replace(staging, final)
         dir_fd = os.open(plans, os.O_RDONLY | os.O_DIRECTORY)
