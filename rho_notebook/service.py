@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from rho_notebook.errors import SourceError
+from rho_notebook.errors import RhoError, SourceError
+from rho_notebook.run.driver import EventSink
+from rho_notebook.run.owner import CancelResult, create_run, execute_run, load_state, request_cancel
+from rho_notebook.run.state import RunState
+from rho_notebook.store.runs import RunStore
 from rho_notebook.plan.plan import Plan, PlanManifest, PlanRequest, build_plan
 from rho_notebook.source.labels import FileSourceReader, SourceText, label_for_path
 from rho_notebook.source.workspace import Workspace, find_workspace
@@ -73,3 +77,36 @@ class Service:
 
     def list_plans(self) -> list[PlanManifest]:
         return self.plans.list()
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    @property
+    def runs(self) -> RunStore:
+        return RunStore(self.layout)
+
+    def load_plan(self, prefix: str) -> Plan:
+        return self.plans.load(prefix)
+
+    def create_run(self, plan: Plan, *, mode: str = "auto", origin: str = "cli") -> str:
+        return create_run(self.layout, plan, mode=mode, origin=origin)
+
+    async def execute(self, run_id: str, *, resume: bool = False, recover_uncertain: bool = False, on_event: EventSink | None = None) -> RunState:
+        return await execute_run(self.layout, run_id, resume=resume, recover_uncertain=recover_uncertain, on_event=on_event)
+
+    def resolve_run(self, prefix: str) -> str:
+        return self.runs.resolve(prefix)
+
+    def status(self, prefix: str) -> RunState:
+        return load_state(self.layout, self.resolve_run(prefix))
+
+    def cancel(self, prefix: str, *, wait_seconds: float = 2.0) -> CancelResult:
+        return request_cancel(self.layout, self.resolve_run(prefix), wait_seconds=wait_seconds)
+
+    def list_runs(self) -> list[RunState]:
+        found = []
+        for run_id in self.runs.ids():
+            try:
+                found.append(load_state(self.layout, run_id))
+            except (RhoError, OSError):
+                continue
+        return found

@@ -1,0 +1,96 @@
+"""The executor interface: one attempt of one node in, one typed result out.
+
+The run driver owns scheduling, journaling and cancellation; an executor only runs the attempt it
+is given. A new node kind (agents, approvals) plugs in by registering an :class:`Executor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Mapping, Protocol
+
+from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.graph import EnvironmentPolicy, Node
+from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.reference import OutputRef, Template, render_value
+from rho_notebook.model.state import NodeState
+
+__all__ = ["AttemptContext", "AttemptResult", "Executor", "UnavailableValue", "render_template", "node_environment"]
+
+
+class UnavailableValue(Exception):
+    """A template referenced an output that does not exist (the referenced node did not succeed)."""
+
+
+@dataclass
+class AttemptContext:
+    run_id: str
+    node: Node
+    attempt: int
+    attempt_dir: Path
+    workspace: Path
+    identities: Mapping[str, FileIdentity]
+    environment: EnvironmentPolicy
+    outputs: Callable[[str], Any]
+    """Validated output of an ancestor (UNAVAILABLE when it has none)."""
+    cancel: asyncio.Event
+    on_started: Callable[[int], Awaitable[None]]
+    """Awaited with the process id once the attempt's process exists."""
+    on_output: Callable[[str, bytes], Awaitable[None]] | None = None
+    """Awaited with (stream, chunk) for live output; optional."""
+    source_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass
+class AttemptResult:
+    state: NodeState
+    message: str = ""
+    exit: dict[str, Any] | None = None
+    value: Any = UNAVAILABLE
+    """The validated output value, or UNAVAILABLE when the node has none."""
+    artifacts: dict[str, str] = field(default_factory=dict)
+    """Artifact name -> path relative to the attempt directory."""
+
+
+class Executor(Protocol):
+    async def execute(self, ctx: AttemptContext) -> AttemptResult: ...
+
+
+def _lookup_path(value: Any, ref: OutputRef) -> Any:
+    for step in ref.path:
+        if isinstance(step, str) and isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(step, int) and isinstance(value, list) and -len(value) <= step < len(value):
+            value = value[step]
+        else:
+            return UNAVAILABLE
+    return value
+
+
+def render_template(template: Template, outputs: Callable[[str], Any]) -> str:
+    """Concatenate literal text and referenced values (strings as-is, others as compact JSON)."""
+    pieces: list[str] = []
+    for part in template.parts:
+        if isinstance(part, str):
+            pieces.append(part)
+            continue
+        value = outputs(part.node)
+        if value is not UNAVAILABLE:
+            value = _lookup_path(value, part)
+        if value is UNAVAILABLE:
+            path = "".join(f"[{step!r}]" for step in part.path)
+            msg = f"output({part.node!r}){path} is unavailable ({part.node!r} has no validated output at that path)"
+            raise UnavailableValue(msg)
+        pieces.append(render_value(value))
+    return "".join(pieces)
+
+
+def node_environment(policy: EnvironmentPolicy, source: Mapping[str, str], *, run_id: str, node: str) -> dict[str, str]:
+    """The environment a command node receives: the frozen allowlist, plus RHO_RUN_ID and RHO_NODE."""
+    env = {k: v for k, v in source.items() if k in policy.names or k.startswith(policy.prefixes)}
+    env["RHO_RUN_ID"] = run_id
+    env["RHO_NODE"] = node
+    return env

@@ -1,0 +1,158 @@
+"""The executor for command and shell nodes: render argv, verified launch, artifacts, stdout_json.
+
+Artifacts of an attempt: ``stdout``, ``stderr`` (retained bytes), ``exit.json`` and, for nodes with
+an output schema, ``value.json`` (the validated value).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import RhoError
+from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, node_environment, render_template
+from rho_notebook.exec.process import ProcessResult, ProcessSpec, run_process
+from rho_notebook.model.graph import CommandNode, ShellNode
+from rho_notebook.model.schema import validate_value
+from rho_notebook.model.state import NodeState
+from rho_notebook.store.files import atomic_write_json
+
+__all__ = ["CommandExecutor"]
+
+
+class _FileSink:
+    def __init__(self, path: Path, stream: str, ctx: AttemptContext) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self.stream = stream
+        self.ctx = ctx
+        self.kept = bytearray() if stream == "stdout" else None
+
+    async def __call__(self, chunk: bytes) -> None:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        if self.kept is not None:
+            self.kept += chunk
+        if self.ctx.on_output is not None:
+            await self.ctx.on_output(self.stream, chunk)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _exit_record(result: ProcessResult) -> dict[str, Any]:
+    return {
+        "kind": result.kind,
+        "code": result.exit_code,
+        "signal": result.signal,
+        "pid": result.pid,
+        "stdout_bytes": result.stdout_bytes,
+        "stderr_bytes": result.stderr_bytes,
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "duration_ms": round(result.duration_ms, 3),
+        "detail": result.detail,
+    }
+
+
+class CommandExecutor:
+    """Runs command and shell nodes as verified, supervised process trees."""
+
+    def __init__(self, *, kill_grace_seconds: float = 2.0) -> None:
+        self.kill_grace_seconds = kill_grace_seconds
+
+    def _argv(self, ctx: AttemptContext) -> tuple[str, ...]:
+        node = ctx.node
+        if isinstance(node, ShellNode):
+            return (node.executable.file.path.rsplit("/", 1)[-1], *node.arguments, node.command)
+        if not isinstance(node, CommandNode):
+            msg = f"CommandExecutor cannot run a {node.kind} node"
+            raise TypeError(msg)
+        return tuple(p if isinstance(p, str) else render_template(p, ctx.outputs) for p in node.argv)
+
+    def _spec(self, ctx: AttemptContext, argv: tuple[str, ...]) -> ProcessSpec:
+        node = ctx.node
+        if not isinstance(node, (CommandNode, ShellNode)):
+            msg = f"CommandExecutor cannot run a {node.kind} node"
+            raise TypeError(msg)
+        cwd = ctx.workspace / node.cwd[2:] if node.cwd != "//" else ctx.workspace
+        frozen = [node.executable.file.path, *(i.path for i in node.executable.interpreters)]
+        identities = {p: ctx.identities[p].model_dump() for p in frozen if p in ctx.identities}
+        cwd_identity = ctx.identities.get(node.cwd)
+        return ProcessSpec.model_validate(
+            {
+                "argv": argv,
+                "executable": node.executable,
+                "executable_identities": identities,
+                "cwd": cwd,
+                "cwd_identity": cwd_identity.model_dump() if cwd_identity else None,
+                "env": node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=node.name),
+                "timeout_seconds": node.timeout_seconds,
+                "max_output_bytes": node.max_output_bytes,
+                "workspace": ctx.workspace,
+                "kill_grace_seconds": self.kill_grace_seconds,
+            }
+        )
+
+    async def execute(self, ctx: AttemptContext) -> AttemptResult:
+        node = ctx.node
+        try:
+            argv = self._argv(ctx)
+        except UnavailableValue as err:
+            return AttemptResult(state=NodeState.FAILURE, message=f"cannot render argv: {err}")
+        stdout = _FileSink(ctx.attempt_dir / "stdout", "stdout", ctx)
+        stderr = _FileSink(ctx.attempt_dir / "stderr", "stderr", ctx)
+        try:
+            result = await run_process(
+                self._spec(ctx, argv),
+                stdout_sink=stdout,
+                stderr_sink=stderr,
+                cancel=ctx.cancel,
+                on_started=ctx.on_started,
+            )
+        except RhoError as err:
+            record = {"kind": "not_started", "code": None, "signal": None, "detail": err.message}
+            atomic_write_json(ctx.attempt_dir / "exit.json", record)
+            return AttemptResult(state=NodeState.FAILURE, message=err.message, exit=record)
+        finally:
+            stdout.close()
+            stderr.close()
+        record = _exit_record(result)
+        atomic_write_json(ctx.attempt_dir / "exit.json", record)
+        artifacts = {"stdout": "stdout", "stderr": "stderr", "exit": "exit.json"}
+        if result.kind == "cancelled":
+            return AttemptResult(state=NodeState.CANCELLATION, message="cancelled", exit=record, artifacts=artifacts)
+        if result.kind == "timeout":
+            return AttemptResult(state=NodeState.FAILURE, message=f"timed out after {node.timeout_seconds} s; the process tree was stopped", exit=record, artifacts=artifacts)
+        if result.kind == "signal":
+            return AttemptResult(state=NodeState.FAILURE, message=f"killed by signal {result.signal}", exit=record, artifacts=artifacts)
+        if result.kind != "exit":
+            return AttemptResult(state=NodeState.FAILURE, message=f"ended abnormally: {result.detail}", exit=record, artifacts=artifacts)
+        if result.exit_code != 0:
+            return AttemptResult(state=NodeState.FAILURE, message=f"exited with code {result.exit_code}", exit=record, artifacts=artifacts)
+        if node.output is None:
+            return AttemptResult(state=NodeState.SUCCESS, exit=record, artifacts=artifacts)
+        return self._typed(ctx, stdout, record, artifacts)
+
+    def _typed(self, ctx: AttemptContext, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
+        node = ctx.node
+        if record["stdout_truncated"]:
+            msg = f"stdout_json: stdout was truncated at max_output_bytes={node.max_output_bytes}; the complete value could not be parsed"
+            return AttemptResult(state=NodeState.FAILURE, message=msg, exit=record, artifacts=artifacts)
+        raw = bytes(stdout.kept or b"")
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            msg = f"stdout_json: stdout is not one JSON value ({err})"
+            return AttemptResult(state=NodeState.FAILURE, message=msg, exit=record, artifacts=artifacts)
+        if node.output is None:
+            return AttemptResult(state=NodeState.SUCCESS, exit=record, artifacts=artifacts)
+        problems = validate_value(node.output, value)
+        if problems:
+            msg = "stdout_json: output does not match the schema: " + "; ".join(problems[:5])
+            return AttemptResult(state=NodeState.FAILURE, message=msg, exit=record, artifacts=artifacts)
+        atomic_write_json(ctx.attempt_dir / "value.json", value)
+        artifacts["value"] = "value.json"
+        return AttemptResult(state=NodeState.SUCCESS, exit=record, value=value, artifacts=artifacts)

@@ -1,0 +1,314 @@
+"""The run driver: applies scheduler decisions, journals every change and awaits executors.
+
+Durability contract:
+
+- ``node_launched`` and everything before it is fsynced before the attempt's process starts, so
+  after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
+- Other records (process_started, node_finished, decisions) are appended at once and fsynced in
+  groups: at the latest before the next launch, before a cancel acknowledgement and at completion.
+- state.json is an atomic snapshot written at most every ``snapshot_interval`` seconds and at the
+  end; readers fold the journal tail after its ``last_seq`` into it, so they always see the journal.
+
+Failpoints: when ``RHO_NOTEBOOK_FAILPOINT=name:N`` is set, the owner SIGKILLs itself the N-th time
+it reaches the named point (used by the crash tests; see ``FAILPOINTS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor
+from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.graph import Graph, Node
+from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
+from rho_notebook.run.control import OwnerControl, pending_cancel_requests, write_ack
+from rho_notebook.run.events import EventKind, event
+from rho_notebook.run.scheduler import Scheduler
+from rho_notebook.run.state import RunState, apply
+from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.journal import JournalWriter
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.runs import RunFolder
+
+__all__ = ["RunDriver", "EventSink", "FAILPOINTS", "failpoint"]
+
+EventSink = Callable[[dict[str, Any]], None]
+
+FAILPOINTS = (
+    "before_launch_sync",
+    "after_launch_sync",
+    "after_process_started",
+    "after_finished_append",
+    "after_decisions_append",
+    "before_snapshot",
+    "after_snapshot",
+    "before_completed",
+    "after_completed",
+    "after_cancel_requested",
+)
+_failpoint_counts: dict[str, int] = {}
+
+
+def failpoint(name: str) -> None:
+    spec = os.environ.get("RHO_NOTEBOOK_FAILPOINT")
+    if not spec:
+        return
+    point, _, count = spec.partition(":")
+    if point != name:
+        return
+    _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
+    if _failpoint_counts[name] >= int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class RunDriver:
+    """Executes one run as its owner. Create it with the replayed state and an open journal."""
+
+    run_id: str
+    graph: Graph
+    folder: RunFolder
+    state: RunState
+    journal: JournalWriter
+    executors: Mapping[str, Executor]
+    workspace: Path
+    identities: Mapping[str, FileIdentity]
+    layout: StoreLayout
+    on_event: EventSink | None = None
+    snapshot_interval: float = 0.05
+    outputs: dict[str, Any] = field(default_factory=dict)
+    _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
+    _cancels: dict[str, asyncio.Event] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _last_snapshot: float = 0.0
+    _known_requests: set[str] = field(default_factory=set)
+    _control: OwnerControl | None = None
+    scheduler: Scheduler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.scheduler = Scheduler(self.graph)
+
+    # -- journaling ---------------------------------------------------------------------------------
+
+    def _emit(self, *records: dict[str, Any]) -> None:
+        for record in self.journal.append(list(records)):
+            apply(self.state, record)
+            if self.on_event is not None:
+                self.on_event(record)
+
+    def _snapshot(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_snapshot < self.snapshot_interval:
+            return
+        failpoint("before_snapshot")
+        atomic_write_json(self.folder.state, self.state.to_json())
+        self._last_snapshot = now
+        failpoint("after_snapshot")
+
+    # -- lookups ---------------------------------------------------------------------------------------
+
+    def _output(self, name: str) -> Any:
+        return self.outputs.get(name, UNAVAILABLE)
+
+    def _states(self) -> dict[str, NodeState]:
+        return {name: record.state for name, record in self.state.nodes.items()}
+
+    def _exit_codes(self) -> dict[str, int | None]:
+        return {name: record.exit_code() for name, record in self.state.nodes.items()}
+
+    # -- control ---------------------------------------------------------------------------------------
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    def _take_cancel_requests(self) -> list[str]:
+        fresh = pending_cancel_requests(self.folder.requests, self._known_requests | set(self.state.cancel_acknowledged))
+        for request_id in fresh:
+            self._known_requests.add(request_id)
+            self._emit(event(EventKind.CANCEL_REQUESTED, self.run_id, request_id=request_id))
+            failpoint("after_cancel_requested")
+        return fresh
+
+    # -- attempts --------------------------------------------------------------------------------------
+
+    async def _attempt(self, node: Node, number: int, cancel: asyncio.Event) -> tuple[str, int, AttemptResult]:
+        attempt_dir = self.layout.ensure(self.folder.attempt_dir(node.name, number))
+
+        async def started(pid: int) -> None:
+            self._emit(event(EventKind.PROCESS_STARTED, self.run_id, node=node.name, attempt=number, pid=pid))
+            failpoint("after_process_started")
+
+        async def output(stream: str, chunk: bytes) -> None:
+            if self.on_event is not None:
+                self.on_event(event(EventKind.OUTPUT_CHUNK, self.run_id, node=node.name, attempt=number, stream=stream, bytes=len(chunk)))
+
+        executor = self.executors.get(node.kind)
+        if executor is None:
+            message = f"no executor for {node.kind} nodes in this version of rho_notebook"
+            return node.name, number, AttemptResult(state=NodeState.FAILURE, message=message)
+        ctx = AttemptContext(
+            run_id=self.run_id,
+            node=node,
+            attempt=number,
+            attempt_dir=attempt_dir,
+            workspace=self.workspace,
+            identities=self.identities,
+            environment=self.graph.environment,
+            outputs=self._output,
+            cancel=cancel,
+            on_started=started,
+            on_output=output if self.on_event is not None else None,
+        )
+        try:
+            result = await executor.execute(ctx)
+        except Exception as err:  # an executor bug must end the node, not the run
+            result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
+        return node.name, number, result
+
+    def _launch(self, names: list[str]) -> None:
+        records = []
+        for name in names:
+            number = self.state.nodes[name].attempt + 1
+            records.append(event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number))
+        self._emit(*records)
+        failpoint("before_launch_sync")
+        self.journal.sync()
+        failpoint("after_launch_sync")
+        for name in names:
+            cancel = asyncio.Event()
+            self._cancels[name] = cancel
+            number = self.state.nodes[name].attempt
+            task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel))
+            self._tasks[task] = name
+
+    def _finish(self, name: str, number: int, result: AttemptResult) -> None:
+        self._cancels.pop(name, None)
+        if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
+            self.outputs[name] = result.value
+        self._emit(
+            event(
+                EventKind.NODE_FINISHED,
+                self.run_id,
+                node=name,
+                attempt=number,
+                state=result.state.value,
+                exit=result.exit,
+                message=result.message,
+            )
+        )
+        failpoint("after_finished_append")
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    @property
+    def graph_nodes(self) -> dict[str, Node]:
+        return self.scheduler.nodes
+
+    async def execute(self, *, resumed: bool) -> RunState:
+        """Run until every node is terminal or the run is cancelled; returns the final state."""
+        self._control = OwnerControl(self.run_id, self._poke)
+        await self._control.start()
+        try:
+            self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
+            self.journal.sync()
+            self._snapshot(force=True)
+            await self._loop()
+        finally:
+            await self._control.close()
+        return self.state
+
+    async def _loop(self) -> None:
+        dirty: set[str] | None = None
+        cancelling = False
+        requests: list[str] = []
+        while True:
+            fresh = self._take_cancel_requests()
+            if fresh:
+                requests.extend(fresh)
+                if not cancelling:
+                    cancelling = True
+                    for cancel in self._cancels.values():
+                        cancel.set()
+            states = self._states()
+            decision = self.scheduler.decide(
+                states,
+                exit_codes=self._exit_codes(),
+                outputs=self._output,
+                launching=not cancelling,
+                dirty=dirty,
+            )
+            dirty = set()
+            decided = []
+            for name, new_state, reason in decision.decided:
+                kind = {NodeState.READY: EventKind.NODE_READY, NodeState.SKIPPED: EventKind.NODE_SKIPPED}.get(new_state, EventKind.NODE_BLOCKED)
+                decided.append(event(kind, self.run_id, node=name, reason=reason) if reason else event(kind, self.run_id, node=name))
+            if decided:
+                self._emit(*decided)
+                failpoint("after_decisions_append")
+            if decision.launches:
+                self._launch(decision.launches)
+            if not self._tasks:
+                if cancelling or requests:
+                    self._finish_cancellation(requests)
+                    return
+                if all(record.state in TERMINAL_STATES for record in self.state.nodes.values()):
+                    self._complete()
+                    return
+                if not decision.launches and not decision.decided:
+                    self._complete()
+                    return
+                continue
+            self._snapshot()
+            waiter = asyncio.ensure_future(self._wake.wait())
+            done, _ = await asyncio.wait([*self._tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                waiter.cancel()
+            self._wake.clear()
+            for task in done:
+                if task is waiter:
+                    continue
+                name = self._tasks.pop(task)  # type: ignore[arg-type]
+                finished_name, number, result = task.result()  # type: ignore[misc]
+                self._finish(finished_name, number, result)
+                dirty.update(self.scheduler.children[name])
+
+    def _finish_cancellation(self, requests: list[str]) -> None:
+        resets = [
+            event(EventKind.NODE_RESET, self.run_id, node=name, reason="run cancelled before launch")
+            for name, record in sorted(self.state.nodes.items())
+            if record.state is NodeState.READY
+        ]
+        if resets:
+            self._emit(*resets)
+        outcome = "cancellation"
+        failpoint("before_completed")
+        self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome))
+        self.journal.sync()
+        failpoint("after_completed")
+        for request_id in requests:
+            self._emit(event(EventKind.CANCEL_ACKNOWLEDGED, self.run_id, request_id=request_id))
+        self.journal.sync()
+        for request_id in requests:
+            write_ack(self.folder.requests, request_id, {"lifecycle": Lifecycle.COMPLETED.value, "outcome": outcome})
+            if self._control is not None:
+                self._control.acknowledge(request_id)
+        self._snapshot(force=True)
+
+    def _complete(self) -> None:
+        states = [(record.state, self.graph_nodes[name].allow_failure) for name, record in self.state.nodes.items()]
+        if any(s not in TERMINAL_STATES for s, _ in states):
+            outcome = "blocked"
+        else:
+            outcome = workflow_outcome(states).value
+        failpoint("before_completed")
+        self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome))
+        self.journal.sync()
+        failpoint("after_completed")
+        self._snapshot(force=True)

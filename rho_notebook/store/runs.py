@@ -1,0 +1,181 @@
+"""Runs on disk: runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl,
+mutation.lock, requests/, nodes/<NODE>/attempts/<N>/...}.
+
+The run copies the frozen graph and the plan facts it needs, so deleting the plan never breaks
+status or resume. The owner of a run holds an exclusive flock on mutation.lock for as long as it
+executes; readers never take it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from rho_notebook.errors import NotFound, StoreError
+from rho_notebook.model.canonical import graph_digest
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.identity import FileIdentity
+from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
+from rho_notebook.store.ids import match_id
+from rho_notebook.store.layout import StoreLayout
+
+__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT"]
+
+RUN_FORMAT = "rho-notebook/run/v1"
+
+
+class RunManifest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str = RUN_FORMAT
+    run_id: str
+    plan_id: str
+    graph_digest: str
+    workflow: str
+    created_at: str
+    workspace_root: str
+    workspace_key: str
+    identities: dict[str, FileIdentity]
+    mode: str = "auto"
+    """Permission mode chosen for this run."""
+    origin: str = "cli"
+    """Which front end started it (cli, notebook, server)."""
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    path: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def graph(self) -> Path:
+        return self.path / "graph.json"
+
+    @property
+    def state(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def events(self) -> Path:
+        return self.path / "events.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.path / "mutation.lock"
+
+    @property
+    def requests(self) -> Path:
+        return self.path / "requests"
+
+    def attempt_dir(self, node: str, attempt: int) -> Path:
+        return self.path / "nodes" / node / "attempts" / str(attempt)
+
+
+class OwnerLock:
+    """The exclusive, non-blocking owner lock of one run (flock on mutation.lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    @staticmethod
+    def is_held(path: Path) -> bool:
+        """Whether some process owns the run now (probes without taking ownership)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+
+class RunStore:
+    def __init__(self, layout: StoreLayout) -> None:
+        self.layout = layout
+
+    def folder(self, run_id: str) -> RunFolder:
+        folder = RunFolder(self.layout.run_dir(run_id))
+        check_no_symlink(folder.path, below=self.layout.home)
+        return folder
+
+    def create(self, manifest: RunManifest, graph: Graph) -> RunFolder:
+        runs = self.layout.ensure(self.layout.runs)
+        folder = RunFolder(runs / manifest.run_id)
+        self.layout.ensure(folder.path)
+        self.layout.ensure(folder.requests)
+        self.layout.ensure(folder.path / "nodes")
+        atomic_write(folder.graph, graph.model_dump_json().encode() + b"\n")
+        atomic_write_json(folder.manifest, manifest.model_dump(mode="json"))
+        return folder
+
+    def ids(self) -> list[str]:
+        if not self.layout.runs.is_dir():
+            return []
+        return sorted(p.name for p in self.layout.runs.iterdir() if not p.name.startswith("."))
+
+    def resolve(self, prefix: str) -> str:
+        return match_id(prefix, self.ids(), what="run")
+
+    def manifest(self, run_id: str) -> RunManifest:
+        folder = self.folder(run_id)
+        check_no_symlink(folder.manifest, below=self.layout.home)
+        try:
+            return RunManifest.model_validate(read_json(folder.manifest))
+        except FileNotFoundError:
+            msg = f"run {run_id} has no manifest.json; the run store entry is incomplete"
+            raise NotFound(msg) from None
+
+    def graph(self, run_id: str, *, expected_digest: str) -> Graph:
+        folder = self.folder(run_id)
+        check_no_symlink(folder.graph, below=self.layout.home)
+        graph = Graph.model_validate(json.loads(read_nofollow(folder.graph)))
+        digest = graph_digest(graph)
+        if digest != expected_digest:
+            msg = f"run {run_id}: graph.json digests to {digest}, not the confirmed {expected_digest}; refusing to use a modified graph"
+            raise StoreError(msg)
+        return graph
+
+    def read_state(self, run_id: str) -> dict[str, Any]:
+        folder = self.folder(run_id)
+        check_no_symlink(folder.state, below=self.layout.home)
+        try:
+            data: dict[str, Any] = read_json(folder.state)
+        except FileNotFoundError:
+            msg = f"run {run_id} has no state.json yet"
+            raise NotFound(msg) from None
+        return data
+
+    def delete(self, run_id: str) -> None:
+        folder = self.folder(run_id)
+        shutil.rmtree(folder.path)
