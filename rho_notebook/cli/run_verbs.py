@@ -33,6 +33,7 @@ def register(verbs: Any) -> None:
     run.add_argument("plan", help="plan ID or unique prefix")
     run.add_argument("--yes", action="store_true", help="confirm the digest without asking (required without a terminal)")
     run.add_argument("--output", choices=("text", "jsonl"), default="text")
+    run.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto", help="permission mode for command launches (default auto; recorded in the run)")
     run.set_defaults(handler=run_run)
 
     resume = verbs.add_parser("resume", help="resume a cancelled or interrupted run from its frozen graph")
@@ -182,7 +183,7 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
     if not _confirm(args, digest=plan.graph_digest, what=f"run plan {plan.plan_id[:13]}"):
         return EXIT_REFUSED
-    run_id = service.create_run(plan)
+    run_id = service.create_run(plan, mode=args.mode)
     return _execute(service, run_id, args, resume=False)
 
 

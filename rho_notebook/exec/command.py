@@ -79,7 +79,7 @@ class CommandExecutor:
             raise TypeError(msg)
         cwd = ctx.workspace / node.cwd[2:] if node.cwd != "//" else ctx.workspace
         frozen = [node.executable.file.path, *(i.path for i in node.executable.interpreters)]
-        identities = {p: ctx.identities[p].model_dump() for p in frozen if p in ctx.identities}
+        identities = {p: ctx.identities[p] for p in frozen if p in ctx.identities}
         cwd_identity = ctx.identities.get(node.cwd)
         return ProcessSpec.model_validate(
             {
@@ -87,7 +87,7 @@ class CommandExecutor:
                 "executable": node.executable,
                 "executable_identities": identities,
                 "cwd": cwd,
-                "cwd_identity": cwd_identity.model_dump() if cwd_identity else None,
+                "cwd_identity": cwd_identity,
                 "env": node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=node.name),
                 "timeout_seconds": node.timeout_seconds,
                 "max_output_bytes": node.max_output_bytes,

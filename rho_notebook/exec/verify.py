@@ -34,8 +34,8 @@ from collections import OrderedDict
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 
+from rho_notebook.model.identity import FileIdentity
 from rho_notebook.errors import RhoError
 
 __all__ = [
@@ -85,23 +85,6 @@ class VerificationError(RhoError):
         super().__init__(message)
         self.path = path
         self.reason: VerifyReason = reason
-
-
-class FileIdentity(BaseModel):
-    """Where a file lives and what it looked like: ``lstat`` fields recorded in the plan manifest."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    mode: int
-    """Full ``st_mode`` (type and permission bits); recorded, not compared."""
-
-    @classmethod
-    def from_stat(cls, st: os.stat_result) -> FileIdentity:
-        return cls(dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, mode=st.st_mode)
 
 
 def identity_of(path: Path) -> FileIdentity:

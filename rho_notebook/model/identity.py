@@ -17,6 +17,11 @@ class FileIdentity(BaseModel):
     size: int
     mtime_ns: int
     mode: int
+    """Full ``st_mode`` (type and permission bits); recorded, not compared."""
+
+    @classmethod
+    def from_stat(cls, st: os.stat_result) -> FileIdentity:
+        return identity_of_stat(st)
 
 
 def identity_of_stat(info: os.stat_result) -> FileIdentity:

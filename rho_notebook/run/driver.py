@@ -25,9 +25,11 @@ from typing import Any, Callable, Mapping
 
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import Graph, Node
+from rho_notebook.model.graph import AgentNode, Graph, Node
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
+from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decide_launch
+from rho_notebook.run.checkout import CheckoutLock
 from rho_notebook.run.control import OwnerControl, pending_cancel_requests, write_ack
 from rho_notebook.run.events import EventKind, event
 from rho_notebook.run.scheduler import Scheduler
@@ -82,6 +84,9 @@ class RunDriver:
     identities: Mapping[str, FileIdentity]
     layout: StoreLayout
     on_event: EventSink | None = None
+    mode: PermissionMode = PermissionMode.AUTO
+    checkout: CheckoutLock | None = None
+    """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
     snapshot_interval: float = 0.05
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
@@ -149,6 +154,13 @@ class RunDriver:
             if self.on_event is not None:
                 self.on_event(event(EventKind.OUTPUT_CHUNK, self.run_id, node=node.name, attempt=number, stream=stream, bytes=len(chunk)))
 
+        decision = decide_launch(self.mode, node)
+        if decision is LaunchDecision.DENY:
+            message = f"denied by permission mode {self.mode.value!r}: no process was started"
+            return node.name, number, AttemptResult(state=NodeState.DENIAL, message=message)
+        if decision is LaunchDecision.ASK:
+            message = f"permission mode {self.mode.value!r} requires approval and no approval responder is available; failing closed"
+            return node.name, number, AttemptResult(state=NodeState.DENIAL, message=message)
         executor = self.executors.get(node.kind)
         if executor is None:
             message = f"no executor for {node.kind} nodes in this version of rho_notebook"
@@ -167,7 +179,14 @@ class RunDriver:
             on_output=output if self.on_event is not None else None,
         )
         try:
-            result = await executor.execute(ctx)
+            if self.checkout is None:
+                result = await executor.execute(ctx)
+            elif isinstance(node, AgentNode) and node.access == "read_only":
+                async with self.checkout.read():
+                    result = await executor.execute(ctx)
+            else:
+                async with self.checkout.write():
+                    result = await executor.execute(ctx)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
         return node.name, number, result

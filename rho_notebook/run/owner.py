@@ -21,6 +21,8 @@ from rho_notebook.errors import PlanError, RhoError, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState
 from rho_notebook.plan.plan import Plan
+from rho_notebook.policy.permission import PermissionMode
+from rho_notebook.run.checkout import CheckoutLock
 from rho_notebook.run.control import poke_owner, read_ack, write_cancel_request
 from rho_notebook.run.driver import EventSink, RunDriver
 from rho_notebook.run.events import EventKind, event, now_iso
@@ -255,6 +257,8 @@ async def execute_run(
             identities=manifest.identities,
             layout=layout,
             on_event=on_event,
+            mode=PermissionMode(manifest.mode),
+            checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
         )
         driver.outputs.update(_load_outputs(folder.path, state))
         return await driver.execute(resumed=resume)

@@ -1,0 +1,1 @@
+"""Permission modes, hooks, trust and approval records."""

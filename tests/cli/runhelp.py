@@ -1,0 +1,68 @@
+"""Helpers for CLI run tests: plan + run through real `rho-notebook` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from tests.conftest import REPO, Project
+
+
+def plan_id(project: Project, entry: str = "wf.star", *args: str) -> str:
+    result = project.cli("plan", entry, "--output", "json", *args)
+    assert result.returncode == 0, result.stderr
+    return str(json.loads(result.stdout)["plan_id"])
+
+
+def run(project: Project, entry: str = "wf.star", *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    pid = plan_id(project, entry)
+    result = project.cli("run", pid, "--yes", "--output", "jsonl", *args)
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    run_id = events[0]["run_id"]
+    return result, status(project, run_id)
+
+
+def status(project: Project, run_id: str) -> dict[str, Any]:
+    result = project.cli("status", run_id, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def start_run(project: Project, entry: str = "wf.star", *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `rho-notebook run` in the background (its own session) and return the process."""
+    pid = plan_id(project, entry)
+    full_env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rho_notebook", "run", pid, "--yes", "--output", "jsonl", *args],
+        cwd=project.root,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for_event(proc: subprocess.Popen[str], predicate: Any, timeout: float = 30) -> tuple[str, dict[str, Any]]:
+    """Read the run's jsonl until an event matches; returns (run_id, event)."""
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        record = json.loads(line)
+        if predicate(record):
+            return record["run_id"], record
+    raise AssertionError("event not seen: " + (proc.stderr.read() if proc.stderr else ""))
+
+
+def only_run_id(project: Project) -> str:
+    runs = sorted((project.home / "workflows" / "runs").iterdir())
+    assert len(runs) == 1
+    return runs[0].name
