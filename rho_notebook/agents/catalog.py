@@ -182,7 +182,7 @@ def _roots(
 ) -> list[tuple[str, _Loader]]:
     """(description, loader) of every root to search, highest precedence first."""
     roots: list[tuple[str, _Loader]] = []
-    if overlay is not None:
+    if overlay:
         roots.append(("notebook overlay", functools.partial(_overlay_candidates, overlay)))
     directories: list[tuple[AgentOrigin, Path | None]] = [
         ("workflow", None if workflow_dir is None else workflow_dir / "agents"),

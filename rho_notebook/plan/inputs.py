@@ -90,7 +90,8 @@ def check_inputs(declared: Mapping[str, Any], supplied: Mapping[str, Any], *, fi
                 message = f"input {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
                 rule = "input.enum"
             else:
-                message = f"input {key!r} must be a {kind}, got {json.dumps(value)}"
+                article = "an" if kind[0] in "aeiou" else "a"
+                message = f"input {key!r} must be {article} {kind}, got {json.dumps(value)}"
                 rule = "input.type"
             problems.append(Diagnostic(rule=rule, message=message, file=file))
             continue

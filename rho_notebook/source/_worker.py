@@ -295,7 +295,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         elif default is not None:
             expected = {"string": str, "integer": int, "bool": bool}[kind]
             ok = isinstance(default, expected) and (kind == "bool" or not isinstance(default, bool))
-            need(ok, "input.default", f"input.{kind}() default must be a {kind}, got {json.dumps(default)}")
+            article = "an" if kind[0] in "aeiou" else "a"
+            need(ok, "input.default", f"input.{kind}() default must be {article} {kind}, got {json.dumps(default)}")
         return decl
 
     module.add_callable("_input_string", lambda **kw: make_input("string", **kw))
@@ -379,8 +380,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         need(isinstance(parts, list), "template.parts", "template() needs a list of strings, values and output() references")
         for p in parts:
             s.check_value(p, "template part")
-            if isinstance(p, dict):
-                need(is_tag(p, "ref") and p.get("ref") == "output", "template.part", "template() parts may be strings, scalars, lists and records of them, or output() references; status() and exit_code() belong in conditions")
+            if isinstance(p, dict) and "__rho__" in p:
+                need(is_tag(p, "ref") and p.get("ref") == "output", "template.part", "template() parts may be strings, scalars, lists, records, or output() references; status() and exit_code() belong in conditions")
         return tag("template", parts=parts)
 
     module.add_callable("template", template)

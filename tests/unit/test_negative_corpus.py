@@ -63,10 +63,10 @@ CASES = [
     # --- inputs --------------------------------------------------------------------------------------
     Case("input-missing", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'t': input.string()}, build = build)\n"}, "input.missing", "'t'"),
     Case("input-unknown", {"wf.star": star("return workflow(name='a', nodes=[])")}, "input.unknown", "'zzz'", inputs={"zzz": 1}),
-    Case("input-wrong-type", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'n': input.integer(default = 1)}, build = build)\n"}, "input.type", "must be a integer", inputs={"n": "x"}),
+    Case("input-wrong-type", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'n': input.integer(default = 1)}, build = build)\n"}, "input.type", "must be an integer", inputs={"n": "x"}),
     Case("input-bool-not-int", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'n': input.integer(default = 1)}, build = build)\n"}, "input.type", "integer", inputs={"n": True}),
     Case("input-out-of-enum", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'m': input.enum(['a', 'b'])}, build = build)\n"}, "input.enum", "not one of", inputs={"m": "c"}),
-    Case("input-bad-default", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'n': input.integer(default = 'x')}, build = build)\n"}, "input.default", "must be a integer"),
+    Case("input-bad-default", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'n': input.integer(default = 'x')}, build = build)\n"}, "input.default", "must be an integer"),
     Case("input-bad-name", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'Bad': input.string()}, build = build)\n"}, "input.name", "'Bad'"),
     Case("input-not-declared-with-input", {"wf.star": "def build(i):\n    return workflow(name='a', nodes=[])\nWORKFLOW = define(inputs = {'a': 1}, build = build)\n"}, "define.inputs", "input.string"),
     # --- node fields ---------------------------------------------------------------------------------
