@@ -33,7 +33,7 @@ __all__ = [
     "NAME_PATTERN",
 ]
 
-GRAPH_FORMAT = "rho-notebook/graph/v1"
+GRAPH_FORMAT: Literal["rho-notebook/graph/v1"] = "rho-notebook/graph/v1"
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
 
 

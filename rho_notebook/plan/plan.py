@@ -49,7 +49,7 @@ __all__ = [
     "build_plan",
 ]
 
-PLAN_FORMAT = "rho-notebook/plan/v1"
+PLAN_FORMAT: Literal["rho-notebook/plan/v1"] = "rho-notebook/plan/v1"
 
 AgentResolver = Any  # (agent_id, workflow_dir, workspace, user_home, overlay) -> (AgentDefinition, Path | None)
 

@@ -293,8 +293,9 @@ class RunDriver:
             for task in done:
                 if task is waiter:
                     continue
-                name = self._tasks.pop(task)  # type: ignore[arg-type]
-                finished_name, number, result = task.result()  # type: ignore[misc]
+                attempt_task: asyncio.Task[tuple[str, int, AttemptResult]] = task  # type: ignore[assignment]
+                name = self._tasks.pop(attempt_task)
+                finished_name, number, result = attempt_task.result()
                 self._finish(finished_name, number, result)
                 dirty.update(self.scheduler.children[name])
 

@@ -261,7 +261,7 @@ def is_tag(value: Any, *kinds: str) -> bool:
 
 
 def install_builtins(module: sl.Module, s: Session) -> None:
-    def need(cond: bool, rule: str, message: str, at: list[Any] | None = None) -> None:
+    def need(cond: object, rule: str, message: str, at: list[Any] | None = None) -> None:
         if not cond:
             s.fail(rule, message, at)
 
@@ -312,7 +312,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         for key, decl in inputs.items():
             need(NAME_RE.match(key) is not None, "input.name", f"input name {key!r} must match [a-z][a-z0-9_-]{{0,62}}", at)
             need(is_tag(decl, "input"), "define.inputs", f"input {key!r} must be declared with input.string/integer/bool/enum", at)
-        return inputs
+        declared: dict[str, Any] = inputs
+        return declared
 
     module.add_callable("_check_define", check_define)
 
@@ -435,7 +436,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         need(not unknown, "node.argument", f"{kind}() got unknown argument(s): {', '.join(unknown)}", at)
         name = kw.get("name")
         need(isinstance(name, str), "node.name", f"{kind}() needs name = \"...\"", at)
-        need(NAME_RE.match(name) is not None, "node.name", f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes", at)
+        need(NAME_RE.match(str(name)) is not None, "node.name", f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes", at)
         where = f"{kind} {name!r}"
         for field in ("timeout_seconds", "max_output_bytes"):
             value = kw.get(field)
@@ -485,7 +486,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         need(isinstance(name, str) and NAME_RE.match(name) is not None, "workflow.name", f"workflow name {json.dumps(name)} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes", at)
         nodes = kw.get("nodes")
         need(isinstance(nodes, list), "workflow.nodes", "workflow(nodes=...) must be a list of nodes", at)
-        for n in nodes:
+        for n in nodes or []:
             need(is_tag(n, "node"), "workflow.nodes", f"workflow nodes must be agent(), command() or shell() values, got {json.dumps(n)[:80]}", at)
         conc = kw.get("concurrency")
         if conc is not None:
