@@ -7,9 +7,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rho_notebook.errors import RhoError, SourceError
+from rho_notebook.policy.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    check_decider,
+    list_requests,
+    read_decision,
+    read_request,
+    who_am_i,
+    write_decision,
+)
+from rho_notebook.policy.trust import TrustStore
+from rho_notebook.run.control import poke_owner
+from rho_notebook.run.events import now_iso
+from rho_notebook.store.ids import match_id
 from rho_notebook.run.driver import EventSink
 from rho_notebook.run.owner import CancelResult, create_run, execute_run, load_state, request_cancel
 from rho_notebook.run.state import RunState
@@ -64,6 +78,7 @@ class Service:
             inputs=dict(inputs),
             workflow_dir=(workspace.root / entry.label[2:]).parent,
             search_path=search_path if search_path is not None else os.environ.get("PATH", os.defpath),
+            workspace_trusted=TrustStore(self.layout).is_trusted(workspace),
         )
 
     async def validate(self, request: PlanRequest) -> Plan:
@@ -90,8 +105,56 @@ class Service:
     def create_run(self, plan: Plan, *, mode: str = "auto", origin: str = "cli") -> str:
         return create_run(self.layout, plan, mode=mode, origin=origin)
 
-    async def execute(self, run_id: str, *, resume: bool = False, recover_uncertain: bool = False, on_event: EventSink | None = None) -> RunState:
-        return await execute_run(self.layout, run_id, resume=resume, recover_uncertain=recover_uncertain, on_event=on_event)
+    async def execute(
+        self,
+        run_id: str,
+        *,
+        resume: bool = False,
+        recover_uncertain: bool = False,
+        on_event: EventSink | None = None,
+        responder: Callable[[ApprovalRequest], None] | None = None,
+        approval_timeout: float = 0.0,
+    ) -> RunState:
+        return await execute_run(
+            self.layout,
+            run_id,
+            resume=resume,
+            recover_uncertain=recover_uncertain,
+            on_event=on_event,
+            responder=responder,
+            approval_timeout=approval_timeout,
+        )
+
+    # -- decisions ------------------------------------------------------------------------------------
+
+    def pending_approvals(self, prefix: str) -> list[ApprovalRequest]:
+        """Approval requests of a run that have no decision yet."""
+        run_id = self.resolve_run(prefix)
+        folder = self.runs.folder(run_id).requests
+        return [r for r in list_requests(folder) if read_decision(folder, r.request_id) is None]
+
+    def approval_request(self, run_prefix: str, request_prefix: str) -> ApprovalRequest:
+        run_id = self.resolve_run(run_prefix)
+        folder = self.runs.folder(run_id).requests
+        ids = [r.request_id for r in list_requests(folder)]
+        return read_request(folder, match_id(request_prefix, ids, what="approval request"))
+
+    def decide(self, request: ApprovalRequest, *, approve: bool, comment: str | None, via: str) -> ApprovalDecision:
+        """Record a person's decision (first decision wins) and wake the owner."""
+        state = load_state(self.layout, request.run_id)
+        check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
+        decision = ApprovalDecision(
+            request_id=request.request_id,
+            decision="approve" if approve else "deny",
+            by=who_am_i(),
+            comment=comment,
+            at=now_iso(),
+            via=via,
+            facts_sha256=request.facts_sha256,
+        )
+        standing = write_decision(self.runs.folder(request.run_id).requests, decision)
+        poke_owner(request.run_id, request.request_id, timeout=0.0)
+        return standing
 
     def resolve_run(self, prefix: str) -> str:
         return self.runs.resolve(prefix)

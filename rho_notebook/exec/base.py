@@ -42,6 +42,9 @@ class AttemptContext:
     on_output: Callable[[str, bytes], Awaitable[None]] | None = None
     """Awaited with (stream, chunk) for live output; optional."""
     source_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    request_approval: Callable[[dict[str, Any], float], Awaitable[Any]] | None = None
+    """Ask a person to decide ``facts`` within a timeout: returns an ApprovalDecision, None on
+    timeout, or "cancelled". Only approval nodes use it; agents never get it."""
 
 
 @dataclass

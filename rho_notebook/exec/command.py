@@ -19,7 +19,26 @@ from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write_json
 
-__all__ = ["CommandExecutor"]
+__all__ = ["CommandExecutor", "process_facts", "render_argv"]
+
+
+def render_argv(node: CommandNode | ShellNode, outputs: Any) -> tuple[str, ...]:
+    """The exact argv a command or shell node will launch (references rendered to single elements)."""
+    if isinstance(node, ShellNode):
+        return (node.executable.file.path.rsplit("/", 1)[-1], *node.arguments, node.command)
+    return tuple(p if isinstance(p, str) else render_template(p, outputs) for p in node.argv)
+
+
+def process_facts(node: CommandNode | ShellNode, outputs: Any) -> dict[str, Any]:
+    """The frozen process facts a person or a hook decides on: executable and digest, argv, cwd."""
+    exe = node.executable
+    return {
+        "executable": exe.file.path,
+        "sha256": exe.file.sha256,
+        "interpreters": [{"path": i.path, "sha256": i.sha256} for i in exe.interpreters],
+        "argv": list(render_argv(node, outputs)),
+        "cwd": node.cwd,
+    }
 
 
 class _FileSink:
@@ -65,12 +84,10 @@ class CommandExecutor:
 
     def _argv(self, ctx: AttemptContext) -> tuple[str, ...]:
         node = ctx.node
-        if isinstance(node, ShellNode):
-            return (node.executable.file.path.rsplit("/", 1)[-1], *node.arguments, node.command)
-        if not isinstance(node, CommandNode):
+        if not isinstance(node, (CommandNode, ShellNode)):
             msg = f"CommandExecutor cannot run a {node.kind} node"
             raise TypeError(msg)
-        return tuple(p if isinstance(p, str) else render_template(p, ctx.outputs) for p in node.argv)
+        return render_argv(node, ctx.outputs)
 
     def _spec(self, ctx: AttemptContext, argv: tuple[str, ...]) -> ProcessSpec:
         node = ctx.node

@@ -39,7 +39,12 @@ from rho_notebook.model.schema import (
 )
 from rho_notebook.source.limits import Limits
 
-__all__ = ["NodeDraft", "Located", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
+APPROVAL_OUTPUT = RecordSchema(
+    fields=(("at", StringSchema()), ("by", StringSchema()), ("comment", OptionalSchema(inner=StringSchema())))
+)
+"""The output record of every approval node: who decided, their comment, and when."""
+
+__all__ = ["APPROVAL_OUTPUT", "NodeDraft", "Located", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
 
 Located = Callable[[str, str], Diagnostic]
 
@@ -152,8 +157,10 @@ def drafts_of(raw_nodes: list[dict[str, Any]]) -> list[NodeDraft]:
             draft.when = to_condition(raw["when"])
         if raw.get("output") is not None:
             draft.output = to_schema(raw["output"])
-        if raw["kind"] == "agent":
+        if raw["kind"] in ("agent", "approval"):
             draft.templates.append(to_template(raw["prompt"]))
+        if raw["kind"] == "approval":
+            draft.output = APPROVAL_OUTPUT
         if raw["kind"] == "command":
             for part in raw["argv"][1:]:
                 if not isinstance(part, str):
@@ -245,7 +252,7 @@ def check_graph(drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[s
             depth = schema_depth(draft.output)
             if depth > limits.limit("schema_depth"):
                 found.append(draft.diagnostic("limit.schema_depth", f"planning budget 'schema_depth' exceeded: accepted limit {limits.limit('schema_depth')}, measured {depth}"))
-            size = len(json.dumps(draft.raw["output"]))
+            size = len(draft.output.model_dump_json())
             if size > limits.limit("schema_bytes"):
                 found.append(draft.diagnostic("limit.schema_bytes", f"planning budget 'schema_bytes' exceeded: accepted limit {limits.limit('schema_bytes')}, measured {size}"))
         for field_name, budget in (("timeout_seconds", "timeout_seconds"), ("max_output_bytes", "max_output_bytes")):

@@ -21,6 +21,7 @@ from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
 from rho_notebook.model.graph import (
     GRAPH_FORMAT,
     AgentNode,
+    ApprovalNode,
     ArgvPart,
     CommandNode,
     Graph,
@@ -123,6 +124,8 @@ class PlanRequest:
     overlay_sources: Mapping[str, SourceText] = field(default_factory=dict)
     overlay_agents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     search_path: str = "/usr/local/bin:/usr/bin:/bin"
+    workspace_trusted: bool = False
+    """Recorded in the plan; project settings and hooks apply only to trusted workspaces."""
 
 
 def _argv_part(raw: Any) -> ArgvPart:
@@ -191,6 +194,10 @@ def _freeze_nodes(
                 prompt = to_template(raw["prompt"])
                 _limit(found, draft, limits, "template_bytes", _template_bytes(prompt) + len(definition.body.encode()))
                 nodes.append(AgentNode(agent=agent_id, prompt=prompt, access=access, **common))
+            elif draft.kind == "approval":
+                prompt = to_template(raw["prompt"])
+                _limit(found, draft, limits, "template_bytes", _template_bytes(prompt))
+                nodes.append(ApprovalNode(prompt=prompt, **common))
             elif draft.kind == "command":
                 cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
                 argv = tuple(_argv_part(p) for p in raw["argv"])
@@ -231,6 +238,8 @@ def _authority(graph: Graph) -> tuple[AuthorityItem, ...]:
                 items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp.sha256))
             items.add(AuthorityItem(kind="directory", value=node.cwd, detail="working directory (mutating)"))
             items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
+        elif isinstance(node, ApprovalNode):
+            items.add(AuthorityItem(kind="capability", value="approval", detail=f"a person decides node {node.name!r}"))
         elif isinstance(node, AgentNode):
             agent = graph.agent(node.agent)
             tools = "all" if agent.tools == "all" else ", ".join(agent.tools)
@@ -316,6 +325,7 @@ async def build_plan(
         entry=request.entry.label,
         workspace_root=str(request.workspace.root),
         workspace_key=request.workspace.key,
+        workspace_trusted=request.workspace_trusted,
         sources=tuple(
             SourceRecord(label=s.label, size=len(s.text.encode()), sha256="sha256:" + hashlib.sha256(s.text.encode()).hexdigest())
             for s in sources

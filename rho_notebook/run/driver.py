@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor
+from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue
+from rho_notebook.exec.command import process_facts
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import AgentNode, Graph, Node
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
+from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_decision, read_request, write_request
+from rho_notebook.policy.hooks import HookSpec, HookVerdict, run_hooks
 from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decide_launch
 from rho_notebook.run.checkout import CheckoutLock
 from rho_notebook.run.control import OwnerControl, pending_cancel_requests, write_ack
@@ -35,6 +38,7 @@ from rho_notebook.run.events import EventKind, event
 from rho_notebook.run.scheduler import Scheduler
 from rho_notebook.run.state import RunState, apply
 from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import RunFolder
@@ -86,12 +90,18 @@ class RunDriver:
     on_event: EventSink | None = None
     mode: PermissionMode = PermissionMode.AUTO
     checkout: CheckoutLock | None = None
+    hooks: Mapping[str, list[HookSpec]] = field(default_factory=dict)
+    responder: Callable[[ApprovalRequest], None] | None = None
+    """Someone who can answer approval requests now (terminal prompt, notebook widget)."""
+    approval_timeout: float = 0.0
+    """How long a supervised launch waits when no responder is available, then fails closed."""
     """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
     snapshot_interval: float = 0.05
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
     _cancels: dict[str, asyncio.Event] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
     _last_snapshot: float = 0.0
     _known_requests: set[str] = field(default_factory=set)
     _control: OwnerControl | None = None
@@ -132,6 +142,7 @@ class RunDriver:
 
     def _poke(self) -> None:
         self._wake.set()
+        self._approval_wake.set()
 
     def _take_cancel_requests(self) -> list[str]:
         fresh = pending_cancel_requests(self.folder.requests, self._known_requests | set(self.state.cancel_acknowledged))
@@ -143,7 +154,99 @@ class RunDriver:
 
     # -- attempts --------------------------------------------------------------------------------------
 
-    async def _attempt(self, node: Node, number: int, cancel: asyncio.Event) -> tuple[str, int, AttemptResult]:
+    async def _decide(
+        self,
+        node: Node,
+        number: int,
+        *,
+        kind: str,
+        facts: dict[str, Any],
+        timeout: float,
+        cancel: asyncio.Event,
+        request_id: str | None,
+    ) -> ApprovalDecision | None | str:
+        """Ask a person; returns their decision, None on timeout, or "cancelled"."""
+        if request_id is None:
+            request = ApprovalRequest(
+                request_id=new_id(),
+                run_id=self.run_id,
+                node=node.name,
+                attempt=number,
+                kind="node" if kind == "node" else "launch",
+                facts=facts,
+                facts_sha256=facts_digest(facts),
+                requested_at=time.time(),
+            )
+            write_request(self.folder.requests, request)
+            self._emit(
+                event(
+                    EventKind.APPROVAL_REQUESTED,
+                    self.run_id,
+                    node=node.name,
+                    attempt=number,
+                    request_id=request.request_id,
+                    approval=request.kind,
+                    facts=facts,
+                    facts_sha256=request.facts_sha256,
+                    timeout_seconds=timeout,
+                )
+            )
+            self.journal.sync()
+            self._snapshot(force=True)
+        else:
+            request = read_request(self.folder.requests, request_id)
+        if self.responder is not None:
+            self.responder(request)
+        deadline = time.monotonic() + timeout
+        while True:
+            decision = read_decision(self.folder.requests, request.request_id)
+            if decision is not None:
+                if decision.facts_sha256 != request.facts_sha256:
+                    decision = decision.model_copy(update={"decision": "deny", "comment": f"rejected: decided on different facts ({decision.facts_sha256})"})
+                self._emit(
+                    event(
+                        EventKind.APPROVAL_DECIDED,
+                        self.run_id,
+                        node=node.name,
+                        attempt=number,
+                        request_id=request.request_id,
+                        decision=decision.decision,
+                        by=decision.by,
+                        comment=decision.comment,
+                        decided_at=decision.at,
+                        via=decision.via,
+                        facts_sha256=request.facts_sha256,
+                    )
+                )
+                self.journal.sync()
+                return decision
+            if cancel.is_set():
+                return "cancelled"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._approval_wake.clear()
+            try:
+                await asyncio.wait_for(self._approval_wake.wait(), timeout=min(remaining, 0.25))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _hooks(self, hook_event: str, node: Node, number: int, payload: dict[str, Any]) -> HookVerdict:
+        specs = self.hooks.get(hook_event, [])
+        if not specs:
+            return HookVerdict()
+        verdict = await run_hooks(hook_event, specs, payload, cwd=self.workspace)  # type: ignore[arg-type]
+        records = []
+        for record in verdict.records:
+            kind = EventKind.HOOK_IGNORED if "keys" in record else EventKind.HOOK_RAN
+            records.append(event(kind, self.run_id, node=node.name, attempt=number, **record))
+        if records:
+            self._emit(*records)
+        return verdict
+
+    async def _attempt(
+        self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
+    ) -> tuple[str, int, AttemptResult]:
         attempt_dir = self.layout.ensure(self.folder.attempt_dir(node.name, number))
 
         async def started(pid: int) -> None:
@@ -154,17 +257,18 @@ class RunDriver:
             if self.on_event is not None:
                 self.on_event(event(EventKind.OUTPUT_CHUNK, self.run_id, node=node.name, attempt=number, stream=stream, bytes=len(chunk)))
 
-        decision = decide_launch(self.mode, node)
-        if decision is LaunchDecision.DENY:
-            message = f"denied by permission mode {self.mode.value!r}: no process was started"
-            return node.name, number, AttemptResult(state=NodeState.DENIAL, message=message)
-        if decision is LaunchDecision.ASK:
-            message = f"permission mode {self.mode.value!r} requires approval and no approval responder is available; failing closed"
-            return node.name, number, AttemptResult(state=NodeState.DENIAL, message=message)
+        async def ask(facts: dict[str, Any], timeout: float) -> ApprovalDecision | None | str:
+            return await self._decide(node, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request)
+
+        def finish(state: NodeState, message: str) -> tuple[str, int, AttemptResult]:
+            return node.name, number, AttemptResult(state=state, message=message)
+
+        policy = decide_launch(self.mode, node)
+        if policy is LaunchDecision.DENY:
+            return finish(NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: no process was started")
         executor = self.executors.get(node.kind)
         if executor is None:
-            message = f"no executor for {node.kind} nodes in this version of rho_notebook"
-            return node.name, number, AttemptResult(state=NodeState.FAILURE, message=message)
+            return finish(NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook")
         ctx = AttemptContext(
             run_id=self.run_id,
             node=node,
@@ -177,9 +281,31 @@ class RunDriver:
             cancel=cancel,
             on_started=started,
             on_output=output if self.on_event is not None else None,
+            request_approval=ask,
         )
+        facts: dict[str, Any] | None = None
+        if isinstance(node, (CommandNode, ShellNode)):
+            try:
+                facts = process_facts(node, self._output)
+            except UnavailableValue as err:
+                return finish(NodeState.FAILURE, f"cannot render argv: {err}")
+            base = {"tool": "workflow_command", "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts}
+            if resume_request is None:
+                verdict = await self._hooks("before_tool_use", node, number, base)
+                if verdict.denied:
+                    return finish(NodeState.DENIAL, verdict.reason)
+            if policy is LaunchDecision.ASK:
+                timeout = float(node.timeout_seconds) if self.responder is not None else self.approval_timeout
+                decided = await self._decide(node, number, kind="launch", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request)
+                if decided == "cancelled":
+                    return finish(NodeState.CANCELLATION, "cancelled while waiting for approval")
+                if decided is None:
+                    how = "no approval responder is available" if self.responder is None else "nobody decided"
+                    return finish(NodeState.DENIAL, f"supervised launch needs approval; {how} within {timeout:g} s, so it fails closed")
+                if isinstance(decided, ApprovalDecision) and decided.decision != "approve":
+                    return finish(NodeState.DENIAL, f"launch denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""))
         try:
-            if self.checkout is None:
+            if self.checkout is None or isinstance(node, ApprovalNode):
                 result = await executor.execute(ctx)
             elif isinstance(node, AgentNode) and node.access == "read_only":
                 async with self.checkout.read():
@@ -189,6 +315,11 @@ class RunDriver:
                     result = await executor.execute(ctx)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
+        if facts is not None and self.hooks.get("after_tool_use"):
+            payload = {"tool": "workflow_command", "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts, "result": {"state": result.state.value, "exit": result.exit}}
+            verdict = await self._hooks("after_tool_use", node, number, payload)
+            if verdict.denied and result.state is NodeState.SUCCESS:
+                result = AttemptResult(state=NodeState.FAILURE, message=verdict.reason, exit=result.exit, artifacts=result.artifacts)
         return node.name, number, result
 
     def _launch(self, names: list[str]) -> None:
@@ -206,6 +337,16 @@ class RunDriver:
             number = self.state.nodes[name].attempt
             task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel))
             self._tasks[task] = name
+
+    def _rejoin_waiting(self) -> None:
+        """Attempts that were waiting for a person when the last owner stopped wait again."""
+        for name, request_id in sorted(self.state.waiting_requests().items()):
+            cancel = asyncio.Event()
+            self._cancels[name] = cancel
+            number = self.state.nodes[name].attempt
+            task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
+            self._tasks[task] = name
+        self.state.refresh_waiting()
 
     def _finish(self, name: str, number: int, result: AttemptResult) -> None:
         self._cancels.pop(name, None)
@@ -238,6 +379,7 @@ class RunDriver:
             self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
             self.journal.sync()
             self._snapshot(force=True)
+            self._rejoin_waiting()
             await self._loop()
         finally:
             await self._control.close()

@@ -20,6 +20,15 @@ orphan_stopped       node, attempt, pid                      recovery stopped a 
 recovery_confirmed   nodes                                   --recover-uncertain accepted the uncertain attempts
 cancel_requested     request_id                              a cancel request was found
 cancel_acknowledged  request_id                              active work stopped and outcomes were stored
+approval_requested   node, attempt, request_id, approval,    a person must decide: an approval node, or a
+                     facts, facts_sha256                     supervised launch (facts = exact process facts)
+approval_decided     node, attempt, request_id, decision,    the decision, who made it, when, through what,
+                     by, comment, decided_at, via,           and the digest of the facts they were shown
+                     facts_sha256
+hook_ran             node, attempt, hook_event, hook,        a before/after_tool_use hook ran: its verdict
+                     verdict, reason
+hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do more than deny (ignored)
+plan_approval        graph_digest, by, approved_at           the plan approval record this run relied on
 run_completed        outcome                                 every node is terminal (or the run was cancelled)
 needs_recovery       nodes                                   an unclean exit left uncertain attempts
 """
@@ -51,6 +60,11 @@ class EventKind(str, Enum):
     RECOVERY_CONFIRMED = "recovery_confirmed"
     CANCEL_REQUESTED = "cancel_requested"
     CANCEL_ACKNOWLEDGED = "cancel_acknowledged"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    HOOK_RAN = "hook_ran"
+    HOOK_IGNORED = "hook_ignored"
+    PLAN_APPROVAL = "plan_approval"
     RUN_COMPLETED = "run_completed"
     NEEDS_RECOVERY = "needs_recovery"
 

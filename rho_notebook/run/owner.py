@@ -15,13 +15,18 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rho_notebook.errors import PlanError, RhoError, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState
 from rho_notebook.plan.plan import Plan
+from rho_notebook.policy.approvals import ApprovalRequest
+from rho_notebook.policy.hooks import load_hooks
 from rho_notebook.policy.permission import PermissionMode
+from rho_notebook.policy.plan_approval import PlanApprovals
+from rho_notebook.policy.trust import TrustStore
+from rho_notebook.source.workspace import Workspace
 from rho_notebook.run.checkout import CheckoutLock
 from rho_notebook.run.control import poke_owner, read_ack, write_cancel_request
 from rho_notebook.run.driver import EventSink, RunDriver
@@ -60,8 +65,10 @@ class NeedsRecovery(RunRefused):
 def default_executors() -> dict[str, Executor]:
     from rho_notebook.exec.command import CommandExecutor
 
+    from rho_notebook.exec.approval import ApprovalExecutor
+
     executor = CommandExecutor()
-    return {"command": executor, "shell": executor}
+    return {"command": executor, "shell": executor, "approval": ApprovalExecutor()}
 
 
 def _check_plan(layout: StoreLayout, plan: Plan) -> None:
@@ -88,8 +95,10 @@ def _check_plan(layout: StoreLayout, plan: Plan) -> None:
 
 
 def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: str = "cli") -> str:
-    """Check the plan and copy its frozen graph into a new run; returns the run ID."""
+    """Check the plan (and its plan approval when required) and copy its frozen graph into a new
+    run; returns the run ID."""
     _check_plan(layout, plan)
+    approval = PlanApprovals(layout).check(plan.graph_digest)
     run_id = new_id()
     manifest = RunManifest(
         run_id=run_id,
@@ -106,7 +115,10 @@ def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: s
     folder = RunStore(layout).create(manifest, plan.graph)
     journal = JournalWriter.open(folder.events)
     try:
-        journal.append([event(EventKind.RUN_CREATED, run_id, plan_id=plan.plan_id, graph_digest=plan.graph_digest, mode=mode)])
+        records = [event(EventKind.RUN_CREATED, run_id, plan_id=plan.plan_id, graph_digest=plan.graph_digest, mode=mode)]
+        if approval is not None:
+            records.append(event(EventKind.PLAN_APPROVAL, run_id, graph_digest=approval.graph_digest, by=approval.by, approved_at=approval.at))
+        journal.append(records)
         journal.sync()
     finally:
         journal.close()
@@ -183,6 +195,8 @@ async def execute_run(
     recover_uncertain: bool = False,
     executors: Mapping[str, Executor] | None = None,
     on_event: EventSink | None = None,
+    responder: Callable[[ApprovalRequest], None] | None = None,
+    approval_timeout: float = 0.0,
 ) -> RunState:
     """Own and execute (or resume) a run until it completes or is cancelled."""
     store = RunStore(layout)
@@ -208,7 +222,8 @@ async def execute_run(
         if resume and state.lifecycle is Lifecycle.COMPLETED and state.outcome == "success":
             msg = f"run {run_id} already completed with outcome success; nothing to resume"
             raise RunRefused(msg)
-        uncertain = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.RUNNING]
+        waiting = state.waiting_requests()
+        uncertain = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.RUNNING and name not in waiting]
         for name in uncertain:
             rec = state.nodes[name]
             if rec.current is not None and not rec.current.uncertain:
@@ -259,6 +274,9 @@ async def execute_run(
             on_event=on_event,
             mode=PermissionMode(manifest.mode),
             checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
+            hooks=load_hooks(layout.home, Path(manifest.workspace_root), trusted=TrustStore(layout).is_trusted(Workspace(Path(manifest.workspace_root)))),
+            responder=responder,
+            approval_timeout=approval_timeout,
         )
         driver.outputs.update(_load_outputs(folder.path, state))
         return await driver.execute(resumed=resume)

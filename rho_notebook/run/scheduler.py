@@ -134,6 +134,8 @@ class Scheduler:
                     if child not in queued and current[child] is NodeState.PENDING:
                         heapq.heappush(heap, child)
                         queued.add(child)
+        if ready is not None:
+            ready = set(ready) | {name for name, new_state, _ in decided if new_state is NodeState.READY}
         launches = self._launches(current, ready) if launching else []
         return Decision(decided=decided, launches=launches)
 
@@ -144,7 +146,7 @@ class Scheduler:
         commands = sum(1 for n in running if not isinstance(n, (AgentNode, ApprovalNode)))
         writers = sum(1 for n in running if _uses_checkout_alone(n))
         readers = sum(1 for n in running if isinstance(n, AgentNode) and not _uses_checkout_alone(n))
-        names = sorted(ready) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
+        names = sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
         names = [n for n in names if current[n] is NodeState.READY]
         launches: list[str] = []
         limits = self.limits

@@ -29,6 +29,10 @@ class AttemptRecord:
     message: str = ""
     uncertain: bool = False
     abandoned: bool = False
+    pending_approval: str | None = None
+    """Request ID this attempt is waiting on (no process has started while it is set)."""
+    approval: dict[str, Any] | None = None
+    """The decision record once made: decision, by, comment, decided_at, via."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,10 +41,12 @@ class AttemptRecord:
             "ended_at": self.ended_at,
             "pid": self.pid,
             "state": self.state,
-            "exit": self.exit,
+            "exit": dict(self.exit) if self.exit is not None else None,
             "message": self.message,
             "uncertain": self.uncertain,
             "abandoned": self.abandoned,
+            "pending_approval": self.pending_approval,
+            "approval": self.approval,
         }
 
     @classmethod
@@ -113,6 +119,23 @@ class RunState:
             workflow=graph.name,
             nodes={node.name: NodeRecord() for node in graph.nodes},
         )
+
+    def waiting_requests(self) -> dict[str, str]:
+        """node -> approval request ID, for attempts waiting on a person."""
+        found = {}
+        for name, record in self.nodes.items():
+            current = record.current
+            if record.state is NodeState.RUNNING and current is not None and current.pending_approval:
+                found[name] = current.pending_approval
+        return found
+
+    def refresh_waiting(self) -> None:
+        """running <-> waiting: waiting while every running attempt waits for a person."""
+        if self.lifecycle not in (Lifecycle.RUNNING, Lifecycle.WAITING):
+            return
+        running = [r for r in self.nodes.values() if r.state is NodeState.RUNNING]
+        waiting = running and all(r.current is not None and r.current.pending_approval for r in running)
+        self.lifecycle = Lifecycle.WAITING if waiting else Lifecycle.RUNNING
 
     def uncertain_nodes(self) -> list[str]:
         return sorted(
@@ -189,19 +212,35 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
     elif kind == "node_launched" and node is not None:
         node.state, node.reason = NodeState.RUNNING, ""
         node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
+        state.refresh_waiting()
     elif kind == "process_started":
         attempt = _attempt(state, ev)
         if attempt is not None:
             attempt.pid = ev.get("pid")
     elif kind == "node_finished" and node is not None:
         attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = None
         node.state = NodeState(ev["state"])
         node.reason = ev.get("message", "")
         if attempt is not None:
             attempt.ended_at = ev["at"]
             attempt.state = ev["state"]
-            attempt.exit = ev.get("exit")
+            exit_record = ev.get("exit")
+            attempt.exit = dict(exit_record) if isinstance(exit_record, dict) else None
             attempt.message = ev.get("message", "")
+        state.refresh_waiting()
+    elif kind == "approval_requested":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = ev["request_id"]
+        state.refresh_waiting()
+    elif kind == "approval_decided":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = None
+            attempt.approval = {k: ev.get(k) for k in ("request_id", "decision", "by", "comment", "decided_at", "via")}
+        state.refresh_waiting()
     elif kind == "node_reset" and node is not None:
         node.state, node.reason = NodeState.PENDING, ev.get("reason", "")
     elif kind == "attempt_uncertain":

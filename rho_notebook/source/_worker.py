@@ -422,11 +422,13 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         "agent": {"agent", "prompt", "access"},
         "command": {"argv", "cwd"},
         "shell": {"executable", "arguments", "command", "cwd"},
+        "approval": {"prompt"},
     }
     required = {
         "agent": {"agent", "prompt"},
         "command": {"argv"},
         "shell": {"executable", "command"},
+        "approval": {"prompt"},
     }
 
     def make_node(kind: str, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
@@ -454,8 +456,12 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             need(is_tag(out, "schema"), "node.output", f"{where}: output must be a schema", at)
             if kind in ("command", "shell"):
                 need(out.get("type") == "stdout_json", "node.output", f"{where}: a {kind} node's output schema must be wrapped in schema.stdout_json(...)", at)
+            elif kind == "approval":
+                need(False, "node.output", f"{where}: an approval node's output is always the record {{by, comment, at}}; do not declare output", at)
             else:
                 need(out.get("type") != "stdout_json", "node.output", f"{where}: schema.stdout_json() is for command and shell nodes; give the agent the schema itself", at)
+        if kind == "approval":
+            need(is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str), "approval.prompt", f"{where}: prompt must be a template([...]) or a string", at)
         if kind == "agent":
             need(isinstance(kw["agent"], str) and kw["agent"] != "", "agent.id", f"{where}: agent must name an agent definition", at)
             need(is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str), "agent.prompt", f"{where}: prompt must be a template([...]) or a string", at)
@@ -487,7 +493,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         nodes = kw.get("nodes")
         need(isinstance(nodes, list), "workflow.nodes", "workflow(nodes=...) must be a list of nodes", at)
         for n in nodes or []:
-            need(is_tag(n, "node"), "workflow.nodes", f"workflow nodes must be agent(), command() or shell() values, got {json.dumps(n)[:80]}", at)
+            need(is_tag(n, "node"), "workflow.nodes", f"workflow nodes must be agent(), command(), shell() or approval() values, got {json.dumps(n)[:80]}", at)
         conc = kw.get("concurrency")
         if conc is not None:
             need(isinstance(conc, dict), "workflow.concurrency", "workflow(concurrency=...) must be a dictionary", at)
@@ -523,6 +529,8 @@ def command(**kwargs):
     return _node("command", call_stack(), kwargs)
 def shell(**kwargs):
     return _node("shell", call_stack(), kwargs)
+def approval(**kwargs):
+    return _node("approval", call_stack(), kwargs)
 """
 
 DRIVER_SOURCE = """

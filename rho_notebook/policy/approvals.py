@@ -1,0 +1,194 @@
+"""Approval requests and decisions, as durable files in a run's private ``requests/`` folder.
+
+The owner writes ``approval-<ID>.json`` (what is being decided: an approval node's rendered
+prompt, or the exact frozen process facts of a supervised launch) and journals it. A decider — the
+notebook widget, the foreground terminal prompt, ``%workflow approve`` or ``rho-notebook approve``
+in another process — writes ``approval-<ID>.decision.json`` with O_EXCL, so the first decision
+wins and can never be overwritten, then pokes the owner. The owner journals the decision with who,
+when and exactly what was decided. If the owner is gone, the request and any decision made
+meanwhile stay on disk and resume continues from them.
+
+Nothing here lets a workflow or an agent decide: deciders refuse to run inside a run's own
+process tree (``RHO_RUN_ID`` set, or the owner an ancestor).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rho_notebook.errors import RhoError, StoreError
+from rho_notebook.store.files import atomic_write_json
+
+__all__ = [
+    "ApprovalRequest",
+    "ApprovalDecision",
+    "ApprovalRefused",
+    "write_request",
+    "read_request",
+    "list_requests",
+    "write_decision",
+    "read_decision",
+    "who_am_i",
+    "check_decider",
+    "facts_digest",
+]
+
+
+class ApprovalRefused(RhoError):
+    """A decision cannot be made here (inside a run's process tree, unknown or decided request)."""
+
+    rule = "approval_refused"
+
+
+class ApprovalRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    run_id: str
+    node: str
+    attempt: int
+    kind: Literal["node", "launch"]
+    """``node``: an approval node; ``launch``: a supervised command or shell launch."""
+    facts: dict[str, Any]
+    """Exactly what is being decided (prompt text, or executable/digest/argv/cwd)."""
+    facts_sha256: str
+    requested_at: float
+
+
+class ApprovalDecision(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    decision: Literal["approve", "deny"]
+    by: str
+    comment: str | None = None
+    at: str
+    via: str
+    """cli, terminal, notebook, server."""
+    facts_sha256: str
+    """The digest of the facts the decider was shown; must match the request's."""
+
+
+def facts_digest(facts: dict[str, Any]) -> str:
+    encoded = json.dumps(facts, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
+def who_am_i() -> str:
+    """The OS account of this process."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
+def _request_path(folder: Path, request_id: str) -> Path:
+    return folder / f"approval-{request_id}.json"
+
+
+def _decision_path(folder: Path, request_id: str) -> Path:
+    return folder / f"approval-{request_id}.decision.json"
+
+
+def write_request(folder: Path, request: ApprovalRequest) -> None:
+    atomic_write_json(_request_path(folder, request.request_id), request.model_dump(mode="json"))
+
+
+def read_request(folder: Path, request_id: str) -> ApprovalRequest:
+    try:
+        with open(_request_path(folder, request_id), "rb") as handle:
+            return ApprovalRequest.model_validate_json(handle.read())
+    except FileNotFoundError:
+        msg = f"no approval request {request_id!r} in this run"
+        raise ApprovalRefused(msg) from None
+
+
+def list_requests(folder: Path) -> list[ApprovalRequest]:
+    found = []
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        if name.startswith("approval-") and name.endswith(".json") and not name.endswith(".decision.json"):
+            found.append(read_request(folder, name[len("approval-") : -len(".json")]))
+    return found
+
+
+def read_decision(folder: Path, request_id: str) -> ApprovalDecision | None:
+    try:
+        with open(_decision_path(folder, request_id), "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    if not data:
+        return None
+    return ApprovalDecision.model_validate_json(data)
+
+
+def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision:
+    """Record ``decision`` unless one exists; returns the decision that stands."""
+    path = _decision_path(folder, decision.request_id)
+    payload = decision.model_dump_json().encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # atomic create-if-absent: the first decision wins
+    except FileExistsError:
+        os.unlink(tmp)
+        existing = read_decision(folder, decision.request_id)
+        if existing is None:
+            raise StoreError(f"approval decision file {path} is unreadable") from None
+        return existing
+    os.unlink(tmp)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return decision
+
+
+def _ancestors(pid: int) -> list[int]:
+    chain = []
+    current = pid
+    for _ in range(256):
+        try:
+            with open(f"/proc/{current}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            break
+        parent = int(fields[1])
+        if parent <= 0:
+            break
+        chain.append(parent)
+        current = parent
+    return chain
+
+
+def check_decider(*, run_id: str, owner_pid: int | None) -> None:
+    """Refuse to decide from inside a run's own process tree."""
+    inside = os.environ.get("RHO_RUN_ID")
+    if inside:
+        msg = f"refusing to decide approvals from inside a workflow run (RHO_RUN_ID={inside}); a person must decide from outside the run"
+        raise ApprovalRefused(msg)
+    if owner_pid is not None and owner_pid in _ancestors(os.getpid()):
+        msg = f"refusing to decide approvals of run {run_id} from a process started by its owner (pid {owner_pid})"
+        raise ApprovalRefused(msg)
+
+
+def now_decision_time() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
