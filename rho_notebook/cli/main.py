@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from rho_notebook.cli import plan_verbs, run_verbs
+from rho_notebook.cli import plan_verbs, policy_verbs, run_verbs
 from rho_notebook.errors import InvalidWorkflow, RhoError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED"]
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
     plan_verbs.register(verbs)
     run_verbs.register(verbs)
+    policy_verbs.register(verbs)
     return parser
 
 

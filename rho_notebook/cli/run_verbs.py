@@ -34,6 +34,7 @@ def register(verbs: Any) -> None:
     run.add_argument("--yes", action="store_true", help="confirm the digest without asking (required without a terminal)")
     run.add_argument("--output", choices=("text", "jsonl"), default="text")
     run.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto", help="permission mode for command launches (default auto; recorded in the run)")
+    run.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS", help="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing closed (default 0)")
     run.set_defaults(handler=run_run)
 
     resume = verbs.add_parser("resume", help="resume a cancelled or interrupted run from its frozen graph")
@@ -41,6 +42,7 @@ def register(verbs: Any) -> None:
     resume.add_argument("--yes", action="store_true")
     resume.add_argument("--recover-uncertain", action="store_true", help="after inspection: stop leftover processes and rerun attempts without a journaled result")
     resume.add_argument("--output", choices=("text", "jsonl"), default="text")
+    resume.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
     resume.set_defaults(handler=run_resume)
 
     status = verbs.add_parser("status", help="one durable snapshot of a run (never takes ownership)")
@@ -113,7 +115,7 @@ def status_json(state: RunState) -> dict[str, Any]:
     }
 
 
-_TEXT_KINDS = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "run_started"}
+_TEXT_KINDS = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "run_started", "approval_requested", "approval_decided", "hook_ran", "hook_ignored"}
 
 
 class _Printer:
@@ -140,6 +142,10 @@ class _Printer:
             detail = kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
         elif kind == "run_completed":
             detail = f"run completed: {record['outcome']}"
+        elif kind == "approval_requested":
+            detail = f"waiting for a person: rho-notebook approve {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"
+        elif kind == "approval_decided":
+            detail = f"{record['decision']} by {record['by']} via {record['via']}" + (f": {record['comment']}" if record.get("comment") else "")
         elif kind == "run_started":
             detail = f"run {record['run_id']} started (owner pid {record['pid']})"
         else:
@@ -161,10 +167,48 @@ def _exit_for(state: RunState) -> int:
     return 0 if state.outcome == "success" else 1
 
 
+def _terminal_responder(service: Service) -> Any:
+    """Ask on the controlling terminal (in a daemon thread, so a decision made elsewhere wins)."""
+    import threading
+
+    from rho_notebook.cli.policy_verbs import describe_request
+
+    asked: set[str] = set()
+
+    def respond(request: Any) -> None:
+        if request.request_id in asked:
+            return
+        asked.add(request.request_id)
+
+        def prompt() -> None:
+            print("\n" + describe_request(request), file=sys.stderr, flush=True)
+            try:
+                answer = input("approve? [y/N, or type a comment after y/n:] ").strip()
+            except EOFError:
+                return
+            approve = answer[:1].lower() == "y"
+            comment = answer[1:].strip(" :") or None
+            service.decide(request, approve=approve, comment=comment, via="terminal")
+
+        threading.Thread(target=prompt, daemon=True, name=f"approve-{request.request_id[:8]}").start()
+
+    return respond
+
+
 def _execute(service: Service, run_id: str, args: argparse.Namespace, *, resume: bool) -> int:
     printer = _Printer(args.output)
+    responder = _terminal_responder(service) if sys.stdin.isatty() else None
     try:
-        state = asyncio.run(service.execute(run_id, resume=resume, recover_uncertain=getattr(args, "recover_uncertain", False), on_event=printer))
+        state = asyncio.run(
+            service.execute(
+                run_id,
+                resume=resume,
+                recover_uncertain=getattr(args, "recover_uncertain", False),
+                on_event=printer,
+                responder=responder,
+                approval_timeout=getattr(args, "approval_timeout", 0.0),
+            )
+        )
     except NeedsRecovery as err:
         print(f"rho-notebook: {err.message}", file=sys.stderr)
         return EXIT_REFUSED
