@@ -1,0 +1,95 @@
+"""The read-side and housekeeping verbs: events (--after-seq, --follow), logs (--follow), result,
+delete and prune."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from tests.cli.runhelp import plan_id, run, start_run, status, wait_for_event
+from tests.conftest import REPO, Project, star
+
+C = "timeout_seconds = 30, max_output_bytes = 100000"
+
+
+def test_events_after_seq_and_contract(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "e", nodes = [command(name = "a", argv = ["true"], {C}), command(name = "b", argv = ["true"], needs = ["a"], {C})])'))
+    _, data = run(project)
+    lines = [json.loads(line) for line in project.cli("events", data["run_id"]).stdout.splitlines()]
+    seqs = [e["seq"] for e in lines]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert all({"seq", "run_id", "kind", "at"} <= set(e) for e in lines)
+    assert all("node" in e for e in lines if e["kind"].startswith("node_"))
+    tail = [json.loads(line) for line in project.cli("events", data["run_id"], "--after-seq", "5").stdout.splitlines()]
+    assert [e["seq"] for e in tail] == seqs[5:]
+
+
+def test_events_follow_streams_a_live_run_until_it_completes(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "f", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "sleep 1", {C}), command(name = "t", argv = ["true"], needs = ["s"], {C})])'))
+    proc = start_run(project)
+    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
+    follower = subprocess.run([sys.executable, "-m", "rho_notebook", "events", run_id, "--follow"], cwd=project.root, env=env, capture_output=True, text=True, timeout=60)
+    proc.wait(timeout=30)
+    kinds = [json.loads(line)["kind"] for line in follower.stdout.splitlines()]
+    assert kinds[0] == "run_created" and kinds[-1] == "run_completed"
+    assert kinds.count("node_finished") == 2
+
+
+def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "echo first; sleep 1; echo second >&2; echo third", {C})])'))
+    proc = start_run(project)
+    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    follower = subprocess.Popen([sys.executable, "-m", "rho_notebook", "logs", run_id, "s", "--follow"], cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert follower.stdout is not None
+    first = follower.stdout.readline()
+    assert first == "first\n" and time.monotonic() - started < 5
+    out, err = follower.communicate(timeout=30)
+    proc.wait(timeout=30)
+    assert out == "third\n" and err == "second\n"
+
+
+def test_delete_refuses_live_run_and_removes_finished_ones(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "d", nodes = [command(name = "s", argv = ["sleep", "30"], {C})])'))
+    proc = start_run(project)
+    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
+    refused = project.cli("delete", run_id, "--yes")
+    assert refused.returncode == 3 and "live" in refused.stderr
+    project.cli("cancel", run_id)
+    proc.wait(timeout=30)
+    no_tty = project.cli("delete", run_id)
+    assert no_tty.returncode == 3
+    assert project.cli("delete", run_id, "--yes").returncode == 0
+    assert project.cli("status", run_id).returncode == 1
+
+
+def test_delete_plan_and_prune(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "p", nodes = [command(name = "a", argv = ["true"], {C})])'))
+    pid = plan_id(project)
+    _, data = run(project)
+    assert project.cli("prune", "--older-than", "1", "--yes").stdout.strip() == "nothing to prune"
+    pruned = project.cli("prune", "--older-than", "0", "--yes")
+    assert data["run_id"] in pruned.stdout
+    assert json.loads(project.cli("runs", "--output", "json").stdout) == []
+    assert project.cli("delete", pid, "--yes").returncode == 0
+    assert pid not in project.cli("plans").stdout
+
+
+def test_ambiguous_and_unknown_prefixes(project: Project) -> None:
+    project.write("wf.star", star(f'return workflow(name = "x", nodes = [command(name = "a", argv = ["true"], {C})])'))
+    run(project)
+    run(project)
+    ambiguous = project.cli("status", "0")
+    assert ambiguous.returncode == 1 and "ambiguous" in ambiguous.stderr
+    unknown = project.cli("status", "ffff")
+    assert unknown.returncode == 1 and "no run matches" in unknown.stderr
+
+
+def test_usage_error_exit_code(project: Project) -> None:
+    assert project.cli("run").returncode == 2
+    assert project.cli("nonsense").returncode == 2
