@@ -1,12 +1,15 @@
 """Permission modes and what they decide for a node launch (the seed's table).
 
-=========== =============== =================================
-mode        policy decision host prompt
-=========== =============== =================================
-auto        allow           no
-plan        deny            no (the node ends in ``denial``)
+=========== ================ =================================
+mode        policy decision  host prompt
+=========== ================ =================================
+auto        allow            no
+plan        deny             no (the node ends in ``denial``)
 supervised  require approval yes, when a responder is available
-=========== =============== =================================
+=========== ================ =================================
+
+It applies to command and shell launches and to mutating agent nodes; read-only agents and
+approval nodes are always allowed to start.
 
 Plan confirmation (the digest) is separate: it never changes the mode or approves a capability.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from rho_notebook.model.graph import ApprovalNode, Node
+from rho_notebook.model.graph import AgentNode, ApprovalNode, Node
 
 __all__ = ["PermissionMode", "LaunchDecision", "decide_launch"]
 
@@ -35,9 +38,13 @@ class LaunchDecision(str, Enum):
 def decide_launch(mode: PermissionMode, node: Node) -> LaunchDecision:
     """The workspace policy's decision for launching ``node`` under ``mode``.
 
-    Approval nodes are not capabilities: a person decides them in every mode.
+    Approval nodes are not capabilities: a person decides them in every mode. A read-only agent
+    (its frozen capability set has no writes, processes or nested agents) is allowed in every
+    mode; a mutating agent is treated like a command launch.
     """
     if isinstance(node, ApprovalNode):
+        return LaunchDecision.ALLOW
+    if isinstance(node, AgentNode) and node.access == "read_only":
         return LaunchDecision.ALLOW
     if mode is PermissionMode.AUTO:
         return LaunchDecision.ALLOW

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue
+from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
 from rho_notebook.exec.command import process_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
@@ -231,6 +231,21 @@ class RunDriver:
             except asyncio.TimeoutError:
                 pass
 
+    def _launch_facts(self, node: Node) -> dict[str, Any]:
+        """What a person or a hook decides on before this node starts."""
+        if isinstance(node, (CommandNode, ShellNode)):
+            return process_facts(node, self._output)
+        if isinstance(node, AgentNode):
+            agent = self.graph.agent(node.agent)
+            return {
+                "agent": agent.id,
+                "runtime": agent.runtime,
+                "tools": agent.tools if agent.tools == "all" else list(agent.tools),
+                "access": node.access,
+                "prompt": render_template(node.prompt, self._output),
+            }
+        return {}
+
     async def _hooks(self, hook_event: str, node: Node, number: int, payload: dict[str, Any]) -> HookVerdict:
         specs = self.hooks.get(hook_event, [])
         if not specs:
@@ -284,12 +299,13 @@ class RunDriver:
             request_approval=ask,
         )
         facts: dict[str, Any] | None = None
-        if isinstance(node, (CommandNode, ShellNode)):
+        if isinstance(node, (CommandNode, ShellNode, AgentNode)):
             try:
-                facts = process_facts(node, self._output)
+                facts = self._launch_facts(node)
             except UnavailableValue as err:
-                return finish(NodeState.FAILURE, f"cannot render argv: {err}")
-            base = {"tool": "workflow_command", "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts}
+                return finish(NodeState.FAILURE, f"cannot render {'argv' if not isinstance(node, AgentNode) else 'the prompt'}: {err}")
+            tool = "workflow_agent" if isinstance(node, AgentNode) else "workflow_command"
+            base = {"tool": tool, "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts}
             if resume_request is None:
                 verdict = await self._hooks("before_tool_use", node, number, base)
                 if verdict.denied:
@@ -316,7 +332,7 @@ class RunDriver:
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
         if facts is not None and self.hooks.get("after_tool_use"):
-            payload = {"tool": "workflow_command", "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts, "result": {"state": result.state.value, "exit": result.exit}}
+            payload = {"tool": "workflow_agent" if isinstance(node, AgentNode) else "workflow_command", "run_id": self.run_id, "node": node.name, "attempt": number, "mode": self.mode.value, "policy": policy.value, "facts": facts, "result": {"state": result.state.value, "exit": result.exit}}
             verdict = await self._hooks("after_tool_use", node, number, payload)
             if verdict.denied and result.state is NodeState.SUCCESS:
                 result = AttemptResult(state=NodeState.FAILURE, message=verdict.reason, exit=result.exit, artifacts=result.artifacts)
