@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import EnvironmentPolicy, Node
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.model.reference import OutputRef, Template, render_value
+from rho_notebook.model.reference import MISSING, Template, render_value, walk_path
 from rho_notebook.model.state import NodeState
 
 __all__ = ["AttemptContext", "AttemptResult", "Executor", "UnavailableValue", "render_template", "node_environment"]
@@ -62,17 +62,6 @@ class Executor(Protocol):
     async def execute(self, ctx: AttemptContext) -> AttemptResult: ...
 
 
-def _lookup_path(value: Any, ref: OutputRef) -> Any:
-    for step in ref.path:
-        if isinstance(step, str) and isinstance(value, dict) and step in value:
-            value = value[step]
-        elif isinstance(step, int) and isinstance(value, list) and -len(value) <= step < len(value):
-            value = value[step]
-        else:
-            return UNAVAILABLE
-    return value
-
-
 def render_template(template: Template, outputs: Callable[[str], Any]) -> str:
     """Concatenate literal text and referenced values (strings as-is, others as compact JSON)."""
     pieces: list[str] = []
@@ -82,8 +71,8 @@ def render_template(template: Template, outputs: Callable[[str], Any]) -> str:
             continue
         value = outputs(part.node)
         if value is not UNAVAILABLE:
-            value = _lookup_path(value, part)
-        if value is UNAVAILABLE:
+            value = walk_path(value, part.path)
+        if value is UNAVAILABLE or value is MISSING:
             path = "".join(f"[{step!r}]" for step in part.path)
             msg = f"output({part.node!r}){path} is unavailable ({part.node!r} has no validated output at that path)"
             raise UnavailableValue(msg)

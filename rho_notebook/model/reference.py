@@ -19,6 +19,8 @@ __all__ = [
     "Template",
     "TemplatePart",
     "render_value",
+    "walk_path",
+    "MISSING",
 ]
 
 
@@ -78,3 +80,24 @@ def render_value(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+"""Returned by :func:`walk_path` when the path does not exist in the value."""
+
+
+def walk_path(value: object, path: tuple[str | int, ...]) -> object:
+    """Follow record fields and list indexes; MISSING when a step does not exist."""
+    for step in path:
+        if isinstance(step, str) and isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(step, int) and not isinstance(step, bool) and isinstance(value, list) and -len(value) <= step < len(value):
+            value = value[step]
+        else:
+            return MISSING
+    return value

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rho_notebook.errors import RhoError, StoreError
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write_json, fsync_dir
 
 __all__ = [
     "ApprovalRequest",
@@ -154,11 +154,7 @@ def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision
             raise StoreError(f"approval decision file {path} is unreadable") from None
         return existing
     os.unlink(tmp)
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(folder)
     return decision
 
 

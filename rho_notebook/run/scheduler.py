@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from rho_notebook.model.condition import UNAVAILABLE, evaluate
 from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node
-from rho_notebook.model.reference import ExitCodeRef, OutputRef, Reference, StatusRef
+from rho_notebook.model.reference import MISSING, ExitCodeRef, Reference, StatusRef, walk_path
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
 
 __all__ = ["Decision", "Scheduler", "ValueLookup"]
@@ -76,7 +76,11 @@ class Scheduler:
                 return UNAVAILABLE if code is None else code
             if state is not NodeState.SUCCESS:
                 return UNAVAILABLE
-            return _walk(outputs(ref.node), ref)
+            value = outputs(ref.node)
+            if value is UNAVAILABLE:
+                return UNAVAILABLE
+            found = walk_path(value, ref.path)
+            return UNAVAILABLE if found is MISSING else found
 
         return lookup
 
@@ -177,16 +181,3 @@ class Scheduler:
                 readers += 1
             launches.append(name)
         return launches
-
-
-def _walk(value: Any, ref: OutputRef) -> object:
-    if value is UNAVAILABLE:
-        return UNAVAILABLE
-    for step in ref.path:
-        if isinstance(step, str) and isinstance(value, dict) and step in value:
-            value = value[step]
-        elif isinstance(step, int) and isinstance(value, list) and -len(value) <= step < len(value):
-            value = value[step]
-        else:
-            return UNAVAILABLE
-    return value

@@ -14,7 +14,7 @@ from typing import Any
 
 from rho_notebook.errors import StoreError
 
-__all__ = ["ensure_private_dir", "atomic_write", "atomic_write_json", "read_nofollow", "read_json", "check_no_symlink"]
+__all__ = ["fsync_dir", "ensure_private_dir", "atomic_write", "atomic_write_json", "read_nofollow", "read_json", "check_no_symlink"]
 
 
 def check_no_symlink(path: Path, *, below: Path) -> None:
@@ -71,7 +71,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (creates, renames, links) durable."""
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:

@@ -15,7 +15,7 @@ from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.graph import Graph
 from rho_notebook.plan.plan import Plan, PlanManifest
-from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
+from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, fsync_dir, read_json, read_nofollow
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.layout import StoreLayout
 
@@ -37,11 +37,7 @@ class PlanStore:
         atomic_write(staging / "graph.json", plan.graph.model_dump_json().encode() + b"\n")
         atomic_write_json(staging / "manifest.json", plan.manifest.model_dump(mode="json"))
         os.replace(staging, final)
-        dir_fd = os.open(plans, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(plans)
         return final
 
     def ids(self) -> list[str]:
