@@ -94,16 +94,24 @@ class Live:
     owner_fd: int
     env: dict[str, str]
 
+    closed: bool = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.command_fd)
+            os.close(self.owner_fd)
+
     def stop(self) -> None:
         """Kill what this sample started if it is still there (only on failure paths)."""
-        for fd in (self.command_fd, self.owner_fd):
-            try:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            except OSError:
-                pass
+        if not self.closed:
+            for fd in (self.command_fd, self.owner_fd):
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except OSError:
+                    pass
         self.owner.wait()
-        os.close(self.command_fd)
-        os.close(self.owner_fd)
+        self.close()
 
 
 def _start(tmp: Path) -> Live:
@@ -156,8 +164,7 @@ def _finish(live: Live) -> None:
     assert live.owner.stdout is not None
     records = [json.loads(line) for line in live.owner.stdout.read().splitlines() if line.strip()]
     code = live.owner.wait()
-    os.close(live.command_fd)
-    os.close(live.owner_fd)
+    live.close()
     outcome = [r.get("outcome") for r in records if r["kind"] == "run_completed"]
     if code != 1 or outcome != ["cancellation"]:
         raise Failure(f"owner exit {code}, run_completed outcome {outcome}; expected 1 and ['cancellation']")
@@ -166,6 +173,7 @@ def _finish(live: Live) -> None:
 def sample() -> Sample:
     with tempfile.TemporaryDirectory(prefix="rho-cancel-") as tmp:
         live = _start(Path(tmp))
+        helper: subprocess.Popen[str] | None = None
         try:
             spawned = time.monotonic()
             helper = subprocess.Popen([sys.executable, "-c", HELPER, live.run_id], env=live.env, stdout=subprocess.PIPE, text=True)
@@ -178,10 +186,16 @@ def sample() -> Sample:
                 raise Failure(f"cancel was not acknowledged: {answer}")
             _finish(live)
         except BaseException:
+            if helper is not None and helper.poll() is None:
+                helper.kill()
+                helper.wait()
             live.stop()
             raise
     recorded = float(answer["recorded_at"])
-    after = lambda t: (t - recorded) * 1000  # noqa: E731
+
+    def after(moment: float) -> float:
+        return (moment - recorded) * 1000
+
     return Sample((recorded - spawned) * 1000, after(float(answer["ack_at"])), after(seen["cleanup"]), after(seen["completion"]))
 
 

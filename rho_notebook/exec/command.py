@@ -42,13 +42,21 @@ def process_facts(node: CommandNode | ShellNode, outputs: Any) -> dict[str, Any]
 
 
 class _FileSink:
+    """Writes a stream's retained bytes to its artifact file, created on the first byte (a silent
+    command leaves no empty files behind, which keeps a launch to the syscalls it needs)."""
+
     def __init__(self, path: Path, stream: str, ctx: AttemptContext) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self.path = path
+        self.fd: int | None = None
+        self.created = False
         self.stream = stream
         self.ctx = ctx
         self.kept = bytearray() if stream == "stdout" else None
 
     async def __call__(self, chunk: bytes) -> None:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            self.created = True
         view = memoryview(chunk)
         while view:
             view = view[os.write(self.fd, view) :]
@@ -58,7 +66,9 @@ class _FileSink:
             await self.ctx.on_output(self.stream, chunk)
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _exit_record(result: ProcessResult) -> dict[str, Any]:
@@ -137,8 +147,12 @@ class CommandExecutor:
             stdout.close()
             stderr.close()
         record = _exit_record(result)
-        atomic_write_json(ctx.attempt_dir / "exit.json", record)
-        artifacts = {"stdout": "stdout", "stderr": "stderr", "exit": "exit.json"}
+        # the journal's node_finished carries the same record durably; this copy is for people
+        atomic_write_json(ctx.attempt_dir / "exit.json", record, durable=False, compact=True)
+        artifacts = {"exit": "exit.json"}
+        for sink in (stdout, stderr):
+            if sink.created:
+                artifacts[sink.stream] = sink.stream
         if result.kind == "cancelled":
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled", exit=record, artifacts=artifacts)
         if result.kind == "timeout":

@@ -6,8 +6,9 @@ Durability contract:
   after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
 - Other records (process_started, node_finished, decisions) are appended at once and fsynced in
   groups: at the latest before the next launch, before a cancel acknowledgement and at completion.
-- state.json is an atomic snapshot written at most every ``snapshot_interval`` seconds and at the
-  end; readers fold the journal tail after its ``last_seq`` into it, so they always see the journal.
+- state.json is an atomic, non-durable snapshot written when the run starts, when a person is
+  asked, at most every ``snapshot_interval`` seconds, and at the end. It is a convenience copy:
+  status folds the journal itself, and the journal is what recovery trusts.
 
 Failpoints: when ``RHO_NOTEBOOK_FAILPOINT=name:N`` is set, the owner SIGKILLs itself the N-th time
 it reaches the named point (used by the crash tests; see ``FAILPOINTS``).
@@ -37,7 +38,7 @@ from rho_notebook.run.control import OwnerControl, pending_cancel_requests, writ
 from rho_notebook.run.events import EventKind, event
 from rho_notebook.run.scheduler import Scheduler
 from rho_notebook.run.state import RunState, apply
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write_json, ensure_private_dir
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
@@ -96,7 +97,7 @@ class RunDriver:
     approval_timeout: float = 0.0
     """How long a supervised launch waits when no responder is available, then fails closed."""
     """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
-    snapshot_interval: float = 0.05
+    snapshot_interval: float = 1.0
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
     _cancels: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -106,25 +107,44 @@ class RunDriver:
     _known_requests: set[str] = field(default_factory=set)
     _control: OwnerControl | None = None
     scheduler: Scheduler = field(init=False)
+    _node_states: dict[str, NodeState] = field(init=False)
+    _node_exit_codes: dict[str, int | None] = field(init=False)
+    _ready: set[str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
+        self._node_states = {name: record.state for name, record in self.state.nodes.items()}
+        self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
+        self._ready = {name for name, st in self._node_states.items() if st is NodeState.READY}
 
     # -- journaling ---------------------------------------------------------------------------------
 
     def _emit(self, *records: dict[str, Any]) -> None:
         for record in self.journal.append(list(records)):
             apply(self.state, record)
+            name = record.get("node")
+            if name is not None and name in self._node_states:
+                node_record = self.state.nodes[name]
+                self._track(name, node_record.state, node_record.exit_code())
             if self.on_event is not None:
                 self.on_event(record)
+
+    def _track(self, name: str, new_state: NodeState, exit_code: int | None) -> None:
+        """Keep the per-node maps the scheduler reads in step with the state (O(1) per event)."""
+        self._node_states[name] = new_state
+        self._node_exit_codes[name] = exit_code
+        if new_state is NodeState.READY:
+            self._ready.add(name)
+        else:
+            self._ready.discard(name)
 
     def _snapshot(self, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_snapshot < self.snapshot_interval:
             return
         failpoint("before_snapshot")
-        atomic_write_json(self.folder.state, self.state.to_json())
-        self._last_snapshot = now
+        atomic_write_json(self.folder.state, self.state.to_json(), durable=False, compact=True)
+        self._last_snapshot = time.monotonic()
         failpoint("after_snapshot")
 
     # -- lookups ---------------------------------------------------------------------------------------
@@ -132,11 +152,6 @@ class RunDriver:
     def _output(self, name: str) -> Any:
         return self.outputs.get(name, UNAVAILABLE)
 
-    def _states(self) -> dict[str, NodeState]:
-        return {name: record.state for name, record in self.state.nodes.items()}
-
-    def _exit_codes(self) -> dict[str, int | None]:
-        return {name: record.exit_code() for name, record in self.state.nodes.items()}
 
     # -- control ---------------------------------------------------------------------------------------
 
@@ -262,7 +277,7 @@ class RunDriver:
     async def _attempt(
         self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
     ) -> tuple[str, int, AttemptResult]:
-        attempt_dir = self.layout.ensure(self.folder.attempt_dir(node.name, number))
+        attempt_dir = ensure_private_dir(self.folder.attempt_dir(node.name, number), below=self.folder.path)
 
         async def started(pid: int) -> None:
             self._emit(event(EventKind.PROCESS_STARTED, self.run_id, node=node.name, attempt=number, pid=pid))
@@ -354,6 +369,9 @@ class RunDriver:
             task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel))
             self._tasks[task] = name
 
+    def _running_names(self) -> list[str]:
+        return list(self._tasks.values())
+
     def _rejoin_waiting(self) -> None:
         """Attempts that were waiting for a person when the last owner stopped wait again."""
         for name, request_id in sorted(self.state.waiting_requests().items()):
@@ -413,13 +431,14 @@ class RunDriver:
                     cancelling = True
                     for cancel in self._cancels.values():
                         cancel.set()
-            states = self._states()
             decision = self.scheduler.decide(
-                states,
-                exit_codes=self._exit_codes(),
+                self._node_states,
+                exit_codes=self._node_exit_codes,
                 outputs=self._output,
                 launching=not cancelling,
                 dirty=dirty,
+                ready=self._ready,
+                running=self._running_names(),
             )
             dirty = set()
             decided = []

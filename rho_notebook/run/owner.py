@@ -67,8 +67,10 @@ def default_executors() -> dict[str, Executor]:
 
     from rho_notebook.exec.approval import ApprovalExecutor
 
+    from rho_notebook.exec.agent import AgentExecutor
+
     executor = CommandExecutor()
-    return {"command": executor, "shell": executor, "approval": ApprovalExecutor()}
+    return {"command": executor, "shell": executor, "approval": ApprovalExecutor(), "agent": AgentExecutor()}
 
 
 def _check_plan(layout: StoreLayout, plan: Plan) -> None:

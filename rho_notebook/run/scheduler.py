@@ -114,6 +114,7 @@ class Scheduler:
         launching: bool = True,
         dirty: Iterable[str] | None = None,
         ready: Iterable[str] | None = None,
+        running: Iterable[str] | None = None,
     ) -> Decision:
         """Decide pending nodes, then pick launches (none when ``launching`` is False)."""
         current = dict(states)
@@ -140,11 +141,13 @@ class Scheduler:
                         queued.add(child)
         if ready is not None:
             ready = set(ready) | {name for name, new_state, _ in decided if new_state is NodeState.READY}
-        launches = self._launches(current, ready) if launching else []
+        launches = self._launches(current, ready, running) if launching else []
         return Decision(decided=decided, launches=launches)
 
-    def _launches(self, current: Mapping[str, NodeState], ready: Iterable[str] | None) -> list[str]:
-        running = [self.nodes[n] for n, s in current.items() if s is NodeState.RUNNING]
+    def _launches(self, current: Mapping[str, NodeState], ready: Iterable[str] | None, running_names: Iterable[str] | None) -> list[str]:
+        if running_names is None:
+            running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
+        running = [self.nodes[n] for n in running_names if current[n] is NodeState.RUNNING]
         total = sum(1 for n in running if not isinstance(n, ApprovalNode))
         agents = sum(1 for n in running if isinstance(n, AgentNode))
         commands = sum(1 for n in running if not isinstance(n, (AgentNode, ApprovalNode)))

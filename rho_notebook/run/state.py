@@ -109,6 +109,8 @@ class RunState:
     cancel_acknowledged: list[str] = field(default_factory=list)
     cancelled: bool = False
     """True once a cancel request was applied to this execution (cleared by resume)."""
+    asked: bool = False
+    """True once any approval was requested in this run."""
 
     @classmethod
     def fresh(cls, *, run_id: str, plan_id: str, graph: Graph, graph_digest: str) -> RunState:
@@ -133,6 +135,8 @@ class RunState:
         """running <-> waiting: waiting while every running attempt waits for a person."""
         if self.lifecycle not in (Lifecycle.RUNNING, Lifecycle.WAITING):
             return
+        if self.lifecycle is Lifecycle.RUNNING and not self.asked:
+            return  # nobody was ever asked in this run: nothing can be waiting (keeps this O(1))
         running = [r for r in self.nodes.values() if r.state is NodeState.RUNNING]
         waiting = running and all(r.current is not None and r.current.pending_approval for r in running)
         self.lifecycle = Lifecycle.WAITING if waiting else Lifecycle.RUNNING
@@ -158,6 +162,7 @@ class RunState:
             "cancel_pending": list(self.cancel_pending),
             "cancel_acknowledged": list(self.cancel_acknowledged),
             "cancelled": self.cancelled,
+            "asked": self.asked,
             "nodes": {name: record.to_json() for name, record in sorted(self.nodes.items())},
         }
 
@@ -177,6 +182,7 @@ class RunState:
             cancel_pending=list(data.get("cancel_pending", [])),
             cancel_acknowledged=list(data.get("cancel_acknowledged", [])),
             cancelled=data.get("cancelled", False),
+            asked=data.get("asked", False),
         )
 
 
@@ -234,6 +240,7 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
         attempt = _attempt(state, ev)
         if attempt is not None:
             attempt.pending_approval = ev["request_id"]
+        state.asked = True
         state.refresh_waiting()
     elif kind == "approval_decided":
         attempt = _attempt(state, ev)

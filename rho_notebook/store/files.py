@@ -58,8 +58,10 @@ def ensure_private_dir(path: Path, *, below: Path) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, rename); with ``durable`` also fsync the
+    file before the rename and the directory after it. Non-durable writes are for files the
+    journal can rebuild (snapshots, per-attempt copies of journaled facts)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
@@ -67,11 +69,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:
@@ -83,8 +87,12 @@ def fsync_dir(path: Path) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write(path, (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+def atomic_write_json(path: Path, value: Any, *, durable: bool = True, compact: bool = False) -> None:
+    if compact:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    atomic_write(path, (text + "\n").encode(), durable=durable)
 
 
 def read_nofollow(path: Path) -> bytes:
