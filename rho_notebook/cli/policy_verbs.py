@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import NotFound
-from rho_notebook.policy.approvals import ApprovalRequest, who_am_i
+from rho_notebook.policy.approvals import describe_request, who_am_i
 from rho_notebook.policy.plan_approval import PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.service import Service
 from rho_notebook.source.workspace import find_workspace
 
-__all__ = ["register", "describe_request"]
+__all__ = ["register"]
 
 
 def register(verbs: Any) -> None:
@@ -37,24 +37,6 @@ def register(verbs: Any) -> None:
     untrust = verbs.add_parser("untrust", help="stop trusting a workspace")
     untrust.add_argument("path", nargs="?", type=Path, default=None)
     untrust.set_defaults(handler=run_untrust)
-
-
-def describe_request(request: ApprovalRequest) -> str:
-    """Exactly what a decision on ``request`` decides, for people."""
-    lines = [f"run {request.run_id}  node {request.node}  attempt {request.attempt}  request {request.request_id}"]
-    facts = request.facts
-    if request.kind == "node":
-        lines.append("approval node; its prompt:")
-        lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
-    else:
-        lines.append("supervised launch of a frozen process:")
-        lines.append(f"  executable  {facts.get('executable')}  {facts.get('sha256')}")
-        for interp in facts.get("interpreters", []):
-            lines.append(f"  interpreter {interp['path']}  {interp['sha256']}")
-        lines.append(f"  argv        {json.dumps(facts.get('argv'))}")
-        lines.append(f"  cwd         {facts.get('cwd')}")
-    lines.append(f"facts digest  {request.facts_sha256}")
-    return "\n".join(lines)
 
 
 def run_approve(args: argparse.Namespace) -> int:

@@ -171,7 +171,7 @@ def _terminal_responder(service: Service) -> Any:
     """Ask on the controlling terminal (in a daemon thread, so a decision made elsewhere wins)."""
     import threading
 
-    from rho_notebook.cli.policy_verbs import describe_request
+    from rho_notebook.policy.approvals import describe_request
 
     asked: set[str] = set()
 
@@ -221,6 +221,11 @@ def _execute(service: Service, run_id: str, args: argparse.Namespace, *, resume:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from rho_notebook.cli.notebook_verbs import notebook_run
+
+    handled = notebook_run(args)  # `run NOTEBOOK.ipynb`
+    if handled is not None:
+        return handled
     service = Service.default()
     plan = service.load_plan(args.plan)
     if args.output == "text":

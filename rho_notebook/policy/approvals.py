@@ -18,7 +18,6 @@ import getpass
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +38,7 @@ __all__ = [
     "who_am_i",
     "check_decider",
     "facts_digest",
+    "describe_request",
 ]
 
 
@@ -186,5 +186,24 @@ def check_decider(*, run_id: str, owner_pid: int | None) -> None:
         raise ApprovalRefused(msg)
 
 
-def now_decision_time() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def describe_request(request: ApprovalRequest) -> str:
+    """Exactly what a decision on ``request`` decides, for people."""
+    lines = [f"run {request.run_id}  node {request.node}  attempt {request.attempt}  request {request.request_id}"]
+    facts = request.facts
+    if request.kind == "node":
+        lines.append("approval node; its prompt:")
+        lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
+    elif "agent" in facts:
+        lines.append("supervised launch of a mutating agent:")
+        lines.append(f"  agent       {facts.get('agent')} ({facts.get('runtime')}), tools: {json.dumps(facts.get('tools'))}, access: {facts.get('access')}")
+        lines.append("  prompt:")
+        lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
+    else:
+        lines.append("supervised launch of a frozen process:")
+        lines.append(f"  executable  {facts.get('executable')}  {facts.get('sha256')}")
+        for interp in facts.get("interpreters", []):
+            lines.append(f"  interpreter {interp['path']}  {interp['sha256']}")
+        lines.append(f"  argv        {json.dumps(facts.get('argv'))}")
+        lines.append(f"  cwd         {facts.get('cwd')}")
+    lines.append(f"facts digest  {request.facts_sha256}")
+    return "\n".join(lines)
