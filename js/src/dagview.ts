@@ -1,0 +1,555 @@
+// The DAG view: one framework-free module. `renderDag(el, source)` draws a laid-out DAG (the
+// layout comes from Python), colours and marks nodes by state, shows a legend with counts, the
+// elapsed time, Cancel / Resume, and an output pane for the selected node. The anywidget entry
+// (widget.ts) and the JupyterLab sidebar both call it with their own DagSource.
+
+import DOMPurify from "dompurify";
+import { marked } from "marked";
+
+import type {
+  AttemptView,
+  Change,
+  DagSource,
+  Detail,
+  NodeView,
+  StateName,
+  StreamView,
+  WireLayout,
+  WireNode,
+} from "./types";
+
+export type { DagSource, Change } from "./types";
+
+export const STATES: StateName[] = [
+  "pending",
+  "ready",
+  "running",
+  "success",
+  "failure",
+  "denial",
+  "cancellation",
+  "skipped",
+  "blocked",
+];
+
+/** state -> [fill, stroke, icon]; rho_notebook/widgets/svg.py STATE_STYLE has the same values. */
+export const STATE_STYLE: Record<StateName, [string, string, string]> = {
+  pending: ["#f3f4f6", "#9ca3af", "\u25cb"],
+  ready: ["#e0f2fe", "#0ea5e9", "\u25d4"],
+  running: ["#dbeafe", "#2563eb", "\u25c9"],
+  success: ["#dcfce7", "#16a34a", "\u2713"],
+  failure: ["#fee2e2", "#dc2626", "\u2717"],
+  denial: ["#fae8ff", "#a21caf", "\u2298"],
+  cancellation: ["#fef3c7", "#d97706", "\u25a0"],
+  skipped: ["#f8fafc", "#94a3b8", "\u21b7"],
+  blocked: ["#ffedd5", "#ea580c", "\u2297"],
+};
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const PANE_CHARS = 64 * 1024;
+
+function esc(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
+}
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: (Node | string | null | undefined)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child);
+  }
+  return node;
+}
+
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "–";
+  const total = Math.floor(ms / 1000);
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  const seconds = total % 60;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  if (hours > 0) return `${hours}:${pad(minutes)}:${pad(seconds)}`;
+  if (total < 60) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+  return `${minutes}:${pad(seconds)}`;
+}
+
+function elapsed(start?: string | null, end?: string | null, offset = 0): number {
+  if (!start) return NaN;
+  const from = Date.parse(start);
+  const to = end ? Date.parse(end) : Date.now() + offset;
+  return to - from;
+}
+
+function curve(points: number[][], direction: "TB" | "LR"): string {
+  let d = `M${points[0][0]},${points[0][1]}`;
+  for (let i = 1; i < points.length; i++) {
+    const [px, py] = points[i - 1];
+    const [x, y] = points[i];
+    if (direction === "TB") {
+      const mid = (py + y) / 2;
+      d += `C${px},${mid} ${x},${mid} ${x},${y}`;
+    } else {
+      const mid = (px + x) / 2;
+      d += `C${mid},${py} ${mid},${y} ${x},${y}`;
+    }
+  }
+  return d;
+}
+
+/** Markdown to sanitized HTML (agent answers are untrusted text). */
+export function markdownHtml(text: string): string {
+  const html = marked.parse(text, { async: false, gfm: true }) as string;
+  return DOMPurify.sanitize(html);
+}
+
+/** A collapsible tree of a JSON value. */
+export function jsonTree(value: unknown, key?: string, depth = 0): HTMLElement {
+  const label = key === undefined ? "" : `${key}: `;
+  if (value !== null && typeof value === "object") {
+    const entries = Array.isArray(value)
+      ? value.map((v, i) => [String(i), v] as [string, unknown])
+      : Object.entries(value as Record<string, unknown>);
+    const summary = Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`;
+    const details = h("details", { class: "rho-json" }, h("summary", {}, h("span", { class: "rho-json-key" }, label), summary));
+    if (depth < 2) details.open = true;
+    const list = h("div", { class: "rho-json-children" });
+    for (const [k, v] of entries) list.append(jsonTree(v, k, depth + 1));
+    details.append(list);
+    return details;
+  }
+  const kind = value === null ? "null" : typeof value;
+  return h(
+    "div",
+    { class: "rho-json-leaf" },
+    h("span", { class: "rho-json-key" }, label),
+    h("span", { class: `rho-json-${kind}` }, JSON.stringify(value)),
+  );
+}
+
+interface NodeElements {
+  group: SVGGElement;
+  icon: SVGTextElement;
+  title: SVGTitleElement;
+  data: WireNode;
+}
+
+/** Draw the DAG of `source` into `el`; returns a function that removes listeners and timers. */
+export function renderDag(el: HTMLElement, source: DagSource): () => void {
+  const started = performance.now();
+  el.classList.add("rho-dag");
+  el.replaceChildren();
+
+  const toolbar = h("div", { class: "rho-toolbar" });
+  const titleEl = h("span", { class: "rho-title" });
+  const badge = h("span", { class: "rho-badge" });
+  const elapsedEl = h("span", { class: "rho-elapsed", title: "elapsed time of the run" });
+  const cancelButton = h("button", { class: "rho-btn rho-cancel", type: "button", title: "request cancellation of this run" }, "\u25a0 Cancel");
+  const resumeButton = h("button", { class: "rho-btn rho-resume", type: "button", title: "resume this run from its frozen graph" }, "\u21bb Resume");
+  const zoomOut = h("button", { class: "rho-btn rho-zoom", type: "button", title: "zoom out" }, "\u2212");
+  const zoomFit = h("button", { class: "rho-btn rho-zoom", type: "button", title: "fit width" }, "fit");
+  const zoomIn = h("button", { class: "rho-btn rho-zoom", type: "button", title: "zoom in" }, "+");
+  const message = h("span", { class: "rho-message" });
+  toolbar.append(titleEl, badge, elapsedEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomFit, zoomIn);
+
+  const legend = h("div", { class: "rho-legend", title: "node states: count" });
+  const legendCounts = new Map<StateName, HTMLElement>();
+  for (const state of STATES) {
+    const [fill, stroke, icon] = STATE_STYLE[state];
+    const count = h("b", {}, "0");
+    legendCounts.set(state, count);
+    const chip = h("span", { class: `rho-chip rho-chip-${state}`, "data-state": state }, h("i", {}, icon), ` ${state} `, count);
+    chip.style.background = fill;
+    chip.style.borderColor = stroke;
+    legend.append(chip);
+  }
+  const edgeNote = h("span", { class: "rho-edge-note" });
+  legend.append(edgeNote);
+
+  const viewport = h("div", { class: "rho-viewport" });
+  const pane = h("div", { class: "rho-pane", hidden: "" });
+  const body = h("div", { class: "rho-body" }, viewport, pane);
+  el.append(toolbar, legend, body);
+
+  let layout: WireLayout = source.layout();
+  let zoom = 1;
+  let svg: SVGSVGElement = document.createElementNS(SVG_NS, "svg");
+  let overlay: SVGGElement = document.createElementNS(SVG_NS, "g");
+  const elements = new Map<string, NodeElements>();
+  const children = new Map<string, string[]>();
+  const shown = new Map<string, StateName>();
+  let highlighted: string[] = [];
+
+  function drawGraph(): void {
+    layout = source.layout();
+    elements.clear();
+    children.clear();
+    shown.clear();
+    const { node_width: w, node_height: nh, direction } = layout;
+    const maxChars = Math.floor((w - 34) / 7);
+    const parts: string[] = [];
+    parts.push(`<g class="rho-edges">`);
+    for (const edge of layout.edges) {
+      const cls = edge.condition ? "rho-edge rho-edge-cond" : "rho-edge";
+      parts.push(`<path class="${cls}" data-source="${esc(edge.source)}" data-target="${esc(edge.target)}" d="${curve(edge.points, direction)}"/>`);
+    }
+    parts.push(`</g><g class="rho-overlay"></g><g class="rho-nodes">`);
+    for (const node of layout.nodes) {
+      const label = node.name.length <= maxChars ? node.name : node.name.slice(0, maxChars - 1) + "\u2026";
+      const name = esc(node.name);
+      parts.push(
+        `<g class="rho-node rho-s-pending" data-name="${name}" data-state="pending" transform="translate(${node.x},${node.y})">` +
+          `<title>${name}</title><rect width="${w}" height="${nh}" rx="6"/>` +
+          `<text class="rho-icon" x="10" y="${nh / 2 + 4}">${STATE_STYLE.pending[2]}</text>` +
+          `<text class="rho-label" x="26" y="${nh / 2 + 4}">${esc(label)}</text>` +
+          (node.conditional ? `<text class="rho-when" x="${w - 8}" y="11" text-anchor="end">when</text>` : "") +
+          `</g>`,
+      );
+      for (const need of node.needs) {
+        const list = children.get(need);
+        if (list) list.push(node.name);
+        else children.set(need, [node.name]);
+      }
+    }
+    parts.push(`</g>`);
+    svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("class", "rho-graph");
+    svg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
+    svg.innerHTML = parts.join("");
+    overlay = svg.querySelector("g.rho-overlay") as SVGGElement;
+    const byName = new Map(layout.nodes.map((n) => [n.name, n]));
+    for (const group of Array.from(svg.querySelectorAll<SVGGElement>("g.rho-node"))) {
+      const name = group.dataset.name as string;
+      elements.set(name, {
+        group,
+        icon: group.querySelector("text.rho-icon") as SVGTextElement,
+        title: group.querySelector("title") as unknown as SVGTitleElement,
+        data: byName.get(name) as WireNode,
+      });
+    }
+    viewport.replaceChildren(svg);
+    edgeNote.textContent = `${layout.nodes.length} nodes \u00b7 ${layout.reduced_edge_count} of ${layout.edge_count} edges drawn (transitive reduction) \u00b7 dashed: condition`;
+    applyZoom();
+    updateNodes("all");
+  }
+
+  function applyZoom(): void {
+    svg.setAttribute("width", String(Math.max(1, layout.width * zoom)));
+    svg.setAttribute("height", String(Math.max(1, layout.height * zoom)));
+  }
+
+  function fitWidth(): void {
+    const available = viewport.clientWidth || el.clientWidth || 800;
+    zoom = Math.min(1, Math.max(0.1, (available - 4) / Math.max(layout.width, 1)));
+    applyZoom();
+  }
+
+  function updateNodes(which: string[] | "all"): void {
+    const views = source.nodes();
+    const names = which === "all" ? Array.from(elements.keys()) : which;
+    for (const name of names) {
+      const found = elements.get(name);
+      if (!found) continue;
+      const view: NodeView | undefined = views[name];
+      const state: StateName = view?.state ?? "pending";
+      if (shown.get(name) !== state) {
+        shown.set(name, state);
+        found.group.setAttribute("class", `rho-node rho-s-${state}` + (name === source.selected() ? " rho-sel" : "") + (highlighted.includes(name) ? " rho-need" : ""));
+        found.group.dataset.state = state;
+        found.icon.textContent = STATE_STYLE[state][2];
+      }
+      const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
+      found.title.textContent = `${name} (${found.data.kind}): ${state}${view?.attempt ? `, attempt ${view.attempt}` : ""}${reason}`;
+    }
+    updateCounts();
+  }
+
+  function updateCounts(): void {
+    const counts = new Map<StateName, number>(STATES.map((s) => [s, 0]));
+    const views = source.nodes();
+    for (const name of elements.keys()) {
+      const state = views[name]?.state ?? "pending";
+      counts.set(state, (counts.get(state) ?? 0) + 1);
+    }
+    for (const [state, count] of counts) {
+      const target = legendCounts.get(state);
+      if (target) {
+        target.textContent = String(count);
+        (target.parentElement as HTMLElement).classList.toggle("rho-zero", count === 0);
+      }
+    }
+    const terminal = ["success", "failure", "denial", "cancellation", "skipped", "blocked"] as StateName[];
+    const done = terminal.reduce((sum, s) => sum + (counts.get(s) ?? 0), 0);
+    el.dataset.done = String(done);
+    el.dataset.total = String(elements.size);
+  }
+
+  function updateRun(): void {
+    const run = source.run();
+    const mode = source.mode();
+    titleEl.textContent = source.title();
+    el.dataset.mode = mode;
+    if (mode === "plan" || !run.lifecycle) {
+      badge.textContent = "plan";
+      badge.className = "rho-badge rho-badge-plan";
+      cancelButton.hidden = resumeButton.hidden = true;
+      elapsedEl.textContent = "";
+      message.textContent = "";
+      el.dataset.lifecycle = "plan";
+      return;
+    }
+    const outcome = run.outcome ? ` \u00b7 ${run.outcome}` : "";
+    badge.textContent = `${run.lifecycle}${outcome}`;
+    badge.title = `run ${run.run_id ?? ""} of plan ${run.plan_id ?? ""}\ngraph digest ${run.graph_digest ?? ""}`;
+    badge.className = `rho-badge rho-badge-${run.lifecycle} rho-outcome-${run.outcome ?? "none"}`;
+    el.dataset.lifecycle = run.lifecycle;
+    el.dataset.outcome = run.outcome ?? "";
+    cancelButton.hidden = !run.can_cancel;
+    cancelButton.disabled = Boolean(run.cancel_pending);
+    resumeButton.hidden = !run.can_resume;
+    const digest = run.graph_digest ?? "";
+    resumeButton.textContent = `\u21bb Resume \u2014 confirm ${digest.slice(0, 19)}\u2026`;
+    resumeButton.title = `resume this run from its frozen graph, confirming graph digest ${digest}`;
+    message.textContent = run.message ?? "";
+    tick();
+  }
+
+  function tick(): void {
+    const run = source.run();
+    if (source.mode() === "run" && run.started_at) {
+      elapsedEl.textContent = `elapsed ${formatDuration(elapsed(run.started_at, run.ended_at, source.clockOffset()))}`;
+    }
+    const detail = source.detail();
+    if (detail.live && detail.node) {
+      const view = source.nodes()[detail.node];
+      const target = pane.querySelector(".rho-pane-elapsed");
+      if (target && view?.started_at) target.textContent = formatDuration(elapsed(view.started_at, view.ended_at, source.clockOffset()));
+    }
+  }
+
+  // -- selection ----------------------------------------------------------------------------------
+
+  function highlight(): void {
+    const selected = source.selected();
+    for (const name of highlighted) elements.get(name)?.group.classList.remove("rho-need", "rho-child");
+    for (const found of svg.querySelectorAll(".rho-sel")) found.classList.remove("rho-sel");
+    overlay.replaceChildren();
+    highlighted = [];
+    svg.classList.toggle("rho-has-sel", Boolean(selected));
+    const target = elements.get(selected);
+    if (!target) return;
+    target.group.classList.add("rho-sel");
+    const { node_width: w, node_height: nh, direction } = layout;
+    const parts: string[] = [];
+    for (const need of target.data.needs) {
+      const from = elements.get(need);
+      if (!from) continue;
+      from.group.classList.add("rho-need");
+      highlighted.push(need);
+      const start = direction === "TB" ? [from.data.x + w / 2, from.data.y + nh] : [from.data.x + w, from.data.y + nh / 2];
+      const end = direction === "TB" ? [target.data.x + w / 2, target.data.y] : [target.data.x, target.data.y + nh / 2];
+      const cls = target.data.conditional ? "rho-dep rho-edge-cond" : "rho-dep";
+      parts.push(`<path class="${cls}" d="${curve([start, end], direction)}"/>`);
+    }
+    for (const child of children.get(selected) ?? []) {
+      elements.get(child)?.group.classList.add("rho-child");
+      highlighted.push(child);
+    }
+    overlay.innerHTML = parts.join("");
+  }
+
+  function streamBlock(label: string, stream: StreamView | null | undefined, cls: string): HTMLElement | null {
+    if (!stream) return null;
+    const notes: HTMLElement[] = [];
+    if (stream.start > 0) notes.push(h("div", { class: "rho-note" }, `\u2026 the first ${stream.start} bytes are not shown (the pane keeps the last 64 KiB)`));
+    const pre = h("pre", { class: `rho-stream ${cls}` }, stream.text || "(empty)");
+    const after: HTMLElement[] = [];
+    if (stream.truncated) {
+      after.push(h("div", { class: "rho-note rho-truncated" }, `\u2702 output truncated: the runner kept ${stream.limit} bytes (max_output_bytes) and dropped the rest`));
+    }
+    const section = h("details", { class: `rho-section rho-section-${cls}`, open: "" }, h("summary", {}, `${label} \u00b7 ${stream.bytes} bytes`), ...notes, pre, ...after);
+    return section;
+  }
+
+  function attemptsTable(attempts: AttemptView[]): HTMLElement {
+    const table = h("table", { class: "rho-attempts" });
+    table.append(h("tr", {}, h("th", {}, "#"), h("th", {}, "state"), h("th", {}, "started"), h("th", {}, "duration"), h("th", {}, "exit"), h("th", {}, "message")));
+    for (const a of attempts) {
+      const exit = a.exit ? `${a.exit.kind ?? ""}${a.exit.code !== null && a.exit.code !== undefined ? ` ${a.exit.code}` : ""}${a.exit.signal ? ` sig ${a.exit.signal}` : ""}` : "";
+      const state = (a.state ?? (a.uncertain ? "uncertain" : "running")) + (a.abandoned ? " (abandoned)" : "");
+      table.append(
+        h(
+          "tr",
+          {},
+          h("td", {}, String(a.number)),
+          h("td", {}, state),
+          h("td", {}, a.started_at.replace("T", " ").slice(0, 23)),
+          h("td", {}, a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "…"),
+          h("td", {}, exit),
+          h("td", {}, a.message ?? ""),
+        ),
+      );
+    }
+    return table;
+  }
+
+  function definitionBlock(definition: Record<string, unknown>): HTMLElement {
+    const list = h("dl", { class: "rho-definition" });
+    for (const [key, value] of Object.entries(definition)) {
+      if (key === "kind") continue;
+      const text = Array.isArray(value) ? (key === "argv" || key === "arguments" ? JSON.stringify(value) : value.join(", ") || "(none)") : String(value);
+      list.append(h("dt", {}, key), h("dd", {}, key === "prompt" || key === "command" ? h("pre", {}, text) : text));
+    }
+    return list;
+  }
+
+  function renderPane(): void {
+    const selected = source.selected();
+    const detail: Detail = source.detail();
+    pane.hidden = !selected;
+    el.classList.toggle("rho-with-pane", Boolean(selected));
+    if (!selected) {
+      pane.replaceChildren();
+      return;
+    }
+    const close = h("button", { class: "rho-btn rho-close", type: "button", title: "close (Esc)" }, "\u00d7");
+    close.addEventListener("click", () => source.select(""));
+    if (detail.node !== selected) {
+      pane.replaceChildren(h("div", { class: "rho-pane-head" }, h("b", {}, selected), close), h("div", { class: "rho-note" }, "loading\u2026"));
+      return;
+    }
+    const view = source.nodes()[selected];
+    const state: StateName = view?.state ?? detail.state ?? "pending";
+    const [fill, stroke, icon] = STATE_STYLE[state];
+    const stateChip = h("span", { class: "rho-chip", "data-state": state }, `${icon} ${state}`);
+    stateChip.style.background = fill;
+    stateChip.style.borderColor = stroke;
+    const head = h(
+      "div",
+      { class: "rho-pane-head" },
+      h("b", { class: "rho-pane-name" }, selected),
+      h("span", { class: "rho-kind" }, detail.kind ?? ""),
+      stateChip,
+      detail.attempt ? h("span", {}, `attempt ${detail.attempt}`) : null,
+      view?.started_at ? h("span", { class: "rho-pane-elapsed" }, formatDuration(elapsed(view.started_at, view.ended_at, source.clockOffset()))) : null,
+      detail.live ? h("span", { class: "rho-live" }, "\u25cf live") : null,
+      close,
+    );
+    const blocks: (HTMLElement | null)[] = [head];
+    if (detail.reason || view?.reason) blocks.push(h("div", { class: "rho-reason" }, detail.reason || view?.reason || ""));
+    if (detail.answer) {
+      const answer = h("div", { class: "rho-markdown" });
+      answer.innerHTML = markdownHtml(detail.answer.text);
+      blocks.push(h("details", { class: "rho-section rho-section-answer", open: "" }, h("summary", {}, "answer"), answer));
+    }
+    blocks.push(streamBlock("raw answer", detail.raw_answer, "raw-answer"));
+    blocks.push(streamBlock("stdout", detail.stdout, "stdout"));
+    blocks.push(streamBlock("stderr", detail.stderr, "stderr"));
+    if (detail.has_value) {
+      blocks.push(h("details", { class: "rho-section rho-section-value", open: "" }, h("summary", {}, "validated value"), jsonTree(detail.value)));
+    }
+    if (detail.usage !== null && detail.usage !== undefined) {
+      blocks.push(h("details", { class: "rho-section rho-section-usage" }, h("summary", {}, "usage"), jsonTree(detail.usage)));
+    }
+    if (detail.attempts && detail.attempts.length) {
+      blocks.push(h("details", { class: "rho-section rho-section-attempts", open: "" }, h("summary", {}, `attempts (${detail.attempts.length})`), attemptsTable(detail.attempts)));
+    }
+    if (detail.definition) {
+      blocks.push(h("details", { class: "rho-section rho-section-definition" }, h("summary", {}, "definition"), definitionBlock(detail.definition)));
+    }
+    pane.replaceChildren(...blocks.filter((b): b is HTMLElement => b !== null));
+  }
+
+  function appendOutput(change: Change): void {
+    const detail = source.detail();
+    for (const chunk of change.output ?? []) {
+      if (chunk.node !== detail.node) continue;
+      const pre = pane.querySelector<HTMLPreElement>(`pre.rho-${chunk.stream}`);
+      if (!pre) {
+        renderPane();
+        return;
+      }
+      const follow = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      const text = (pre.textContent === "(empty)" ? "" : pre.textContent ?? "") + chunk.text;
+      pre.textContent = text.length > PANE_CHARS ? text.slice(text.length - PANE_CHARS) : text;
+      if (follow) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  // -- events -------------------------------------------------------------------------------------
+
+  function onClick(event: MouseEvent): void {
+    const group = (event.target as Element).closest?.("g.rho-node") as SVGGElement | null;
+    if (!group) return;
+    const name = group.dataset.name as string;
+    source.select(name === source.selected() ? "" : name);
+  }
+  function onKey(event: KeyboardEvent): void {
+    if (event.key === "Escape" && source.selected()) source.select("");
+  }
+  viewport.addEventListener("click", onClick);
+  el.addEventListener("keydown", onKey);
+  el.tabIndex = 0;
+  cancelButton.addEventListener("click", () => {
+    cancelButton.disabled = true;
+    source.action("cancel");
+  });
+  resumeButton.addEventListener("click", () => {
+    resumeButton.disabled = true;
+    source.action("resume");
+  });
+  zoomIn.addEventListener("click", () => {
+    zoom = Math.min(3, zoom * 1.25);
+    applyZoom();
+  });
+  zoomOut.addEventListener("click", () => {
+    zoom = Math.max(0.05, zoom / 1.25);
+    applyZoom();
+  });
+  zoomFit.addEventListener("click", fitWidth);
+
+  const unsubscribe = source.subscribe((change: Change) => {
+    if (change.layout) {
+      drawGraph();
+      highlight();
+    }
+    if (change.nodes) updateNodes(change.nodes);
+    if (change.run) {
+      updateRun();
+      resumeButton.disabled = false;
+    }
+    if (change.selected) {
+      highlight();
+      renderPane();
+    } else if (change.detail) {
+      renderPane();
+    } else if (change.output) {
+      appendOutput(change);
+    }
+  });
+
+  drawGraph();
+  updateRun();
+  highlight();
+  renderPane();
+  const timer = window.setInterval(tick, 1000);
+  // fit wide graphs to the cell once the element has a size
+  requestAnimationFrame(() => {
+    if (layout.width > (viewport.clientWidth || Infinity)) fitWidth();
+    el.dataset.renderMs = (performance.now() - started).toFixed(1);
+  });
+  el.dataset.renderSyncMs = (performance.now() - started).toFixed(1);
+
+  return () => {
+    window.clearInterval(timer);
+    unsubscribe();
+    el.removeEventListener("keydown", onKey);
+  };
+}

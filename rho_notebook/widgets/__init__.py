@@ -1,0 +1,128 @@
+"""Widgets: the live DAG, the plan card, run views and the hub (see docs/widgets.md).
+
+Nothing is imported from ipywidgets or anywidget until a function here is called, so headless
+code (CLI, service) never pays for them. The DAG front end is one module (``js/src/dagview.ts``)
+bundled into ``static/dag.js``; layouts are computed in Python (:mod:`.layout`) and every widget
+carries an SVG snapshot (:mod:`.svg`) for saved notebooks and nbconvert HTML.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from rho_notebook.model.graph import Graph
+from rho_notebook.plan.plan import Plan
+from rho_notebook.run.state import RunState
+
+if TYPE_CHECKING:
+    import graphviz  # type: ignore[import-untyped]
+
+    from rho_notebook.service import Service
+    from rho_notebook.widgets._dag import DagWidget
+    from rho_notebook.widgets._hub import Hub, HubSession
+    from rho_notebook.widgets._plan import PlanCard
+    from rho_notebook.widgets._run import RunHandleLike
+
+__all__ = ["graph_view", "plan_card", "run_view", "approvals_view", "hub_view", "to_dot", "watch_run"]
+
+
+def graph_view(plan_or_graph: Plan | Graph, *, state: RunState | None = None, service: Service | None = None) -> DagWidget:
+    """The DAG of a plan or graph; node states from ``state`` when given (a snapshot, not live).
+
+    Clicking a node shows its frozen definition; with ``state`` and ``service``, also the
+    artifacts of its latest attempt.
+    """
+    from rho_notebook.widgets._dag import DagWidget
+    from rho_notebook.widgets._view import load_detail, node_view, plan_detail, run_view_of
+    from rho_notebook.widgets.layout import layout_graph
+
+    graph = plan_or_graph.graph if isinstance(plan_or_graph, Plan) else plan_or_graph
+    layout = layout_graph(graph)
+    nodes: dict[str, Any] = {}
+    for node in graph.nodes:
+        record = state.nodes.get(node.name) if state is not None else None
+        nodes[node.name] = dict(node_view(record)) if record is not None else {"state": "pending", "attempt": 0, "v": 0}
+
+    def detail(name: str) -> dict[str, Any]:
+        record = state.nodes.get(name) if state is not None else None
+        if record is not None and service is not None and state is not None and record.attempt:
+            folder = service.runs.folder(state.run_id)
+            return dict(load_detail(node=graph.node(name), record=record, attempt_dir=folder.attempt_dir(name, record.attempt)))
+        return dict(plan_detail(graph, name, record))
+
+    run = dict(run_view_of(state)) if state is not None else None
+    if run is not None:
+        run["can_cancel"] = run["can_resume"] = False
+    return DagWidget(layout=layout, title=graph.name, mode="run" if state is not None else "plan", nodes=nodes, run=run, on_select=detail)
+
+
+def plan_card(plan: Plan, *, on_run: Callable[[], Any], show_graph: bool = True) -> PlanCard:
+    """Plan ID, workflow, graph digest, inputs, authority list and DAG, with a Run button.
+
+    Clicking Run is the confirmation of exactly ``plan.graph_digest`` for one new run: ``on_run()``
+    is called once and the button disables itself.
+    """
+    from rho_notebook.widgets._plan import PlanCard
+
+    return PlanCard(plan, on_run=on_run, graph=graph_view(plan) if show_graph else None)
+
+
+def run_view(handle: RunHandleLike, *, service: Service | None = None) -> DagWidget:
+    """The live DAG of a run: states, counts, elapsed time, Cancel / Resume and the output pane.
+
+    ``handle`` is a ``RunHandle`` (or anything with ``run_id``, ``add_listener``, ``state``,
+    ``done`` and ``cancel``). Updates are batched: at most ~10 messages a second, changed nodes only.
+    """
+    from rho_notebook.widgets._run import RunController
+
+    return RunController(handle, service=service).widget
+
+
+def approvals_view(handle: RunHandleLike, *, service: Service | None = None) -> Any:
+    """Pending approvals of a run with Approve / Deny buttons (hidden while there are none)."""
+    from rho_notebook.service import Service as _Service
+    from rho_notebook.widgets._approvals import ApprovalsPanel
+
+    if service is None:
+        service = getattr(handle, "service", None)
+    if service is None:
+        layout = getattr(handle, "layout", None)
+        service = _Service(layout=layout) if layout is not None else _Service.default()
+    return ApprovalsPanel(handle, service=service).box
+
+
+def watch_run(run_id: str, *, service: Service | None = None) -> DagWidget:
+    """The DAG of any run in the store (live in another process, or finished), read from its
+    journal without taking ownership."""
+    from rho_notebook.service import Service as _Service
+    from rho_notebook.widgets._run import JournalWatch
+
+    service = service or _Service.default()
+    return run_view(JournalWatch(service, run_id), service=service)
+
+
+def hub_view(session: HubSession) -> Hub:
+    """START, RUNS and SAVED PLANS of a notebook session (see :class:`HubSession`)."""
+    from rho_notebook.widgets._hub import Hub
+
+    return Hub(session)
+
+
+def to_dot(graph: Plan | Graph, *, states: Mapping[str, str] | None = None, reduced: bool = True) -> graphviz.Digraph:
+    """DOT export (``graphviz`` Python package; no graphviz binary needed for the source)."""
+    from rho_notebook.widgets.dot import to_dot as _to_dot
+
+    return _to_dot(graph.graph if isinstance(graph, Plan) else graph, states=states, reduced=reduced)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("HubSession", "RunHandleLike"):
+        if name == "HubSession":
+            from rho_notebook.widgets._hub import HubSession
+
+            return HubSession
+        from rho_notebook.widgets._run import RunHandleLike
+
+        return RunHandleLike
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

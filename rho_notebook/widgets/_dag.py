@@ -1,0 +1,187 @@
+"""The DAG widget: an anywidget around the one front-end module (``static/dag.js``).
+
+Synced traits carry the layout, the node views, the run view and the selected node's detail.
+Live changes do not go through traits: a controller (see ``_run.py``) mutates ``nodes``, ``run``
+and ``detail`` *in place* under :attr:`DagWidget.lock` and sends one custom ``patch`` message per
+flush with only the changed nodes. ``get_state`` copies under the same lock, so a reconnecting
+front end (or a saved widget state) always gets the current views. Traits are only ever assigned
+on the kernel's main thread (construction and front-end message handlers).
+
+Messages, front end -> kernel: ``{"kind": "hello"}`` (answered with a ``snapshot``),
+``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``.
+Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from html import escape
+from pathlib import Path
+from typing import Any, Callable
+
+import anywidget
+import traitlets
+
+from rho_notebook.widgets.layout import Layout
+from rho_notebook.widgets.svg import counts_line, render_svg
+
+__all__ = ["DagWidget", "STATIC"]
+
+STATIC = Path(__file__).with_name("static")
+
+_COPIED = ("nodes", "run", "detail")
+
+
+class DagWidget(anywidget.AnyWidget):
+    """Live or static DAG of a plan or run, with legend, counts, elapsed time and output pane."""
+
+    _esm = STATIC / "dag.js"
+    _css = STATIC / "dag.css"
+
+    mode = traitlets.Unicode("plan").tag(sync=True)
+    """``plan`` (a frozen graph, no run) or ``run``."""
+    title = traitlets.Unicode("").tag(sync=True)
+    graph_layout = traitlets.Dict().tag(sync=True)
+    nodes = traitlets.Dict().tag(sync=True)
+    run = traitlets.Dict().tag(sync=True)
+    detail = traitlets.Dict().tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        title: str,
+        mode: str,
+        nodes: dict[str, Any],
+        run: dict[str, Any] | None = None,
+        on_select: Callable[[str], dict[str, Any]] | None = None,
+        on_action: Callable[[str], None] | None = None,
+        lock: threading.RLock | None = None,
+    ) -> None:
+        self.lock = lock or threading.RLock()
+        self.layout_data = layout
+        self._on_select = on_select
+        self._on_action = on_action
+        self._display_ids: list[str] = []
+        self.on_close: Callable[[], None] | None = None
+        self.messages_sent = 0
+        """Custom messages sent (patches and snapshots), for measurements."""
+        super().__init__(
+            mode=mode,
+            title=title,
+            graph_layout=dict(layout.to_wire()),
+            nodes=nodes,
+            run=run or {},
+        )
+        self.on_msg(self._handle_front_end)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        with self.lock:
+            state: dict[str, Any] = super().get_state(key=key, drop_defaults=drop_defaults)
+            for name in _COPIED:
+                if name in state:
+                    state[name] = copy.deepcopy(state[name])
+        return state
+
+    def close(self) -> None:
+        """Close the comm and stop following the run (the controller's ``on_close``)."""
+        on_close, self.on_close = getattr(self, "on_close", None), None
+        if on_close is not None:
+            on_close()
+        super().close()
+
+    def states(self) -> dict[str, str]:
+        with self.lock:
+            return {name: view.get("state", "pending") for name, view in self.nodes.items()}
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def send_patch(self, patch: dict[str, Any]) -> None:
+        """Send one patch (built under :attr:`lock` by the caller); safe from any thread."""
+        self.send({"kind": "patch", **patch})
+        self.messages_sent += 1
+
+    def _snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "kind": "snapshot",
+                "nodes": copy.deepcopy(self.nodes),
+                "run": copy.deepcopy(self.run),
+                "detail": copy.deepcopy(self.detail),
+            }
+
+    def _handle_front_end(self, _widget: object, content: dict[str, Any], _buffers: object) -> None:
+        kind = content.get("kind")
+        if kind == "hello":
+            self.send(self._snapshot())
+            self.messages_sent += 1
+        elif kind == "select":
+            self.select(str(content.get("node") or ""))
+        elif kind == "action" and self._on_action is not None:
+            self._on_action(str(content.get("action")))
+
+    def select(self, name: str) -> None:
+        """Select a node (empty string: none) and load its output pane."""
+        if name and name not in self.nodes:
+            return
+        detail = self._on_select(name) if (name and self._on_select is not None) else {}
+        with self.hold_sync(), self.lock:
+            self.selected = name
+            self.detail = detail
+
+    # -- static view ------------------------------------------------------------------------------
+
+    def snapshot_svg(self) -> str:
+        with self.lock:
+            run = dict(self.run)
+        subtitle = ""
+        if run:
+            subtitle = f"run {str(run.get('run_id', ''))[:13]} · {run.get('lifecycle', '')}"
+            if run.get("outcome"):
+                subtitle += f" · outcome {run['outcome']}"
+        return render_svg(self.layout_data, states=self.states(), title=self.title, subtitle=subtitle)
+
+    def snapshot_html(self) -> str:
+        names = [node.name for node in self.layout_data.nodes]
+        counts = counts_line(self.states(), names)
+        return (
+            '<div class="rho-dag-static" style="overflow:auto;max-height:640px">'
+            f"<div style=\"font-family:monospace;font-size:12px;margin:2px 0\">{escape(self.title)} — {escape(counts)}</div>"
+            f"{self.snapshot_svg()}</div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = dict(data)
+        data["image/svg+xml"] = self.snapshot_svg()
+        data["text/html"] = self.snapshot_html()
+        data["text/plain"] = f"<rho_notebook DAG {self.title}: {counts_line(self.states(), list(self.nodes))}>"
+        return data, metadata
+
+    def _ipython_display_(self) -> None:
+        """Display with a display id, so :meth:`refresh_static` can update the saved snapshot."""
+        from IPython.display import display
+
+        display_id = uuid.uuid4().hex
+        self._display_ids.append(display_id)
+        data, metadata = self._repr_mimebundle_()
+        display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+
+    def refresh_static(self) -> None:
+        """Replace the SVG snapshot in every output this widget was displayed in (the live view
+        stays); called when a run finishes so a saved notebook shows the final states."""
+        if not self._display_ids:
+            return
+        from IPython.display import update_display
+
+        data, metadata = self._repr_mimebundle_()
+        for display_id in self._display_ids:
+            update_display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]

@@ -1,0 +1,382 @@
+"""Live run views: a controller that feeds run events into a :class:`DagWidget`, batched.
+
+Threads: a handle calls the listener on the *runner* thread. The listener only folds the event
+into a :class:`RunTracker` under the widget lock (microseconds) and pokes a :class:`Throttle`;
+flushes run on the shared pump thread, at most one per ``interval`` (0.1 s: ~10 messages a
+second), and send one custom message with only the changed node views (plus new output of the
+selected running node). Traits are never assigned off the main thread (see ``_dag.py``).
+
+:class:`JournalWatch` gives the same handle interface for a run this kernel does not own (started
+by the CLI or another kernel, or finished): it polls the run's journal without taking ownership.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from rho_notebook.run.state import NodeRecord, RunState, apply
+from rho_notebook.service import Service
+from rho_notebook.store.journal import read_journal
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.runs import OwnerLock, RunFolder
+from rho_notebook.widgets._dag import DagWidget
+from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
+from rho_notebook.widgets._view import PANE_BYTES, Detail, RunTracker, StreamTail, load_detail, run_times
+from rho_notebook.widgets.layout import layout_graph
+
+__all__ = ["RunHandleLike", "RunController", "JournalWatch"]
+
+Listener = Callable[[dict[str, Any]], None]
+_LIVE = ("running", "waiting", "cancelling")
+_WATCHED = (*_LIVE, "planned")
+_PLANNED_PATIENCE = 30.0
+"""Seconds a watch keeps polling a created run that no owner has started."""
+
+
+@runtime_checkable
+class RunHandleLike(Protocol):
+    """What :func:`rho_notebook.widgets.run_view` needs of a run handle.
+
+    ``rho_notebook.run.background.RunHandle`` satisfies it; so does :class:`JournalWatch`.
+    Optional attributes used when present: ``service`` (a :class:`Service`) or ``layout`` (a
+    :class:`StoreLayout`) naming the store the run lives in (default ``Service.default()``).
+    """
+
+    run_id: str
+
+    def add_listener(self, callback: Listener) -> None:
+        """Call ``callback(event)`` for every journal event (any thread)."""
+
+    def state(self) -> RunState:
+        """A thread-safe copy of the run's current state."""
+
+    def done(self) -> bool: ...
+
+    def cancel(self) -> Any: ...
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class RunController:
+    """Wires one run handle to one :class:`DagWidget`; see the module docstring for threading."""
+
+    def __init__(
+        self,
+        handle: RunHandleLike,
+        *,
+        service: Service | None = None,
+        interval: float = DEFAULT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        timer: Timer | None = None,
+    ) -> None:
+        if service is None:
+            service = getattr(handle, "service", None)
+        if service is None:
+            layout = getattr(handle, "layout", None)
+            service = Service(layout=layout) if isinstance(layout, StoreLayout) else Service.default()
+        if not isinstance(service, Service):
+            msg = f"handle.service must be a rho_notebook Service, not {type(service).__name__}"
+            raise TypeError(msg)
+        self.service = service
+        self.handle = handle
+        self.run_id = handle.run_id
+        manifest = service.runs.manifest(self.run_id)
+        self.graph_digest = manifest.graph_digest
+        self.graph = service.runs.graph(self.run_id, expected_digest=manifest.graph_digest)
+        self.folder: RunFolder = service.runs.folder(self.run_id)
+        self.lock = threading.RLock()
+        self._early: list[dict[str, Any]] = []
+        self.tracker: RunTracker | None = None
+        self._tails: dict[str, StreamTail] = {}
+        self._tail_key: tuple[str, int] | None = None
+        self._finished = False
+        self.listener_calls = 0
+        self.throttle = Throttle(self._flush, interval=interval, clock=clock, timer=timer)
+        layout = layout_graph(self.graph)
+        # listen first, then take the state: events in between are replayed (seq filters repeats)
+        handle.add_listener(self._listen)
+        tracker = self._make_tracker(handle.state())
+        self.widget = DagWidget(
+            layout=layout,
+            title=self.graph.name,
+            mode="run",
+            nodes={name: dict(view) for name, view in tracker.nodes.items()},
+            run=dict(tracker.run),
+            on_select=self._detail,
+            on_action=self._action,
+            lock=self.lock,
+        )
+        self.widget.on_close = self.close
+        with self.lock:
+            for event in self._early:
+                tracker.feed(event)
+            self._early.clear()
+            self.tracker = tracker
+        self.throttle.poke()
+
+    def close(self) -> None:
+        """Stop listening and flushing (the widget was closed)."""
+        self.throttle.close()
+        remove = getattr(self.handle, "remove_listener", None)
+        if callable(remove):
+            remove(self._listen)
+
+    def _make_tracker(self, state: RunState) -> RunTracker:
+        started, ended = run_times(read_journal(self.folder.events).events)
+        return RunTracker(state, started_at=started, ended_at=ended)
+
+    # -- runner thread ----------------------------------------------------------------------------
+
+    def _listen(self, event: dict[str, Any]) -> None:
+        """The handle's listener: fold under the lock, poke the throttle. Nothing else."""
+        with self.lock:
+            self.listener_calls += 1
+            if self.tracker is None:
+                self._early.append(event)
+                return
+            changed = self.tracker.feed(event)
+        if changed or event.get("kind") == "output_chunk":
+            self.throttle.poke()
+
+    # -- pump thread ------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        widget = self.widget
+        tracker = self.tracker
+        if tracker is None:
+            return
+        with widget.lock:
+            nodes, run = tracker.take()
+            output_dirty, tracker.output_dirty = tracker.output_dirty, set()
+            if nodes:
+                widget.nodes.update(nodes)
+            if run:
+                widget.run.update(run)
+            selected = widget.selected
+            lifecycle = widget.run.get("lifecycle")
+        patch: dict[str, Any] = {}
+        if nodes:
+            patch["nodes"] = nodes
+        if run:
+            patch["run"] = run
+        if selected:
+            if selected in nodes:
+                detail = self._detail(selected)
+                with widget.lock:
+                    if widget.selected == selected:
+                        widget.detail.clear()
+                        widget.detail.update(detail)
+                        patch["detail"] = detail
+            elif selected in output_dirty:
+                output = self._tail(selected)
+                if output:
+                    patch["output"] = output
+        if patch:
+            patch["now"] = _now()
+            widget.send_patch(patch)
+        if lifecycle == "completed" and not self._finished:
+            self._finished = True
+            widget.refresh_static()
+
+    def _tail(self, name: str) -> list[dict[str, Any]]:
+        """New bytes of the selected running node's streams, applied to the pane in place."""
+        widget = self.widget
+        with widget.lock:
+            attempt = int(widget.nodes.get(name, {}).get("attempt", 0))
+            if self._tail_key != (name, attempt):
+                return []
+        found = []
+        for stream, tail in self._tails.items():
+            start, text = tail.read(limit=PANE_BYTES)
+            if not text:
+                continue
+            found.append({"node": name, "attempt": attempt, "stream": stream, "start": start, "end": tail.offset, "text": text})
+            with widget.lock:
+                pane = widget.detail.get(stream)
+                if widget.detail.get("node") != name:
+                    continue
+                if not isinstance(pane, dict):
+                    pane = {"text": "", "bytes": 0, "start": start, "end": start, "truncated": False, "limit": 0}
+                    widget.detail[stream] = pane
+                joined = pane["text"] + text
+                if len(joined) > PANE_BYTES:
+                    joined = joined[-PANE_BYTES:]
+                    pane["start"] = tail.offset - len(joined.encode())
+                pane["text"] = joined
+                pane["end"] = pane["bytes"] = tail.offset
+        return found
+
+    # -- main thread (front-end messages) ---------------------------------------------------------
+
+    def _detail(self, name: str) -> dict[str, Any]:
+        tracker = self.tracker
+        if tracker is None:
+            return {}
+        with self.widget.lock:
+            record = tracker.state.nodes.get(name)
+            record = None if record is None else _copy_record(record)
+        if record is None:
+            return {}
+        attempt_dir = self.folder.attempt_dir(name, record.attempt) if record.attempt else None
+        detail: Detail = load_detail(node=self.graph.node(name), record=record, attempt_dir=attempt_dir)
+        if detail.get("live") and attempt_dir is not None:
+            tails = {}
+            for stream in ("stdout", "stderr"):
+                pane = detail.get(stream)
+                start = pane["end"] if isinstance(pane, dict) else 0
+                tails[stream] = StreamTail(attempt_dir / stream, start=start)
+            self._tails, self._tail_key = tails, (name, record.attempt)
+        elif self._tail_key is not None and self._tail_key[0] == name:
+            self._tails, self._tail_key = {}, None
+        return dict(detail)
+
+    def _note(self, message: str) -> None:
+        tracker = self.tracker
+        if tracker is None:
+            return
+        with self.widget.lock:
+            tracker.version += 1
+            tracker.run["message"] = message
+            tracker.run["v"] = tracker.version
+            tracker.run_dirty = True
+        self.throttle.poke()
+
+    def _action(self, action: str) -> None:
+        if action == "cancel":
+            self._note("cancel requested…")
+            threading.Thread(target=self._cancel, name=f"rho-cancel-{self.run_id[:8]}", daemon=True).start()
+        elif action == "resume":
+            self._resume()
+
+    def _cancel(self) -> None:
+        try:
+            result = self.handle.cancel()
+        except Exception as err:  # shown in the view; the run is unchanged
+            self._note(f"cancel failed: {type(err).__name__}: {err}")
+            return
+        state = getattr(result, "cancellation_state", None)
+        self._note(f"cancel {state}" if state else "cancel requested")
+
+    def _resume(self) -> None:
+        """The Resume button is the confirmation of this run's graph digest (shown on it)."""
+        with self.lock:
+            lifecycle = self.widget.run.get("lifecycle")
+        if lifecycle == "needs_recovery":
+            self._note(
+                "needs recovery: inspect the uncertain attempts, make sure no earlier process remains, then "
+                f"`%workflow resume {self.run_id[:13]} --recover-uncertain --yes`"
+            )
+            return
+        try:
+            resume = importlib.import_module("rho_notebook.api").resume
+        except (ImportError, AttributeError):
+            self._note(f"resume is not available here; run `rho-notebook resume {self.run_id[:13]} --yes`")
+            return
+        digest = self.graph_digest
+        try:
+            handle = resume(self.run_id, confirm_digest=digest)
+        except Exception as err:  # RunRefused, NeedsRecovery, ...: say why in the view
+            self._note(f"resume refused: {getattr(err, 'message', None) or err}")
+            return
+        if handle is not None and hasattr(handle, "add_listener"):
+            self.attach(handle)
+        self._note(f"resumed (confirmed {digest[:19]}…)")
+
+    def attach(self, handle: RunHandleLike) -> None:
+        """Follow a new handle of the same run (after resume)."""
+        if handle.run_id != self.run_id:
+            msg = f"cannot attach run {handle.run_id} to the view of run {self.run_id}"
+            raise ValueError(msg)
+        self.handle = handle
+        self._finished = False
+        handle.add_listener(self._listen)
+        with self.lock:
+            after = self.tracker.state.last_seq if self.tracker is not None else 0
+        missed = read_journal(self.folder.events, after_seq=after).events
+        with self.lock:
+            if self.tracker is not None:
+                for event in missed:
+                    self.tracker.feed(event)
+        self.throttle.poke()
+
+
+def _copy_record(record: NodeRecord) -> NodeRecord:
+    return copy.deepcopy(record)
+
+
+class JournalWatch:
+    """A read-only run handle that polls the journal (never takes ownership of the run).
+
+    Used to watch runs this kernel does not own: started by the CLI, by another kernel, or
+    finished. Polls stop once the run is no longer live.
+    """
+
+    def __init__(self, service: Service, run_id: str, *, interval: float = 0.25) -> None:
+        self.service = service
+        self.run_id = service.resolve_run(run_id)
+        self.interval = interval
+        self._folder = service.runs.folder(self.run_id)
+        self._listeners: list[Listener] = []
+        self._polling = False
+        self._lock = threading.Lock()
+        self._state = service.status(self.run_id)
+        self._unowned_polls = 0
+
+    def add_listener(self, callback: Listener) -> None:
+        with self._lock:
+            self._listeners.append(callback)
+            start = not self._polling and self._state.lifecycle.value in _WATCHED
+            self._polling = self._polling or start
+        if start:
+            pump().call_later(self.interval, self._poll)
+
+    def remove_listener(self, callback: Listener) -> None:
+        with self._lock:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+    def state(self) -> RunState:
+        with self._lock:
+            return copy.deepcopy(self._state)
+
+    def done(self) -> bool:
+        with self._lock:
+            return self._state.lifecycle.value not in _LIVE
+
+    def cancel(self) -> Any:
+        return self.service.cancel(self.run_id)
+
+    def _poll(self) -> None:
+        with self._lock:
+            after = self._state.last_seq
+        owned = OwnerLock.is_held(self._folder.lock)  # before reading: an owner writes, then unlocks
+        events = read_journal(self._folder.events, after_seq=after).events
+        with self._lock:
+            for event in events:
+                apply(self._state, event)
+            if not owned and self._state.lifecycle.value in _LIVE:
+                # the owner is gone without completing: report what status would say
+                lost = {"kind": "needs_recovery", "nodes": self._state.uncertain_nodes()}
+                apply(self._state, lost)
+                events.append(lost)
+            running = [(n, r.attempt) for n, r in self._state.nodes.items() if r.state.value == "running"]
+            listeners = list(self._listeners)
+            if self._state.lifecycle.value == "planned" and not owned:
+                self._unowned_polls += 1
+            live = self._state.lifecycle.value in _WATCHED and self._unowned_polls * self.interval < _PLANNED_PATIENCE
+            self._polling = live
+        for event in events:
+            for listener in listeners:
+                listener(event)
+        for name, attempt in running:
+            for listener in listeners:
+                listener({"kind": "output_chunk", "node": name, "attempt": attempt})
+        if live:
+            pump().call_later(self.interval, self._poll)

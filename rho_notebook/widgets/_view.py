@@ -1,0 +1,429 @@
+"""What the DAG view shows, as plain JSON-able data: node views, the run view, node details.
+
+Pure functions and one small state machine (:class:`RunTracker`) that folds journal events into a
+private :class:`RunState` copy and remembers which nodes changed since the last flush. File reads
+(attempt artifacts) are bounded: a pane never carries more than :data:`PANE_BYTES` of one stream.
+"""
+
+from __future__ import annotations
+
+import codecs
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, TypedDict
+
+from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
+from rho_notebook.model.schema import (
+    EnumSchema,
+    ListSchema,
+    OptionalSchema,
+    RecordSchema,
+    Schema,
+    StdoutJsonSchema,
+)
+from rho_notebook.model.state import NodeState
+from rho_notebook.run.state import NodeRecord, RunState, apply
+
+__all__ = [
+    "PANE_BYTES",
+    "NodeView",
+    "RunView",
+    "StreamView",
+    "Detail",
+    "node_view",
+    "run_view_of",
+    "RunTracker",
+    "StreamTail",
+    "condition_text",
+    "template_text",
+    "schema_text",
+    "definition_of",
+    "load_detail",
+    "plan_detail",
+    "run_times",
+    "STATE_ORDER",
+]
+
+PANE_BYTES = 64 * 1024
+"""At most this many bytes of one stream (the tail) travel to the output pane."""
+
+ANSWER_BYTES = 256 * 1024
+
+STATE_ORDER = tuple(state.value for state in NodeState)
+
+_RUN_KINDS = frozenset(
+    {"run_started", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "owner_exited"}
+)
+
+
+class NodeView(TypedDict):
+    state: str
+    attempt: int
+    started_at: str | None
+    ended_at: str | None
+    reason: str
+    exit_code: int | None
+    uncertain: bool
+    v: int
+    """Version: the tracker's change counter when this view last changed (newest wins)."""
+
+
+class RunView(TypedDict, total=False):
+    run_id: str
+    plan_id: str
+    workflow: str
+    graph_digest: str
+    lifecycle: str
+    outcome: str | None
+    started_at: str | None
+    ended_at: str | None
+    cancel_pending: bool
+    can_cancel: bool
+    can_resume: bool
+    message: str
+    v: int
+
+
+class StreamView(TypedDict):
+    text: str
+    bytes: int
+    """Size of the stream file."""
+    start: int
+    """Byte offset of the first byte shown (0 unless older output was left out)."""
+    end: int
+    """Byte offset just after the last byte shown."""
+    truncated: bool
+    """The runner stopped retaining this stream at max_output_bytes (exit.json says so)."""
+    limit: int
+
+
+class Detail(TypedDict, total=False):
+    node: str
+    kind: str
+    state: str
+    reason: str
+    attempt: int
+    live: bool
+    definition: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    exit: dict[str, Any] | None
+    answer: StreamView | None
+    """answer.md: an agent's final answer (markdown prose; nodes without an output schema)."""
+    raw_answer: StreamView | None
+    """answer.txt: the raw final answer of an agent node with an output schema."""
+    usage: Any
+    """usage.json of an agent attempt (provider, model, tokens, timings)."""
+    stdout: StreamView | None
+    stderr: StreamView | None
+    has_value: bool
+    value: Any
+    error: str
+
+
+# -- text forms of frozen graph parts ---------------------------------------------------------------
+
+
+def _ref_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
+    if isinstance(ref, OutputRef):
+        path = ", ".join(json.dumps(step) for step in ref.path)
+        return f"output({json.dumps(ref.node)}, [{path}])"
+    if isinstance(ref, StatusRef):
+        return f"status({json.dumps(ref.node)})"
+    return f"exit_code({json.dumps(ref.node)})"
+
+
+def condition_text(cond: Condition) -> str:
+    """The Starlark-like source form of a frozen condition."""
+    if isinstance(cond, Equals):
+        return f"condition.equals({_ref_text(cond.left)}, {json.dumps(cond.right)})"
+    if isinstance(cond, IsOneOf):
+        return f"condition.is_one_of({_ref_text(cond.left)}, {json.dumps(list(cond.values))})"
+    if isinstance(cond, AllOf):
+        return "condition.all([" + ", ".join(condition_text(c) for c in cond.items) + "])"
+    if isinstance(cond, AnyOf):
+        return "condition.any([" + ", ".join(condition_text(c) for c in cond.items) + "])"
+    if isinstance(cond, Not):
+        return f"condition.not({condition_text(cond.item)})"
+    return repr(cond)
+
+
+def template_text(template: Template | str) -> str:
+    """Literal text with references shown as ``{output("node", ["path"])}``."""
+    if isinstance(template, str):
+        return template
+    return "".join(part if isinstance(part, str) else "{" + _ref_text(part) + "}" for part in template.parts)
+
+
+def schema_text(schema: Schema) -> str:
+    if isinstance(schema, EnumSchema):
+        return f"enum_({json.dumps(list(schema.members))})"
+    if isinstance(schema, ListSchema):
+        return f"list({schema_text(schema.items)})"
+    if isinstance(schema, OptionalSchema):
+        return f"optional({schema_text(schema.inner)})"
+    if isinstance(schema, StdoutJsonSchema):
+        return f"stdout_json({schema_text(schema.inner)})"
+    if isinstance(schema, RecordSchema):
+        return "record({" + ", ".join(f"{json.dumps(k)}: {schema_text(v)}" for k, v in schema.fields) + "})"
+    return f"{schema.kind}()"
+
+
+def definition_of(node: Node) -> dict[str, Any]:
+    """The frozen facts of a node, as short texts for the output pane."""
+    found: dict[str, Any] = {"kind": node.kind, "needs": list(node.needs)}
+    if isinstance(node, CommandNode):
+        found["argv"] = [template_text(part) for part in node.argv]
+        found["cwd"] = node.cwd
+        found["executable"] = node.executable.file.path
+    elif isinstance(node, ShellNode):
+        found["executable"] = node.executable.file.path
+        found["arguments"] = list(node.arguments)
+        found["command"] = node.command
+        found["cwd"] = node.cwd
+    elif isinstance(node, AgentNode):
+        found["agent"] = node.agent
+        found["access"] = node.access
+        found["prompt"] = template_text(node.prompt)
+    elif isinstance(node, ApprovalNode):
+        found["prompt"] = template_text(node.prompt)
+    if node.when is not None:
+        found["when"] = condition_text(node.when)
+    if node.output is not None:
+        found["output"] = schema_text(node.output)
+    found["allow_failure"] = node.allow_failure
+    found["timeout_seconds"] = node.timeout_seconds
+    found["max_output_bytes"] = node.max_output_bytes
+    return found
+
+
+# -- node and run views -----------------------------------------------------------------------------
+
+
+def node_view(record: NodeRecord, version: int = 0) -> NodeView:
+    current = record.current
+    return {
+        "state": record.state.value,
+        "attempt": record.attempt,
+        "started_at": current.started_at if current is not None else None,
+        "ended_at": current.ended_at if current is not None else None,
+        "reason": record.reason,
+        "exit_code": record.exit_code(),
+        "uncertain": bool(current is not None and current.uncertain and not current.abandoned),
+        "v": version,
+    }
+
+
+def node_view_copy(view: NodeView) -> NodeView:
+    return {**view}
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return all(a.get(k) == b.get(k) for k in set(a) | set(b) if k != "v")
+
+
+def run_view_of(state: RunState, *, started_at: str | None = None, ended_at: str | None = None, version: int = 0) -> RunView:
+    live = state.lifecycle.value in ("running", "waiting", "cancelling")
+    return {
+        "run_id": state.run_id,
+        "plan_id": state.plan_id,
+        "workflow": state.workflow,
+        "graph_digest": state.graph_digest,
+        "lifecycle": state.lifecycle.value,
+        "outcome": state.outcome,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "cancel_pending": bool(state.cancel_pending),
+        "can_cancel": live,
+        "can_resume": state.lifecycle.value in ("completed", "needs_recovery") and state.outcome != "success",
+        "v": version,
+    }
+
+
+def run_times(events: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """Start of the latest execution and, if it finished, its end, from journal records."""
+    started: str | None = None
+    ended: str | None = None
+    for ev in events:
+        if ev.get("kind") == "run_started":
+            started, ended = ev.get("at"), None
+        elif ev.get("kind") == "run_completed":
+            ended = ev.get("at")
+    return started, ended
+
+
+class RunTracker:
+    """Folds events into a private RunState copy; remembers changed node and run views."""
+
+    def __init__(self, state: RunState, *, started_at: str | None = None, ended_at: str | None = None) -> None:
+        self.state = copy.deepcopy(state)
+        self.version = 0
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.nodes: dict[str, NodeView] = {name: node_view(rec) for name, rec in sorted(self.state.nodes.items())}
+        self.run: dict[str, Any] = dict(run_view_of(self.state, started_at=started_at, ended_at=ended_at))
+        self.dirty: set[str] = set()
+        self.run_dirty = False
+        self.output_dirty: set[str] = set()
+        """Nodes with new output bytes since the last flush (from output_chunk events)."""
+
+    def feed(self, event: Mapping[str, Any]) -> bool:
+        """Fold one event; True when some view changed. Events already folded (by seq) are ignored."""
+        kind = event.get("kind")
+        if kind == "output_chunk":
+            node = event.get("node")
+            if isinstance(node, str):
+                self.output_dirty.add(node)
+            return False
+        seq = event.get("seq")
+        if isinstance(seq, int) and seq <= self.state.last_seq:
+            return False
+        apply(self.state, dict(event))
+        changed = False
+        names: list[str] = []
+        if isinstance(event.get("node"), str):
+            names.append(event["node"])
+        names.extend(n for n in event.get("nodes", []) if isinstance(n, str))
+        for name in names:
+            record = self.state.nodes.get(name)
+            if record is None:
+                continue
+            view = node_view(record)
+            if not _same(view, self.nodes[name]):
+                self.version += 1
+                view["v"] = self.version
+                self.nodes[name] = view
+                self.dirty.add(name)
+                changed = True
+        if kind == "run_started":
+            self.started_at, self.ended_at = event.get("at"), None
+        elif kind == "run_completed":
+            self.ended_at = event.get("at")
+        if kind in _RUN_KINDS or kind == "run_completed":
+            view_run = run_view_of(self.state, started_at=self.started_at, ended_at=self.ended_at)
+            if not _same(view_run, self.run):
+                self.version += 1
+                view_run["v"] = self.version
+                self.run.clear()
+                self.run.update(view_run)
+                self.run_dirty = True
+                changed = True
+        return changed
+
+    def take(self) -> tuple[dict[str, NodeView], dict[str, Any] | None]:
+        """Copies of the changed views since the last take, and forget them."""
+        nodes: dict[str, NodeView] = {name: node_view_copy(self.nodes[name]) for name in sorted(self.dirty)}
+        run = dict(self.run) if self.run_dirty else None
+        self.dirty.clear()
+        self.run_dirty = False
+        return nodes, run
+
+
+# -- artifacts --------------------------------------------------------------------------------------
+
+
+class StreamTail:
+    """Incremental reader of one growing artifact file (UTF-8, decoded across chunk borders)."""
+
+    def __init__(self, path: Path, *, start: int = 0) -> None:
+        self.path = path
+        self.offset = start
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def read(self, *, limit: int = PANE_BYTES) -> tuple[int, str]:
+        """New text since the last read: (offset it starts at, text); at most ``limit`` bytes."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (FileNotFoundError, OSError):
+            return self.offset, ""
+        try:
+            size = os.fstat(fd).st_size
+            if size <= self.offset:
+                return self.offset, ""
+            if size - self.offset > limit:  # fell behind: skip to the newest bytes
+                self.offset = size - limit
+                self._decoder.reset()
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            data = os.read(fd, size - self.offset)
+        finally:
+            os.close(fd)
+        start = self.offset
+        self.offset += len(data)
+        return start, self._decoder.decode(data)
+
+
+def _read_stream(path: Path, *, limit: int, truncated: bool, node_limit: int) -> StreamView | None:
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return None
+    tail = StreamTail(path, start=max(size - limit, 0))
+    start, text = tail.read(limit=limit)
+    if start > 0:  # do not start in the middle of a UTF-8 sequence
+        text = text.lstrip("\ufffd")
+    return {"text": text, "bytes": size, "start": start, "end": tail.offset, "truncated": truncated, "limit": node_limit}
+
+
+def _read_json(path: Path) -> tuple[bool, Any]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False, None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return True, json.loads(handle.read())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False, None
+
+
+def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None) -> Detail:
+    """Everything the output pane shows for one node of a run (latest attempt's artifacts)."""
+    detail: Detail = {
+        "node": node.name,
+        "kind": node.kind,
+        "state": record.state.value,
+        "reason": record.reason,
+        "attempt": record.attempt,
+        "live": record.state is NodeState.RUNNING,
+        "definition": definition_of(node),
+        "attempts": [a.to_json() for a in record.attempts],
+        "exit": record.current.exit if record.current is not None else None,
+        "answer": None,
+        "raw_answer": None,
+        "usage": None,
+        "stdout": None,
+        "stderr": None,
+        "has_value": False,
+        "value": None,
+    }
+    if attempt_dir is None or record.attempt == 0:
+        return detail
+    has_exit, exit_record = _read_json(attempt_dir / "exit.json")
+    if has_exit and isinstance(exit_record, dict):
+        detail["exit"] = exit_record
+    exit_info = exit_record if isinstance(exit_record, dict) else {}
+    detail["stdout"] = _read_stream(attempt_dir / "stdout", limit=PANE_BYTES, truncated=bool(exit_info.get("stdout_truncated")), node_limit=node.max_output_bytes)
+    detail["stderr"] = _read_stream(attempt_dir / "stderr", limit=PANE_BYTES, truncated=bool(exit_info.get("stderr_truncated")), node_limit=node.max_output_bytes)
+    if isinstance(node, (CommandNode, ShellNode)) and has_exit:
+        # a stream the process never wrote to has no file: show it as empty, not as absent
+        for stream in ("stdout", "stderr"):
+            if detail[stream] is None:
+                detail[stream] = {"text": "", "bytes": 0, "start": 0, "end": 0, "truncated": False, "limit": node.max_output_bytes}
+    detail["answer"] = _read_stream(attempt_dir / "answer.md", limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes)
+    detail["raw_answer"] = _read_stream(attempt_dir / "answer.txt", limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes)
+    has_usage, usage = _read_json(attempt_dir / "usage.json")
+    detail["usage"] = usage if has_usage else None
+    has_value, value = _read_json(attempt_dir / "value.json")
+    detail["has_value"] = has_value
+    detail["value"] = value
+    return detail
+
+
+def plan_detail(graph: Graph, name: str, record: NodeRecord | None = None) -> Detail:
+    """The pane for a node of a plan (no run): its frozen definition, and state if one is given."""
+    node = graph.node(name)
+    record = record or NodeRecord()
+    return load_detail(node=node, record=record, attempt_dir=None)

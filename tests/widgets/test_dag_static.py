@@ -1,0 +1,120 @@
+"""SVG snapshots, DOT export, and the state palette shared with the front end."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rho_notebook.widgets import to_dot
+from rho_notebook.widgets.layout import NodeSpec, layered_layout
+from rho_notebook.widgets.svg import STATE_STYLE, STATES, render_svg
+
+REPO = Path(__file__).resolve().parents[2]
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _specs() -> list[NodeSpec]:
+    return [
+        NodeSpec("count"),
+        NodeSpec("big", ("count",), conditional=True),
+        NodeSpec("report", ("big", "count"), kind="shell"),
+        NodeSpec("a-very-long-node-name-that-does-not-fit-in-the-box-at-all", ("count",)),
+    ]
+
+
+def test_snapshot_has_every_node_with_its_state() -> None:
+    layout = layered_layout(_specs())
+    states = {"count": "success", "big": "skipped", "report": "failure"}
+    svg = render_svg(layout, states=states, title="hello", subtitle="run 0190 · completed")
+    root = ET.fromstring(svg)
+    nodes = {g.get("data-name"): g.get("data-state") for g in root.iter(f"{SVG}g") if g.get("class") == "node"}
+    assert nodes == {
+        "count": "success",
+        "big": "skipped",
+        "report": "failure",
+        "a-very-long-node-name-that-does-not-fit-in-the-box-at-all": "pending",
+    }
+    assert "\u2713" in svg and "\u21b7" in svg and "\u2717" in svg
+    paths = list(root.iter(f"{SVG}path"))
+    assert len(paths) == 3  # reduced edges only
+    assert sum(1 for p in paths if p.get("stroke-dasharray")) == 1  # count -> big is a condition edge
+    legend = "".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    for state in STATES:
+        assert state in legend
+    assert "1 success" not in legend  # legend reads "<icon> success 1"
+    assert f"{STATE_STYLE['success'][2]} success 1" in legend
+
+
+def test_snapshot_of_a_huge_graph_is_scaled_not_cut() -> None:
+    specs = [NodeSpec(f"n{i:04d}", (f"n{i - 1:04d}",) if i else ()) for i in range(750)]
+    layout = layered_layout(specs)
+    root = ET.fromstring(render_svg(layout))
+    assert float(root.get("height", "0")) <= 2400
+    assert len([g for g in root.iter(f"{SVG}g") if g.get("class") == "node"]) == 750
+
+
+def test_dot_export(small_plan: object) -> None:
+    graph = small_plan.graph  # type: ignore[attr-defined]
+    dot = to_dot(graph)
+    source = dot.source
+    assert "digraph small" in source
+    for name in ("a", "b", "c", "d", "e", "f"):
+        assert re.search(rf"^\s*{name} \[", source, re.M)
+    assert re.search(r"b -> c \[style=dashed\]", source)
+    assert "a -> c" not in source  # reduced away
+    full = to_dot(graph, reduced=False, states={"a": "success"}).source
+    assert "a -> c" in full and "\u2713 a" in full and STATE_STYLE["success"][0] in full
+
+
+def test_front_end_uses_the_same_palette() -> None:
+    source = (REPO / "js" / "src" / "dagview.ts").read_text()
+    css = (REPO / "js" / "src" / "dagview.css").read_text()
+    for state, (fill, stroke, icon) in STATE_STYLE.items():
+        escaped = "\\u" + format(ord(icon), "04x")
+        assert re.search(rf'{state}: \["{fill}", "{stroke}", "{re.escape(escaped)}"\]', source), state
+        assert re.search(rf"\.rho-s-{state} rect \{{ fill: {fill}; stroke: {stroke};", css), state
+
+
+def test_built_bundle_ships_in_the_package() -> None:
+    static = REPO / "rho_notebook" / "widgets" / "static"
+    bundle = (static / "dag.js").read_text()
+    assert "rho-dag" in bundle and "msg:custom" in bundle
+    assert (static / "dag.css").read_text() == (REPO / "js" / "src" / "dagview.css").read_text()
+
+
+def test_nbconvert_html_shows_the_snapshot(project: object, small_plan: object, comms: list[object]) -> None:
+    """Without saved widget state, nbconvert's HTML falls back to our text/html: the SVG."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from rho_notebook.widgets import graph_view
+
+    view = graph_view(small_plan)  # type: ignore[arg-type]
+    data, _ = view._repr_mimebundle_()
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("graph_view(plan)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+    notebook.cells = [cell]
+    html, _ = HTMLExporter().from_notebook_node(notebook)
+    for name in ("a", "b", "c", "d", "e", "f"):
+        assert f'data-name="{name}"' in html
+    assert "rho-dag-static" in html
+
+
+def test_pane_reads_agent_artifacts(small_plan: object, tmp_path: Path) -> None:
+    import json
+
+    from rho_notebook.run.state import AttemptRecord, NodeRecord
+    from rho_notebook.model.state import NodeState
+    from rho_notebook.widgets._view import load_detail
+
+    (tmp_path / "answer.md").write_text("# Findings\n\n- **one**\n")
+    (tmp_path / "answer.txt").write_text('{"decision": "approve"}')
+    (tmp_path / "usage.json").write_text(json.dumps({"model": "m", "tokens": {"input": 10}}))
+    record = NodeRecord(state=NodeState.SUCCESS, attempts=[AttemptRecord(number=1, started_at="2026-01-01T00:00:00+00:00")])
+    detail = load_detail(node=small_plan.graph.node("b"), record=record, attempt_dir=tmp_path)  # type: ignore[attr-defined]
+    assert detail["answer"]["text"].startswith("# Findings")  # type: ignore[index]
+    assert detail["raw_answer"]["text"] == '{"decision": "approve"}'  # type: ignore[index]
+    assert detail["usage"] == {"model": "m", "tokens": {"input": 10}}
+    assert detail["stdout"] is None  # no exit.json: the process never ran
