@@ -110,9 +110,11 @@ class RunDriver:
     _node_states: dict[str, NodeState] = field(init=False)
     _node_exit_codes: dict[str, int | None] = field(init=False)
     _ready: set[str] = field(init=False)
+    _environ: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
+        self._environ = dict(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
         self._ready = {name for name, st in self._node_states.items() if st is NodeState.READY}
@@ -312,6 +314,7 @@ class RunDriver:
             on_started=started,
             on_output=output if self.on_event is not None else None,
             request_approval=ask,
+            source_environ=self._environ,
         )
         facts: dict[str, Any] | None = None
         if isinstance(node, (CommandNode, ShellNode, AgentNode)):
