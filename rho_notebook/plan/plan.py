@@ -158,6 +158,8 @@ def _freeze_nodes(
     resolve_agent: AgentResolver,
     limits: Limits,
 ) -> tuple[list[Node], dict[str, AgentDefinition], list[Diagnostic]]:
+    from rho_notebook.agents.resolve import check_agent_provider
+
     nodes: list[Node] = []
     agents: dict[str, AgentDefinition] = {}
     found: list[Diagnostic] = []
@@ -176,7 +178,7 @@ def _freeze_nodes(
             if draft.kind == "agent":
                 agent_id = raw["agent"]
                 if agent_id not in agents:
-                    definition, _ = resolve_agent(
+                    definition, where = resolve_agent(
                         agent_id,
                         workflow_dir=request.workflow_dir,
                         workspace=request.workspace.root,
@@ -184,6 +186,7 @@ def _freeze_nodes(
                         overlay=request.overlay_agents,
                     )
                     agents[agent_id] = definition
+                    check_agent_provider(definition, user_home=request.user_home, workspace=request.workspace.root, trusted=request.workspace_trusted, file=where)
                 definition = agents[agent_id]
                 access = raw.get("access", "mutating")
                 if access == "read_only" and not definition.is_read_only():

@@ -62,15 +62,14 @@ class NeedsRecovery(RunRefused):
     rule = "needs_recovery"
 
 
-def default_executors() -> dict[str, Executor]:
+def default_executors(*, trusted: bool = False) -> dict[str, Executor]:
+    """One executor per node kind; ``trusted`` lets agents read the project's settings."""
+    from rho_notebook.exec.agent import AgentExecutor
+    from rho_notebook.exec.approval import ApprovalExecutor
     from rho_notebook.exec.command import CommandExecutor
 
-    from rho_notebook.exec.approval import ApprovalExecutor
-
-    from rho_notebook.exec.agent import AgentExecutor
-
     executor = CommandExecutor()
-    return {"command": executor, "shell": executor, "approval": ApprovalExecutor(), "agent": AgentExecutor()}
+    return {"command": executor, "shell": executor, "approval": ApprovalExecutor(), "agent": AgentExecutor(trusted=trusted)}
 
 
 def _check_plan(layout: StoreLayout, plan: Plan) -> None:
@@ -263,20 +262,22 @@ async def execute_run(
             if on_event is not None:
                 on_event(record)
         journal.sync()
+        # current trust only narrows: an untrusted workspace's project settings and hooks are ignored
+        trusted = TrustStore(layout).is_trusted(Workspace(Path(manifest.workspace_root)))
         driver = RunDriver(
             run_id=run_id,
             graph=graph,
             folder=folder,
             state=state,
             journal=journal,
-            executors=executors if executors is not None else default_executors(),
+            executors=executors if executors is not None else default_executors(trusted=trusted),
             workspace=Path(manifest.workspace_root),
             identities=manifest.identities,
             layout=layout,
             on_event=on_event,
             mode=PermissionMode(manifest.mode),
             checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
-            hooks=load_hooks(layout.home, Path(manifest.workspace_root), trusted=TrustStore(layout).is_trusted(Workspace(Path(manifest.workspace_root)))),
+            hooks=load_hooks(layout.home, Path(manifest.workspace_root), trusted=trusted),
             responder=responder,
             approval_timeout=approval_timeout,
         )

@@ -1,0 +1,264 @@
+"""The agent sections of settings: model providers, auth profiles, the default provider and model.
+
+Settings documents are user ``$RHO_NOTEBOOK_HOME/settings.json`` and, only for a trusted workspace,
+project ``<workspace>/.rho/settings.json`` (read by :mod:`rho_notebook.store.settings`; other
+layers own other top-level keys). This module validates the keys it owns::
+
+    {
+      "providers": {
+        "local":  {"type": "openai", "base_url": "http://127.0.0.1:11434/v1"},
+        "openai": {"type": "openai", "api_key_env": "OPENAI_API_KEY"},
+        "claude": {"type": "anthropic", "auth_profile": "anthropic-key", "max_retries": 3}
+      },
+      "auth_profiles": {"anthropic-key": {"api_key_env": "ANTHROPIC_API_KEY", "provider": "claude"}},
+      "default_provider": "local",
+      "default_model": "qwen3:8b"
+    }
+
+Credentials are only ever referenced (an environment variable name, directly or through an auth
+profile). A key that holds a credential value (``api_key``, ``token``, ``password``, ...), an
+``api_key_env`` that is not a variable name, or a ``base_url`` with user info is rejected, and the
+error never repeats the value. Project settings override user settings per provider or profile
+name and per default key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rho_notebook.errors import RhoError
+from rho_notebook.store.settings import settings_documents
+
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "AgentSettings",
+    "AuthProfile",
+    "ProviderSettings",
+    "ProviderType",
+    "SettingsError",
+    "load_settings",
+    "parse_settings",
+]
+
+ProviderType = Literal["openai", "anthropic"]
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+"""Base URL of each provider type when ``base_url`` is not set."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"\S{1,128}")
+_CREDENTIAL_WORDS = ("key", "token", "secret", "password", "passwd", "authorization", "bearer", "credential")
+_OWNED_KEYS = ("providers", "auth_profiles", "default_provider", "default_model")
+
+
+class SettingsError(RhoError):
+    """A settings document breaks the agent settings rules (message names the file and key)."""
+
+    rule = "settings"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProviderSettings(_Frozen):
+    """One named model provider."""
+
+    type: ProviderType
+    """Wire format: ``openai`` (chat completions, also Ollama/vLLM/llama.cpp) or ``anthropic``."""
+    base_url: str | None = None
+    """Where the API lives; None uses :data:`DEFAULT_BASE_URLS` for the type."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (never the key itself)."""
+    auth_profile: str | None = None
+    """Name of an auth profile supplying the credential reference (instead of api_key_env)."""
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """Transport retries after HTTP 429/503 (each waits for Retry-After); no other retries."""
+    max_retry_wait_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """A Retry-After longer than this ends the attempt instead of waiting."""
+    request_timeout_seconds: float = Field(default=600.0, gt=0)
+    """Bound on one HTTP request; the node's timeout_seconds bounds the whole attempt."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Output token limit per response (anthropic needs one: default 8192; openai: unset)."""
+
+    def url(self) -> str:
+        """The base URL without a trailing slash."""
+        return (self.base_url or DEFAULT_BASE_URLS[self.type]).rstrip("/")
+
+
+class AuthProfile(_Frozen):
+    """A named credential reference an agent file can select with ``auth:``."""
+
+    api_key_env: str
+    provider: str | None = None
+    """When set, the only provider this profile is valid for."""
+
+
+class AgentSettings(_Frozen):
+    """The merged agent sections of every settings document that applies."""
+
+    providers: dict[str, ProviderSettings] = {}
+    auth_profiles: dict[str, AuthProfile] = {}
+    default_provider: str | None = None
+    default_model: str | None = None
+    sources: tuple[str, ...] = ()
+    """Paths of the documents these settings came from (for messages)."""
+
+    def where(self) -> str:
+        """The documents read, for error messages."""
+        if not self.sources:
+            return "no settings file (create $RHO_NOTEBOOK_HOME/settings.json)"
+        return ", ".join(self.sources)
+
+    def credential_env_names(self) -> set[str]:
+        """Every environment variable any provider or profile names as a credential."""
+        names = {p.api_key_env for p in self.providers.values() if p.api_key_env is not None}
+        names.update(profile.api_key_env for profile in self.auth_profiles.values())
+        return names
+
+
+def load_settings(home: Path, workspace: Path | None = None, *, trusted: bool = False) -> AgentSettings:
+    """Read and merge the agent sections of user settings and, when trusted, project settings.
+
+    Parameters
+    ----------
+    home
+        RHO_NOTEBOOK_HOME; ``home/settings.json`` is the user document (missing = empty).
+    workspace
+        The project root; ``.rho/settings.json`` there is read only when ``trusted``.
+    trusted
+        Whether the workspace is trusted. Untrusted project settings are ignored.
+
+    Raises
+    ------
+    SettingsError
+        A document breaks a rule; the message names the file and key and never a secret value.
+    StoreError
+        A document is not valid JSON or not a JSON object.
+    """
+    merged: dict[str, Any] = {"providers": {}, "auth_profiles": {}}
+    sources: list[str] = []
+    for document in settings_documents(home, workspace, trusted=trusted):
+        part = parse_settings(document.data, source=str(document.path))
+        merged["providers"].update(part.providers)
+        merged["auth_profiles"].update(part.auth_profiles)
+        for key in ("default_provider", "default_model"):
+            if getattr(part, key) is not None:
+                merged[key] = getattr(part, key)
+        sources.append(str(document.path))
+    settings = AgentSettings(**merged, sources=tuple(sources))
+    _check_references(settings)
+    return settings
+
+
+def parse_settings(data: Mapping[str, Any], *, source: str) -> AgentSettings:
+    """Validate the agent sections of one settings document (other top-level keys are ignored)."""
+    owned = {key: data[key] for key in _OWNED_KEYS if key in data}
+    problems: list[str] = []
+    for section in ("providers", "auth_profiles"):
+        entries = owned.get(section, {})
+        if not isinstance(entries, dict):
+            problems.append(f"{section}: must be an object mapping names to settings")
+            continue
+        for name, entry in entries.items():
+            problems.extend(_entry_problems(section, name, entry))
+    for key in ("default_provider", "default_model"):
+        value = owned.get(key)
+        if value is not None and (not isinstance(value, str) or not _NAME.fullmatch(value)):
+            problems.append(f"{key}: must be a non-empty name without whitespace")
+    if not problems:
+        try:
+            return AgentSettings(**owned, sources=(source,))
+        except ValidationError as err:
+            problems.extend(_pydantic_problems(err))
+    raise SettingsError(_message(source, problems))
+
+
+def _entry_problems(section: str, name: str, entry: Any) -> list[str]:
+    where = f"{section}.{name}"
+    if not _NAME.fullmatch(name):
+        return [f"{section}: the name {name!r} must be non-empty and contain no whitespace"]
+    if not isinstance(entry, dict):
+        return [f"{where}: must be an object"]
+    model = ProviderSettings if section == "providers" else AuthProfile
+    problems = []
+    for key in entry:
+        if key in model.model_fields:
+            continue
+        if any(word in key.lower() for word in _CREDENTIAL_WORDS):
+            problems.append(
+                f"{where}.{key}: settings never hold a credential value; put the key in an "
+                "environment variable and name that variable with api_key_env "
+                '(e.g. "api_key_env": "OPENAI_API_KEY")'
+            )
+        else:
+            allowed = ", ".join(model.model_fields)
+            problems.append(f"{where}.{key}: unknown key; expected one of: {allowed}")
+    env = entry.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not _ENV_NAME.fullmatch(env)):
+        problems.append(
+            f"{where}.api_key_env: must be the NAME of an environment variable (letters, digits "
+            "and _, not starting with a digit) that holds the key, never the key itself"
+        )
+    url = entry.get("base_url")
+    if section == "providers" and url is not None:
+        problems.extend(_url_problems(where, url))
+    if section == "providers" and entry.get("api_key_env") and entry.get("auth_profile"):
+        problems.append(f"{where}: set api_key_env or auth_profile, not both")
+    return problems
+
+
+def _url_problems(where: str, url: Any) -> list[str]:
+    if not isinstance(url, str):
+        return [f"{where}.base_url: must be a string such as http://127.0.0.1:11434/v1"]
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        return [
+            f"{where}.base_url: must not contain user info (user:password@); credentials are "
+            "referenced with api_key_env"
+        ]
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return [f"{where}.base_url: {url!r} is not an http(s) URL such as http://127.0.0.1:11434/v1"]
+    if parts.query or parts.fragment:
+        return [f"{where}.base_url: must not have a query or fragment (keys go in api_key_env)"]
+    return []
+
+
+def _pydantic_problems(err: ValidationError) -> list[str]:
+    """Pydantic errors without their input values (an input may be a secret)."""
+    return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()]
+
+
+def _message(source: str, problems: list[str]) -> str:
+    return f"{source}: invalid agent settings:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+def _check_references(settings: AgentSettings) -> None:
+    problems: list[str] = []
+    for name, provider in settings.providers.items():
+        profile_name = provider.auth_profile
+        if profile_name is None:
+            continue
+        profile = settings.auth_profiles.get(profile_name)
+        if profile is None:
+            known = ", ".join(sorted(settings.auth_profiles)) or "none"
+            problems.append(
+                f"providers.{name}.auth_profile: {profile_name!r} is not an auth profile "
+                f"(auth_profiles defined: {known})"
+            )
+        elif profile.provider is not None and profile.provider != name:
+            problems.append(
+                f"providers.{name}.auth_profile: profile {profile_name!r} is only valid for "
+                f"provider {profile.provider!r}"
+            )
+    if problems:
+        raise SettingsError(_message(settings.where(), problems))
