@@ -18,11 +18,11 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.run.owner import NeedsRecovery, RunRefused
 from rho_notebook.run.state import RunState
 from rho_notebook.service import Service
-from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.journal import follow_journal, read_journal
 from rho_notebook.store.runs import OwnerLock
+from rho_notebook.views import result_json, status_json
 
-__all__ = ["register", "status_json", "EXIT_REFUSED"]
+__all__ = ["register", "EXIT_REFUSED"]
 
 EXIT_REFUSED = 3
 _LIVE = (Lifecycle.RUNNING, Lifecycle.CANCELLING, Lifecycle.WAITING)
@@ -91,28 +91,6 @@ def register(verbs: Any) -> None:
 
 
 # -- output ----------------------------------------------------------------------------------------
-
-
-def status_json(state: RunState) -> dict[str, Any]:
-    nodes = {}
-    for name, record in sorted(state.nodes.items()):
-        current = record.current
-        nodes[name] = {
-            "state": record.state.value,
-            "attempt": record.attempt,
-            "exit_code": record.exit_code(),
-            "reason": record.reason,
-            "uncertain": bool(current and current.uncertain and not current.abandoned),
-        }
-    return {
-        "run_id": state.run_id,
-        "plan_id": state.plan_id,
-        "graph_digest": state.graph_digest,
-        "workflow": state.workflow,
-        "lifecycle": state.lifecycle.value,
-        "outcome": state.outcome,
-        "nodes": nodes,
-    }
 
 
 _TEXT_KINDS = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "run_started", "approval_requested", "approval_decided", "hook_ran", "hook_ignored"}
@@ -284,29 +262,10 @@ def run_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _result_json(service: Service, state: RunState) -> dict[str, Any]:
-    folder = service.runs.folder(state.run_id)
-    nodes: dict[str, Any] = {}
-    for name, record in sorted(state.nodes.items()):
-        entry: dict[str, Any] = {"state": record.state.value, "attempts": [a.to_json() for a in record.attempts]}
-        if record.current is not None:
-            attempt_dir = folder.attempt_dir(name, record.attempt)
-            entry["exit"] = record.current.exit
-            artifacts = {}
-            for artifact in ("stdout", "stderr", "exit.json", "value.json"):
-                if (attempt_dir / artifact).exists():
-                    artifacts[artifact.removesuffix(".json")] = str(attempt_dir / artifact)
-            entry["artifacts"] = artifacts
-            if "value" in artifacts and record.state.value == "success":
-                entry["output"] = json.loads(read_nofollow(attempt_dir / "value.json"))
-        nodes[name] = entry
-    return {"run_id": state.run_id, "lifecycle": state.lifecycle.value, "outcome": state.outcome, "nodes": nodes}
-
-
 def run_result(args: argparse.Namespace) -> int:
     service = Service.default()
     state = service.status(args.run)
-    data = _result_json(service, state)
+    data = result_json(service.runs.folder(state.run_id), state)
     if args.output == "json":
         print(json.dumps(data, indent=2))
         return 0
