@@ -35,10 +35,10 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Generator, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Coroutine, Generator, Mapping, Protocol, Sequence, TypeVar
 
 from rho_notebook.errors import RhoError, StoreError
-from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.model.state import NodeState
 from rho_notebook.run.owner import CancelResult, load_state, request_cancel
 from rho_notebook.run.state import RunState, apply
 from rho_notebook.store.files import read_nofollow
@@ -82,8 +82,9 @@ class RunService(Protocol):
         approval_timeout: float = ...,
     ) -> Coroutine[Any, Any, RunState]: ...
 
-_LIVE = (Lifecycle.RUNNING, Lifecycle.CANCELLING, Lifecycle.WAITING)
+
 _START_TIMEOUT = 60.0
+"""How long start_run waits for the owner's run_started (recovery may first stop old processes)."""
 
 
 class BackgroundRunner:
@@ -196,6 +197,7 @@ class BackgroundRunner:
         resume: bool = False,
         recover_uncertain: bool = False,
         approval_timeout: float = 0.0,
+        listeners: Sequence[Listener] = (),
         wait_started: bool = True,
     ) -> RunHandle:
         """Execute (or resume) ``run_id`` as its owner on the runner thread; returns at once.
@@ -211,6 +213,8 @@ class BackgroundRunner:
         approval_timeout
             Passed to the driver; unused while a responder is present (a handle always offers one:
             the notebook decides through the run widget, ``%workflow approve`` or the CLI).
+        listeners
+            Attached before the owner starts, so they see every event of this execution.
         wait_started
             Wait (on this thread) until the owner has journaled ``run_started`` or failed, so that
             refusals (owned elsewhere, needs recovery) raise here instead of later.
@@ -222,6 +226,8 @@ class BackgroundRunner:
         """
         layout: StoreLayout = service.layout
         handle = RunHandle(runner=self, layout=layout, run_id=run_id, initial=load_state(layout, run_id))
+        for listener in listeners:
+            handle.add_listener(listener)
         coro = service.execute(
             run_id,
             resume=resume,
@@ -326,7 +332,7 @@ class NodeResult:
     output: Any = _UNSET
     """The validated output value; absent (see :attr:`has_output`) when the node has none."""
     artifacts: dict[str, Path] = field(default_factory=dict)
-    """stdout, stderr, exit, value, ... -> file of the latest attempt."""
+    """stdout, stderr, exit, value, answer_md, ... -> file of the latest attempt."""
 
     @property
     def has_output(self) -> bool:
@@ -374,7 +380,8 @@ class RunResult:
         return "\n".join(lines)
 
 
-_ARTIFACTS = (("stdout", "stdout"), ("stderr", "stderr"), ("exit", "exit.json"), ("value", "value.json"), ("answer", "answer.txt"))
+_ARTIFACTS = ("stdout", "stderr", "exit.json", "value.json", "answer.md", "answer.txt", "prompt.md", "transcript.json", "usage.json")
+"""Attempt files a result names, keyed as ``rho-notebook result`` keys them (``answer_md``, ``value``)."""
 
 
 def run_result(layout: StoreLayout, state: RunState) -> RunResult:
@@ -386,9 +393,9 @@ def run_result(layout: StoreLayout, state: RunState) -> RunResult:
         artifacts: dict[str, Path] = {}
         if record.current is not None:
             folder = _attempt_dir(store, state.run_id, name, record.attempt)
-            for key, file in _ARTIFACTS:
+            for file in _ARTIFACTS:
                 if (folder / file).exists():
-                    artifacts[key] = folder / file
+                    artifacts[file.removesuffix(".json").replace(".", "_")] = folder / file
         nodes[name] = NodeResult(
             state=record.state.value,
             attempts=len(record.attempts),

@@ -1,0 +1,243 @@
+// The client of the rho_notebook jupyter-server API (/rho/api/, see docs/jupyterlab.md).
+// Every request goes through ServerConnection.makeRequest, which adds jupyter-server's token and
+// XSRF headers; the event stream is read with fetch (not EventSource) for the same reason.
+
+import { URLExt } from "@jupyterlab/coreutils";
+import { ServerConnection } from "@jupyterlab/services";
+
+import type { Detail, NodeView, RunView, WireLayout } from "../../js/src/types";
+
+export interface PlanInfo {
+  plan_id: string;
+  workflow: string;
+  graph_digest: string;
+  created_at: string;
+  entry: string;
+  workspace_root: string;
+  inputs: Record<string, unknown>;
+  authority: { kind: string; value: string; detail: string }[];
+}
+
+export interface RunRow {
+  run_id: string;
+  plan_id: string;
+  workflow: string;
+  lifecycle: string;
+  outcome: string | null;
+  updated_at: string;
+  graph_digest: string;
+  live: boolean;
+  counts: Record<string, number>;
+  total: number;
+  waiting: number;
+  last_seq: number;
+  created_at?: string;
+  origin?: string;
+  mode?: string;
+}
+
+export interface Approval {
+  request_id: string;
+  run_id: string;
+  node: string;
+  attempt: number;
+  kind: "node" | "launch";
+  facts: Record<string, unknown>;
+  facts_sha256: string;
+  requested_at: number;
+  waiting: boolean;
+}
+
+export interface RunViewData {
+  title: string;
+  mode: "run";
+  now: string;
+  last_seq: number;
+  nodes: Record<string, NodeView>;
+  run: RunView;
+  layout?: WireLayout;
+}
+
+export interface JournalRecord {
+  seq: number;
+  kind: string;
+  run_id: string;
+  at: string;
+  node?: string;
+  [key: string]: unknown;
+}
+
+export interface StreamEnd {
+  run_id: string;
+  last_seq: number;
+  lifecycle: string;
+  outcome: string | null;
+}
+
+/** An error answer of the API: {"message", "rule"}. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly rule: string,
+  ) {
+    super(message);
+  }
+}
+
+export class RhoApi {
+  readonly settings: ServerConnection.ISettings;
+
+  constructor(settings?: ServerConnection.ISettings) {
+    this.settings = settings ?? ServerConnection.makeSettings();
+  }
+
+  url(...parts: string[]): string {
+    return URLExt.join(this.settings.baseUrl, "rho", "api", ...parts.map(encodeURIComponent));
+  }
+
+  async request<T>(method: string, parts: string[], body?: unknown, query = ""): Promise<T> {
+    const init: RequestInit = { method };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers = { "Content-Type": "application/json" };
+    }
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(this.url(...parts) + query, init, this.settings);
+    } catch (error) {
+      throw new ApiError(0, `cannot reach the server: ${String(error)}`, "network");
+    }
+    const text = await response.text();
+    let data: unknown = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    if (!response.ok) {
+      const info = (data ?? {}) as { message?: string; rule?: string };
+      throw new ApiError(response.status, info.message ?? `${response.status} ${response.statusText}`, info.rule ?? "http");
+    }
+    return data as T;
+  }
+
+  plans(): Promise<PlanInfo[]> {
+    return this.request("GET", ["plans"]);
+  }
+  plan(planId: string): Promise<PlanInfo & { layout: WireLayout }> {
+    return this.request("GET", ["plans", planId]);
+  }
+  deletePlan(planId: string): Promise<unknown> {
+    return this.request("DELETE", ["plans", planId]);
+  }
+  startRun(planId: string, graphDigest: string, mode = "auto"): Promise<{ run_id: string }> {
+    return this.request("POST", ["plans", planId, "runs"], { graph_digest: graphDigest, mode });
+  }
+  runs(limit = 200): Promise<RunRow[]> {
+    return this.request("GET", ["runs"], undefined, `?limit=${limit}`);
+  }
+  view(runId: string, withLayout: boolean): Promise<RunViewData> {
+    return this.request("GET", ["runs", runId, "view"], undefined, withLayout ? "" : "?layout=0");
+  }
+  detail(runId: string, node: string): Promise<Detail> {
+    return this.request("GET", ["runs", runId, "nodes", node]);
+  }
+  cancel(runId: string): Promise<{ cancellation_state: string }> {
+    return this.request("POST", ["runs", runId, "cancel"], {});
+  }
+  resume(runId: string, graphDigest: string, recoverUncertain = false): Promise<unknown> {
+    return this.request("POST", ["runs", runId, "resume"], { graph_digest: graphDigest, recover_uncertain: recoverUncertain });
+  }
+  deleteRun(runId: string): Promise<unknown> {
+    return this.request("DELETE", ["runs", runId]);
+  }
+  approvals(runId: string): Promise<Approval[]> {
+    return this.request("GET", ["runs", runId, "approvals"]);
+  }
+  decide(runId: string, requestId: string, decision: "approve" | "deny", comment: string): Promise<unknown> {
+    return this.request("POST", ["runs", runId, "approvals", requestId], { decision, comment: comment || null });
+  }
+
+  /**
+   * Follow the run's journal as SSE from `afterSeq`, reconnecting with Last-Event-ID after a
+   * network error, until the server sends `end` (the run is no longer owned) or `stop()` is called.
+   */
+  follow(
+    runId: string,
+    afterSeq: number,
+    handlers: { record: (r: JournalRecord) => void; end: (e: StreamEnd) => void; error?: (message: string) => void },
+  ): () => void {
+    const abort = new AbortController();
+    let last = afterSeq;
+    let stopped = false;
+    const run = async (): Promise<void> => {
+      while (!stopped) {
+        try {
+          const response = await ServerConnection.makeRequest(
+            this.url("runs", runId, "events"),
+            { method: "GET", headers: { "Last-Event-ID": String(last), Accept: "text/event-stream" }, signal: abort.signal },
+            this.settings,
+          );
+          if (!response.ok || !response.body) {
+            handlers.error?.(`event stream: ${response.status} ${response.statusText}`);
+            if (response.status === 404 || response.status === 403) return;
+          } else {
+            const reader = response.body.getReader();
+            const decoder = new TextDecoder();
+            let buffer = "";
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+              let cut: number;
+              while ((cut = buffer.indexOf("\n\n")) >= 0) {
+                const block = buffer.slice(0, cut);
+                buffer = buffer.slice(cut + 2);
+                const message = parseBlock(block);
+                if (!message) continue;
+                if (message.event === "end") {
+                  handlers.end(JSON.parse(message.data) as StreamEnd);
+                  return;
+                }
+                if (message.event === "error") {
+                  handlers.error?.((JSON.parse(message.data) as { message: string }).message);
+                  return;
+                }
+                const record = JSON.parse(message.data) as JournalRecord;
+                if (record.seq > last) {
+                  last = record.seq;
+                  handlers.record(record);
+                }
+              }
+            }
+          }
+        } catch (error) {
+          if (stopped) return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+      }
+    };
+    void run();
+    return () => {
+      stopped = true;
+      abort.abort();
+    };
+  }
+}
+
+function parseBlock(block: string): { event: string; data: string; id: string | null } | null {
+  let event = "message";
+  let id: string | null = null;
+  const data: string[] = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "event") event = value;
+    else if (field === "data") data.push(value);
+    else if (field === "id") id = value;
+  }
+  return data.length ? { event, data: data.join("\n"), id } : null;
+}

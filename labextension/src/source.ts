@@ -1,0 +1,224 @@
+// A DagSource (the input of the shared DAG view module, js/src/dagview.ts) for one run, fed by the
+// REST API: the layout and node views from /view, live updates from the run's event stream
+// (each batch of journal records triggers one refresh of the node and run views), and the pane of
+// the selected node from /nodes/<node>, polled while that node runs.
+
+import type { Change, DagSource, Detail, NodeView, RunView, WireLayout } from "../../js/src/types";
+
+import { RhoApi, type JournalRecord, type RunViewData } from "./api";
+
+const REFRESH_MS = 200;
+const DETAIL_POLL_MS = 1000;
+
+export class RunSource implements DagSource {
+  private layoutData: WireLayout;
+  private views: Record<string, NodeView>;
+  private runView: RunView;
+  private detailView: Detail = {};
+  private selectedName = "";
+  private offset = 0;
+  private listeners = new Set<(change: Change) => void>();
+  private stopStream: (() => void) | null = null;
+  private refreshTimer: number | null = null;
+  private detailTimer: number | null = null;
+  private disposed = false;
+  lastSeq: number;
+
+  private constructor(
+    private readonly api: RhoApi,
+    readonly runId: string,
+    data: RunViewData,
+    private readonly onRecord: (record: JournalRecord | null) => void,
+    private readonly onAction: (kind: "cancel" | "resume") => void,
+  ) {
+    this.layoutData = data.layout as WireLayout;
+    this.views = data.nodes;
+    this.runView = data.run;
+    this.lastSeq = data.last_seq;
+    this.offset = Date.parse(data.now) - Date.now();
+    this.titleText = data.title;
+    this.follow();
+  }
+
+  private titleText: string;
+
+  /** Load a run's view and start following its event stream. */
+  static async open(
+    api: RhoApi,
+    runId: string,
+    hooks: { record: (record: JournalRecord | null) => void; action: (kind: "cancel" | "resume") => void },
+  ): Promise<RunSource> {
+    const data = await api.view(runId, true);
+    return new RunSource(api, runId, data, hooks.record, hooks.action);
+  }
+
+  /** Follow the stream from the last seq seen (again, e.g. after the run was resumed). */
+  follow(): void {
+    if (this.disposed) return;
+    this.stopStream?.();
+    this.stopStream = this.api.follow(this.runId, this.lastSeq, {
+      record: (record) => {
+        this.lastSeq = Math.max(this.lastSeq, record.seq);
+        this.onRecord(record);
+        if (record.node && record.node === this.selectedName) this.loadDetail();
+        this.scheduleRefresh();
+      },
+      end: () => {
+        this.stopStream = null;
+        this.scheduleRefresh();
+        this.onRecord(null);
+      },
+    });
+  }
+
+  get following(): boolean {
+    return this.stopStream !== null;
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.stopStream?.();
+    this.stopStream = null;
+    if (this.refreshTimer !== null) window.clearTimeout(this.refreshTimer);
+    if (this.detailTimer !== null) window.clearTimeout(this.detailTimer);
+    this.listeners.clear();
+  }
+
+  scheduleRefresh(): void {
+    if (this.refreshTimer !== null || this.disposed) return;
+    this.refreshTimer = window.setTimeout(() => {
+      this.refreshTimer = null;
+      void this.refresh();
+    }, REFRESH_MS);
+  }
+
+  async refresh(): Promise<void> {
+    let data: RunViewData;
+    try {
+      data = await this.api.view(this.runId, false);
+    } catch {
+      return;
+    }
+    if (this.disposed) return;
+    this.offset = Date.parse(data.now) - Date.now();
+    const changed: string[] = [];
+    for (const [name, view] of Object.entries(data.nodes)) {
+      const current = this.views[name];
+      if (!current || JSON.stringify({ ...current, v: 0 }) !== JSON.stringify({ ...view, v: 0 })) changed.push(name);
+    }
+    this.views = data.nodes;
+    const runChanged = JSON.stringify(this.runView) !== JSON.stringify(data.run);
+    this.runView = data.run;
+    this.lastSeq = Math.max(this.lastSeq, data.last_seq);
+    const change: Change = {};
+    if (changed.length) change.nodes = changed;
+    if (runChanged) change.run = true;
+    this.emit(change);
+  }
+
+  private emit(change: Change): void {
+    if (!Object.keys(change).length) return;
+    for (const listener of this.listeners) listener(change);
+  }
+
+  private loadDetail(): void {
+    const name = this.selectedName;
+    if (!name) return;
+    void this.api
+      .detail(this.runId, name)
+      .then((detail) => {
+        if (this.disposed || name !== this.selectedName) return;
+        this.detailView = detail;
+        this.emit({ detail: true });
+        if (this.detailTimer !== null) window.clearTimeout(this.detailTimer);
+        this.detailTimer = detail.live ? window.setTimeout(() => this.loadDetail(), DETAIL_POLL_MS) : null;
+      })
+      .catch(() => undefined);
+  }
+
+  // -- DagSource --------------------------------------------------------------------------------
+
+  layout(): WireLayout {
+    return this.layoutData;
+  }
+  title(): string {
+    return this.titleText;
+  }
+  mode(): "plan" | "run" {
+    return "run";
+  }
+  nodes(): Record<string, NodeView> {
+    return this.views;
+  }
+  run(): RunView {
+    return this.runView;
+  }
+  detail(): Detail {
+    return this.detailView;
+  }
+  selected(): string {
+    return this.selectedName;
+  }
+  clockOffset(): number {
+    return this.offset;
+  }
+  subscribe(listener: (change: Change) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  select(name: string): void {
+    this.selectedName = name;
+    this.detailView = {};
+    this.emit({ selected: true });
+    this.loadDetail();
+  }
+  action(kind: "cancel" | "resume"): void {
+    this.onAction(kind);
+  }
+}
+
+/** A DagSource for a saved plan (no run): the frozen graph, every node pending. */
+export class PlanSource implements DagSource {
+  private selectedName = "";
+  private listeners = new Set<(change: Change) => void>();
+
+  constructor(
+    private readonly layoutData: WireLayout,
+    private readonly name: string,
+  ) {}
+
+  layout(): WireLayout {
+    return this.layoutData;
+  }
+  title(): string {
+    return this.name;
+  }
+  mode(): "plan" | "run" {
+    return "plan";
+  }
+  nodes(): Record<string, NodeView> {
+    return {};
+  }
+  run(): RunView {
+    return {};
+  }
+  detail(): Detail {
+    return {};
+  }
+  selected(): string {
+    return this.selectedName;
+  }
+  clockOffset(): number {
+    return 0;
+  }
+  subscribe(listener: (change: Change) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  select(): void {
+    // a plan has no node outputs to show; its definitions are in the plan's authority list
+  }
+  action(): void {
+    // a plan has no run to cancel or resume
+  }
+}

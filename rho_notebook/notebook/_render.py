@@ -1,0 +1,229 @@
+"""Text and static HTML the magics show (pure; no IPython).
+
+Everything here is deterministic for a given plan or state, so that notebook outputs can be
+checked (nbval): no times, no absolute paths of this machine except where the CLI shows them too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from typing import Any, Iterable, TextIO
+
+from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef
+from rho_notebook.notebook.cells import WorkflowCell, inputs_text
+from rho_notebook.plan.plan import Plan, PlanManifest
+from rho_notebook.run.state import RunState
+
+__all__ = [
+    "Report",
+    "condition_text",
+    "node_line",
+    "graph_text",
+    "graph_html",
+    "workflow_report",
+    "plan_report",
+    "status_report",
+    "runs_report",
+    "plans_report",
+    "Progress",
+]
+
+
+class Report:
+    """Text shown as the cell's result (``repr`` is the text itself, not a quoted string)."""
+
+    def __init__(self, text: str, *, data: Any = None) -> None:
+        self.text = text
+        self.data = data
+        """The object the report describes (a Plan, a RunState, ...), for programmatic use."""
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.text)
+
+
+def _operand(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
+    if isinstance(ref, OutputRef):
+        return f"output({ref.node!r}, {list(ref.path)!r})" if ref.path else f"output({ref.node!r})"
+    if isinstance(ref, StatusRef):
+        return f"status({ref.node!r})"
+    return f"exit_code({ref.node!r})"
+
+
+def condition_text(cond: Condition) -> str:
+    """A condition as the Starlark that builds it, compactly."""
+    if isinstance(cond, Equals):
+        return f"{_operand(cond.left)} == {json.dumps(cond.right)}"
+    if isinstance(cond, IsOneOf):
+        return f"{_operand(cond.left)} in {json.dumps(list(cond.values))}"
+    if isinstance(cond, AllOf):
+        return "all(" + ", ".join(condition_text(c) for c in cond.items) + ")"
+    if isinstance(cond, AnyOf):
+        return "any(" + ", ".join(condition_text(c) for c in cond.items) + ")"
+    if isinstance(cond, Not):
+        return f"not({condition_text(cond.item)})"
+    return repr(cond)
+
+
+def _what(node: Node) -> str:
+    if isinstance(node, CommandNode):
+        return "command " + " ".join(p if isinstance(p, str) else "{template}" for p in node.argv[:1])
+    if isinstance(node, ShellNode):
+        return "shell " + (node.command if len(node.command) <= 40 else node.command[:37] + "...")
+    if isinstance(node, AgentNode):
+        return f"agent {node.agent} ({node.access})"
+    if isinstance(node, ApprovalNode):
+        return "approval"
+    return getattr(node, "kind", "node")
+
+
+def node_line(node: Node) -> str:
+    parts = [f"{node.name:<16}", _what(node)]
+    if node.needs:
+        parts.append("needs " + ", ".join(node.needs))
+    if node.when is not None:
+        parts.append("when " + condition_text(node.when))
+    if node.allow_failure:
+        parts.append("allow_failure")
+    if node.output is not None:
+        parts.append("typed output")
+    return "  ".join(parts)
+
+
+def graph_text(graph: Graph) -> str:
+    """One line: ``graph of workflow NAME: N nodes, E edges``."""
+    count = len(graph.nodes)
+    return f"graph of workflow {graph.name}: {count} node{'s' if count != 1 else ''}, {graph.edge_count()} edge{'s' if graph.edge_count() != 1 else ''}"
+
+
+def graph_html(graph: Graph, *, states: dict[str, str] | None = None) -> str:
+    """A static table of the graph: what a notebook shows where widgets do not render."""
+    rows = []
+    for node in graph.nodes:
+        cells = [
+            f"<td><code>{html.escape(node.name)}</code></td>",
+            f"<td>{html.escape(_what(node))}</td>",
+            f"<td>{html.escape(', '.join(node.needs))}</td>",
+            f"<td>{html.escape(condition_text(node.when)) if node.when is not None else ''}</td>",
+            f"<td>{'yes' if node.allow_failure else ''}</td>",
+        ]
+        if states is not None:
+            cells.append(f"<td>{html.escape(states.get(node.name, ''))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = ["node", "runs", "needs", "when", "allow failure"] + (["state"] if states is not None else [])
+    return (
+        f'<div class="rho-notebook-graph"><p><b>{html.escape(graph_text(graph))}</b></p>'
+        "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+    )
+
+
+def workflow_report(plan: Plan, cell: WorkflowCell | None = None, *, verb: str = "valid") -> Report:
+    """What a ``%%workflow`` cell and ``%workflow validate`` print."""
+    graph = plan.graph
+    lines = [f"workflow {graph.name}: {verb}", f"digest   {plan.graph_digest}"]
+    values = plan.manifest.inputs
+    lines.append(f"inputs   {inputs_text(values) if values else '(none)'}")
+    for index, node in enumerate(graph.nodes):
+        lines.append(("nodes    " if index == 0 else "         ") + node_line(node).rstrip())
+    if not graph.nodes:
+        lines.append("nodes    (none)")
+    if cell is not None:
+        lines.append(f"next     %workflow run {graph.name} --yes")
+    return Report("\n".join(lines), data=plan)
+
+
+def plan_report(plan: Plan) -> Report:
+    """What ``%workflow plan`` prints (the CLI's text, shortened to what a notebook needs)."""
+    m = plan.manifest
+    lines = [
+        f"plan        {m.plan_id}",
+        f"workflow    {m.workflow}",
+        f"digest      {m.graph_digest}",
+        f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)",
+        f"inputs      {inputs_text(m.inputs) if m.inputs else '(none)'}",
+        "sources",
+    ]
+    lines += [f"  {s.label}  {s.size} bytes" for s in m.sources]
+    lines.append("authority")
+    lines += [f"  {a.kind:<12} {a.value}" for a in m.authority]
+    lines.append(f"run it with: %workflow run {m.plan_id[:13]} --yes")
+    return Report("\n".join(lines), data=plan)
+
+
+def status_report(state: RunState) -> Report:
+    lines = [
+        f"run        {state.run_id}",
+        f"workflow   {state.workflow}   plan {state.plan_id}",
+        f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""),
+    ]
+    for name, record in sorted(state.nodes.items()):
+        code = record.exit_code()
+        extra = f"  exit {code}" if code is not None else ""
+        current = record.current
+        note = "  UNCERTAIN" if current is not None and current.uncertain and not current.abandoned else ""
+        reason = f"  ({record.reason})" if record.reason else ""
+        lines.append(f"  {name:<24} {record.state.value:<13} attempt {record.attempt}{extra}{note}{reason}")
+    return Report("\n".join(lines), data=state)
+
+
+def runs_report(states: Iterable[RunState]) -> Report:
+    found = list(states)
+    if not found:
+        return Report("no runs", data=found)
+    return Report("\n".join(f"{s.run_id}  {s.workflow:<20} {s.lifecycle.value:<15} {s.outcome or '':<13} {s.updated_at}" for s in found), data=found)
+
+
+def plans_report(manifests: Iterable[PlanManifest]) -> Report:
+    found = list(manifests)
+    if not found:
+        return Report("no saved plans", data=found)
+    return Report("\n".join(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}" for m in found), data=found)
+
+
+_SHOWN = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "approval_requested", "approval_decided"}
+
+
+class Progress:
+    """Prints run events like ``rho-notebook run --output text|jsonl`` (called on one thread)."""
+
+    def __init__(self, stream: TextIO, *, output: str = "text", timed: bool = False) -> None:
+        self.stream = stream
+        self.output = output
+        self.timed = timed
+        self.start = time.monotonic()
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind", "")
+        if kind == "output_chunk":
+            return
+        if self.output == "jsonl":
+            print(json.dumps(record, separators=(",", ":")), file=self.stream, flush=True)
+            return
+        if kind not in _SHOWN:
+            return
+        node = record.get("node", "")
+        if kind == "node_finished":
+            detail = record["state"] + (f"  {record['message']}" if record.get("message") else "")
+        elif kind == "node_launched":
+            detail = f"running (attempt {record['attempt']})"
+        elif kind in ("node_skipped", "node_blocked"):
+            detail = kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
+        elif kind == "run_completed":
+            detail = f"run completed: {record['outcome']}"
+        elif kind == "approval_requested":
+            detail = f"waiting for a person: %workflow approve {record['run_id'][:13]} {record['request_id'][:13]}"
+        elif kind == "approval_decided":
+            detail = f"{record['decision']} by {record['by']} via {record['via']}"
+        else:
+            detail = kind.replace("_", " ")
+        prefix = f"[{time.monotonic() - self.start:7.2f}s] " if self.timed else ""
+        print(f"{prefix}{node:<16} {detail}".rstrip(), file=self.stream, flush=True)

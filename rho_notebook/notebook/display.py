@@ -1,0 +1,106 @@
+"""Showing plans, runs and the hub in a notebook: widgets when they are available, text always.
+
+Every display is one MIME bundle with a deterministic ``text/plain`` line and a static
+``text/html`` rendering, plus the widget view (``application/vnd.jupyter.widget-view+json``) when
+:mod:`rho_notebook.widgets` imports: JupyterLab renders the live widget, other viewers (nbconvert,
+GitHub) the HTML, and text front ends and output checks (nbval ignores the widget MIME type) see
+the same text with or without widgets.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+from types import ModuleType
+from typing import Any, Callable
+
+from IPython.display import display
+
+from rho_notebook.notebook._render import graph_html, graph_text
+from rho_notebook.errors import RhoError
+from rho_notebook.plan.plan import Plan
+from rho_notebook.run.background import RunHandle
+
+__all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "WIDGET_MIME"]
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def widgets_module() -> ModuleType | None:
+    """:mod:`rho_notebook.widgets`, or None when it cannot be imported (then text and HTML only)."""
+    try:
+        return importlib.import_module("rho_notebook.widgets")
+    except ImportError:
+        return None
+
+
+def _view(factory_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    widgets = widgets_module()
+    factory = getattr(widgets, factory_name, None) if widgets is not None else None
+    if factory is None:
+        return {}
+    widget = factory(*args, **kwargs)
+    bundle = getattr(widget, "_repr_mimebundle_", None)
+    data = bundle() if callable(bundle) else None
+    if isinstance(data, tuple):  # (data, metadata)
+        data = data[0]
+    if isinstance(data, dict) and WIDGET_MIME in data:
+        return {WIDGET_MIME: data[WIDGET_MIME]}
+    return {}
+
+
+def _show(text: str, html_text: str, view: dict[str, Any]) -> None:
+    display({"text/plain": text, "text/html": html_text, **view}, raw=True)  # type: ignore[no-untyped-call]
+
+
+def show_graph(plan: Plan) -> None:
+    """The graph of a validated or stored plan."""
+    _show(graph_text(plan.graph), graph_html(plan.graph), _view("graph_view", plan))
+
+
+def show_run(handle: RunHandle) -> None:
+    """The live run view of a run started or resumed in this kernel."""
+    text = f"run {handle.run_id} of workflow {handle.workflow}: live in this kernel"
+    body = (
+        f"<p>run <code>{html.escape(handle.run_id)}</code> of workflow <b>{html.escape(handle.workflow)}</b> "
+        f"runs in this kernel. Check it with <code>%workflow status {html.escape(handle.run_id[:13])}</code>, "
+        "wait for it with <code>await run</code>.</p>"
+    )
+    _show(text, body, _view("run_view", handle))
+    approvals = _view("approvals_view", handle) if _may_ask(handle) else {}
+    if approvals:
+        # pending approvals (approval nodes, supervised launches) with Approve / Deny buttons
+        display({"text/plain": f"approvals of run {handle.run_id}", **approvals}, raw=True)  # type: ignore[no-untyped-call]
+
+
+def _may_ask(handle: RunHandle) -> bool:
+    """Whether this run can ever wait for a person (approval nodes, or supervised mode)."""
+    try:
+        from rho_notebook.model.graph import ApprovalNode
+        from rho_notebook.store.runs import RunStore
+
+        store = RunStore(handle.layout)
+        manifest = store.manifest(handle.run_id)
+        graph = store.graph(handle.run_id, expected_digest=manifest.graph_digest)
+    except (RhoError, OSError):  # the run view already shows the run; approvals stay reachable by magic/CLI
+        return False
+    if manifest.mode == "supervised":
+        return True
+    return any(isinstance(n, ApprovalNode) for n in graph.nodes)
+
+
+def show_plan_card(plan: Plan, *, on_run: Callable[[], Any]) -> None:
+    """A plan waiting for confirmation of its digest (the widget's button runs it)."""
+    short = plan.plan_id[:13]
+    text = f"plan {plan.plan_id} of workflow {plan.graph.name}\ndigest {plan.graph_digest}\nto run it, confirm the digest: %workflow run {short} --yes"
+    body = (
+        f"<p>plan <code>{html.escape(plan.plan_id)}</code> of workflow <b>{html.escape(plan.graph.name)}</b><br>"
+        f"digest <code>{html.escape(plan.graph_digest)}</code><br>to run it, confirm the digest: "
+        f"<code>%workflow run {html.escape(short)} --yes</code></p>"
+    )
+    _show(text, body, _view("plan_card", plan, on_run=on_run))
+
+
+def show_hub(session: Any, text: str) -> None:
+    """The session's hub (workflows, plans, runs)."""
+    _show(text, f"<pre>{html.escape(text)}</pre>", _view("hub_view", session))

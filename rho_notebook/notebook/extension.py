@@ -1,0 +1,135 @@
+"""Loading the IPython extension: ``%load_ext rho_notebook``.
+
+For every kernel, add it to an IPython profile (``ipython profile create`` then
+``~/.ipython/profile_default/ipython_config.py``)::
+
+    c.InteractiveShellApp.extensions = ["rho_notebook"]
+
+Loading registers the magics (:mod:`rho_notebook.notebook.magics`) over one new
+:class:`~rho_notebook.notebook.session.NotebookSession` and a completion matcher for ``%workflow``
+lines and ``%%workflow`` headers. Unloading removes exactly those. Nothing is started: the
+background runner thread starts with the first plan or run.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from rho_notebook.errors import RhoError
+from rho_notebook.notebook.completion import CompletionSource, complete_line, newest_first
+from rho_notebook.notebook.session import NotebookSession
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "current_session"]
+
+_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "agent")}
+_loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+"""shell -> (magics, matcher) of this extension (weak: a discarded shell takes its session along)."""
+
+
+def _completion_source(session: NotebookSession) -> CompletionSource:
+    def plan_ids() -> list[str]:
+        return newest_first(session.layout().plans)
+
+    def run_ids() -> list[str]:
+        mine = [handle.run_id for handle in reversed(session.runs())]
+        return mine + newest_first(session.layout().runs)
+
+    def nodes(run: str) -> list[str]:
+        from rho_notebook.service import Service
+
+        try:
+            return sorted(Service(layout=session.layout()).status(run).nodes)
+        except (RhoError, OSError):
+            return []
+
+    return CompletionSource(workflows=session.workflow_names, plan_ids=plan_ids, run_ids=run_ids, nodes=nodes)
+
+
+def _magic_text(line: str) -> str | None:
+    """The ``%workflow ...`` part of a line (also after ``name = ``), or None."""
+    stripped = line.lstrip()
+    if stripped.startswith("%"):
+        return stripped
+    at = line.find("%workflow")
+    if at > 0 and line[:at].rstrip().endswith("="):
+        return line[at:]
+    return None
+
+
+def _matcher(session: NotebookSession) -> Any:
+    from IPython.core.completer import CompletionContext, SimpleCompletion, context_matcher
+
+    source = _completion_source(session)
+
+    @context_matcher(identifier="rho_notebook.workflow")  # type: ignore[untyped-decorator]
+    def workflow_matcher(context: CompletionContext) -> dict[str, Any]:
+        text = _magic_text(context.text_until_cursor)
+        if text is None or (text.startswith("%%") and context.cursor_line != 0):
+            return {"completions": [], "suppress": False}
+        found = complete_line(text, source)
+        if found is None:
+            return {"completions": [], "suppress": False}
+        return {
+            "completions": [SimpleCompletion(name, type="workflow") for name in found.completions],
+            "matched_fragment": found.fragment,
+            "suppress": bool(found.completions),
+            "ordered": True,
+        }
+
+    return workflow_matcher
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the workflow magics and completions on ``ipython`` (idempotent)."""
+    if ipython in _loaded:
+        return
+    from rho_notebook.notebook.magics import WorkflowMagics
+
+    session = NotebookSession()
+    magics = WorkflowMagics(ipython, session=session)
+    ipython.register_magics(magics)
+    matcher = _matcher(session)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None:
+        completer.custom_matchers.append(matcher)
+    _loaded[ipython] = (magics, matcher)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the magics and the matcher that :func:`load_ipython_extension` registered."""
+    found = _loaded.pop(ipython, None)
+    if found is None:
+        return
+    magics, matcher = found
+    manager = ipython.magics_manager
+    for kind, names in _MAGIC_NAMES.items():
+        table = manager.magics[kind]
+        for name in names:
+            bound = table.get(name)
+            if bound is not None and getattr(bound, "__self__", None) is magics:
+                del table[name]
+    manager.registry.pop(type(magics).__name__, None)
+    completer = getattr(ipython, "Completer", None)
+    if completer is not None and matcher in completer.custom_matchers:
+        completer.custom_matchers.remove(matcher)
+
+
+def current_session(ipython: Any = None) -> NotebookSession:
+    """The session of the extension loaded in ``ipython`` (default: the running shell).
+
+    Raises
+    ------
+    RuntimeError
+        The extension is not loaded there (run ``%load_ext rho_notebook``).
+    """
+    if ipython is None:
+        from IPython import get_ipython
+
+        ipython = get_ipython()
+    found = _loaded.get(ipython) if ipython is not None else None
+    if found is None:
+        msg = "the rho_notebook extension is not loaded in this shell; run %load_ext rho_notebook"
+        raise RuntimeError(msg)
+    session: NotebookSession = found[0].session
+    return session

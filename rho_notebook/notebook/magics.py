@@ -1,0 +1,366 @@
+"""The IPython magics: ``%%workflow``, ``%%star``, ``%%agent`` and ``%workflow VERB``.
+
+Thin wrappers of :mod:`rho_notebook.api` over one :class:`NotebookSession`. User mistakes
+(invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
+without a traceback); anything else is a bug and keeps its traceback. Magic lines are taken
+literally (no ``$var`` / ``{expr}`` expansion), because JSON inputs contain braces; use the
+Python API (``rho.status(run.run_id)``) with variables.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
+
+from rho_notebook import api
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.notebook._args import ArgumentError, HelpShown, parse_verb
+from rho_notebook.notebook._render import (
+    Progress,
+    Report,
+    plan_report,
+    plans_report,
+    runs_report,
+    status_report,
+    workflow_report,
+)
+from rho_notebook.notebook.cells import AgentCell, ModuleCell, WorkflowCell, parse_cell
+from rho_notebook.notebook.display import show_graph, show_hub, show_plan_card, show_run
+from rho_notebook.notebook.export import export_cells
+from rho_notebook.notebook.session import NotebookSession
+from rho_notebook.plan.inputs import parse_input_args
+from rho_notebook.plan.plan import Plan
+from rho_notebook.run.background import RunHandle
+from rho_notebook.source.limits import load_limits
+from rho_notebook.store.journal import read_journal
+from rho_notebook.store.runs import RunStore
+from rho_notebook.views import result_json, status_json
+
+__all__ = ["WorkflowMagics", "diagnostics_text"]
+
+
+def diagnostics_text(err: InvalidWorkflow, *, what: str) -> str:
+    found = err.diagnostics()
+    head = f"{what} is not valid ({len(found)} problem{'s' if len(found) != 1 else ''}):"
+    return "\n".join([head, *(d.render() for d in found)])
+
+
+def _usage(err: RhoError, *, what: str = "") -> UsageError:
+    if isinstance(err, InvalidWorkflow):
+        return UsageError(diagnostics_text(err, what=what or "the workflow"))
+    return UsageError(f"error[{err.rule}]: {err.message}")
+
+
+@magics_class
+class WorkflowMagics(Magics):
+    """Registered by :func:`rho_notebook.notebook.extension.load_ipython_extension`."""
+
+    def __init__(self, shell: Any, *, session: NotebookSession) -> None:
+        super().__init__(shell)
+        self.session = session
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _display_name(self, kind: str, line: str, body: str) -> str:
+        """``cell In[N]`` for the cell being run, N as the front end shows it.
+
+        The number is read from the input history (the current cell is stored before it runs),
+        because IPython versions differ in when ``execution_count`` is incremented. A cell run
+        without history (``store_history=False``, as nbval does) is named by its magic line,
+        which is unique among the cells a session holds.
+        """
+        history = getattr(getattr(self.shell, "history_manager", None), "input_hist_raw", None)
+        if isinstance(history, list) and len(history) > 1 and body.strip() in str(history[-1]) and f"%%{kind}" in str(history[-1]):
+            return f"cell In[{len(history) - 1}]"
+        head = line.split()[0] if kind != "workflow" and line.split() else line.split(" --", 1)[0].strip()
+        return f"cell %%{kind} {head}".rstrip()
+
+    def _cell(self, kind: str, line: str, cell: str) -> WorkflowCell | ModuleCell | AgentCell:
+        try:
+            return parse_cell(kind, line, cell, display=self._display_name(kind, line, cell))  # type: ignore[arg-type]
+        except ArgumentError as err:
+            raise UsageError(str(err)) from None
+
+    # -- cell magics -------------------------------------------------------------------------------------
+
+    @no_var_expand
+    @line_cell_magic
+    def workflow(self, line: str, cell: str | None = None) -> Any:
+        """%%workflow [NAME] [--input KEY=JSON]...  |  %workflow VERB [ARGS]  (%workflow --help)"""
+        try:
+            if cell is None:
+                return self._verb(line)
+            return self._workflow_cell(line, cell)
+        except HelpShown:
+            return None
+        except ArgumentError as err:
+            raise UsageError(str(err)) from None
+        except RhoError as err:
+            raise _usage(err) from None
+
+    def _workflow_cell(self, line: str, body: str) -> Report:
+        parsed = self._cell("workflow", line, body)
+        if not isinstance(parsed, WorkflowCell):  # pragma: no cover - parse_cell returns the kind asked for
+            raise TypeError(parsed)
+        result = self.session.define_workflow(parsed, validate=api.validate)
+        if result.error is not None:
+            what = f"%%workflow {parsed.name} ({parsed.display})" if parsed.name else f"%%workflow ({parsed.display})"
+            raise UsageError(diagnostics_text(result.error, what=what))
+        if result.plan is None:  # pragma: no cover - define_workflow returns a plan or an error
+            raise RuntimeError("validation returned neither a plan nor diagnostics")
+        show_graph(result.plan)
+        return workflow_report(result.plan, result.cell)
+
+    @no_var_expand
+    @cell_magic
+    def star(self, line: str, cell: str) -> Report:
+        """%%star LABEL — the cell is a Starlark module, e.g. %%star //lib/common.star"""
+        module = self._cell("star", line, cell)
+        if not isinstance(module, ModuleCell):  # pragma: no cover
+            raise TypeError(module)
+        self.session.define_module(module)
+        lines = module.body.count("\n")
+        return Report(f"module {module.label}: {lines} line{'s' if lines != 1 else ''}; load it with load(\"{module.label}\", ...)", data=module)
+
+    @no_var_expand
+    @cell_magic
+    def agent(self, line: str, cell: str) -> Report:
+        """%%agent ID — the cell is an agent definition file (the format of agents/ID.md)"""
+        parsed = self._cell("agent", line, cell)
+        if not isinstance(parsed, AgentCell):  # pragma: no cover
+            raise TypeError(parsed)
+        try:
+            definition = self.session.define_agent(parsed)
+        except InvalidWorkflow as err:
+            raise UsageError(diagnostics_text(err, what=f"%%agent {parsed.agent_id} ({parsed.display})")) from None
+        tools = "all" if definition.tools == "all" else ", ".join(definition.tools)
+        return Report(f"agent {definition.id}: {definition.description} (runtime {definition.runtime}; tools: {tools})", data=definition)
+
+    # -- %workflow VERB ---------------------------------------------------------------------------------
+
+    def _verb(self, line: str) -> Any:
+        args = parse_verb(line)
+        handler = getattr(self, "_verb_" + args.verb.replace("-", "_"))
+        return handler(args)
+
+    def _inputs(self, raw: list[str]) -> dict[str, Any]:
+        return parse_input_args(raw, limits=load_limits())
+
+    def _target(self, target: str, raw_inputs: list[str], *, store: bool) -> tuple[Plan, WorkflowCell | None]:
+        inputs = self._inputs(raw_inputs)
+        if target in self.session.cells.workflows:
+            source = self.session.source(target)
+            what = f"workflow {target}"
+            try:
+                plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
+            except InvalidWorkflow as err:
+                raise UsageError(diagnostics_text(err, what=what)) from None
+            if store:
+                self.session.planned[target] = plan
+            else:
+                self.session.validated[target] = plan
+            return plan, self.session.cell(target)
+        path = Path(target)
+        if target.endswith(".star") or path.is_file():
+            try:
+                plan = api.plan(path, inputs=inputs) if store else api.validate(path, inputs=inputs)
+            except InvalidWorkflow as err:
+                raise UsageError(diagnostics_text(err, what=target)) from None
+            return plan, None
+        known = ", ".join(self.session.workflow_names()) or "none yet"
+        raise UsageError(f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a .star file")
+
+    def _json_summary(self, plan: Plan, *, stored: bool) -> None:
+        from rho_notebook.cli.plan_verbs import plan_summary
+
+        summary = plan_summary(plan)
+        if not stored:
+            summary.pop("plan_id")
+            summary["valid"] = True
+        print(json.dumps(summary, indent=2))
+
+    def _verb_validate(self, args: Any) -> Report | None:
+        plan, cell = self._target(args.target, args.input, store=False)
+        if args.output == "json":
+            self._json_summary(plan, stored=False)
+            return None
+        show_graph(plan)
+        return workflow_report(plan, cell)
+
+    def _verb_plan(self, args: Any) -> Report | None:
+        plan, _ = self._target(args.target, args.input, store=True)
+        if args.output == "json":
+            self._json_summary(plan, stored=True)
+            return None
+        show_graph(plan)
+        return plan_report(plan)
+
+    def _plan_for_run(self, args: Any) -> Plan:
+        if args.target in self.session.cells.workflows:
+            plan, _ = self._target(args.target, args.input, store=True)
+            return plan
+        if args.input:
+            raise UsageError(f"--input applies when `run` plans a %%workflow of this notebook; plan {args.target} is frozen with its inputs")
+        try:
+            return api.service().load_plan(args.target)
+        except NotFound:
+            known = ", ".join(self.session.workflow_names()) or "none yet"
+            raise UsageError(f"{args.target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a plan ID; list plans with %workflow plans") from None
+
+    def _verb_run(self, args: Any) -> Any:
+        plan = self._plan_for_run(args)
+        print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
+        if not args.yes:
+
+            def on_run() -> RunHandle:
+                return api.run(plan, confirm_digest=plan.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout)
+
+            show_plan_card(plan, on_run=on_run)
+            return None
+        handle = api.run(plan, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
+        return self._started(handle, args)
+
+    def _verb_resume(self, args: Any) -> Any:
+        handle = api.resume(args.run, recover_uncertain=args.recover_uncertain, yes=args.yes, approval_timeout=args.approval_timeout)
+        return self._started(handle, args)
+
+    def _started(self, handle: RunHandle, args: Any) -> Any:
+        if not args.wait:
+            show_run(handle)
+            return handle
+        self._follow(handle, output=args.output)
+        error = handle.exception()
+        if isinstance(error, RhoError):
+            raise _usage(error)
+        if error is not None:
+            raise error
+        return status_report(handle.state())
+
+    def _follow(self, handle: RunHandle, *, output: str) -> None:
+        """Print the run's events on this (the kernel's) thread until it stops."""
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        remove = handle.add_listener(events.put)
+        printer = Progress(sys.stdout, output=output)
+        printed = 0
+        try:
+            earlier = read_journal(RunStore(handle.layout).folder(handle.run_id).events).events
+            for record in earlier:
+                printer(record)
+                printed = max(printed, int(record.get("seq", 0)))
+            while True:
+                try:
+                    record = events.get(timeout=0.1)
+                except queue.Empty:
+                    if handle.done() and events.empty():
+                        return
+                    continue
+                seq = int(record.get("seq", 0))
+                if seq and seq <= printed:
+                    continue
+                printed = max(printed, seq)
+                printer(record)
+        finally:
+            remove()
+
+    def _verb_status(self, args: Any) -> Report | None:
+        state = api.status(args.run)
+        if args.output == "json":
+            print(json.dumps(status_json(state), indent=2))
+            return None
+        return status_report(state)
+
+    def _verb_cancel(self, args: Any) -> None:
+        result = api.cancel(args.run, wait_seconds=args.wait)
+        print(json.dumps(result.to_json()))
+
+    def _verb_runs(self, args: Any) -> Report | None:
+        states = api.runs(state=args.state, limit=args.limit if args.limit > 0 else None)
+        if args.output == "json":
+            rows = [{"run_id": s.run_id, "plan_id": s.plan_id, "workflow": s.workflow, "lifecycle": s.lifecycle.value, "outcome": s.outcome, "updated_at": s.updated_at} for s in states]
+            print(json.dumps(rows, indent=2))
+            return None
+        return runs_report(states)
+
+    def _verb_plans(self, args: Any) -> Report | None:
+        manifests = api.plans()
+        if args.output == "json":
+            rows = [{"plan_id": m.plan_id, "workflow": m.workflow, "graph_digest": m.graph_digest, "created_at": m.created_at} for m in manifests]
+            print(json.dumps(rows, indent=2))
+            return None
+        return plans_report(manifests)
+
+    def _verb_result(self, args: Any) -> Report | None:
+        if args.output == "json":
+            service = api.service()
+            state = service.status(args.run)
+            print(json.dumps(result_json(service.runs.folder(state.run_id), state), indent=2))
+            return None
+        result = api.result(args.run)
+        return Report(str(result), data=result)
+
+    def _verb_logs(self, args: Any) -> None:
+        streams = ("stdout", "stderr") if args.stream == "both" else (args.stream,)
+        shown = {name: 0 for name in streams}
+        while True:
+            found = api.logs(args.run, args.node, stream=args.stream)
+            for name in streams:
+                text = found.get(name, "")
+                target = sys.stdout if name == "stdout" else sys.stderr
+                target.write(text[shown[name] :])
+                target.flush()
+                shown[name] = len(text)
+            if not args.follow:
+                return
+            state = api.status(args.run)
+            if state.nodes[args.node].state.value not in ("pending", "ready", "running"):
+                return
+            time.sleep(0.2)
+
+    def _verb_approve(self, args: Any) -> None:
+        if args.request is None:
+            pending = api.approve(args.run)
+            if not pending:
+                print("no pending approval requests")
+            for request in pending:
+                print(f"request {request.request_id}  node {request.node}  attempt {request.attempt}  ({request.kind})")
+                print(json.dumps(request.facts, indent=2, sort_keys=True))
+            return
+        decision = api.approve(args.run, args.request, deny=args.deny, comment=args.comment)
+        print(f"{decision.decision} by {decision.by} at {decision.at} via {decision.via}")
+
+    def _verb_export(self, args: Any) -> Report:
+        paths = args.paths
+        if len(paths) == 2:
+            result = api.export(paths[0], paths[1], workflow=args.workflow)
+        elif len(paths) == 1:
+            result = export_cells(self.session.cells, Path(paths[0]), workflow=args.workflow)
+        else:
+            raise UsageError("%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells")
+        text = str(result)
+        if result.inputs:
+            flags = " ".join("--input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items()))
+            text += f"\nthe cell's inputs are not part of the folder; plan with: rho-notebook plan {result.entry} {flags}"
+        return Report(text, data=result)
+
+    def _verb_hub(self, args: Any) -> None:
+        overview = self.session.describe()
+        lines = [f"workspace  {overview['workspace']}"]
+        for name, info in overview["workflows"].items():
+            lines.append(f"workflow   {name:<20} {'valid' if info['valid'] else 'not validated':<14} {info['cell']}")
+        for label, display in overview["modules"].items():
+            lines.append(f"module     {label}  {display}")
+        for agent_id, display in overview["agents"].items():
+            lines.append(f"agent      {agent_id}  {display}")
+        for run in overview["runs"]:
+            lines.append(f"run        {run['run_id']}  {run['workflow']:<20} {run['lifecycle']:<15} {run['outcome'] or ''}".rstrip())
+        if len(lines) == 1:
+            lines.append("no workflow cells yet: write a %%workflow NAME cell")
+        show_hub(self.session, "\n".join(lines))

@@ -1,0 +1,207 @@
+"""The notebook session: the workflow cells one kernel holds and what was done with them.
+
+Pure (no IPython): the magics feed cells in and display what comes out; the widgets' hub reads it.
+Every cell run replaces the previous definition with the same workflow name, module label or
+agent ID: the latest text of a cell is the truth, valid or not (an invalid definition is still
+held so that ``%workflow validate NAME`` and planning show its diagnostics again).
+
+The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
+the nearest ancestor holding ``.rho/`` or ``.git``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rho_notebook.agents.definition import parse_agent_definition
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, NotFound, RhoError
+from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.notebook.cells import AgentCell, CellSet, ModuleCell, NotebookSource, WorkflowCell, renumber
+from rho_notebook.plan.plan import Plan
+from rho_notebook.run.background import BackgroundRunner, RunHandle, default_runner
+from rho_notebook.service import Service
+from rho_notebook.source.workspace import Workspace, find_workspace
+from rho_notebook.store.layout import StoreLayout
+
+__all__ = ["NotebookSession", "NameMismatch", "CellResult"]
+
+
+class NameMismatch(RhoError):
+    """``%%workflow NAME`` names another workflow than the cell builds."""
+
+    rule = "workflow.name"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What running a ``%%workflow`` cell produced."""
+
+    cell: WorkflowCell
+    plan: Plan | None
+    """The validation (plan ID ``unsaved``); None when the cell is invalid."""
+    error: InvalidWorkflow | None = None
+
+
+class NotebookSession:
+    """Workflow cells of one kernel, their last validations and plans, and its runs."""
+
+    def __init__(self, *, runner: BackgroundRunner | None = None, cwd: Callable[[], Path] = Path.cwd) -> None:
+        self.cells = CellSet()
+        self.validated: dict[str, Plan] = {}
+        """workflow name -> last successful validation."""
+        self.planned: dict[str, Plan] = {}
+        """workflow name -> last stored plan made from its cell in this session."""
+        self._runner = runner
+        self._cwd = cwd
+
+    # -- where ---------------------------------------------------------------------------------------
+
+    @property
+    def runner(self) -> BackgroundRunner:
+        return self._runner if self._runner is not None else default_runner()
+
+    def folder(self) -> Path:
+        """The notebook's folder (the kernel's current directory)."""
+        return self._cwd().resolve()
+
+    def workspace(self) -> Workspace:
+        return find_workspace(self.folder())
+
+    def layout(self) -> StoreLayout:
+        return StoreLayout.default()
+
+    def entry_label(self, name: str) -> str:
+        """``//<notebook folder relative to the workspace>/<name>.star``."""
+        root = self.workspace().root
+        folder = self.folder()
+        relative = folder.relative_to(root).as_posix() if folder.is_relative_to(root) else ""
+        return "//" + (f"{relative}/" if relative and relative != "." else "") + f"{name}.star"
+
+    # -- cells -----------------------------------------------------------------------------------------
+
+    def workflow_names(self) -> list[str]:
+        return sorted(self.cells.workflows)
+
+    def cell(self, name: str) -> WorkflowCell:
+        try:
+            return self.cells.workflows[name]
+        except KeyError:
+            known = ", ".join(self.workflow_names()) or "none yet"
+            msg = f"this notebook has no %%workflow {name} cell (its workflows: {known}); run the cell first"
+            raise NotFound(msg) from None
+
+    def source(self, name: str) -> NotebookSource:
+        """What ``name`` plans as: its cell, with every ``%%star`` and ``%%agent`` cell as overlays."""
+        return self._source_of(self.cell(name), name)
+
+    def _source_of(self, cell: WorkflowCell, name: str) -> NotebookSource:
+        return self.cells.source(cell, entry_label=self.entry_label(name), workflow_dir=self.folder())
+
+    def define_workflow(self, cell: WorkflowCell, *, validate: Callable[[NotebookSource], Plan]) -> CellResult:
+        """Validate a ``%%workflow`` cell and hold it under its workflow name.
+
+        Raises
+        ------
+        NameMismatch
+            NAME was given and the cell builds another workflow (nothing is held then, and an
+            earlier cell held under NAME is dropped: the cell is the truth).
+        """
+        provisional = cell.name or "workflow"
+        try:
+            plan = validate(self._source_of(cell, provisional))
+        except InvalidWorkflow as err:
+            if cell.name is not None:
+                self.cells.add(cell)
+                self.validated.pop(cell.name, None)
+            return CellResult(cell=cell, plan=None, error=err)
+        built = plan.graph.name
+        if cell.name is not None and cell.name != built:
+            self.cells.workflows.pop(cell.name, None)
+            self.validated.pop(cell.name, None)
+            msg = (
+                f"%%workflow {cell.name}: the cell builds workflow(name = {built!r}); NAME must equal it. "
+                f"Write %%workflow {built}, or change the name the cell passes to workflow()"
+            )
+            raise NameMismatch(msg)
+        named = cell.named(built)
+        self.cells.add(named)
+        self.validated[built] = plan
+        return CellResult(cell=named, plan=plan)
+
+    def define_module(self, cell: ModuleCell) -> ModuleCell:
+        self.cells.add(cell)
+        return cell
+
+    def define_agent(self, cell: AgentCell) -> AgentDefinition:
+        """Hold an ``%%agent`` cell and parse it now, so that mistakes point at the cell at once.
+
+        Raises
+        ------
+        InvalidWorkflow
+            The definition is invalid (lines count the cell's lines), or declares another ``id:``.
+        """
+        self.cells.add(cell)
+        digest = hashlib.sha256(cell.text.encode("utf-8", "surrogatepass")).hexdigest()
+        try:
+            definition = parse_agent_definition(cell.text, file=cell.display, default_id=cell.agent_id, origin="notebook", content_sha256=digest)
+        except InvalidWorkflow as err:
+            raise InvalidWorkflow(renumber(err.diagnostics(), self.cells.locations())) from None
+        if definition.id != cell.agent_id:
+            self.cells.agents.pop(cell.agent_id, None)
+            msg = f"%%agent {cell.agent_id}: the definition declares id: {definition.id}; the ID on the magic line must equal it"
+            raise InvalidWorkflow([Diagnostic(rule="agent.id", message=msg, file=cell.display, line=1, column=1)])
+        return definition
+
+    # -- runs ------------------------------------------------------------------------------------------
+
+    def runs(self) -> list[RunHandle]:
+        """Runs this kernel started or resumed, oldest first."""
+        return self.runner.handles()
+
+    # -- what the hub widget uses (rho_notebook.widgets._hub.HubSession) --------------------------------
+
+    @property
+    def service(self) -> Service:
+        return Service(layout=self.layout())
+
+    @property
+    def workflows(self) -> list[tuple[str, Callable[[], RunHandle]]]:
+        """``(name, start)`` for every workflow whose cell validated; ``start()`` plans the cell
+        and starts a background run. Pressing a hub's Start button is the consent for that one
+        run of the plan it makes (as Start in Rho's /workflow hub)."""
+        return [(name, functools.partial(self.start, name)) for name in sorted(self.validated)]
+
+    def start(self, name: str) -> RunHandle:
+        from rho_notebook import api
+
+        plan = api.plan(self.source(name))
+        self.planned[name] = plan
+        return self.start_plan(plan)
+
+    def start_plan(self, plan: Plan) -> RunHandle:
+        """Start a stored plan whose digest the person confirmed on a plan card."""
+        from rho_notebook import api
+
+        return api.run(plan, confirm_digest=plan.graph_digest)
+
+    def handle_for(self, run_id: str) -> RunHandle | None:
+        """This kernel's live handle of ``run_id``, or None when another process owns it."""
+        return self.runner.handle(run_id)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able overview (what ``%workflow hub`` shows without widgets)."""
+        return {
+            "workspace": str(self.workspace().root),
+            "workflows": {
+                name: {"cell": cell.display, "valid": name in self.validated, "inputs": cell.inputs}
+                for name, cell in sorted(self.cells.workflows.items())
+            },
+            "modules": {label: module.display for label, module in sorted(self.cells.modules.items())},
+            "agents": {agent_id: agent.display for agent_id, agent in sorted(self.cells.agents.items())},
+            "plans": {name: plan.plan_id for name, plan in sorted(self.planned.items())},
+            "runs": [{"run_id": h.run_id, "workflow": h.workflow, "lifecycle": h.state().lifecycle.value, "outcome": h.state().outcome} for h in self.runs()],
+        }

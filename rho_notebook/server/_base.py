@@ -1,0 +1,130 @@
+"""The base handler of every route: authentication, JSON bodies and JSON errors with a rule.
+
+Every error answer is ``{"message": ..., "rule": ...}`` (plus jupyter-server's ``reason``), whether
+it comes from our own checks, from the service (a :class:`~rho_notebook.errors.RhoError` carries
+its rule) or from jupyter-server itself (403 for a missing token or ``_xsrf``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from http.client import responses
+from typing import Any, TypeVar
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from rho_notebook.errors import AmbiguousId, InvalidWorkflow, NotFound, PlanError, RhoError, StoreError
+from rho_notebook.policy.approvals import ApprovalRefused
+from rho_notebook.run.owner import RunRefused
+from rho_notebook.server._context import CONTEXT_KEY, ServerContext
+
+__all__ = ["ApiError", "RhoHandler", "status_for"]
+
+T = TypeVar("T")
+
+_HTTP_RULES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict"}
+
+
+class ApiError(web.HTTPError):
+    """An error answer of ours: HTTP status, message and the rule that was broken."""
+
+    def __init__(self, status: int, message: str, *, rule: str) -> None:
+        super().__init__(status, "%s", message)
+        self.rule = rule
+        self.message = message
+
+
+def status_for(err: RhoError) -> int:
+    """The HTTP status of a service error."""
+    if isinstance(err, NotFound):
+        return 404
+    if isinstance(err, AmbiguousId):
+        return 400
+    if isinstance(err, (RunRefused, ApprovalRefused, PlanError)):
+        return 409
+    if isinstance(err, InvalidWorkflow):
+        return 400
+    if isinstance(err, StoreError):
+        return 500
+    return 400
+
+
+class RhoHandler(APIHandler):
+    """Base of the /rho/api/ handlers. Subclasses decorate every method with
+    ``@web.authenticated`` and ``@authorized``; tornado checks ``_xsrf`` on POST and DELETE for
+    cookie-authenticated requests (jupyter-server skips it only for token-authenticated ones)."""
+
+    auth_resource = "rho"
+    """The resource name jupyter-server's Authorizer is asked about."""
+
+    @property
+    def ctx(self) -> ServerContext:
+        context: ServerContext = self.settings[CONTEXT_KEY]
+        return context
+
+    async def offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run a blocking service call in a worker thread (never on the server's event loop)."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def send_json(self, value: Any, *, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(value))
+
+    def json_body(self) -> dict[str, Any]:
+        """The request body as a JSON object ({} when empty)."""
+        raw = self.request.body or b""
+        if not raw.strip():
+            return {}
+        try:
+            value = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ApiError(400, f"the request body is not valid JSON: {err}", rule="bad_request") from None
+        if not isinstance(value, dict):
+            raise ApiError(400, "the request body must be a JSON object", rule="bad_request")
+        return value
+
+    def int_argument(self, name: str, *, default: int, low: int, high: int | None = None) -> int:
+        text = self.get_query_argument(name, None)
+        if text is None or text == "":
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise ApiError(400, f"query argument {name}={text!r} is not an integer", rule="bad_request") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ApiError(400, f"query argument {name}={value} must be {bound}", rule="bad_request")
+        return value
+
+    # -- errors -------------------------------------------------------------------------------------
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, RhoError) and status_for(value) < 500:
+            self.log.info("rho_notebook: %s %s: %s", self.request.method, self.request.path, value.message)
+            return
+        super().log_exception(typ, value, tb)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        message = responses.get(status_code, "Unknown HTTP Error")
+        rule = _HTTP_RULES.get(status_code, "error")
+        reason: str | None = None
+        exc_info = kwargs.get("exc_info")
+        if exc_info:
+            err = exc_info[1]
+            if isinstance(err, ApiError):
+                message, rule = err.message, err.rule
+            elif isinstance(err, RhoError):
+                status_code = status_for(err)
+                message, rule = err.message, err.rule
+                self.set_status(status_code)
+            elif isinstance(err, web.HTTPError):
+                message = err.log_message % err.args if err.log_message and err.args else (err.log_message or message)
+                reason = err.reason
+            else:
+                message, rule = "internal error in rho_notebook (see the server log)", "internal"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message, "rule": rule, "reason": reason}))

@@ -1,0 +1,219 @@
+"""The background runner and run handles, without IPython: one loop thread, listeners, state
+copies, a busy caller thread that does not stall runs, cancel, recovery, and awaiting."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from rho_notebook.run.background import BackgroundRunner, default_runner
+from rho_notebook.run.owner import NeedsRecovery
+from rho_notebook.store.journal import read_journal
+from tests.conftest import REPO, Project, star
+from tests.kernel.helpers import C, wait_until
+
+STEPS = star(
+    f"""
+return workflow(name = "steps", nodes = [
+    shell(name = "a", executable = "sh", arguments = ["-c"], command = "sleep 0.3", {C}),
+    shell(name = "b", executable = "sh", arguments = ["-c"], command = "sleep 0.3", needs = ["a"], {C}),
+    shell(name = "c", executable = "sh", arguments = ["-c"], command = "sleep 0.3", needs = ["b"], {C}),
+    command(name = "d", argv = ["echo", "{{\\"done\\": true}}"], needs = ["c"],
+            output = schema.stdout_json(schema.record({{"done": schema.bool()}})), {C}),
+    command(name = "e", argv = ["true"], needs = ["d"], when = condition.equals(output("d", ["done"]), False), {C}),
+])
+"""
+)
+
+LONG = star(
+    f"""
+return workflow(name = "long", nodes = [
+    shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 30", {C}),
+    command(name = "after", argv = ["true"], needs = ["long"], {C}),
+])
+"""
+)
+
+
+def _start(project: Project, source: str, runner: BackgroundRunner, **kwargs: Any) -> Any:
+    project.write("wf.star", source)
+    plan = project.plan("wf.star")
+    service = project.service
+    run_id = service.create_run(plan, origin="notebook")
+    return runner.start_run(service, run_id, **kwargs)
+
+
+def _when(stamp: str | None) -> float:
+    assert stamp is not None
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def test_the_thread_starts_on_first_use_and_is_one_per_runner() -> None:
+    code = "import threading, rho_notebook as rho, rho_notebook.api, rho_notebook.run.background as b; rho.validate; print(threading.active_count(), b._default)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    assert out.stdout.split() == ["1", "None"]  # importing starts nothing
+    runner = BackgroundRunner(name="test-runner")
+    assert runner.thread is None
+
+    async def where() -> str:
+        return threading.current_thread().name
+
+    assert runner.call(where()) == "test-runner"
+    assert runner.call(where()) == "test-runner"
+    thread = runner.thread
+    assert thread is not None and thread.daemon
+    assert default_runner() is default_runner()
+
+
+def test_call_from_the_runner_thread_refuses_instead_of_deadlocking() -> None:
+    runner = BackgroundRunner()
+
+    async def nested() -> None:
+        async def inner() -> int:
+            return 1
+
+        runner.call(inner())
+
+    with pytest.raises(RuntimeError, match="deadlock"):
+        runner.call(nested())
+
+
+def test_listeners_get_every_journal_event_on_the_runner_thread(project: Project) -> None:
+    runner = BackgroundRunner(name="listener-runner")
+    seen: list[dict[str, Any]] = []
+    threads: set[str] = set()
+
+    def listen(record: dict[str, Any]) -> None:
+        seen.append(record)
+        threads.add(threading.current_thread().name)
+
+    handle = _start(project, STEPS, runner, listeners=[listen])
+    final = handle.wait(30)
+    assert final.outcome == "success"
+    journal = read_journal(project.service.runs.folder(handle.run_id).events).events
+    created = [r for r in journal if r["kind"] == "run_created"]
+    assert [r["seq"] for r in seen if "seq" in r] == [r["seq"] for r in journal if r not in created]
+    assert any(r["kind"] == "output_chunk" for r in seen)  # live-only records come too
+    assert threads == {"listener-runner"}
+    assert handle.outputs["d"] == {"done": True}
+    with pytest.raises(KeyError, match="state skipped"):
+        handle.outputs["e"]
+    result = handle.result()
+    assert result.nodes["d"].output == {"done": True} and result.nodes["e"].state == "skipped"
+    assert "stdout" in result.nodes["d"].artifacts
+
+
+def test_a_busy_caller_thread_does_not_stall_the_run(project: Project) -> None:
+    handle = _start(project, STEPS, BackgroundRunner())
+    begin = time.time()
+    deadline = time.monotonic() + 2.5
+    spins = 0
+    while time.monotonic() < deadline:  # pure Python work holding the GIL between switches
+        spins += sum(range(200))
+    end = time.time()
+    state = handle.state()
+    assert state.lifecycle.value == "completed", state.lifecycle
+    ends = [_when(state.nodes[n].current.ended_at) for n in "abc"]  # type: ignore[union-attr]
+    assert all(begin <= t <= end for t in ends), (begin, ends, end)
+
+
+def test_state_is_a_copy_and_safe_to_read_from_many_threads(project: Project) -> None:
+    handle = _start(project, STEPS, BackgroundRunner())
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while not handle.done():
+                snapshot = handle.state()
+                snapshot.nodes.clear()
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    handle.wait(30)
+    for thread in readers:
+        thread.join(5)
+    assert not errors
+    assert set(handle.state().nodes) == {"a", "b", "c", "d", "e"}
+
+
+def test_a_raising_listener_is_logged_and_the_run_goes_on(project: Project, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(record: dict[str, Any]) -> None:
+        raise ValueError("listener bug")
+
+    with caplog.at_level(logging.ERROR, logger="rho_notebook.run.background"):
+        handle = _start(project, STEPS, BackgroundRunner(), listeners=[broken])
+        assert handle.wait(30).outcome == "success"
+    assert "a run listener raised" in caplog.text and "listener bug" in caplog.text
+
+
+def test_cancel_from_the_handle_and_from_a_listener(project: Project) -> None:
+    handle = _start(project, LONG, BackgroundRunner())
+    wait_until(lambda: handle.state().nodes["long"].state.value == "running")
+    answer = handle.cancel()
+    assert answer.cancellation_state == "acknowledged"
+    assert handle.wait(10).outcome == "cancellation"
+    answers: list[Any] = []
+
+    def cancel_when_running(record: dict[str, Any]) -> None:
+        if record["kind"] == "process_started" and not answers:
+            answers.append(again.cancel())  # on the runner thread: records the request, does not wait
+
+    project.write("wf.star", LONG)
+    plan = project.plan("wf.star")
+    runner = BackgroundRunner()
+    again = runner.start_run(project.service, project.service.create_run(plan), wait_started=False)
+    again.add_listener(cancel_when_running)
+    assert again.wait(15).outcome == "cancellation"
+    assert answers and answers[0].cancellation_state == "pending"
+
+
+def test_awaiting_and_abandoning_an_await_leave_the_run_alone(project: Project) -> None:
+    handle = _start(project, LONG, BackgroundRunner())
+    wait_until(lambda: handle.state().nodes["long"].state.value == "running")
+
+    async def impatient() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(handle, timeout=0.2)  # cancels the await, not the run
+
+    asyncio.run(impatient())
+    assert not handle.done()
+    handle.cancel()
+
+    async def patient() -> str | None:
+        final = await handle
+        return final.outcome
+
+    assert asyncio.run(patient()) == "cancellation"
+
+
+def test_resume_of_a_dead_owner_needs_recovery_then_recovers(project: Project) -> None:
+    project.write("wf.star", STEPS)
+    plan_id = project.cli("plan", "wf.star", "--output", "json")
+    assert plan_id.returncode == 0, plan_id.stderr
+    import json
+
+    dead = project.cli("run", json.loads(plan_id.stdout)["plan_id"], "--yes", "--output", "jsonl", env={"RHO_NOTEBOOK_FAILPOINT": "after_process_started:1"})
+    assert dead.returncode != 0
+    run_id = json.loads(dead.stdout.splitlines()[0])["run_id"]
+    assert project.service.status(run_id).lifecycle.value == "needs_recovery"
+    runner = BackgroundRunner()
+    seen: list[str] = []
+    with pytest.raises(NeedsRecovery, match="--recover-uncertain"):
+        runner.start_run(project.service, run_id, resume=True, listeners=[lambda r: seen.append(r["kind"])])
+    assert "needs_recovery" in seen  # journaled by the refusing owner, delivered from the journal
+    handle = runner.start_run(project.service, run_id, resume=True, recover_uncertain=True)
+    final = handle.wait(30)
+    assert final.outcome == "success"
+    assert final.nodes["a"].attempt == 2

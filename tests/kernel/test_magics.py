@@ -1,0 +1,286 @@
+"""The magics in a real IPython shell: cells, verbs, diagnostics at cell lines, completion."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+
+from rho_notebook.cli.main import build_parser
+from rho_notebook.notebook._args import options_of, verb_parser
+from tests.conftest import Project
+from tests.kernel.helpers import C, cell, ok, status_json, usage_error, wait_until, workflow_cell
+
+HELLO = workflow_cell(
+    "hello",
+    f'''        command(name = "greet", argv = ["echo", "hello", inputs["who"]], {C}),
+        command(name = "count", argv = ["python3", "-c", "print('{{\\"n\\": 3}}')"],
+                output = schema.stdout_json(schema.record({{"n": schema.integer()}})), needs = ["greet"], {C}),
+''',
+    inputs='{"who": input.string(default = "world")}',
+)
+
+SLOW = workflow_cell(
+    "slow",
+    f'''        command(name = "first", argv = ["true"], {C}),
+        shell(name = "wait", executable = "sh", arguments = ["-c"], command = "sleep 3; echo waited",
+              needs = ["first"], {C}),
+''',
+)
+
+LONG = workflow_cell(
+    "long",
+    f'''        shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 30", {C}),
+        command(name = "after", argv = ["true"], needs = ["long"], {C}),
+''',
+)
+
+
+def _text(captured: Any) -> str:
+    return "\n".join(str(o.data.get("text/plain", "")) for o in captured.outputs)
+
+
+def test_load_registers_and_unload_removes(ip: Any) -> None:
+    magics = ip.magics_manager.magics
+    assert "workflow" in magics["line"] and {"workflow", "star", "agent"} <= set(magics["cell"])
+    matchers = [m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]
+    assert len(matchers) == 1
+    ip.run_line_magic("load_ext", "rho_notebook")  # already loaded: nothing doubles
+    assert len([m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]) == 1
+    ip.run_line_magic("unload_ext", "rho_notebook")
+    assert "workflow" not in magics["line"] and not {"workflow", "star", "agent"} & set(magics["cell"])
+    assert not [m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]
+    ip.run_line_magic("load_ext", "rho_notebook")
+
+
+def test_workflow_cell_validates_and_shows_the_graph(ip: Any, ws: Project) -> None:
+    report, captured = ok(ip, HELLO)
+    text = repr(report)
+    assert text.startswith("workflow hello: valid\ndigest   sha256:")
+    assert 'inputs   who="world"' in text and "greet" in text and "needs greet" in text
+    [graph] = captured.outputs
+    assert graph.data["text/plain"] == "graph of workflow hello: 2 nodes, 1 edge"
+    assert "<code>greet</code>" in graph.data["text/html"] and "<code>count</code>" in graph.data["text/html"]
+    assert ws.stored_plans() == []  # validation stores nothing
+
+
+def test_cell_inputs_are_taken_literally(ip: Any) -> None:
+    ip.user_ns["x"] = "EXPANDED"
+    report, _ = ok(ip, HELLO.replace("%%workflow hello", "%%workflow hello --input 'who=\"{x} $x\"'"))
+    assert 'who="{x} $x"' in repr(report)
+
+
+def test_diagnostics_point_at_cell_lines(ip: Any) -> None:
+    broken = "%%workflow broken\ndef build(inputs):\n    return workflow(name = 'broken', nodes = [\n\nWORKFLOW = define(inputs = {}, build = build)\n"
+    number = ip.execution_count
+    message = usage_error(ip, broken)
+    assert f"cell In[{number}]:5:10: error[starlark.syntax]" in message  # line 5 of the cell, counting %%workflow
+    bad_need = workflow_cell("needs", f'        command(name = "a", argv = ["true"], needs = ["ghost"], {C}),\n')
+    number = ip.execution_count
+    message = usage_error(ip, bad_need)
+    assert f"cell In[{number}]:4:" in message and "ghost" in message
+    assert "_worker" not in message and ".py" not in message
+
+
+def test_name_must_equal_the_built_workflow(ip: Any) -> None:
+    message = usage_error(ip, HELLO.replace("%%workflow hello", "%%workflow greeting"))
+    assert "%%workflow greeting" in message and "'hello'" in message
+    message = usage_error(ip, "%workflow run greeting --yes")
+    assert "no %%workflow greeting" in message or "neither" in message
+
+
+def test_unnamed_cell_is_held_under_its_workflow_name(ip: Any) -> None:
+    report, _ = ok(ip, HELLO.replace("%%workflow hello", "%%workflow"))
+    assert repr(report).startswith("workflow hello: valid")
+    report, _ = ok(ip, "%workflow validate hello --input 'who=\"you\"'")
+    assert 'who="you"' in repr(report)
+
+
+def test_star_modules_load_and_their_errors_point_at_their_cell(ip: Any) -> None:
+    ok(ip, '%%star //lib/common.star\ndef echo(name, text):\n    return command(name = name, argv = ["echo", text], timeout_seconds = 5, max_output_bytes = 100)\n')
+    uses = '%%workflow uses\nload("//lib/common.star", "echo")\n\ndef build(inputs):\n    return workflow(name = "uses", nodes = [echo("hi", "there")])\n\nWORKFLOW = define(inputs = {}, build = build)\n'
+    report, _ = ok(ip, uses)
+    assert "hi" in repr(report)
+    number = ip.execution_count
+    ok(ip, "%%star //lib/common.star\ndef echo(name, text):\n    return 1 + 'a'\n")
+    message = usage_error(ip, uses)
+    assert "error[starlark.error]" in message
+    assert ip.execution_count > number
+
+
+def test_agent_cells_are_the_first_catalog_root(ip: Any) -> None:
+    definition = "%%agent helper\n---\ndescription: Helps\ntools: [read_file, grep]\n---\nBe brief.\n"
+    report, _ = ok(ip, definition)
+    assert repr(report).startswith("agent helper: Helps")
+    number = ip.execution_count
+    message = usage_error(ip, "%%agent helper\n---\ndescription: Helps\ntools: bogus\n---\nBody.\n")
+    assert f"cell In[{number}]:4:1: error[agent.tools]" in message  # line 4 of the cell: the tools key
+    message = usage_error(ip, "%%agent helper\n---\nid: other\ndescription: x\n---\nBody.\n")
+    assert "helper" in message and "other" in message
+    ok(ip, definition)
+    flow = workflow_cell("ask", f'        agent(name = "q", agent = "helper", prompt = "hi", access = "read_only", {C}),\n')
+    ok(ip, flow)
+    ok(ip, "%workflow plan ask --output json")
+    plan = json.loads(ok(ip, "%workflow plan ask --output json")[1].stdout)
+    [item] = [a for a in plan["authority"] if a["kind"] == "agent"]
+    assert "from notebook" in item["detail"]
+
+
+def test_run_returns_at_once_then_await_and_outputs(ip: Any, ws: Project) -> None:
+    ok(ip, SLOW)
+    _, captured = ok(ip, "run = %workflow run slow --yes")
+    handle = ip.user_ns["run"]
+    assert not handle.done()  # the cell returned while the 3 s node runs
+    assert "digest sha256:" in captured.stdout
+    assert f"run {handle.run_id} of workflow slow: live in this kernel" in _text(captured)
+    live = status_json(ws, handle.run_id)  # a terminal sees the notebook's run live
+    assert live["lifecycle"] == "running"
+    ok(ip, "final = await run")
+    assert ip.user_ns["final"].outcome == "success"
+    report, _ = ok(ip, f"%workflow status {handle.run_id[:13]}")
+    assert "lifecycle  completed   outcome success" in repr(report)
+    _, captured = ok(ip, f"%workflow status {handle.run_id} --output json")
+    assert json.loads(captured.stdout) == status_json(ws, handle.run_id)
+    _, captured = ok(ip, f"%workflow result {handle.run_id} --output json")
+    cli = ws.cli("result", handle.run_id, "--output", "json")
+    assert json.loads(captured.stdout) == json.loads(cli.stdout)
+    assert json.loads(captured.stdout)["nodes"]["wait"]["state"] == "success"
+    _, captured = ok(ip, f"%workflow logs {handle.run_id} wait --stream stdout")
+    assert captured.stdout == "waited\n"
+
+
+def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
+    ok(ip, HELLO)
+    result, captured = ok(ip, "%workflow run hello")
+    assert result is None
+    assert "to run it, confirm the digest: %workflow run" in _text(captured)
+    assert not (ws.home / "workflows" / "runs").exists()
+
+
+def test_run_wait_prints_progress(ip: Any) -> None:
+    ok(ip, HELLO)
+    report, captured = ok(ip, "%workflow run hello --yes --wait --input 'who=\"notebook\"'")
+    assert "greet" in captured.stdout and "run completed: success" in captured.stdout
+    assert "outcome success" in repr(report)
+    _, captured = ok(ip, "%workflow plans")
+    assert "hello" in captured.stdout or "hello" in _text(captured)
+
+
+def test_cancel_and_resume_verbs(ip: Any, ws: Project) -> None:
+    ok(ip, LONG)
+    ok(ip, "run = %workflow run long --yes")
+    handle = ip.user_ns["run"]
+    wait_until(lambda: handle.state().nodes["long"].state.value == "running")
+    assert "still running in this process" in usage_error(ip, f"%workflow resume {handle.run_id} --yes")
+    _, captured = ok(ip, f"%workflow cancel {handle.run_id[:13]}")
+    answer = json.loads(captured.stdout)
+    assert answer["cancellation_state"] == "acknowledged" and answer["lifecycle"] == "completed"
+    assert handle.wait(10).outcome == "cancellation"
+    message = usage_error(ip, f"%workflow resume {handle.run_id}")
+    assert "confirmation" in message and handle.graph_digest in message
+    ok(ip, f"resumed = %workflow resume {handle.run_id} --yes")
+    resumed = ip.user_ns["resumed"]
+    wait_until(lambda: resumed.state().nodes["long"].state.value == "running")
+    resumed.cancel()
+    assert resumed.wait(10).outcome == "cancellation"
+    assert resumed.state().nodes["long"].attempt == 2
+
+
+def test_user_mistakes_are_usage_errors(ip: Any, ws: Project) -> None:
+    assert "invalid choice" in usage_error(ip, "%workflow frobnicate")
+    assert "required" in usage_error(ip, "%workflow status")
+    assert "no run matches" in usage_error(ip, "%workflow status 0000")
+    assert "not valid JSON" in usage_error(ip, "%workflow validate hello --input who=bare")
+    assert "neither" in usage_error(ip, "%workflow validate nothing-here")
+    ok(ip, HELLO)
+    _, captured = ok(ip, "%workflow plan hello --output json")
+    plan_id = json.loads(captured.stdout)["plan_id"]
+    assert "frozen" in usage_error(ip, f"%workflow run {plan_id} --input 'who=\"x\"'")
+    assert "close the quote" in usage_error(ip, "%workflow run 'hello")
+    result, captured = cell(ip, "%workflow run --help")
+    assert result.error_in_exec is None and "--approval-timeout" in captured.stdout
+
+
+def test_export_and_hub(ip: Any, ws: Project) -> None:
+    ok(ip, "%%star //lib/util.star\nX = 1\n")
+    ok(ip, HELLO)
+    report, _ = ok(ip, "%workflow export out")
+    assert (ws.root / "out" / "hello.star").read_text().startswith("# %%workflow hello\n")
+    assert (ws.root / "out" / "lib" / "util.star").read_text() == "# %%star //lib/util.star\nX = 1\n"
+    assert "hello.star" in repr(report)
+    _, captured = ok(ip, "%workflow hub")
+    text = _text(captured)
+    assert "workflow   hello" in text and "module     //lib/util.star" in text
+
+
+def test_every_cli_flag_is_a_magic_flag() -> None:
+    cli = options_of(build_parser())
+    magic = options_of(verb_parser())
+    for verb in ("validate", "plan", "run", "resume", "status", "cancel", "runs", "plans", "result", "logs", "approve"):
+        missing = set(cli[verb]) - set(magic[verb]) - {"--workflow"}  # run's --workflow selects a notebook cell
+        assert not missing, f"%workflow {verb} lacks {sorted(missing)}"
+
+
+def _complete(ip: Any, text: str) -> set[str]:
+    from IPython.core.completer import provisionalcompleter
+
+    with provisionalcompleter():
+        return {c.text for c in ip.Completer.completions(text, len(text))}
+
+
+def test_completion(ip: Any, ws: Project) -> None:
+    ok(ip, HELLO)
+    assert _complete(ip, "%workflow sta") == {"status"}
+    assert {"resume", "result"} <= _complete(ip, "r = %workflow re")
+    assert "hello" in _complete(ip, "%workflow run he")
+    assert "hello" in _complete(ip, "%%workflow he")
+    assert {"--yes", "--mode", "--wait"} <= _complete(ip, "%workflow run hello --")
+    assert _complete(ip, "%workflow run hello --mode s") == {"supervised"}
+    _, captured = ok(ip, "%workflow plan hello --output json")
+    plan_id = json.loads(captured.stdout)["plan_id"]
+    assert plan_id in _complete(ip, f"%workflow run {plan_id[:8]}")
+    ok(ip, f"run = %workflow run {plan_id} --yes --wait")
+    run_id = json.loads(ws.cli("runs", "--output", "json").stdout)[0]["run_id"]
+    assert run_id in _complete(ip, f"%workflow status {run_id[:10]}")
+    assert _complete(ip, f"%workflow logs {run_id} c") == {"count"}
+
+
+@pytest.mark.parametrize("verb", ["validate", "plan", "run", "resume", "status", "cancel", "runs", "plans", "result", "logs", "approve", "export", "hub"])
+def test_every_verb_has_help(verb: str) -> None:
+    parser = verb_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[verb]
+    assert sub.format_help()
+
+
+def test_supervised_launches_wait_for_a_decision_made_in_the_notebook(ip: Any) -> None:
+    ok(ip, HELLO)
+    ok(ip, "run = %workflow run hello --yes --mode supervised")
+    handle = ip.user_ns["run"]
+    wait_until(lambda: bool(handle.pending_approvals()))
+    _, captured = ok(ip, f"%workflow approve {handle.run_id}")
+    [request] = handle.pending_approvals()
+    assert f"request {request.request_id}  node greet" in captured.stdout
+    _, captured = ok(ip, f"%workflow approve {handle.run_id} {request.request_id[:13]} --comment fine")
+    assert captured.stdout.startswith("approve by ")
+    wait_until(lambda: any(p.node == "count" for p in handle.pending_approvals()))
+    [second] = handle.pending_approvals()
+    ok(ip, f"%workflow approve {handle.run_id} {second.request_id} --deny")
+    final = handle.wait(30)
+    assert final.nodes["greet"].state.value == "success"
+    assert final.nodes["count"].state.value == "denial" and final.outcome == "denial"
+
+
+def test_cells_run_without_history_are_named_by_their_magic_line(ip: Any) -> None:
+    from IPython.core.error import UsageError
+    from IPython.utils.capture import capture_output
+
+    with capture_output():
+        ip.run_cell("%%agent helper\n---\ndescription: Helps\n---\nBody.\n", store_history=False)
+        result = ip.run_cell("%%workflow broken\ndef build(inputs):\n    return workflow(name = 'broken', nodes = [\n\nWORKFLOW = define(inputs = {}, build = build)\n", store_history=False)
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "cell %%workflow broken:5:10: error[starlark.syntax]" in str(result.error_in_exec)
+    with capture_output():
+        result = ip.run_cell("%%agent helper\n---\ndescription: Helps\ntools: bogus\n---\nBody.\n", store_history=False)
+    assert "cell %%agent helper:4:1: error[agent.tools]" in str(result.error_in_exec)
