@@ -15,6 +15,7 @@ from typing import Any
 
 from rho_notebook.errors import NotFound, RhoError
 from rho_notebook.model.state import Lifecycle
+from rho_notebook.run.events import describe_event
 from rho_notebook.run.owner import NeedsRecovery, RunRefused
 from rho_notebook.run.state import RunState
 from rho_notebook.service import Service
@@ -111,23 +112,7 @@ class _Printer:
             return
         elapsed = time.monotonic() - self.start
         node = record.get("node", "")
-        kind = record["kind"]
-        if kind == "node_finished":
-            detail = record["state"] + (f"  {record['message']}" if record.get("message") else "")
-        elif kind == "node_launched":
-            detail = f"running (attempt {record['attempt']})"
-        elif kind in ("node_skipped", "node_blocked"):
-            detail = kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
-        elif kind == "run_completed":
-            detail = f"run completed: {record['outcome']}"
-        elif kind == "approval_requested":
-            detail = f"waiting for a person: rho-notebook approve {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"
-        elif kind == "approval_decided":
-            detail = f"{record['decision']} by {record['by']} via {record['via']}" + (f": {record['comment']}" if record.get("comment") else "")
-        elif kind == "run_started":
-            detail = f"run {record['run_id']} started (owner pid {record['pid']})"
-        else:
-            detail = kind.replace("_", " ") + (f" {record.get('request_id', '')}" if "request_id" in record else "")
+        detail = describe_event(record)
         print(f"[{elapsed:7.2f}s] {node:<24} {detail}", flush=True)
 
 

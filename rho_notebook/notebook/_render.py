@@ -17,6 +17,7 @@ from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef
 from rho_notebook.notebook.cells import WorkflowCell, inputs_text
 from rho_notebook.plan.plan import Plan, PlanManifest
 from rho_notebook.run.state import RunState
+from rho_notebook.run.events import describe_event
 
 __all__ = [
     "Report",
@@ -211,19 +212,6 @@ class Progress:
         if kind not in _SHOWN:
             return
         node = record.get("node", "")
-        if kind == "node_finished":
-            detail = record["state"] + (f"  {record['message']}" if record.get("message") else "")
-        elif kind == "node_launched":
-            detail = f"running (attempt {record['attempt']})"
-        elif kind in ("node_skipped", "node_blocked"):
-            detail = kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
-        elif kind == "run_completed":
-            detail = f"run completed: {record['outcome']}"
-        elif kind == "approval_requested":
-            detail = f"waiting for a person: %workflow approve {record['run_id'][:13]} {record['request_id'][:13]}"
-        elif kind == "approval_decided":
-            detail = f"{record['decision']} by {record['by']} via {record['via']}"
-        else:
-            detail = kind.replace("_", " ")
+        detail = describe_event(record, approve_command="%workflow approve")
         prefix = f"[{time.monotonic() - self.start:7.2f}s] " if self.timed else ""
         print(f"{prefix}{node:<16} {detail}".rstrip(), file=self.stream, flush=True)

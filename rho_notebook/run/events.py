@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-__all__ = ["EventKind", "event", "now_iso"]
+__all__ = ["EventKind", "event", "now_iso", "describe_event"]
 
 
 class EventKind(str, Enum):
@@ -80,3 +80,23 @@ def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any)
         record["node"] = node
     record.update(data)
     return record
+
+
+def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebook approve") -> str:
+    """One line for people about a journal record (the live progress of CLI and notebook runs)."""
+    kind = str(record["kind"])
+    if kind == "node_finished":
+        return str(record["state"]) + (f"  {record['message']}" if record.get("message") else "")
+    if kind == "node_launched":
+        return f"running (attempt {record['attempt']})"
+    if kind in ("node_skipped", "node_blocked"):
+        return kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
+    if kind == "run_completed":
+        return f"run completed: {record['outcome']}"
+    if kind == "approval_requested":
+        return f"waiting for a person: {approve_command} {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"
+    if kind == "approval_decided":
+        return f"{record['decision']} by {record['by']} via {record['via']}" + (f": {record['comment']}" if record.get("comment") else "")
+    if kind == "run_started":
+        return f"run {record['run_id']} started (owner pid {record['pid']})"
+    return kind.replace("_", " ") + (f" {record['request_id']}" if "request_id" in record else "")
