@@ -18,6 +18,7 @@ import httpx
 
 from rho_notebook.agents.provider import ProviderError, ProviderErrorKind, RetryRecord
 from rho_notebook.agents.redact import Redactor
+from rho_notebook.agents.settings import ProviderSettings
 
 __all__ = ["Endpoint", "post_json"]
 
@@ -37,6 +38,21 @@ class Endpoint:
     max_retries: int
     max_retry_wait: float
     timeout: float
+
+    @classmethod
+    def for_provider(
+        cls, name: str, settings: ProviderSettings, *, path: str, headers: Mapping[str, str], credential: str | None
+    ) -> Endpoint:
+        """The endpoint ``path`` of a configured provider, with its retry and timeout settings."""
+        return cls(
+            provider=name,
+            url=f"{settings.url()}{path}",
+            headers={"content-type": "application/json", **headers},
+            credential=credential,
+            max_retries=settings.max_retries,
+            max_retry_wait=settings.max_retry_wait_seconds,
+            timeout=settings.request_timeout_seconds,
+        )
 
 
 async def post_json(

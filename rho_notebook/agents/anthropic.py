@@ -57,22 +57,14 @@ class AnthropicProvider:
         credential: str | None,
         redactor: Redactor,
     ) -> None:
-        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key is not None:
             headers["x-api-key"] = api_key
         self._name = name
         self._settings = settings
         self._client = client
         self._redactor = redactor
-        self._endpoint = Endpoint(
-            provider=name,
-            url=f"{settings.url()}/v1/messages",
-            headers=headers,
-            credential=credential,
-            max_retries=settings.max_retries,
-            max_retry_wait=settings.max_retry_wait_seconds,
-            timeout=settings.request_timeout_seconds,
-        )
+        self._endpoint = Endpoint.for_provider(name, settings, path="/v1/messages", headers=headers, credential=credential)
 
     @property
     def name(self) -> str:

@@ -45,22 +45,14 @@ class OpenAIProvider:
         credential: str | None,
         redactor: Redactor,
     ) -> None:
-        headers = {"content-type": "application/json"}
+        headers: dict[str, str] = {}
         if api_key is not None:
             headers["authorization"] = f"Bearer {api_key}"
         self._name = name
         self._settings = settings
         self._client = client
         self._redactor = redactor
-        self._endpoint = Endpoint(
-            provider=name,
-            url=f"{settings.url()}/chat/completions",
-            headers=headers,
-            credential=credential,
-            max_retries=settings.max_retries,
-            max_retry_wait=settings.max_retry_wait_seconds,
-            timeout=settings.request_timeout_seconds,
-        )
+        self._endpoint = Endpoint.for_provider(name, settings, path="/chat/completions", headers=headers, credential=credential)
 
     @property
     def name(self) -> str:
