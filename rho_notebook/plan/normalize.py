@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rho_notebook.errors import Diagnostic
 from rho_notebook.model.condition import (
@@ -44,9 +44,8 @@ APPROVAL_OUTPUT = RecordSchema(
 )
 """The output record of every approval node: who decided, their comment, and when."""
 
-__all__ = ["APPROVAL_OUTPUT", "NodeDraft", "Located", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
+__all__ = ["APPROVAL_OUTPUT", "NodeDraft", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
 
-Located = Callable[[str, str], Diagnostic]
 
 
 @dataclass
@@ -223,10 +222,8 @@ def _cycle(drafts: dict[str, NodeDraft], ordered: set[str]) -> list[str]:
 def check_graph(drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[str | None, int | None, int | None]) -> list[Diagnostic]:
     """Every graph-rule violation, in node order."""
     found: list[Diagnostic] = []
-    where = Diagnostic  # alias for brevity below
-
     def at_workflow(rule: str, message: str) -> Diagnostic:
-        return where(rule=rule, message=message, file=workflow_at[0], line=workflow_at[1], column=workflow_at[2])
+        return Diagnostic(rule=rule, message=message, file=workflow_at[0], line=workflow_at[1], column=workflow_at[2])
 
     if len(drafts) > limits.limit("node_count"):
         found.append(at_workflow("limit.node_count", f"planning budget 'node_count' exceeded: accepted limit {limits.limit('node_count')}, measured {len(drafts)}"))

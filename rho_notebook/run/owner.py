@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from rho_notebook.errors import PlanError, RhoError, StoreError
 from rho_notebook.exec.base import Executor
-from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState
+from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.plan.plan import Plan
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.policy.hooks import load_hooks
@@ -31,6 +31,7 @@ from rho_notebook.run.checkout import CheckoutLock
 from rho_notebook.run.control import poke_owner, read_ack, write_cancel_request
 from rho_notebook.run.driver import EventSink, RunDriver
 from rho_notebook.run.events import EventKind, event, now_iso
+from rho_notebook.run.scheduler import Scheduler
 from rho_notebook.run.state import RunState, apply, replay
 from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.ids import new_id
@@ -247,11 +248,7 @@ async def execute_run(
         if resume:
             cancelled = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.CANCELLATION]
             reset = set(cancelled) | set(uncertain)
-            scheduler_children: dict[str, list[str]] = {n.name: [] for n in graph.nodes}
-            for node in graph.nodes:
-                for need in node.needs:
-                    scheduler_children[need].append(node.name)
-            downstream = _descendants_of_reset(scheduler_children, sorted(reset))
+            downstream = _descendants_of_reset(Scheduler(graph).children, sorted(reset))
             for name in sorted(cancelled):
                 records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="new attempt after cancellation"))
             for name in sorted(downstream):
@@ -332,6 +329,3 @@ def request_cancel(layout: StoreLayout, run_id: str, *, wait_seconds: float = 2.
     lifecycle = load_state(layout, run_id).lifecycle.value
     return CancelResult(run_id, request_id, "acknowledged" if acked else "pending", lifecycle, recorded)
 
-
-def terminal(state: NodeState) -> bool:
-    return state in TERMINAL_STATES
