@@ -97,6 +97,7 @@ class AgentExecutor:
             raise TypeError(msg)
         if ctx.cancel.is_set():
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled before the agent started")
+        await ctx.directory()  # transcripts, answers and the claude-cli prompt file go there
         redactor = Redactor()
         try:
             definition = await asyncio.to_thread(self._definition, ctx, node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, render_template
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.state import NodeState
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write, atomic_write_json
 
 __all__ = ["ApprovalExecutor"]
 
@@ -26,7 +26,8 @@ class ApprovalExecutor:
             prompt = render_template(node.prompt, ctx.outputs)
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render the approval prompt: {err}")
-        (ctx.attempt_dir / "prompt.md").write_text(prompt)
+        folder = await ctx.directory()
+        atomic_write(folder / "prompt.md", prompt.encode(), durable=False)
         decided = await ctx.request_approval({"prompt": prompt, "node": node.name}, float(node.timeout_seconds))
         if decided == "cancelled":
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled while waiting for a person")
@@ -35,5 +36,5 @@ class ApprovalExecutor:
         if decided.decision != "approve":
             return AttemptResult(state=NodeState.DENIAL, message=f"denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""))
         value = {"by": decided.by, "comment": decided.comment, "at": decided.at}
-        atomic_write_json(ctx.attempt_dir / "value.json", value)
+        atomic_write_json(folder / "value.json", value)
         return AttemptResult(state=NodeState.SUCCESS, value=value, artifacts={"prompt": "prompt.md", "value": "value.json"})

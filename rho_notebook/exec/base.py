@@ -17,6 +17,8 @@ from rho_notebook.model.graph import EnvironmentPolicy, Node
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.reference import MISSING, Template, render_value, walk_path
 from rho_notebook.model.state import NodeState
+from rho_notebook.store.artifacts import AttemptFiles
+from rho_notebook.store.files import atomic_write
 
 __all__ = ["AttemptContext", "AttemptResult", "Executor", "UnavailableValue", "render_template", "node_environment"]
 
@@ -31,6 +33,8 @@ class AttemptContext:
     node: Node
     attempt: int
     attempt_dir: Path
+    """Where the attempt's artifacts go. It may not exist yet: await :meth:`directory` before
+    writing into it yourself, or hand non-durable copies to :meth:`write_later`."""
     workspace: Path
     identities: Mapping[str, FileIdentity]
     environment: EnvironmentPolicy
@@ -45,6 +49,25 @@ class AttemptContext:
     request_approval: Callable[[dict[str, Any], float], Awaitable[Any]] | None = None
     """Ask a person to decide ``facts`` within a timeout: returns an ApprovalDecision, None on
     timeout, or "cancelled". Only approval nodes use it; agents never get it."""
+    files: AttemptFiles | None = None
+    """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""
+
+    async def directory(self) -> Path:
+        """``attempt_dir``, created if it was not yet."""
+        if self.files is not None:
+            return await self.files.ready()
+        return self.attempt_dir
+
+    def has_directory(self) -> bool:
+        """Whether ``attempt_dir`` exists or is being created (something was written there)."""
+        return self.files is None or self.files.prepared
+
+    def write_later(self, name: str, data: bytes) -> None:
+        """Store a non-durable artifact (one the journal also records) without waiting for it."""
+        if self.files is not None:
+            self.files.write_later(name, data)
+        else:
+            atomic_write(self.attempt_dir / name, data, durable=False)
 
 
 @dataclass

@@ -1,11 +1,15 @@
 """The executor for command and shell nodes: render argv, verified launch, artifacts, stdout_json.
 
-Artifacts of an attempt: ``stdout``, ``stderr`` (retained bytes), ``exit.json`` and, for nodes with
-an output schema, ``value.json`` (the validated value).
+Artifacts of an attempt: ``stdout`` and ``stderr`` (retained bytes; created on the first byte) and,
+for nodes with an output schema, ``value.json`` (the validated value). The exit record is journaled
+with ``node_finished``; when the attempt has a folder anyway it also gets a copy, ``exit.json``. A
+silent command that succeeds leaves no folder at all: creating three directories was the largest
+cost of a launch on the filesystems we measured (bench/run_overhead.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -55,6 +59,7 @@ class _FileSink:
 
     async def __call__(self, chunk: bytes) -> None:
         if self.fd is None:
+            await self.ctx.directory()
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             self.created = True
         view = memoryview(chunk)
@@ -69,6 +74,10 @@ class _FileSink:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _json_bytes(value: Any) -> bytes:
+    return (json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 def _exit_record(result: ProcessResult) -> dict[str, Any]:
@@ -141,18 +150,22 @@ class CommandExecutor:
             )
         except RhoError as err:
             record = {"kind": "not_started", "code": None, "signal": None, "detail": err.message}
-            atomic_write_json(ctx.attempt_dir / "exit.json", record)
             return AttemptResult(state=NodeState.FAILURE, message=err.message, exit=record)
         finally:
             stdout.close()
             stderr.close()
         record = _exit_record(result)
-        # the journal's node_finished carries the same record durably; this copy is for people
-        atomic_write_json(ctx.attempt_dir / "exit.json", record, durable=False, compact=True)
-        artifacts = {"exit": "exit.json"}
-        for sink in (stdout, stderr):
-            if sink.created:
-                artifacts[sink.stream] = sink.stream
+        artifacts = {sink.stream: sink.stream for sink in (stdout, stderr) if sink.created}
+        attempt = await self._judge(ctx, result, stdout, record, artifacts)
+        if ctx.has_directory():
+            # the journal's node_finished holds the exit durably; a folder that exists anyway
+            # (output, value) also gets a copy so that it describes itself
+            ctx.write_later("exit.json", _json_bytes(record))
+            attempt.artifacts["exit"] = "exit.json"
+        return attempt
+
+    async def _judge(self, ctx: AttemptContext, result: ProcessResult, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
+        node = ctx.node
         if result.kind == "cancelled":
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled", exit=record, artifacts=artifacts)
         if result.kind == "timeout":
@@ -165,9 +178,9 @@ class CommandExecutor:
             return AttemptResult(state=NodeState.FAILURE, message=f"exited with code {result.exit_code}", exit=record, artifacts=artifacts)
         if node.output is None:
             return AttemptResult(state=NodeState.SUCCESS, exit=record, artifacts=artifacts)
-        return self._typed(ctx, stdout, record, artifacts)
+        return await self._typed(ctx, stdout, record, artifacts)
 
-    def _typed(self, ctx: AttemptContext, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
+    async def _typed(self, ctx: AttemptContext, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
         node = ctx.node
         if record["stdout_truncated"]:
             msg = f"stdout_json: stdout was truncated at max_output_bytes={node.max_output_bytes}; the complete value could not be parsed"
@@ -184,6 +197,6 @@ class CommandExecutor:
         if problems:
             msg = "stdout_json: output does not match the schema: " + "; ".join(problems[:5])
             return AttemptResult(state=NodeState.FAILURE, message=msg, exit=record, artifacts=artifacts)
-        atomic_write_json(ctx.attempt_dir / "value.json", value)
+        await asyncio.to_thread(atomic_write_json, await ctx.directory() / "value.json", value)
         artifacts["value"] = "value.json"
         return AttemptResult(state=NodeState.SUCCESS, exit=record, value=value, artifacts=artifacts)

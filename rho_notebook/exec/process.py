@@ -393,19 +393,16 @@ class _Capture:
         self._pending.append(data)
         if self._delivery is None and self.failure is None:
             self._delivery = self._loop.create_task(self._deliver())
-            self._delivery.add_done_callback(self._delivered)
 
     async def _deliver(self) -> None:
         try:
             while self._pending:
                 await self._sink(self._pending.popleft())
+        except Exception as err:  # recorded before the task ends, so flush() always sees it
+            self.failure = err
+            self._on_failure()
         finally:
             self._delivery = None
-
-    def _delivered(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self.failure = task.exception()
-            self._on_failure()
 
     async def flush(self) -> None:
         """Wait until every retained chunk went to the sink; re-raise a sink failure."""

@@ -38,7 +38,8 @@ from rho_notebook.run.control import OwnerControl, pending_cancel_requests, writ
 from rho_notebook.run.events import EventKind, event
 from rho_notebook.run.scheduler import Scheduler
 from rho_notebook.run.state import RunState, apply
-from rho_notebook.store.files import atomic_write_json, ensure_private_dir
+from rho_notebook.store.artifacts import ArtifactWriter
+from rho_notebook.store.files import atomic_write_json
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
@@ -61,6 +62,9 @@ FAILPOINTS = (
     "after_cancel_requested",
 )
 _failpoint_counts: dict[str, int] = {}
+
+REQUEST_RESCAN_SECONDS = 0.5
+"""The owner re-reads its requests folder at least this often (a poke makes it read at once)."""
 
 
 def failpoint(name: str) -> None:
@@ -105,15 +109,19 @@ class RunDriver:
     _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
     _last_snapshot: float = 0.0
     _known_requests: set[str] = field(default_factory=set)
+    _requests_due: bool = True
+    _requests_read: float = 0.0
     _control: OwnerControl | None = None
     scheduler: Scheduler = field(init=False)
     _node_states: dict[str, NodeState] = field(init=False)
     _node_exit_codes: dict[str, int | None] = field(init=False)
     _ready: set[str] = field(init=False)
     _environ: dict[str, str] = field(init=False)
+    artifacts: ArtifactWriter = field(init=False)
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
+        self.artifacts = ArtifactWriter(self.folder.path)
         self._environ = dict(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
@@ -158,10 +166,17 @@ class RunDriver:
     # -- control ---------------------------------------------------------------------------------------
 
     def _poke(self) -> None:
+        self._requests_due = True
         self._wake.set()
         self._approval_wake.set()
 
     def _take_cancel_requests(self) -> list[str]:
+        """New cancel requests, read when a poke said so or ``REQUEST_RESCAN_SECONDS`` passed (the
+        loop never sleeps longer than that), so a lost poke delays a cancel by at most that much."""
+        now = time.monotonic()
+        if not self._requests_due and now - self._requests_read < REQUEST_RESCAN_SECONDS:
+            return []
+        self._requests_due, self._requests_read = False, now
         fresh = pending_cancel_requests(self.folder.requests, self._known_requests | set(self.state.cancel_acknowledged))
         for request_id in fresh:
             self._known_requests.add(request_id)
@@ -279,7 +294,7 @@ class RunDriver:
     async def _attempt(
         self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
     ) -> tuple[str, int, AttemptResult]:
-        attempt_dir = ensure_private_dir(self.folder.attempt_dir(node.name, number), below=self.folder.path)
+        files = self.artifacts.files(self.folder.attempt_dir(node.name, number))
 
         async def started(pid: int) -> None:
             self._emit(event(EventKind.PROCESS_STARTED, self.run_id, node=node.name, attempt=number, pid=pid))
@@ -305,7 +320,8 @@ class RunDriver:
             run_id=self.run_id,
             node=node,
             attempt=number,
-            attempt_dir=attempt_dir,
+            attempt_dir=files.path,
+            files=files,
             workspace=self.workspace,
             identities=self.identities,
             environment=self.graph.environment,
@@ -420,6 +436,7 @@ class RunDriver:
             await self._loop()
         finally:
             await self._control.close()
+            await asyncio.to_thread(self.artifacts.close)
         return self.state
 
     async def _loop(self) -> None:
@@ -454,6 +471,7 @@ class RunDriver:
             if decision.launches:
                 self._launch(decision.launches)
             if not self._tasks:
+                await self._settle_artifacts()
                 if cancelling or requests:
                     self._finish_cancellation(requests)
                     return
@@ -466,7 +484,7 @@ class RunDriver:
                 continue
             self._snapshot()
             waiter = asyncio.ensure_future(self._wake.wait())
-            done, _ = await asyncio.wait([*self._tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([*self._tasks, waiter], timeout=REQUEST_RESCAN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
             if waiter not in done:
                 waiter.cancel()
             self._wake.clear()
@@ -478,6 +496,12 @@ class RunDriver:
                 finished_name, number, result = attempt_task.result()
                 self._finish(finished_name, number, result)
                 dirty.update(self.scheduler.children[name])
+
+    async def _settle_artifacts(self) -> None:
+        """Every queued artifact is on disk before the run can be seen completed."""
+        errors = await self.artifacts.drain()
+        if errors:
+            self._emit(event(EventKind.ARTIFACT_FAILED, self.run_id, errors=errors[:20]))
 
     def _finish_cancellation(self, requests: list[str]) -> None:
         resets = [

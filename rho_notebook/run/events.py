@@ -29,6 +29,8 @@ hook_ran             node, attempt, hook_event, hook,        a before/after_tool
                      verdict, reason
 hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do more than deny (ignored)
 plan_approval        graph_digest, by, approved_at           the plan approval record this run relied on
+artifact_failed      errors                                  non-durable artifact copies (exit.json, a stream
+                                                             folder) could not be written
 run_completed        outcome                                 every node is terminal (or the run was cancelled)
 needs_recovery       nodes                                   an unclean exit left uncertain attempts
 """
@@ -65,6 +67,7 @@ class EventKind(str, Enum):
     HOOK_RAN = "hook_ran"
     HOOK_IGNORED = "hook_ignored"
     PLAN_APPROVAL = "plan_approval"
+    ARTIFACT_FAILED = "artifact_failed"
     RUN_COMPLETED = "run_completed"
     NEEDS_RECOVERY = "needs_recovery"
 

@@ -401,10 +401,8 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None) -> 
     }
     if attempt_dir is None or record.attempt == 0:
         return detail
-    has_exit, exit_record = _read_json(attempt_dir / "exit.json")
-    if has_exit and isinstance(exit_record, dict):
-        detail["exit"] = exit_record
-    exit_info = exit_record if isinstance(exit_record, dict) else {}
+    exit_info = detail["exit"] if isinstance(detail["exit"], dict) else {}  # journaled with node_finished
+    has_exit = bool(exit_info.get("kind")) and exit_info.get("kind") != "not_started"
     detail["stdout"] = _read_stream(attempt_dir / "stdout", limit=PANE_BYTES, truncated=bool(exit_info.get("stdout_truncated")), node_limit=node.max_output_bytes)
     detail["stderr"] = _read_stream(attempt_dir / "stderr", limit=PANE_BYTES, truncated=bool(exit_info.get("stderr_truncated")), node_limit=node.max_output_bytes)
     if isinstance(node, (CommandNode, ShellNode)) and has_exit:
