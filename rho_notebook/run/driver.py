@@ -20,9 +20,10 @@ import asyncio
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
 from rho_notebook.exec.command import process_facts
@@ -104,13 +105,15 @@ class RunDriver:
     snapshot_interval: float = 1.0
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
+    _done: deque[asyncio.Task[tuple[str, int, AttemptResult]]] = field(default_factory=deque)
+    """Attempt tasks that ended and were not yet journaled, in the order they ended."""
+    _rescan: asyncio.TimerHandle | None = None
     _cancels: dict[str, asyncio.Event] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
     _last_snapshot: float = 0.0
     _known_requests: set[str] = field(default_factory=set)
     _requests_due: bool = True
-    _requests_read: float = 0.0
     _control: OwnerControl | None = None
     scheduler: Scheduler = field(init=False)
     _node_states: dict[str, NodeState] = field(init=False)
@@ -171,12 +174,11 @@ class RunDriver:
         self._approval_wake.set()
 
     def _take_cancel_requests(self) -> list[str]:
-        """New cancel requests, read when a poke said so or ``REQUEST_RESCAN_SECONDS`` passed (the
-        loop never sleeps longer than that), so a lost poke delays a cancel by at most that much."""
-        now = time.monotonic()
-        if not self._requests_due and now - self._requests_read < REQUEST_RESCAN_SECONDS:
+        """New cancel requests, read when a poke said so or the rescan timer fired (every
+        ``REQUEST_RESCAN_SECONDS``), so a lost poke delays a cancel by at most that much."""
+        if not self._requests_due:
             return []
-        self._requests_due, self._requests_read = False, now
+        self._requests_due = False
         fresh = pending_cancel_requests(self.folder.requests, self._known_requests | set(self.state.cancel_acknowledged))
         for request_id in fresh:
             self._known_requests.add(request_id)
@@ -333,7 +335,8 @@ class RunDriver:
             source_environ=self._environ,
         )
         facts: dict[str, Any] | None = None
-        if isinstance(node, (CommandNode, ShellNode, AgentNode)):
+        needs_facts = policy is LaunchDecision.ASK or bool(self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use"))
+        if isinstance(node, AgentNode) or (needs_facts and isinstance(node, (CommandNode, ShellNode))):
             try:
                 facts = self._launch_facts(node)
             except UnavailableValue as err:
@@ -385,8 +388,7 @@ class RunDriver:
             cancel = asyncio.Event()
             self._cancels[name] = cancel
             number = self.state.nodes[name].attempt
-            task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel))
-            self._tasks[task] = name
+            self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel))
 
     def _running_names(self) -> list[str]:
         return list(self._tasks.values())
@@ -397,8 +399,7 @@ class RunDriver:
             cancel = asyncio.Event()
             self._cancels[name] = cancel
             number = self.state.nodes[name].attempt
-            task = asyncio.ensure_future(self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
-            self._tasks[task] = name
+            self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
         self.state.refresh_waiting()
 
     def _finish(self, name: str, number: int, result: AttemptResult) -> None:
@@ -428,6 +429,7 @@ class RunDriver:
         """Run until every node is terminal or the run is cancelled; returns the final state."""
         self._control = OwnerControl(self.run_id, self._poke)
         await self._control.start()
+        self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
         try:
             self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
             self.journal.sync()
@@ -435,6 +437,8 @@ class RunDriver:
             self._rejoin_waiting()
             await self._loop()
         finally:
+            if self._rescan is not None:
+                self._rescan.cancel()
             await self._control.close()
             await asyncio.to_thread(self.artifacts.close)
         return self.state
@@ -483,19 +487,30 @@ class RunDriver:
                     return
                 continue
             self._snapshot()
-            waiter = asyncio.ensure_future(self._wake.wait())
-            done, _ = await asyncio.wait([*self._tasks, waiter], timeout=REQUEST_RESCAN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-            if waiter not in done:
-                waiter.cancel()
+            if not self._done and not self._wake.is_set():
+                await self._wake.wait()  # an attempt ended, a poke, or the rescan timer
             self._wake.clear()
-            for task in done:
-                if task is waiter:
-                    continue
-                attempt_task: asyncio.Task[tuple[str, int, AttemptResult]] = task  # type: ignore[assignment]
+            while self._done:
+                attempt_task = self._done.popleft()
                 name = self._tasks.pop(attempt_task)
                 finished_name, number, result = attempt_task.result()
                 self._finish(finished_name, number, result)
                 dirty.update(self.scheduler.children[name])
+
+    def _start_attempt(self, name: str, attempt: Awaitable[tuple[str, int, AttemptResult]]) -> None:
+        task = asyncio.ensure_future(attempt)
+        self._tasks[task] = name
+        task.add_done_callback(self._attempt_ended)
+
+    def _attempt_ended(self, task: asyncio.Task[tuple[str, int, AttemptResult]]) -> None:
+        self._done.append(task)
+        self._wake.set()
+
+    def _rescan_soon(self) -> None:
+        """Every REQUEST_RESCAN_SECONDS: re-read the requests folder even without a poke."""
+        self._requests_due = True
+        self._wake.set()
+        self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
 
     async def _settle_artifacts(self) -> None:
         """Every queued artifact is on disk before the run can be seen completed."""

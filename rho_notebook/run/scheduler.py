@@ -85,9 +85,10 @@ class Scheduler:
         return lookup
 
     def _decide_one(self, node: Node, states: Mapping[str, NodeState], lookup: Callable[[Reference], object]) -> tuple[NodeState, str] | None:
+        for need in node.needs:  # the common case on a hot path: some need is still open
+            if states[need] not in TERMINAL_STATES:
+                return None
         need_states = [states[n] for n in node.needs]
-        if any(s not in TERMINAL_STATES for s in need_states):
-            return None
         if node.when is not None:
             verdict = evaluate(node.when, lookup)
             if verdict is True:

@@ -78,7 +78,7 @@ class RunFolder:
         return self.path / "requests"
 
     def attempt_dir(self, node: str, attempt: int) -> Path:
-        return self.path / "nodes" / node / "attempts" / str(attempt)
+        return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
 
 
 class OwnerLock:
