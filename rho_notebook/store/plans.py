@@ -6,16 +6,14 @@ complete or absent. Loading re-computes the graph digest from graph.json and ref
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 from rho_notebook.errors import NotFound, StoreError
-from rho_notebook.model.canonical import graph_digest
-from rho_notebook.model.graph import Graph
 from rho_notebook.plan.plan import Plan, PlanManifest
-from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, fsync_dir, read_json, read_nofollow
+from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, fsync_dir, read_json
+from rho_notebook.store.graphs import load_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.layout import StoreLayout
 
@@ -61,9 +59,7 @@ class PlanStore:
         plan_id = self.resolve(prefix)
         folder = self.layout.plan_dir(plan_id)
         manifest = self.load_manifest(plan_id)
-        check_no_symlink(folder / "graph.json", below=self.layout.home)
-        graph = Graph.model_validate(json.loads(read_nofollow(folder / "graph.json")))
-        digest = graph_digest(graph)
+        graph, digest = load_graph(folder / "graph.json", below=self.layout.home)
         if digest != manifest.graph_digest:
             msg = f"plan {plan_id}: graph.json digests to {digest}, but the manifest records {manifest.graph_digest}; the plan was modified — create a new plan"
             raise StoreError(msg)

@@ -9,7 +9,6 @@ executes; readers never take it.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -19,10 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rho_notebook.errors import NotFound, StoreError
-from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
+from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json
+from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.layout import StoreLayout
 
@@ -136,6 +135,7 @@ class RunStore:
         self.layout.ensure(folder.requests)
         self.layout.ensure(folder.path / "nodes")
         atomic_write(folder.graph, graph.model_dump_json().encode() + b"\n")
+        remember_graph(folder.graph, graph, manifest.graph_digest)  # the plan's graph, verified already
         atomic_write_json(folder.manifest, manifest.model_dump(mode="json"))
         return folder
 
@@ -158,9 +158,7 @@ class RunStore:
 
     def graph(self, run_id: str, *, expected_digest: str) -> Graph:
         folder = self.folder(run_id)
-        check_no_symlink(folder.graph, below=self.layout.home)
-        graph = Graph.model_validate(json.loads(read_nofollow(folder.graph)))
-        digest = graph_digest(graph)
+        graph, digest = load_graph(folder.graph, below=self.layout.home)
         if digest != expected_digest:
             msg = f"run {run_id}: graph.json digests to {digest}, not the confirmed {expected_digest}; refusing to use a modified graph"
             raise StoreError(msg)
