@@ -24,6 +24,11 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt JupyterLab extension lives (``jupyter labextension develop .`` uses it)."""
+    return [{"src": "labextension", "dest": "rho-notebook"}]
+
+
 if TYPE_CHECKING:
     from rho_notebook.api import (
         ConfirmationRequired,

@@ -44,7 +44,7 @@ from rho_notebook.store.files import check_no_symlink
 from rho_notebook.store.journal import read_journal
 from rho_notebook.store.runs import OwnerLock
 from rho_notebook.views import approval_json, plan_json, result_json, status_json
-from rho_notebook.widgets._view import load_detail, node_view, run_times, run_view_of
+from rho_notebook.dagview import load_detail, node_view, run_times, run_view_of
 
 __all__ = ["ARTIFACTS", "ARTIFACT_LIMIT", "routes"]
 

@@ -33,7 +33,7 @@ def graph_view(plan_or_graph: Plan | Graph, *, state: RunState | None = None, se
     artifacts of its latest attempt.
     """
     from rho_notebook.widgets._dag import DagWidget
-    from rho_notebook.widgets._view import load_detail, node_view, plan_detail, run_view_of
+    from rho_notebook.dagview import load_detail, node_view, plan_detail, run_view_of
     from rho_notebook.widgets.layout import layout_graph
 
     graph = plan_or_graph.graph if isinstance(plan_or_graph, Plan) else plan_or_graph

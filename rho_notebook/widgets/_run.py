@@ -26,7 +26,7 @@ from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import OwnerLock, RunFolder
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
-from rho_notebook.widgets._view import PANE_BYTES, Detail, RunTracker, StreamTail, load_detail, run_times
+from rho_notebook.dagview import PANE_BYTES, Detail, RunTracker, StreamTail, load_detail, run_times
 from rho_notebook.widgets.layout import layout_graph
 
 __all__ = ["RunHandleLike", "RunController", "JournalWatch"]

@@ -107,7 +107,7 @@ def test_pane_reads_agent_artifacts(small_plan: object, tmp_path: Path) -> None:
 
     from rho_notebook.run.state import AttemptRecord, NodeRecord
     from rho_notebook.model.state import NodeState
-    from rho_notebook.widgets._view import load_detail
+    from rho_notebook.dagview import load_detail
 
     (tmp_path / "answer.md").write_text("# Findings\n\n- **one**\n")
     (tmp_path / "answer.txt").write_text('{"decision": "approve"}')

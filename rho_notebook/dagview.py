@@ -1,5 +1,8 @@
 """What the DAG view shows, as plain JSON-able data: node views, the run view, node details.
 
+Shared by the notebook widget (rho_notebook.widgets) and the JupyterLab sidebar's REST API
+(rho_notebook.server), so both render one shape with the same dagview front-end module.
+
 Pure functions and one small state machine (:class:`RunTracker`) that folds journal events into a
 private :class:`RunState` copy and remembers which nodes changed since the last flush. File reads
 (attempt artifacts) are bounded: a pane never carries more than :data:`PANE_BYTES` of one stream.
