@@ -4,7 +4,9 @@ Every display is one MIME bundle with a deterministic ``text/plain`` line and a 
 ``text/html`` rendering, plus the widget view (``application/vnd.jupyter.widget-view+json``) when
 :mod:`rho_notebook.widgets` imports: JupyterLab renders the live widget, other viewers (nbconvert,
 GitHub) the HTML, and text front ends and output checks (nbval ignores the widget MIME type) see
-the same text with or without widgets.
+the same text with or without widgets. A plan's graph carries the widget's SVG picture as its
+static rendering (``image/svg+xml`` and the HTML embedding it); a run's display keeps a text
+paragraph, since a picture taken when the run starts would show every node pending forever.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def widgets_module() -> ModuleType | None:
         return None
 
 
-def _view(factory_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def _view(factory_name: str, *args: Any, static: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """The widget's view MIME entry; with ``static`` also its SVG snapshot (``image/svg+xml`` and
+    the ``text/html`` that embeds it), for a display whose picture cannot go stale (a plan)."""
     widgets = widgets_module()
     factory = getattr(widgets, factory_name, None) if widgets is not None else None
     if factory is None:
@@ -44,18 +48,21 @@ def _view(factory_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
     data = bundle() if callable(bundle) else None
     if isinstance(data, tuple):  # (data, metadata)
         data = data[0]
-    if isinstance(data, dict) and WIDGET_MIME in data:
-        return {WIDGET_MIME: data[WIDGET_MIME]}
-    return {}
+    if not isinstance(data, dict) or WIDGET_MIME not in data:
+        return {}
+    kept = (WIDGET_MIME, "image/svg+xml", "text/html") if static else (WIDGET_MIME,)
+    return {mime: data[mime] for mime in kept if mime in data}
 
 
 def _show(text: str, html_text: str, view: dict[str, Any]) -> None:
-    display({"text/plain": text, "text/html": html_text, **view}, raw=True)  # type: ignore[no-untyped-call]
+    """One bundle: our deterministic text, the view's entries, our HTML unless the view has its own."""
+    display({"text/html": html_text, **view, "text/plain": text}, raw=True)  # type: ignore[no-untyped-call]
 
 
 def show_graph(plan: Plan) -> None:
-    """The graph of a validated or stored plan."""
-    _show(graph_text(plan.graph), graph_html(plan.graph), _view("graph_view", plan))
+    """The graph of a validated or stored plan: the widget, its SVG picture for static viewers
+    (nbconvert, GitHub), or the HTML table when widgets are not installed."""
+    _show(graph_text(plan.graph), graph_html(plan.graph), _view("graph_view", plan, static=True))
 
 
 def show_run(handle: RunHandle) -> None:

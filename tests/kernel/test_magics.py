@@ -62,8 +62,21 @@ def test_workflow_cell_validates_and_shows_the_graph(ip: Any, ws: Project) -> No
     assert 'inputs   who="world"' in text and "greet" in text and "needs greet" in text
     [graph] = captured.outputs
     assert graph.data["text/plain"] == "graph of workflow hello: 2 nodes, 1 edge"
-    assert "<code>greet</code>" in graph.data["text/html"] and "<code>count</code>" in graph.data["text/html"]
+    # static viewers get the widget's SVG picture of the DAG, embedded in the HTML too
+    svg = graph.data["image/svg+xml"]
+    assert svg.startswith("<svg") and ">greet</text>" in svg and ">count</text>" in svg
+    assert svg in graph.data["text/html"] and "application/vnd.jupyter.widget-view+json" in graph.data
     assert ws.stored_plans() == []  # validation stores nothing
+
+
+def test_graph_without_widgets_falls_back_to_the_html_table(ip: Any, monkeypatch: Any) -> None:
+    from rho_notebook.notebook import display
+
+    monkeypatch.setattr(display, "widgets_module", lambda: None)
+    _, captured = ok(ip, HELLO)
+    [graph] = captured.outputs
+    assert graph.data["text/plain"] == "graph of workflow hello: 2 nodes, 1 edge"
+    assert "<code>greet</code>" in graph.data["text/html"] and "image/svg+xml" not in graph.data
 
 
 def test_cell_inputs_are_taken_literally(ip: Any) -> None:
