@@ -11,7 +11,6 @@ Everything here is a pure function of records already read from the store, excep
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from rho_notebook.model.state import Lifecycle, NodeState
@@ -23,7 +22,6 @@ from rho_notebook.store.runs import RunFolder, RunManifest
 
 __all__ = [
     "LIVE_LIFECYCLES",
-    "RESULT_ARTIFACTS",
     "plan_json",
     "status_json",
     "run_row_json",
@@ -34,19 +32,6 @@ __all__ = [
 LIVE_LIFECYCLES = frozenset({Lifecycle.RUNNING, Lifecycle.WAITING, Lifecycle.CANCELLING})
 """Lifecycles in which an owner is executing the run."""
 
-RESULT_ARTIFACTS = (
-    "stdout",
-    "stderr",
-    "exit.json",
-    "value.json",
-    "answer.md",
-    "answer.txt",
-    "prompt.md",
-    "transcript.json",
-    "usage.json",
-)
-"""The attempt files a result names: command streams and exit, the validated value, agent answers
-(prose or raw JSON), transcripts and usage, and an approval node's rendered prompt."""
 
 
 def plan_json(manifest: PlanManifest) -> dict[str, Any]:
@@ -125,15 +110,11 @@ def result_json(folder: RunFolder, state: RunState) -> dict[str, Any]:
     for name, record in sorted(state.nodes.items()):
         entry: dict[str, Any] = {"state": record.state.value, "attempts": [a.to_json() for a in record.attempts]}
         if record.current is not None:
-            attempt_dir: Path = folder.attempt_dir(name, record.attempt)
             entry["exit"] = record.current.exit
-            artifacts = {}
-            for artifact in RESULT_ARTIFACTS:
-                if (attempt_dir / artifact).exists():
-                    artifacts[artifact.removesuffix(".json").replace(".", "_")] = str(attempt_dir / artifact)
-            entry["artifacts"] = artifacts
-            if "value" in artifacts and record.state is NodeState.SUCCESS:
-                entry["output"] = json.loads(read_nofollow(attempt_dir / "value.json"))
+            found = folder.artifacts(name, record.attempt)
+            entry["artifacts"] = {key: str(path) for key, path in found.items()}
+            if "value" in found and record.state is NodeState.SUCCESS:
+                entry["output"] = json.loads(read_nofollow(found["value"]))
         nodes[name] = entry
     return {"run_id": state.run_id, "lifecycle": state.lifecycle.value, "outcome": state.outcome, "nodes": nodes}
 

@@ -380,22 +380,13 @@ class RunResult:
         return "\n".join(lines)
 
 
-_ARTIFACTS = ("stdout", "stderr", "exit.json", "value.json", "answer.md", "answer.txt", "prompt.md", "transcript.json", "usage.json")
-"""Attempt files a result names, keyed as ``rho-notebook result`` keys them (``answer_md``, ``value``)."""
-
-
 def run_result(layout: StoreLayout, state: RunState) -> RunResult:
     """The result of a run from its state and its attempt artifacts in the run store."""
     store = RunStore(layout)
     outputs = run_outputs(layout, state)
     nodes: dict[str, NodeResult] = {}
     for name, record in sorted(state.nodes.items()):
-        artifacts: dict[str, Path] = {}
-        if record.current is not None:
-            folder = _attempt_dir(store, state.run_id, name, record.attempt)
-            for file in _ARTIFACTS:
-                if (folder / file).exists():
-                    artifacts[file.removesuffix(".json").replace(".", "_")] = folder / file
+        artifacts = store.folder(state.run_id).artifacts(name, record.attempt) if record.current is not None else {}
         nodes[name] = NodeResult(
             state=record.state.value,
             attempts=len(record.attempts),

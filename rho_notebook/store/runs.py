@@ -25,7 +25,21 @@ from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.layout import StoreLayout
 
-__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT"]
+__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS"]
+
+ATTEMPT_ARTIFACTS = (
+    "stdout",
+    "stderr",
+    "exit.json",
+    "value.json",
+    "answer.md",
+    "answer.txt",
+    "prompt.md",
+    "transcript.json",
+    "usage.json",
+)
+"""The attempt files a result names: command streams and exit, the validated value, agent answers
+(prose or raw JSON), transcripts and usage, and an approval node's rendered prompt."""
 
 RUN_FORMAT = "rho-notebook/run/v1"
 
@@ -78,6 +92,11 @@ class RunFolder:
 
     def attempt_dir(self, node: str, attempt: int) -> Path:
         return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
+
+    def artifacts(self, node: str, attempt: int) -> dict[str, Path]:
+        """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``)."""
+        folder = self.attempt_dir(node, attempt)
+        return {name.removesuffix(".json").replace(".", "_"): folder / name for name in ATTEMPT_ARTIFACTS if (folder / name).exists()}
 
 
 class OwnerLock:
