@@ -104,6 +104,14 @@ class AttemptFiles:
         return self.path
 
     def write_later(self, name: str, data: bytes) -> None:
-        """Write ``name`` atomically but not durably, after the directory exists; returns at once."""
+        """Write ``name`` atomically but not durably, after the directory exists; returns at once.
+        Nothing is written when the directory could not be made (say, a symlink was planted)."""
         self.prepare()
-        self._writer.submit(atomic_write, self.path / name, data, durable=False)
+        made = self._made
+        assert made is not None
+
+        def write() -> None:
+            made.result()  # done already (the writer runs jobs in order); re-raises its failure
+            atomic_write(self.path / name, data, durable=False)
+
+        self._writer.submit(write)

@@ -95,3 +95,22 @@ def test_cancel_request_without_a_poke_is_still_applied(project: Project) -> Non
     elapsed, outcome = asyncio.run(go())
     assert outcome == "cancellation"
     assert elapsed < REQUEST_RESCAN_SECONDS + 5  # bounded by the rescan, far below the 20 s sleep
+
+
+def test_writer_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
+    """A queued non-durable copy is dropped (and reported) when its folder could not be made."""
+    from rho_notebook.store.artifacts import ArtifactWriter
+
+    run_dir = tmp_path / "run"
+    (run_dir / "nodes").mkdir(parents=True, mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "attempts" / "1").mkdir(parents=True)
+    os.symlink(elsewhere, run_dir / "nodes" / "n")
+    writer = ArtifactWriter(run_dir)
+    files = writer.files(run_dir / "nodes" / "n" / "attempts" / "1")
+    files.write_later("exit.json", b"{}\n")
+
+    errors = asyncio.run(writer.drain())
+    writer.close()
+    assert len(errors) == 2 and all("symlink" in e for e in errors)  # the folder, then the copy
+    assert list((elsewhere / "attempts" / "1").iterdir()) == []
