@@ -8,7 +8,8 @@
 import type { AnyModel } from "@anywidget/types";
 
 import { renderDag } from "./dagview";
-import type { Change, DagSource, Detail, NodeView, OutputChunk, RunView, WireLayout } from "./types";
+import { BaseDagSource } from "./source";
+import type { Change, Detail, NodeView, OutputChunk, RunView, WireLayout } from "./types";
 
 interface Traits {
   mode: "plan" | "run";
@@ -31,23 +32,18 @@ interface Message {
 
 const PANE_CHARS = 64 * 1024;
 
-class ModelStore implements DagSource {
+class ModelStore extends BaseDagSource {
   private model: AnyModel<Traits>;
-  private views: Record<string, NodeView>;
-  private runView: RunView;
-  private detailView: Detail;
-  private localSelected: string;
-  private offset = 0;
-  private listeners = new Set<(change: Change) => void>();
   private mirroring = false;
   messages = 0;
 
   constructor(model: AnyModel<Traits>) {
+    super();
     this.model = model;
     this.views = { ...(model.get("nodes") ?? {}) };
     this.runView = { ...(model.get("run") ?? {}) };
     this.detailView = { ...(model.get("detail") ?? {}) };
-    this.localSelected = model.get("selected") ?? "";
+    this.selectedName = model.get("selected") ?? "";
     model.on("change:nodes", () => {
       if (!this.mirroring) this.emit({ nodes: this.mergeNodes(this.model.get("nodes") ?? {}) });
     });
@@ -61,7 +57,7 @@ class ModelStore implements DagSource {
     });
     model.on("change:selected", () => {
       if (this.mirroring) return;
-      this.localSelected = this.model.get("selected") ?? "";
+      this.selectedName = this.model.get("selected") ?? "";
       this.emit({ selected: true });
     });
     model.on("change:graph_layout", () => this.emit({ layout: true, nodes: "all" }));
@@ -116,7 +112,7 @@ class ModelStore implements DagSource {
       if (changed.length) change.nodes = changed;
     }
     if (msg.run && this.mergeRun(msg.run)) change.run = true;
-    if (msg.detail && (msg.kind === "snapshot" || msg.detail.node === this.localSelected)) {
+    if (msg.detail && (msg.kind === "snapshot" || msg.detail.node === this.selectedName)) {
       this.detailView = msg.detail;
       change.detail = true;
     }
@@ -139,11 +135,6 @@ class ModelStore implements DagSource {
     }
   }
 
-  private emit(change: Change): void {
-    if (!Object.keys(change).length) return;
-    for (const listener of this.listeners) listener(change);
-  }
-
   layout(): WireLayout {
     return this.model.get("graph_layout");
   }
@@ -153,28 +144,9 @@ class ModelStore implements DagSource {
   mode(): "plan" | "run" {
     return this.model.get("mode") ?? "plan";
   }
-  nodes(): Record<string, NodeView> {
-    return this.views;
-  }
-  run(): RunView {
-    return this.runView;
-  }
-  detail(): Detail {
-    return this.detailView;
-  }
-  selected(): string {
-    return this.localSelected;
-  }
-  clockOffset(): number {
-    return this.offset;
-  }
-  subscribe(listener: (change: Change) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
   select(name: string): void {
     // optimistic: highlight now, the pane fills when the kernel answers with the detail
-    this.localSelected = name;
+    this.selectedName = name;
     this.emit({ selected: true });
     this.model.send({ kind: "select", node: name });
   }

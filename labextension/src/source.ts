@@ -3,6 +3,7 @@
 // (each batch of journal records triggers one refresh of the node and run views), and the pane of
 // the selected node from /nodes/<node>, polled while that node runs.
 
+import { BaseDagSource } from "../../js/src/source";
 import type { Change, DagSource, Detail, NodeView, RunView, WireLayout } from "../../js/src/types";
 
 import { RhoApi, type JournalRecord, type RunViewData } from "./api";
@@ -10,18 +11,14 @@ import { RhoApi, type JournalRecord, type RunViewData } from "./api";
 const REFRESH_MS = 200;
 const DETAIL_POLL_MS = 1000;
 
-export class RunSource implements DagSource {
+export class RunSource extends BaseDagSource {
   private layoutData: WireLayout;
-  private views: Record<string, NodeView>;
-  private runView: RunView;
-  private detailView: Detail = {};
-  private selectedName = "";
-  private offset = 0;
-  private listeners = new Set<(change: Change) => void>();
   private stopStream: (() => void) | null = null;
   private refreshTimer: number | null = null;
   private detailTimer: number | null = null;
   private disposed = false;
+  /** The journal seq of the /view answer the views come from. */
+  private viewSeq = 0;
   lastSeq: number;
 
   private constructor(
@@ -31,10 +28,12 @@ export class RunSource implements DagSource {
     private readonly onRecord: (record: JournalRecord | null) => void,
     private readonly onAction: (kind: "cancel" | "resume") => void,
   ) {
+    super();
     this.layoutData = data.layout as WireLayout;
     this.views = data.nodes;
     this.runView = data.run;
     this.lastSeq = data.last_seq;
+    this.viewSeq = data.last_seq;
     this.offset = Date.parse(data.now) - Date.now();
     this.titleText = data.title;
     this.follow();
@@ -99,8 +98,12 @@ export class RunSource implements DagSource {
     } catch {
       return;
     }
-    if (this.disposed) return;
+    // refreshes overlap (timer, sidebar): an answer older than one already shown must not win
+    if (this.disposed || data.last_seq < this.viewSeq) return;
+    this.viewSeq = data.last_seq;
     this.offset = Date.parse(data.now) - Date.now();
+    // /view stamps every view with the journal's last_seq, so `v` moves on each answer and is no
+    // per-node version: compare without it (the widget's merge by `v` does not fit here)
     const changed: string[] = [];
     for (const [name, view] of Object.entries(data.nodes)) {
       const current = this.views[name];
@@ -114,11 +117,6 @@ export class RunSource implements DagSource {
     if (changed.length) change.nodes = changed;
     if (runChanged) change.run = true;
     this.emit(change);
-  }
-
-  private emit(change: Change): void {
-    if (!Object.keys(change).length) return;
-    for (const listener of this.listeners) listener(change);
   }
 
   private loadDetail(): void {
@@ -146,25 +144,6 @@ export class RunSource implements DagSource {
   }
   mode(): "plan" | "run" {
     return "run";
-  }
-  nodes(): Record<string, NodeView> {
-    return this.views;
-  }
-  run(): RunView {
-    return this.runView;
-  }
-  detail(): Detail {
-    return this.detailView;
-  }
-  selected(): string {
-    return this.selectedName;
-  }
-  clockOffset(): number {
-    return this.offset;
-  }
-  subscribe(listener: (change: Change) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
   }
   select(name: string): void {
     this.selectedName = name;
