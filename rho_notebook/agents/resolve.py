@@ -6,9 +6,14 @@ Model policy (runtime rho):
 - ``select`` / ``prefer`` / ``require``: the definition's ``model``, on its ``provider`` or else on
   the settings' ``default_provider``. rho_notebook has one host model, so the three pin alike.
 
+A model written ``@name`` (in the agent file or as the settings' ``default_model``) is the settings'
+``model_aliases.name``: its ``model`` replaces the alias, and the provider is the agent file's
+``provider``, else the alias's ``provider``, else ``default_provider``. An agent file that pins a
+provider other than the one its alias names is a configuration error.
+
 The credential is referenced, never stored: the definition's ``auth`` profile when set, else the
 provider's ``api_key_env``, else the provider's ``auth_profile``; none at all is allowed (local
-servers). A provider or profile named in an agent FILE must exist when planning
+servers). A provider, profile or model alias named in an agent FILE must exist when planning
 (:func:`check_agent_provider`); one that comes only from settings is checked at run time
 (:func:`select_model`), and the node fails with a clear message.
 """
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING
 from rho_notebook.agents.provider import Provider
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.session import AgentFailure
-from rho_notebook.agents.settings import AgentSettings, ProviderSettings, SettingsError, load_settings
+from rho_notebook.agents.settings import AgentSettings, ModelAlias, ProviderSettings, SettingsError, load_settings
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, StoreError
 from rho_notebook.model.agent import AgentDefinition
 
@@ -45,6 +50,8 @@ class Selection:
     """Environment variable holding the key; None when the provider needs none."""
     credential: str | None
     """How the credential is referenced, for records and messages (never the value)."""
+    alias: str | None = None
+    """The model alias as written (``@fast``) when ``model`` came from settings' ``model_aliases``."""
 
 
 def check_agent_provider(
@@ -56,18 +63,22 @@ def check_agent_provider(
     trusted: bool = False,
     file: Path | None = None,
 ) -> None:
-    """Plan-time check: a provider or auth profile an agent file names must exist in settings.
+    """Plan-time check: a provider, auth profile or model alias an agent file names must exist in settings.
 
     Settings are read (from ``user_home`` and, when ``trusted``, ``workspace``) only when the
-    definition names a provider or auth profile and ``settings`` is not given.
+    definition names a provider, auth profile or ``@alias`` model and ``settings`` is not given.
+    An alias must also agree with the file's ``provider`` when both name one.
 
     Raises
     ------
     InvalidWorkflow
-        ``agent.provider`` / ``agent.auth`` at the definition file's line, or ``settings`` when
-        the settings cannot be read.
+        ``agent.provider`` / ``agent.auth`` / ``agent.model`` at the definition file's line, or
+        ``settings`` when the settings cannot be read.
     """
-    if definition.runtime != "rho" or (definition.provider is None and definition.auth is None):
+    if definition.runtime != "rho":
+        return
+    alias_name = _alias_name(definition.model) if definition.model_policy != "inherit" else None
+    if definition.provider is None and definition.auth is None and alias_name is None:
         return
     shown = str(file) if file is not None else f"<{definition.origin} agent {definition.id}>"
     if settings is None:
@@ -93,8 +104,20 @@ def check_agent_provider(
                 column=1,
             )
         )
+    alias: ModelAlias | None = None
+    if alias_name is not None:
+        alias = settings.model_aliases.get(alias_name)
+        if alias is None:
+            problem: str | None = _unknown_alias(definition, f"@{alias_name}", settings)
+        else:
+            problem = _alias_conflict(definition, alias, settings)
+        if problem is not None:
+            found.append(Diagnostic(rule="agent.model", message=problem, file=shown, line=_key_line(file, "model"), column=1))
     if definition.auth is not None:
-        problem = _auth_problem(definition, settings)
+        checked = definition
+        if definition.provider is None and alias is not None and alias.provider is not None:
+            checked = definition.model_copy(update={"provider": alias.provider})
+        problem = _auth_problem(checked, settings)
         if problem is not None:
             found.append(Diagnostic(rule="agent.auth", message=problem, file=shown, line=_key_line(file, "auth"), column=1))
     if found:
@@ -107,39 +130,43 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
     Raises
     ------
     AgentFailure
-        ``config``: no default provider or model, an unknown provider, a model alias, an unknown
-        auth profile.
+        ``config``: no default provider or model, an unknown provider, an unknown model alias, an
+        alias whose provider differs from the agent file's, an unknown auth profile.
     """
     where = settings.where()
     if definition.model_policy == "inherit":
-        if settings.default_provider is None or settings.default_model is None:
+        if settings.default_model is None:
             missing = "default_provider" if settings.default_provider is None else "default_model"
-            msg = (
-                f"agent {definition.id!r} inherits its model (model-policy: inherit), but settings set no "
-                f"{missing} ({where}); add \"default_provider\" and \"default_model\" to settings.json"
-            )
-            raise AgentFailure(msg, kind="config")
-        provider_name, model = settings.default_provider, settings.default_model
-        origin = "the settings' default_provider"
+            raise AgentFailure(_inherit_missing(definition, missing, where), kind="config")
+        written, pinned = settings.default_model, None
     else:
         if definition.model is None:
             msg = f"agent {definition.id!r} has model-policy {definition.model_policy} but no model"
             raise AgentFailure(msg, kind="config")
-        model = definition.model
-        if definition.provider is not None:
-            provider_name, origin = definition.provider, "the agent file"
-        elif settings.default_provider is not None:
-            provider_name, origin = settings.default_provider, "the settings' default_provider"
-        else:
-            msg = (
-                f"agent {definition.id!r} pins model {model!r} without a provider, and settings set no "
-                f"default_provider ({where}); add provider to the agent or default_provider to settings.json"
-            )
-            raise AgentFailure(msg, kind="config")
-    if model.startswith("@"):
+        written, pinned = definition.model, definition.provider
+    model, alias_provider, alias_written = written, None, None
+    alias_name = _alias_name(written)
+    if alias_name is not None:
+        alias = settings.model_aliases.get(alias_name)
+        if alias is None:
+            raise AgentFailure(_unknown_alias(definition, written, settings), kind="config")
+        conflict = _alias_conflict(definition, alias, settings)
+        if conflict is not None:
+            raise AgentFailure(conflict, kind="config")
+        model, alias_provider, alias_written = alias.model, alias.provider, written
+    if pinned is not None:
+        provider_name, origin = pinned, "the agent file"
+    elif alias_provider is not None:
+        provider_name, origin = alias_provider, f"model alias {written!r}"
+    elif settings.default_provider is not None:
+        provider_name, origin = settings.default_provider, "the settings' default_provider"
+    elif definition.model_policy == "inherit":
+        raise AgentFailure(_inherit_missing(definition, "default_provider", where), kind="config")
+    else:
+        shown = repr(written) if alias_written is None else f"{written!r} (alias for {model!r}, which names no provider)"
         msg = (
-            f"agent {definition.id!r} uses model alias {model!r}; rho_notebook settings define no model "
-            "aliases yet, so name the model itself"
+            f"agent {definition.id!r} pins model {shown} without a provider, and settings set no "
+            f"default_provider ({where}); add provider to the agent or default_provider to settings.json"
         )
         raise AgentFailure(msg, kind="config")
     provider = settings.providers.get(provider_name)
@@ -150,7 +177,9 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
         )
         raise AgentFailure(msg, kind="config")
     env, credential = _credential(definition, provider_name, provider, settings)
-    return Selection(provider=provider_name, settings=provider, model=model, credential_env=env, credential=credential)
+    return Selection(
+        provider=provider_name, settings=provider, model=model, credential_env=env, credential=credential, alias=alias_written
+    )
 
 
 def read_credential(selection: Selection, environ: Mapping[str, str]) -> str | None:
@@ -224,6 +253,48 @@ def _auth_problem(definition: AgentDefinition, settings: AgentSettings) -> str |
             f"{definition.id!r} uses provider {definition.provider!r}"
         )
     return None
+
+
+def _alias_name(model: str | None) -> str | None:
+    """``fast`` for ``@fast``; None for a model name that is not an alias."""
+    if model is None or not model.startswith("@"):
+        return None
+    return model[1:]
+
+
+def _unknown_alias(definition: AgentDefinition, written: str, settings: AgentSettings) -> str:
+    """The message for an ``@alias`` (from the agent file, or inherited from default_model) settings lack."""
+    defined = ", ".join(f"@{name}" for name in sorted(settings.model_aliases)) or "none"
+    name = written[1:]
+    if definition.model_policy == "inherit":
+        subject = f"agent {definition.id!r} inherits model alias {written!r} from the settings' default_model"
+        fix = "or change default_model"
+    else:
+        subject = f"agent {definition.id!r} uses model alias {written!r}"
+        fix = "in settings.json or name the model itself"
+    return (
+        f"{subject}, which settings do not define (aliases defined: {defined}; read from "
+        f"{settings.where()}); add {name!r} under \"model_aliases\" {fix}"
+    )
+
+
+def _alias_conflict(definition: AgentDefinition, alias: ModelAlias, settings: AgentSettings) -> str | None:
+    """The message when the agent file pins a provider other than the one its alias names."""
+    pinned = definition.provider if definition.model_policy != "inherit" else None
+    if pinned is None or alias.provider is None or alias.provider == pinned:
+        return None
+    return (
+        f"agent {definition.id!r} pins provider {pinned!r}, but its model alias {definition.model!r} "
+        f"names provider {alias.provider!r} (read from {settings.where()}); remove provider from the "
+        "agent file or use an alias for the same provider"
+    )
+
+
+def _inherit_missing(definition: AgentDefinition, missing: str, where: str) -> str:
+    return (
+        f"agent {definition.id!r} inherits its model (model-policy: inherit), but settings set no "
+        f"{missing} ({where}); add \"default_provider\" and \"default_model\" to settings.json"
+    )
 
 
 def _names(mapping: Mapping[str, object]) -> str:

@@ -69,6 +69,8 @@ class Session:
     provider_type: str | None = None
     base_url: str | None = None
     model: str | None = None
+    model_alias: str | None = None
+    """The ``@alias`` the agent named, when ``model`` came from settings' ``model_aliases``."""
     credential: str | None = None
     """How the credential was referenced (never its value)."""
     system: str = ""
@@ -97,6 +99,7 @@ class Session:
             "agent": self.agent,
             "provider": self.provider,
             "model": self.model,
+            "model_alias": self.model_alias,
             "system": self.system,
             "tools": list(self.tools),
             "messages": [m.model_dump(mode="json", exclude_defaults=True) for m in self.messages],
@@ -116,6 +119,7 @@ class Session:
             "provider_type": self.provider_type,
             "base_url": self.base_url,
             "model": self.model,
+            "model_alias": self.model_alias,
             "credential": self.credential,
             "started_at": self.started_at,
             "ended_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),

@@ -1,4 +1,5 @@
-"""The agent sections of settings: model providers, auth profiles, the default provider and model.
+"""The agent sections of settings: model providers, auth profiles, model aliases, the default
+provider and model.
 
 Settings documents are user ``$RHO_NOTEBOOK_HOME/settings.json`` and, only for a trusted workspace,
 project ``<workspace>/.rho/settings.json`` (read by :mod:`rho_notebook.store.settings`; other
@@ -11,6 +12,7 @@ layers own other top-level keys). This module validates the keys it owns::
         "claude": {"type": "anthropic", "auth_profile": "anthropic-key", "max_retries": 3}
       },
       "auth_profiles": {"anthropic-key": {"api_key_env": "ANTHROPIC_API_KEY", "provider": "claude"}},
+      "model_aliases": {"fast": {"provider": "local", "model": "qwen3:8b"}, "smart": {"model": "gpt-5"}},
       "default_provider": "local",
       "default_model": "qwen3:8b"
     }
@@ -18,8 +20,9 @@ layers own other top-level keys). This module validates the keys it owns::
 Credentials are only ever referenced (an environment variable name, directly or through an auth
 profile). A key that holds a credential value (``api_key``, ``token``, ``password``, ...), an
 ``api_key_env`` that is not a variable name, or a ``base_url`` with user info is rejected, and the
-error never repeats the value. Project settings override user settings per provider or profile
-name and per default key.
+error never repeats the value. An agent file's ``model: "@fast"`` names the alias ``fast``; an
+alias gives a model (never another alias) and optionally the provider it runs on. Project
+settings override user settings per provider, profile or alias name and per default key.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "DEFAULT_BASE_URLS",
     "AgentSettings",
     "AuthProfile",
+    "ModelAlias",
     "ProviderSettings",
     "ProviderType",
     "SettingsError",
@@ -57,7 +61,9 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"\S{1,128}")
 _CREDENTIAL_WORDS = ("key", "token", "secret", "password", "passwd", "authorization", "bearer", "credential")
-_OWNED_KEYS = ("providers", "auth_profiles", "default_provider", "default_model")
+_OWNED_KEYS = ("providers", "auth_profiles", "model_aliases", "default_provider", "default_model")
+_SECTIONS = ("providers", "auth_profiles", "model_aliases")
+"""Owned keys that map names to entries; merged per name across documents."""
 
 
 class SettingsError(RhoError):
@@ -103,11 +109,22 @@ class AuthProfile(_Frozen):
     """When set, the only provider this profile is valid for."""
 
 
+class ModelAlias(_Frozen):
+    """What an agent file's ``model: "@<name>"`` stands for."""
+
+    model: str
+    """The model name sent to the provider (never another alias)."""
+    provider: str | None = None
+    """The provider the model runs on; None leaves it to the agent file or ``default_provider``."""
+
+
 class AgentSettings(_Frozen):
     """The merged agent sections of every settings document that applies."""
 
     providers: dict[str, ProviderSettings] = {}
     auth_profiles: dict[str, AuthProfile] = {}
+    model_aliases: dict[str, ModelAlias] = {}
+    """Alias name without the leading ``@`` -> what it resolves to."""
     default_provider: str | None = None
     default_model: str | None = None
     sources: tuple[str, ...] = ()
@@ -145,12 +162,12 @@ def load_settings(home: Path, workspace: Path | None = None, *, trusted: bool = 
     StoreError
         A document is not valid JSON or not a JSON object.
     """
-    merged: dict[str, Any] = {"providers": {}, "auth_profiles": {}}
+    merged: dict[str, Any] = {section: {} for section in _SECTIONS}
     sources: list[str] = []
     for document in settings_documents(home, workspace, trusted=trusted):
         part = parse_settings(document.data, source=str(document.path))
-        merged["providers"].update(part.providers)
-        merged["auth_profiles"].update(part.auth_profiles)
+        for section in _SECTIONS:
+            merged[section].update(getattr(part, section))
         for key in ("default_provider", "default_model"):
             if getattr(part, key) is not None:
                 merged[key] = getattr(part, key)
@@ -164,7 +181,7 @@ def parse_settings(data: Mapping[str, Any], *, source: str) -> AgentSettings:
     """Validate the agent sections of one settings document (other top-level keys are ignored)."""
     owned = {key: data[key] for key in _OWNED_KEYS if key in data}
     problems: list[str] = []
-    for section in ("providers", "auth_profiles"):
+    for section in _SECTIONS:
         entries = owned.get(section, {})
         if not isinstance(entries, dict):
             problems.append(f"{section}: must be an object mapping names to settings")
@@ -189,6 +206,8 @@ def _entry_problems(section: str, name: str, entry: Any) -> list[str]:
         return [f"{section}: the name {name!r} must be non-empty and contain no whitespace"]
     if not isinstance(entry, dict):
         return [f"{where}: must be an object"]
+    if section == "model_aliases":
+        return _alias_problems(name, entry)
     model = ProviderSettings if section == "providers" else AuthProfile
     problems = []
     for key in entry:
@@ -214,6 +233,32 @@ def _entry_problems(section: str, name: str, entry: Any) -> list[str]:
         problems.extend(_url_problems(where, url))
     if section == "providers" and entry.get("api_key_env") and entry.get("auth_profile"):
         problems.append(f"{where}: set api_key_env or auth_profile, not both")
+    return problems
+
+
+def _alias_problems(name: str, entry: dict[str, Any]) -> list[str]:
+    """An alias entry holds only ``model`` and ``provider``; neither value is ever echoed."""
+    where = f"model_aliases.{name}"
+    problems = []
+    if name.startswith("@"):
+        problems.append(
+            f"model_aliases: the name {name!r} starts with @; write the alias name without it "
+            '(an agent\'s model: "@fast" names the alias "fast")'
+        )
+    allowed = ", ".join(ModelAlias.model_fields)
+    for key in entry:
+        if key not in ModelAlias.model_fields:
+            problems.append(f"{where}.{key}: unknown key; expected one of: {allowed}")
+    model = entry.get("model")
+    if model is None:
+        problems.append(f"{where}.model: required; the name of the model this alias stands for")
+    elif not isinstance(model, str) or not _NAME.fullmatch(model):
+        problems.append(f"{where}.model: must be a non-empty model name without whitespace")
+    elif model.startswith("@"):
+        problems.append(f"{where}.model: names another alias; aliases do not chain, so write the model name itself")
+    provider = entry.get("provider")
+    if provider is not None and (not isinstance(provider, str) or not _NAME.fullmatch(provider)):
+        problems.append(f"{where}.provider: must be a non-empty provider name without whitespace")
     return problems
 
 
@@ -259,6 +304,13 @@ def _check_references(settings: AgentSettings) -> None:
             problems.append(
                 f"providers.{name}.auth_profile: profile {profile_name!r} is only valid for "
                 f"provider {profile.provider!r}"
+            )
+    for name, alias in settings.model_aliases.items():
+        if alias.provider is not None and alias.provider not in settings.providers:
+            known = ", ".join(sorted(settings.providers)) or "none"
+            problems.append(
+                f"model_aliases.{name}.provider: {alias.provider!r} is not a provider "
+                f"(providers defined: {known})"
             )
     if problems:
         raise SettingsError(_message(settings.where(), problems))

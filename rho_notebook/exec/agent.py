@@ -163,7 +163,7 @@ class AgentExecutor:
         for name in settings.credential_env_names():
             session.redactor.add(ctx.source_environ.get(name))
         selection = select_model(definition, settings)
-        session.provider, session.model = selection.provider, selection.model
+        session.provider, session.model, session.model_alias = selection.provider, selection.model, selection.alias
         session.provider_type, session.base_url = selection.settings.type, selection.settings.url()
         session.credential = selection.credential
         api_key = read_credential(selection, ctx.source_environ)
