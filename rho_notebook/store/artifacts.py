@@ -2,10 +2,10 @@
 
 An attempt's directory (``nodes/<NODE>/attempts/<N>/``) exists only once something is written
 into it: a silent command that exits 0 leaves its exit record in the journal and no folder.
-Creating a directory is the slowest filesystem call on a launch (three new
-inodes for a node's first attempt; 25-400 µs each on the ext4 volumes we measured), so every
-directory creation and every write the journal can rebuild runs on one writer thread per run, in
-submission order, while the loop goes on scheduling. Durable artifacts (an output value that
+Creating a directory is the slowest filesystem call on a launch (three new inodes for a node's
+first attempt; 25-400 µs each on the ext4 volumes we measured), so every directory creation and
+every write the journal can rebuild runs on one writer thread per run, in submission order, while
+the loop goes on scheduling. Durable artifacts (an output value that
 downstream nodes read) are written by their executor after awaiting ``AttemptFiles.ready()``.
 
 ``ArtifactWriter.drain()`` is awaited before a run is marked completed, so whoever sees a completed
