@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Coroutine, Generator, Mapping, Protocol, Sequence, TypeVar
 
-from rho_notebook.errors import RhoError, StoreError
+from rho_notebook.errors import RhoError
 from rho_notebook.model.state import NodeState
 from rho_notebook.run.owner import CancelResult, load_state, request_cancel
 from rho_notebook.run.state import RunState, apply
-from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.journal import read_journal
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import RunStore
@@ -296,26 +295,10 @@ class RunOutputs(dict[str, Any]):
         raise KeyError(msg)
 
 
-def _attempt_dir(store: RunStore, run_id: str, node: str, attempt: int) -> Path:
-    return store.folder(run_id).attempt_dir(node, attempt)
-
-
 def run_outputs(layout: StoreLayout, state: RunState) -> RunOutputs:
     """Validated output values of the successful nodes of ``state``, read from the run store."""
-    store = RunStore(layout)
-    values: dict[str, Any] = {}
-    for name, record in sorted(state.nodes.items()):
-        if record.state is not NodeState.SUCCESS or record.current is None:
-            continue
-        path = _attempt_dir(store, state.run_id, name, record.attempt) / "value.json"
-        try:
-            values[name] = json.loads(read_nofollow(path))
-        except FileNotFoundError:
-            continue
-        except json.JSONDecodeError as err:
-            msg = f"run {state.run_id}: {path} is not valid JSON ({err}); the run store is damaged"
-            raise StoreError(msg) from None
-    return RunOutputs(values, state=state)
+    succeeded = {name: (r.state is NodeState.SUCCESS and r.current is not None, r.attempt) for name, r in state.nodes.items()}
+    return RunOutputs(RunStore(layout).folder(state.run_id).output_values(succeeded), state=state)
 
 
 _UNSET: Any = object()

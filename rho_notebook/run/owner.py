@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rho_notebook.errors import PlanError, RhoError, StoreError
+from rho_notebook.errors import PlanError, RhoError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.plan.plan import Plan
@@ -214,6 +214,9 @@ async def execute_run(
         journal = JournalWriter.open(folder.events)
         state = RunState.fresh(run_id=run_id, plan_id=manifest.plan_id, graph=graph, graph_digest=manifest.graph_digest)
         replay(state, read_journal(folder.events).events)
+        # the values later nodes read; a damaged one stops us before anything is journaled
+        succeeded = {name: (r.state is NodeState.SUCCESS and r.current is not None, r.attempt) for name, r in state.nodes.items()}
+        outputs = folder.output_values(succeeded)
         records: list[dict[str, Any]] = []
         if journal.repaired_bytes:
             records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))
@@ -278,28 +281,12 @@ async def execute_run(
             responder=responder,
             approval_timeout=approval_timeout,
         )
-        driver.outputs.update(_load_outputs(folder.path, state))
+        driver.outputs.update(outputs)
         return await driver.execute(resumed=resume)
     finally:
         if journal is not None:
             journal.close()
         lock.release()
-
-
-def _load_outputs(run_dir: Path, state: RunState) -> dict[str, Any]:
-    import json
-
-    outputs: dict[str, Any] = {}
-    for name, record in state.nodes.items():
-        if record.state is NodeState.SUCCESS and record.current is not None:
-            path = run_dir / "nodes" / name / "attempts" / str(record.attempt) / "value.json"
-            try:
-                outputs[name] = json.loads(read_nofollow(path))
-            except FileNotFoundError:
-                continue
-            except (json.JSONDecodeError, StoreError):
-                continue
-    return outputs
 
 
 @dataclass(frozen=True)

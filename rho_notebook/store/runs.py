@@ -9,18 +9,19 @@ executes; readers never take it.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json
+from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.layout import StoreLayout
@@ -92,6 +93,31 @@ class RunFolder:
 
     def attempt_dir(self, node: str, attempt: int) -> Path:
         return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
+
+    def output_values(self, nodes: Mapping[str, tuple[bool, int]]) -> dict[str, Any]:
+        """Validated output values (``value.json``) of the given nodes' attempts.
+
+        ``nodes`` maps a node to (succeeded, attempt); only succeeded attempts are read, and one
+        without a value (no output schema) is left out.
+
+        Raises
+        ------
+        StoreError
+            A value file is a symlink, not a regular file, or not valid JSON (the store is damaged).
+        """
+        values: dict[str, Any] = {}
+        for name, (succeeded, attempt) in sorted(nodes.items()):
+            if not succeeded:
+                continue
+            path = self.attempt_dir(name, attempt) / "value.json"
+            try:
+                values[name] = json.loads(read_nofollow(path))
+            except FileNotFoundError:
+                continue
+            except json.JSONDecodeError as err:
+                msg = f"{path} is not valid JSON ({err}); the run store is damaged"
+                raise StoreError(msg) from None
+        return values
 
     def artifacts(self, node: str, attempt: int) -> dict[str, Path]:
         """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``)."""

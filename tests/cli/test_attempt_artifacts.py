@@ -13,6 +13,9 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
+from rho_notebook.errors import StoreError
 from rho_notebook.run.control import write_cancel_request
 from rho_notebook.run.driver import REQUEST_RESCAN_SECONDS
 from rho_notebook.run.owner import execute_run
@@ -114,3 +117,35 @@ def test_writer_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
     writer.close()
     assert len(errors) == 2 and all("symlink" in e for e in errors)  # the folder, then the copy
     assert list((elsewhere / "attempts" / "1").iterdir()) == []
+
+
+def test_resume_refuses_a_damaged_output_value(project: Project) -> None:
+    """Downstream conditions read stored values: a damaged one stops the resume, loudly."""
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "v", nodes = ['
+            f'shell(name = "typed", executable = "sh", arguments = ["-c"], command = "echo 7", output = schema.stdout_json(schema.integer()), {C}), '
+            f'shell(name = "nap", executable = "sh", arguments = ["-c"], command = "sleep 20", needs = ["typed"], {C})])'
+        ),
+    )
+    plan = project.plan("wf.star")
+    service = project.service
+    run_id = service.create_run(plan)
+    run_dir = project.home / "workflows" / "runs" / run_id
+
+    async def first() -> str | None:
+        owner = asyncio.ensure_future(execute_run(service.layout, run_id, resume=False))
+        while not any(e["kind"] == "process_started" and e["node"] == "nap" for e in read_journal(run_dir / "events.jsonl").events):
+            await asyncio.sleep(0.02)
+        write_cancel_request(run_dir / "requests", by="test")
+        return (await asyncio.wait_for(owner, timeout=15)).outcome
+
+    assert asyncio.run(first()) == "cancellation"
+    value = _attempt(project, run_id, "typed") / "value.json"
+    assert json.loads(value.read_text()) == 7
+    value.write_text("{not json")
+    events_before = (run_dir / "events.jsonl").read_bytes()
+    with pytest.raises(StoreError, match="value.json is not valid JSON"):
+        asyncio.run(execute_run(service.layout, run_id, resume=True))
+    assert (run_dir / "events.jsonl").read_bytes() == events_before  # refused before journaling anything
