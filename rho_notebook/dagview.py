@@ -150,7 +150,7 @@ def condition_text(cond: Condition) -> str:
     if isinstance(cond, AnyOf):
         return "condition.any([" + ", ".join(condition_text(c) for c in cond.items) + "])"
     if isinstance(cond, Not):
-        return f"condition.not({condition_text(cond.item)})"
+        return f"condition.not_({condition_text(cond.item)})"  # `not` is a keyword in starlark-rust
     return repr(cond)
 
 

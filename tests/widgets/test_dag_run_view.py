@@ -252,3 +252,16 @@ def test_closing_the_view_stops_following_the_run(project: Project, small_plan: 
     controller.throttle.poke()
     time.sleep(0.2)
     assert controller.throttle.flushes == before
+
+
+def test_condition_text_is_what_a_workflow_author_can_write() -> None:
+    """The pane shows conditions in the DSL's own spelling (`not_`: `not` is a Starlark keyword)."""
+    from rho_notebook.dagview import condition_text
+    from rho_notebook.model.condition import AnyOf, Equals, IsOneOf, Not
+    from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef
+
+    cond = AnyOf(items=(Not(item=Equals(left=ExitCodeRef(node="b"), right=0)), IsOneOf(left=StatusRef(node="a"), values=("success",)), Equals(left=OutputRef(node="s", path=("n",)), right=3)))
+    assert condition_text(cond) == (
+        'condition.any([condition.not_(condition.equals(exit_code("b"), 0)), '
+        'condition.is_one_of(status("a"), ["success"]), condition.equals(output("s", ["n"]), 3)])'
+    )
