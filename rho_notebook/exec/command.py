@@ -45,6 +45,11 @@ def process_facts(node: CommandNode | ShellNode, outputs: Any) -> dict[str, Any]
     }
 
 
+class _OutputNotStored(Exception):
+    """A retained output chunk could not be written to its stream file; run_process then stops the
+    process group (a sink failure), and the attempt ends abnormally."""
+
+
 class _FileSink:
     """Writes a stream's retained bytes to its artifact file, created on the first byte (a silent
     command leaves no empty files behind, which keeps a launch to the syscalls it needs)."""
@@ -58,13 +63,17 @@ class _FileSink:
         self.kept = bytearray() if stream == "stdout" else None
 
     async def __call__(self, chunk: bytes) -> None:
-        if self.fd is None:
-            await self.ctx.directory()
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            self.created = True
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(self.fd, view) :]
+        try:
+            if self.fd is None:
+                await self.ctx.directory()
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                self.created = True
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except (RhoError, OSError) as err:
+            detail = err.message if isinstance(err, RhoError) else (err.strerror or str(err))
+            raise _OutputNotStored(f"{self.stream} could not be stored ({detail})") from err
         if self.kept is not None:
             self.kept += chunk
         if self.ctx.on_output is not None:
@@ -148,6 +157,10 @@ class CommandExecutor:
                 cancel=ctx.cancel,
                 on_started=ctx.on_started,
             )
+        except _OutputNotStored as err:
+            detail = f"{err}; the process group was stopped"
+            record = {"kind": "abnormal", "code": None, "signal": None, "detail": detail}
+            return AttemptResult(state=NodeState.FAILURE, message=detail, exit=record)
         except RhoError as err:
             record = {"kind": "not_started", "code": None, "signal": None, "detail": err.message}
             return AttemptResult(state=NodeState.FAILURE, message=err.message, exit=record)

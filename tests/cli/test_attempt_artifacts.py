@@ -73,7 +73,8 @@ def test_planted_symlink_for_an_attempt_folder_fails_the_node_not_the_run(projec
     os.symlink(elsewhere, nodes / "talk")
     state = asyncio.run(execute_run(service.layout, run_id, resume=False))
     assert state.lifecycle.value == "completed" and state.nodes["talk"].state.value == "failure"
-    assert "symlink" in state.nodes["talk"].reason
+    assert "symlink" in state.nodes["talk"].reason and "stdout could not be stored" in state.nodes["talk"].reason
+    assert state.nodes["talk"].current is not None and state.nodes["talk"].current.exit["kind"] == "abnormal"
     assert list(elsewhere.iterdir()) == []
 
 
