@@ -21,7 +21,7 @@ from rho_notebook.exec.process import ProcessResult, ProcessSpec, run_process
 from rho_notebook.model.graph import CommandNode, ShellNode
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write_json, json_bytes
 
 __all__ = ["CommandExecutor", "process_facts", "render_argv"]
 
@@ -83,10 +83,6 @@ class _FileSink:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-
-
-def _json_bytes(value: Any) -> bytes:
-    return (json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 def _exit_record(result: ProcessResult) -> dict[str, Any]:
@@ -173,7 +169,7 @@ class CommandExecutor:
         if ctx.has_directory():
             # the journal's node_finished holds the exit durably; a folder that exists anyway
             # (output, value) also gets a copy so that it describes itself
-            ctx.write_later("exit.json", _json_bytes(record))
+            ctx.write_later("exit.json", json_bytes(record, compact=True))
             attempt.artifacts["exit"] = "exit.json"
         return attempt
 

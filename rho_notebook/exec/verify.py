@@ -37,6 +37,7 @@ from typing import Literal
 
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.errors import RhoError
+from rho_notebook.store.files import FileVersion, file_version
 
 __all__ = [
     "SETTLED_SECONDS",
@@ -148,16 +149,14 @@ def resolve_path(frozen_path: str, workspace: Path) -> Path:
 
 
 class _DigestCache:
-    """Bounded LRU of file digests keyed by (dev, ino, size, mtime_ns, ctime_ns); thread-safe."""
+    """Bounded LRU of file digests keyed by :func:`file_version`; thread-safe."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[int, int, int, int, int], str] = OrderedDict()
+        self._entries: OrderedDict[FileVersion, str] = OrderedDict()
 
-    @staticmethod
-    def key(st: os.stat_result) -> tuple[int, int, int, int, int]:
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = staticmethod(file_version)
 
     def get(self, st: os.stat_result) -> str | None:
         key = self.key(st)

@@ -297,8 +297,7 @@ class RunOutputs(dict[str, Any]):
 
 def run_outputs(layout: StoreLayout, state: RunState) -> RunOutputs:
     """Validated output values of the successful nodes of ``state``, read from the run store."""
-    succeeded = {name: (r.state is NodeState.SUCCESS and r.current is not None, r.attempt) for name, r in state.nodes.items()}
-    return RunOutputs(RunStore(layout).folder(state.run_id).output_values(succeeded), state=state)
+    return RunOutputs(RunStore(layout).folder(state.run_id).output_values(state.succeeded_attempts()), state=state)
 
 
 _UNSET: Any = object()

@@ -215,8 +215,7 @@ async def execute_run(
         state = RunState.fresh(run_id=run_id, plan_id=manifest.plan_id, graph=graph, graph_digest=manifest.graph_digest)
         replay(state, read_journal(folder.events).events)
         # the values later nodes read; a damaged one stops us before anything is journaled
-        succeeded = {name: (r.state is NodeState.SUCCESS and r.current is not None, r.attempt) for name, r in state.nodes.items()}
-        outputs = folder.output_values(succeeded)
+        outputs = folder.output_values(state.succeeded_attempts())
         records: list[dict[str, Any]] = []
         if journal.repaired_bytes:
             records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))

@@ -122,6 +122,10 @@ class RunState:
             nodes={node.name: NodeRecord() for node in graph.nodes},
         )
 
+    def succeeded_attempts(self) -> dict[str, int]:
+        """Node -> number of its attempt that succeeded (the one whose output later nodes read)."""
+        return {name: r.attempt for name, r in self.nodes.items() if r.state is NodeState.SUCCESS and r.current is not None}
+
     def waiting_requests(self) -> dict[str, str]:
         """node -> approval request ID, for attempts waiting on a person."""
         found = {}

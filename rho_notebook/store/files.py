@@ -14,7 +14,19 @@ from typing import Any
 
 from rho_notebook.errors import StoreError
 
-__all__ = ["fsync_dir", "ensure_private_dir", "atomic_write", "atomic_write_json", "read_nofollow", "read_json", "check_no_symlink"]
+__all__ = [
+    "fsync_dir",
+    "ensure_private_dir",
+    "atomic_write",
+    "atomic_write_json",
+    "json_bytes",
+    "file_version",
+    "open_regular",
+    "read_fd",
+    "read_nofollow",
+    "read_json",
+    "check_no_symlink",
+]
 
 
 def check_no_symlink(path: Path, *, below: Path) -> None:
@@ -87,16 +99,34 @@ def fsync_dir(path: Path) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_json(path: Path, value: Any, *, durable: bool = True, compact: bool = False) -> None:
+def json_bytes(value: Any, *, compact: bool = False) -> bytes:
+    """``value`` as the store writes JSON: sorted keys, UTF-8, one trailing newline."""
     if compact:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     else:
         text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-    atomic_write(path, (text + "\n").encode(), durable=durable)
+    return (text + "\n").encode()
 
 
-def read_nofollow(path: Path) -> bytes:
-    """Read a regular store file, refusing a symlink."""
+def atomic_write_json(path: Path, value: Any, *, durable: bool = True, compact: bool = False) -> None:
+    atomic_write(path, json_bytes(value, compact=compact), durable=durable)
+
+
+FileVersion = tuple[int, int, int, int, int]
+
+
+def file_version(info: os.stat_result) -> FileVersion:
+    """(dev, ino, size, mtime_ns, ctime_ns): any write to or replacement of a file changes it
+    (ctime cannot be set back by an unprivileged writer). Keys caches of what a file was verified to hold."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """Open a regular store file read-only without following a symlink; returns (fd, its fstat).
+
+    Raises FileNotFoundError when it is absent, StoreError when it is a symlink, not a regular
+    file or unreadable. The caller closes the descriptor.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -107,13 +137,29 @@ def read_nofollow(path: Path) -> bytes:
             raise StoreError(msg) from None
         raise StoreError(f"cannot read {path}: {err.strerror}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             msg = f"store entry {path} is not a regular file"
             raise StoreError(msg)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def read_fd(fd: int) -> bytes:
+    """Everything from ``fd``'s position to its end."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_nofollow(path: Path) -> bytes:
+    """Read a regular store file, refusing a symlink."""
+    fd, _ = open_regular(path)
+    try:
+        return read_fd(fd)
     finally:
         os.close(fd)
 

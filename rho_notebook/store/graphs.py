@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -21,15 +20,14 @@ from pathlib import Path
 from rho_notebook.errors import StoreError
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.graph import Graph
-from rho_notebook.store.files import check_no_symlink
+from rho_notebook.store.files import FileVersion, check_no_symlink, file_version, open_regular, read_fd
 
 __all__ = ["load_graph", "remember_graph", "CACHED_GRAPHS"]
 
 CACHED_GRAPHS = 32
 """How many verified graphs one process keeps."""
 
-_Key = tuple[int, int, int, int, int]
-_verified: OrderedDict[tuple[str, _Key], tuple[Graph, str]] = OrderedDict()
+_verified: OrderedDict[tuple[str, FileVersion], tuple[Graph, str]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -40,31 +38,19 @@ def load_graph(path: Path, *, below: Path) -> tuple[Graph, str]:
     not a valid graph. Comparing the digest with the expected one is the caller's job.
     """
     check_no_symlink(path, below=below)
+    fd, info = open_regular(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        msg = f"cannot read {path}: {err.strerror} (store entries must be regular files, not symlinks)"
-        raise StoreError(msg) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            msg = f"store entry {path} is not a regular file"
-            raise StoreError(msg)
-        key = (str(path), (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+        key = (str(path), file_version(info))
         with _lock:
             known = _verified.get(key)
             if known is not None:
                 _verified.move_to_end(key)
                 return known
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
+        data = read_fd(fd)
     finally:
         os.close(fd)
     try:
-        graph = Graph.model_validate(json.loads(b"".join(chunks)))
+        graph = Graph.model_validate(json.loads(data))
     except (ValueError, TypeError) as err:
         msg = f"{path} is not a valid frozen graph ({str(err).splitlines()[0]}); the store entry is damaged"
         raise StoreError(msg) from None
@@ -76,15 +62,12 @@ def load_graph(path: Path, *, below: Path) -> tuple[Graph, str]:
 def remember_graph(path: Path, graph: Graph, digest: str) -> None:
     """Record that the file just written at ``path`` holds ``graph`` (whose digest is known), so
     the next open in this process need not verify it again. Call it right after writing."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-    finally:
-        os.close(fd)
-    _keep((str(path), (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)), (graph, digest))
+    fd, info = open_regular(path)
+    os.close(fd)
+    _keep((str(path), file_version(info)), (graph, digest))
 
 
-def _keep(key: tuple[str, _Key], result: tuple[Graph, str]) -> None:
+def _keep(key: tuple[str, FileVersion], result: tuple[Graph, str]) -> None:
     with _lock:
         _verified[key] = result
         while len(_verified) > CACHED_GRAPHS:

@@ -94,11 +94,9 @@ class RunFolder:
     def attempt_dir(self, node: str, attempt: int) -> Path:
         return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
 
-    def output_values(self, nodes: Mapping[str, tuple[bool, int]]) -> dict[str, Any]:
-        """Validated output values (``value.json``) of the given nodes' attempts.
-
-        ``nodes`` maps a node to (succeeded, attempt); only succeeded attempts are read, and one
-        without a value (no output schema) is left out.
+    def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
+        """Validated output values (``value.json``) of the given node -> attempt pairs (the
+        succeeded ones); an attempt without a value (no output schema) is left out.
 
         Raises
         ------
@@ -106,9 +104,7 @@ class RunFolder:
             A value file is a symlink, not a regular file, or not valid JSON (the store is damaged).
         """
         values: dict[str, Any] = {}
-        for name, (succeeded, attempt) in sorted(nodes.items()):
-            if not succeeded:
-                continue
+        for name, attempt in sorted(attempts.items()):
             path = self.attempt_dir(name, attempt) / "value.json"
             try:
                 values[name] = json.loads(read_nofollow(path))
