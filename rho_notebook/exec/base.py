@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Protocol
 
+from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import EnvironmentPolicy, Node
 from rho_notebook.model.identity import FileIdentity
@@ -51,6 +52,8 @@ class AttemptContext:
     timeout, or "cancelled". Only approval nodes use it; agents never get it."""
     files: AttemptFiles | None = None
     """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""
+    verified: VerifiedHandles | None = None
+    """The run's kept verified descriptors of frozen files; None verifies every path from scratch."""
 
     async def directory(self) -> Path:
         """``attempt_dir``, created if it was not yet."""

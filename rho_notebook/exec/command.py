@@ -152,6 +152,7 @@ class CommandExecutor:
                 stderr_sink=stderr,
                 cancel=ctx.cancel,
                 on_started=ctx.on_started,
+                handles=ctx.verified,
             )
         except _OutputNotStored as err:
             detail = f"{err}; the process group was stopped"

@@ -8,8 +8,9 @@ Launch through verified handles (Linux only)
 --------------------------------------------
 Every frozen file (the executable and each ``#!`` interpreter) is opened with
 :func:`~rho_notebook.exec.verify.open_verified` and the working directory with
-:func:`~rho_notebook.exec.verify.open_verified_dir`. The child is then started from those
-descriptors, never from the paths:
+:func:`~rho_notebook.exec.verify.open_verified_dir` (or, within a run, taken from the run's
+:class:`~rho_notebook.exec.handles.VerifiedHandles`, which re-check a kept descriptor instead of
+walking the path again). The child is then started from those descriptors, never from the paths:
 
 =====================================  =====================================================
 frozen executable                      what is executed, and its argv
@@ -91,6 +92,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rho_notebook.errors import RhoError
+from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.verify import FileIdentity, open_verified_async, open_verified_dir, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
 
@@ -305,23 +307,28 @@ def _map_launch(
     raise LaunchError(msg)
 
 
-async def _open_frozen(frozen: FrozenFile, spec: ProcessSpec, opened: list[int]) -> int:
-    fd = await open_verified_async(
-        resolve_path(frozen.path, spec.workspace),
-        sha256=frozen.sha256,
-        identity=spec.executable_identities.get(frozen.path),
-    )
+async def _open_frozen(frozen: FrozenFile, spec: ProcessSpec, opened: list[int], handles: VerifiedHandles | None) -> int:
+    path = resolve_path(frozen.path, spec.workspace)
+    identity = spec.executable_identities.get(frozen.path)
+    if handles is None:
+        fd = await open_verified_async(path, sha256=frozen.sha256, identity=identity)
+    else:
+        fd = await handles.open_file(path, sha256=frozen.sha256, identity=identity)
     opened.append(fd)
     return fd
 
 
-async def _prepare(spec: ProcessSpec) -> _Launch:
-    """Verify every frozen file and the working directory; map them to a launch."""
+async def _prepare(spec: ProcessSpec, handles: VerifiedHandles | None = None) -> _Launch:
+    """Verify every frozen file and the working directory (or re-check the run's kept handles of
+    them); map them to a launch."""
     opened: list[int] = []
     try:
-        file_fd = await _open_frozen(spec.executable.file, spec, opened)
-        interpreter_fds = [await _open_frozen(f, spec, opened) for f in spec.executable.interpreters]
-        cwd_fd = open_verified_dir(spec.cwd, identity=spec.cwd_identity)
+        file_fd = await _open_frozen(spec.executable.file, spec, opened, handles)
+        interpreter_fds = [await _open_frozen(f, spec, opened, handles) for f in spec.executable.interpreters]
+        if handles is None:
+            cwd_fd = open_verified_dir(spec.cwd, identity=spec.cwd_identity)
+        else:
+            cwd_fd = handles.open_dir(spec.cwd, identity=spec.cwd_identity)
         opened.append(cwd_fd)
         program, argv, pass_fds = _map_launch(
             spec.executable, spec.argv, file_fd=file_fd, interpreter_fds=interpreter_fds
@@ -641,6 +648,7 @@ async def run_process(
     stderr_sink: OutputSink,
     cancel: asyncio.Event,
     on_started: Callable[[int], Awaitable[None]] | None = None,
+    handles: VerifiedHandles | None = None,
 ) -> ProcessResult:
     """Verify, launch and supervise one command process.
 
@@ -658,6 +666,9 @@ async def run_process(
     on_started
         Awaited with the pid (= process-group id) right after the launch, e.g. to journal
         ownership before waiting.
+    handles
+        The run's kept verified descriptors (:class:`~rho_notebook.exec.handles.VerifiedHandles`);
+        without them every frozen path is verified from scratch.
 
     Returns
     -------
@@ -688,7 +699,7 @@ async def run_process(
             detail="cancelled before launch",
         )  # fmt: skip
     loop = asyncio.get_running_loop()
-    launch = await _prepare(spec)
+    launch = await _prepare(spec, handles)
     readers: list[int] = []
     writers: list[int] = []
     try:

@@ -45,11 +45,14 @@ __all__ = [
     "VerificationError",
     "VerifyReason",
     "identity_of",
+    "is_settled",
     "normalize_sha256",
     "open_verified",
     "open_verified_async",
     "open_verified_dir",
     "resolve_path",
+    "verify_file",
+    "verify_file_async",
 ]
 
 SETTLED_SECONDS = 2.0
@@ -148,6 +151,12 @@ def resolve_path(frozen_path: str, workspace: Path) -> Path:
     return base.joinpath(*(p for p in parts if p != "."))
 
 
+def is_settled(st: os.stat_result) -> bool:
+    """Whether the file was last changed at least :data:`SETTLED_SECONDS` ago, so that any later
+    write is sure to give it a different ``file_version`` despite coarse timestamps."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= int(SETTLED_SECONDS * 1e9)
+
+
 class _DigestCache:
     """Bounded LRU of file digests keyed by :func:`file_version`; thread-safe."""
 
@@ -167,8 +176,7 @@ class _DigestCache:
             return found
 
     def put(self, st: os.stat_result, digest: str) -> None:
-        settled_ns = int(SETTLED_SECONDS * 1e9)
-        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < settled_ns:
+        if not is_settled(st):
             return
         with self._lock:
             self._entries[self.key(st)] = digest
@@ -295,6 +303,11 @@ def open_verified(path: Path, *, sha256: str, identity: FileIdentity | None) -> 
         ``unreadable``, ``identity``, ``content``, ``changed``, ``invalid_path``,
         ``invalid_digest``; the message names the file and what differed.
     """
+    return verify_file(path, sha256=sha256, identity=identity)[0]
+
+
+def verify_file(path: Path, *, sha256: str, identity: FileIdentity | None) -> tuple[int, os.stat_result]:
+    """:func:`open_verified`, also returning the ``fstat`` the digest was checked against."""
     want = _expected_hex(path, sha256)
     parts = _split_absolute(path)
     if not parts:
@@ -339,7 +352,7 @@ def open_verified(path: Path, *, sha256: str, identity: FileIdentity | None) -> 
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def _needs_thread(path: Path) -> bool:
@@ -357,10 +370,16 @@ async def open_verified_async(path: Path, *, sha256: str, identity: FileIdentity
     Small files and files with a cached digest are verified inline (a handful of syscalls). If the
     awaiting task is cancelled while a worker is hashing, the descriptor it returns is closed.
     """
+    return (await verify_file_async(path, sha256=sha256, identity=identity))[0]
+
+
+async def verify_file_async(path: Path, *, sha256: str, identity: FileIdentity | None) -> tuple[int, os.stat_result]:
+    """:func:`verify_file` that hashes large, uncached files on a worker thread (see
+    :func:`open_verified_async`)."""
     if not _needs_thread(path):
-        return open_verified(path, sha256=sha256, identity=identity)
+        return verify_file(path, sha256=sha256, identity=identity)
     loop = asyncio.get_running_loop()
-    work = loop.run_in_executor(None, lambda: open_verified(path, sha256=sha256, identity=identity))
+    work = loop.run_in_executor(None, lambda: verify_file(path, sha256=sha256, identity=identity))
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -368,9 +387,9 @@ async def open_verified_async(path: Path, *, sha256: str, identity: FileIdentity
         raise
 
 
-def _close_orphan(work: asyncio.Future[int]) -> None:
+def _close_orphan(work: asyncio.Future[tuple[int, os.stat_result]]) -> None:
     if not work.cancelled() and work.exception() is None:
-        os.close(work.result())
+        os.close(work.result()[0])
 
 
 def open_verified_dir(path: Path, *, identity: FileIdentity | None) -> int:

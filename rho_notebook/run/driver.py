@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
 from rho_notebook.exec.command import process_facts
+from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
 from rho_notebook.model.identity import FileIdentity
@@ -121,10 +122,13 @@ class RunDriver:
     _ready: set[str] = field(init=False)
     _environ: dict[str, str] = field(init=False)
     artifacts: ArtifactWriter = field(init=False)
+    verified: VerifiedHandles = field(init=False)
+    """Frozen files verified once for this run and re-checked per launch (closed at the end)."""
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
         self.artifacts = ArtifactWriter(self.folder.path)
+        self.verified = VerifiedHandles()
         self._environ = dict(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
@@ -333,6 +337,7 @@ class RunDriver:
             on_output=output if self.on_event is not None else None,
             request_approval=ask,
             source_environ=self._environ,
+            verified=self.verified,
         )
         facts: dict[str, Any] | None = None
         needs_facts = policy is LaunchDecision.ASK or bool(self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use"))
@@ -440,6 +445,7 @@ class RunDriver:
             if self._rescan is not None:
                 self._rescan.cancel()
             await self._control.close()
+            self.verified.close()
             await asyncio.to_thread(self.artifacts.close)
         return self.state
 

@@ -119,3 +119,32 @@ def test_store_is_private(project: Project) -> None:
     for path in [project.home, project.home / "workflows", project.home / "workflows" / "plans", project.home / "workflows" / "plans" / pid]:
         assert os.stat(path).st_mode & 0o777 == 0o700, path
     assert os.stat(project.home / "workflows" / "plans" / pid / "manifest.json").st_mode & 0o077 == 0
+
+
+def test_script_edited_during_the_run_never_runs_again(project: Project, monkeypatch) -> None:
+    """The run keeps verified descriptors (rho_notebook.exec.handles); a node that rewrites a script
+    between two launches of it makes the second launch fail closed, naming the script."""
+    import asyncio
+
+    from rho_notebook.exec import verify
+    from rho_notebook.run.owner import execute_run
+
+    monkeypatch.setattr(verify, "SETTLED_SECONDS", 0.0)  # files written by the test may be kept
+    project.write("tool.sh", SCRIPT, mode=0o755)
+    project.write("edit.sh", "#!/bin/sh\nprintf '#!/bin/sh\\necho evil >> ran.log\\n' > tool.sh\n", mode=0o755)
+    c = "timeout_seconds = 10, max_output_bytes = 100"
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "t", nodes = ['
+            f'command(name = "a", argv = ["./tool.sh"], {c}), '
+            f'command(name = "b", argv = ["./edit.sh"], needs = ["a"], {c}), '
+            f'command(name = "c", argv = ["./tool.sh"], needs = ["b"], {c})])'
+        ),
+    )
+    service = project.service
+    run_id = service.create_run(project.plan("wf.star"))
+    state = asyncio.run(execute_run(service.layout, run_id, resume=False))
+    assert [state.nodes[n].state.value for n in "abc"] == ["success", "success", "failure"]
+    assert "tool.sh" in state.nodes["c"].reason and "differs from the plan" in state.nodes["c"].reason
+    assert (project.root / "ran.log").read_text() == "original\n"
