@@ -6,10 +6,12 @@ Owns two layers, always taken in this order (and released in reverse):
    in the process. It is FIFO-fair: once a writer waits, readers arriving later queue behind it,
    so a stream of read-only nodes cannot starve a mutating node.
 2. Cross-process, ``flock(2)`` on ``<locks_dir>/<workspace_key>.lock`` (the file is 0600, the
-   directory 0700, symlinks are refused). The readers of one process share one ``LOCK_SH``
-   descriptor, taken when the first local reader enters and dropped when the last one leaves; a
-   writer takes ``LOCK_EX`` on a descriptor of its own. Locks are polled with ``LOCK_NB`` and a
-   short ``asyncio.sleep`` backoff (1 ms doubling to 20 ms), so the event loop never blocks.
+   directory 0700, symlinks are refused). Each event loop opens the lock file once and keeps the
+   descriptor until the loop goes away (a node launch then costs two ``flock`` calls, not an open
+   and a close as well). The readers of one process share ``LOCK_SH`` on it, taken when the first
+   local reader enters and dropped when the last one leaves; a writer takes ``LOCK_EX`` on it (the
+   local lock never admits both at once). Locks are polled with ``LOCK_NB`` and a short
+   ``asyncio.sleep`` backoff (1 ms doubling to 20 ms), so the event loop never blocks.
 
 As in Rho, the cross-process order is safe but not fair: ``flock`` keeps no queue, so a mutating
 node can wait behind readers of other processes for as long as they keep the shared lock. Lock
@@ -29,6 +31,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+import weakref
 from weakref import WeakKeyDictionary
 
 from rho_notebook.errors import StoreError
@@ -167,8 +170,10 @@ class _Gate:
 
     local: FairReadWriteLock = field(default_factory=FairReadWriteLock)
     shared_mutex: FairReadWriteLock = field(default_factory=FairReadWriteLock)
-    """Serializes taking the shared descriptor, so concurrent first readers open it once."""
-    shared_fd: int | None = None
+    """Serializes taking the shared lock, so concurrent first readers take it once."""
+    fd: int | None = None
+    """The lock file, opened on first use and closed when the gate is collected with its loop.
+    One descriptor serves both modes: the local lock never lets a writer and readers in at once."""
     shared_users: int = 0
     dir_ready: bool = False
 
@@ -216,13 +221,6 @@ async def _flock(fd: int, operation: int) -> None:
             delay = min(delay * 2, _MAX_DELAY)
         else:
             return
-
-
-def _unlock_and_close(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 class CheckoutLock:
@@ -276,34 +274,31 @@ class CheckoutLock:
         """Hold the checkout alone (in this and other processes)."""
         gate = _gate_for(self._path)
         async with gate.local.write():
-            fd = await self._locked_fd(gate, fcntl.LOCK_EX)
+            fd = self._lock_file(gate)
+            await _flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                _unlock_and_close(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     async def _enter_shared(self, gate: _Gate) -> None:
         async with gate.shared_mutex.write():
-            if gate.shared_fd is None:
-                gate.shared_fd = await self._locked_fd(gate, fcntl.LOCK_SH)
+            if gate.shared_users == 0:
+                await _flock(self._lock_file(gate), fcntl.LOCK_SH)
             gate.shared_users += 1
 
-    async def _locked_fd(self, gate: _Gate, operation: int) -> int:
-        """A new descriptor on the lock file holding ``operation``."""
-        if not gate.dir_ready:
-            ensure_private_dir(self._locks_dir, below=self._store_root)
-            gate.dir_ready = True
-        fd = _open_lock_file(self._path)
-        try:
-            await _flock(fd, operation)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+    def _lock_file(self, gate: _Gate) -> int:
+        """The gate's descriptor on the lock file, opened on first use."""
+        if gate.fd is None:
+            if not gate.dir_ready:
+                ensure_private_dir(self._locks_dir, below=self._store_root)
+                gate.dir_ready = True
+            gate.fd = _open_lock_file(self._path)
+            weakref.finalize(gate, os.close, gate.fd)
+        return gate.fd
 
 
 def _leave_shared(gate: _Gate) -> None:
     gate.shared_users -= 1
-    if gate.shared_users == 0 and gate.shared_fd is not None:
-        fd, gate.shared_fd = gate.shared_fd, None
-        _unlock_and_close(fd)
+    if gate.shared_users == 0 and gate.fd is not None:
+        fcntl.flock(gate.fd, fcntl.LOCK_UN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import fcntl
 import os
 import stat
@@ -311,9 +312,28 @@ def test_local_readers_share_one_flock(layout: StoreLayout) -> None:
         assert not probe(path, fcntl.LOCK_EX)
         await readers[-1].release()
         assert probe(path, fcntl.LOCK_EX)  # the last reader dropped the shared lock
-        assert open_fds() == before
+        assert open_fds() == before + 1  # the gate keeps its (unlocked) descriptor for later nodes
 
     run(scenario)
+
+
+def test_one_descriptor_per_loop_serves_every_node_and_closes_with_the_loop(layout: StoreLayout) -> None:
+    lock = CheckoutLock.for_layout(layout, KEY)
+    before = open_fds()
+
+    async def scenario() -> None:
+        in_loop = open_fds()  # the loop's own descriptors (selector, self-pipe) are open now
+        for _ in range(5):
+            async with lock.write():
+                assert not probe(lock.path, fcntl.LOCK_SH)
+            async with lock.read():
+                assert probe(lock.path, fcntl.LOCK_SH) and not probe(lock.path, fcntl.LOCK_EX)
+            assert probe(lock.path, fcntl.LOCK_EX)
+            assert open_fds() == in_loop + 1
+
+    run(scenario)
+    gc.collect()
+    assert open_fds() == before
 
 
 def test_writer_holds_flock_exclusively(layout: StoreLayout) -> None:
@@ -356,7 +376,7 @@ def test_other_workspaces_are_independent(layout: StoreLayout) -> None:
     run(scenario)
 
 
-def test_cancelled_while_polling_flock_closes_its_descriptor(layout: StoreLayout) -> None:
+def test_cancelled_while_polling_flock_leaks_no_descriptor(layout: StoreLayout) -> None:
     lock = CheckoutLock.for_layout(layout, KEY)
     layout.checkout_locks.mkdir(parents=True)
     blocker = os.open(lock.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -370,7 +390,8 @@ def test_cancelled_while_polling_flock_closes_its_descriptor(layout: StoreLayout
             assert not holder.entered
             holder.task.cancel()
             await asyncio.gather(holder.task, return_exceptions=True)
-            assert open_fds() == before
+            assert open_fds() == before + 1  # the gate's own descriptor, unlocked
+            assert probe(lock.path, fcntl.LOCK_SH) is False  # still the blocker's, not ours
         fcntl.flock(blocker, fcntl.LOCK_UN)
         async with lock.write():
             pass
