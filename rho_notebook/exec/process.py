@@ -87,11 +87,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rho_notebook.errors import RhoError
+from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.verify import FileIdentity, open_verified_async, open_verified_dir, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
@@ -609,15 +610,22 @@ async def _await_end(
     if cancel.is_set():
         return "cancelled"
     loop = asyncio.get_running_loop()
-    cancel_wait = loop.create_task(cancel.wait())
-    cancel_wait.add_done_callback(wake)
+    cancel_wait: asyncio.Task[Any] | None = None
+    if isinstance(cancel, CancelSignal):
+        cancel.add_listener(wake)
+    else:  # a plain Event can only be awaited
+        cancel_wait = loop.create_task(cancel.wait())
+        cancel_wait.add_done_callback(wake)
     leader.exited.add_done_callback(wake)
     timer = loop.call_at(deadline, wake)
     try:
         await wake.future
     finally:
         timer.cancel()
-        cancel_wait.cancel()
+        if cancel_wait is None:
+            cast(CancelSignal, cancel).remove_listener(wake)
+        else:
+            cancel_wait.cancel()
     for capture in captures:
         if capture.failure is not None:
             raise capture.failure
@@ -662,7 +670,9 @@ async def run_process(
         group (``SIGKILL``) and the exception propagates.
     cancel
         Setting it stops the group (``SIGTERM``, grace, ``SIGKILL``); the result is ``cancelled``.
-        Already set on entry: nothing is verified or launched.
+        Already set on entry: nothing is verified or launched. A
+        :class:`~rho_notebook.exec.cancel.CancelSignal` is watched with a listener; a plain
+        Event needs a waiting task per launch.
     on_started
         Awaited with the pid (= process-group id) right after the launch, e.g. to journal
         ownership before waiting.

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
+from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
@@ -109,7 +110,7 @@ class RunDriver:
     _done: deque[asyncio.Task[tuple[str, int, AttemptResult]]] = field(default_factory=deque)
     """Attempt tasks that ended and were not yet journaled, in the order they ended."""
     _rescan: asyncio.TimerHandle | None = None
-    _cancels: dict[str, asyncio.Event] = field(default_factory=dict)
+    _cancels: dict[str, CancelSignal] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
     _last_snapshot: float = 0.0
@@ -390,7 +391,7 @@ class RunDriver:
         self.journal.sync()
         failpoint("after_launch_sync")
         for name in names:
-            cancel = asyncio.Event()
+            cancel = CancelSignal()
             self._cancels[name] = cancel
             number = self.state.nodes[name].attempt
             self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel))
@@ -401,7 +402,7 @@ class RunDriver:
     def _rejoin_waiting(self) -> None:
         """Attempts that were waiting for a person when the last owner stopped wait again."""
         for name, request_id in sorted(self.state.waiting_requests().items()):
-            cancel = asyncio.Event()
+            cancel = CancelSignal()
             self._cancels[name] = cancel
             number = self.state.nodes[name].attempt
             self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from rho_notebook.exec import process, verify
+from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import (
     LaunchError,
     ProcessResult,
@@ -215,11 +216,13 @@ def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(workspace: Path) -
     assert result.duration_ms < 3000
 
 
-def test_cancellation_stops_the_group(workspace: Path) -> None:
+@pytest.mark.parametrize("signal_type", [asyncio.Event, CancelSignal], ids=["event", "cancel_signal"])
+def test_cancellation_stops_the_group(workspace: Path, signal_type: type[asyncio.Event]) -> None:
+    """A plain Event is awaited by a task; the driver's CancelSignal is watched by a listener."""
     spec = sh(workspace, "sleep 100 & echo $!; wait")
 
     async def scenario() -> tuple[ProcessResult, Run]:
-        cancel = asyncio.Event()
+        cancel = signal_type()
         collected = Run()
         task = asyncio.create_task(collected.go(spec, cancel))
         while not collected.stdout:
@@ -231,6 +234,29 @@ def test_cancellation_stops_the_group(workspace: Path) -> None:
     assert (result.kind, result.signal) == ("cancelled", signal.SIGTERM)
     assert not alive(int(got.out))
     assert result.duration_ms < 3000
+
+
+def test_cancel_signal_calls_listeners_once_and_forgets_removed_ones() -> None:
+    calls: list[str] = []
+    cancel = CancelSignal()
+    cancel.add_listener(lambda: calls.append("kept"))
+    dropped = lambda: calls.append("dropped")  # noqa: E731
+    cancel.add_listener(dropped)
+    cancel.remove_listener(dropped)
+    cancel.remove_listener(dropped)  # a second removal is harmless
+    cancel.set()
+    cancel.set()
+    assert calls == ["kept"] and cancel.is_set()
+
+
+def test_a_finished_launch_leaves_no_listener_behind(workspace: Path) -> None:
+    cancel = CancelSignal()
+
+    async def scenario() -> ProcessResult:
+        return await Run().go(binary(workspace, "/bin/true"), cancel)
+
+    assert asyncio.run(scenario()).kind == "exit"
+    assert cancel.listener_count == 0
 
 
 def test_cancel_already_set_launches_nothing(workspace: Path) -> None:
