@@ -10,7 +10,7 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Protocol
 
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
@@ -21,7 +21,7 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write
 
-__all__ = ["AttemptContext", "AttemptResult", "Executor", "UnavailableValue", "render_template", "node_environment"]
+__all__ = ["AttemptContext", "AttemptResult", "EnvironmentSnapshot", "Executor", "UnavailableValue", "render_template", "node_environment"]
 
 
 class UnavailableValue(Exception):
@@ -106,9 +106,38 @@ def render_template(template: Template, outputs: Callable[[str], Any]) -> str:
     return "".join(pieces)
 
 
+class EnvironmentSnapshot(Mapping[str, str]):
+    """An immutable copy of a process environment, taken once per run, that remembers the part
+    each environment policy allows (so a launch does not filter the whole environment again)."""
+
+    def __init__(self, source: Mapping[str, str]) -> None:
+        self._data = dict(source)
+        self._allowed: dict[EnvironmentPolicy, dict[str, str]] = {}
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def allowed(self, policy: EnvironmentPolicy) -> dict[str, str]:
+        """The variables ``policy`` lets through (do not modify the returned dict)."""
+        found = self._allowed.get(policy)
+        if found is None:
+            found = self._allowed[policy] = _allowed(policy, self._data)
+        return found
+
+
+def _allowed(policy: EnvironmentPolicy, source: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in source.items() if k in policy.names or k.startswith(policy.prefixes)}
+
+
 def node_environment(policy: EnvironmentPolicy, source: Mapping[str, str], *, run_id: str, node: str) -> dict[str, str]:
     """The environment a command node receives: the frozen allowlist, plus RHO_RUN_ID and RHO_NODE."""
-    env = {k: v for k, v in source.items() if k in policy.names or k.startswith(policy.prefixes)}
+    env = dict(source.allowed(policy)) if isinstance(source, EnvironmentSnapshot) else _allowed(policy, source)
     env["RHO_RUN_ID"] = run_id
     env["RHO_NODE"] = node
     return env

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
-from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
+from rho_notebook.exec.base import AttemptContext, AttemptResult, EnvironmentSnapshot, Executor, UnavailableValue, render_template
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
@@ -121,7 +121,7 @@ class RunDriver:
     _node_states: dict[str, NodeState] = field(init=False)
     _node_exit_codes: dict[str, int | None] = field(init=False)
     _ready: set[str] = field(init=False)
-    _environ: dict[str, str] = field(init=False)
+    _environ: EnvironmentSnapshot = field(init=False)
     artifacts: ArtifactWriter = field(init=False)
     verified: VerifiedHandles = field(init=False)
     """Frozen files verified once for this run and re-checked per launch (closed at the end)."""
@@ -130,7 +130,7 @@ class RunDriver:
         self.scheduler = Scheduler(self.graph)
         self.artifacts = ArtifactWriter(self.folder.path)
         self.verified = VerifiedHandles()
-        self._environ = dict(os.environ)  # read once: command nodes get the frozen allowlist of it
+        self._environ = EnvironmentSnapshot(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
         self._ready = {name for name, st in self._node_states.items() if st is NodeState.READY}
