@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import RhoError
@@ -54,8 +53,7 @@ class _FileSink:
     """Writes a stream's retained bytes to its artifact file, created on the first byte (a silent
     command leaves no empty files behind, which keeps a launch to the syscalls it needs)."""
 
-    def __init__(self, path: Path, stream: str, ctx: AttemptContext) -> None:
-        self.path = path
+    def __init__(self, stream: str, ctx: AttemptContext) -> None:
         self.fd: int | None = None
         self.created = False
         self.stream = stream
@@ -65,8 +63,8 @@ class _FileSink:
     async def __call__(self, chunk: bytes) -> None:
         try:
             if self.fd is None:
-                await self.ctx.directory()
-                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                folder = await self.ctx.directory()
+                self.fd = os.open(folder / self.stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 self.created = True
             view = memoryview(chunk)
             while view:
@@ -143,8 +141,8 @@ class CommandExecutor:
             argv = self._argv(ctx)
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render argv: {err}")
-        stdout = _FileSink(ctx.attempt_dir / "stdout", "stdout", ctx)
-        stderr = _FileSink(ctx.attempt_dir / "stderr", "stderr", ctx)
+        stdout = _FileSink("stdout", ctx)
+        stderr = _FileSink("stderr", ctx)
         try:
             result = await run_process(
                 self._spec(ctx, argv),

@@ -28,7 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rho_notebook.exec.verify import is_settled, open_verified_dir, verify_file_async
+from rho_notebook.exec.verify import is_settled, open_verified_dir, resolve_path, verify_file_async
+from rho_notebook.model.graph import FrozenFile
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.store.files import FileVersion, file_version
 
@@ -40,9 +41,11 @@ class _Kept:
     fd: int
     version: FileVersion
     """For files the full version; for directories only (dev, ino) matter (entries change mtime)."""
+    path: str
+    """The absolute path verified (re-checked with ``lstat``)."""
 
 
-def _names_same_inode(path: Path, kept: os.stat_result) -> bool:
+def _names_same_inode(path: str, kept: os.stat_result) -> bool:
     try:
         named = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -51,29 +54,32 @@ def _names_same_inode(path: Path, kept: os.stat_result) -> bool:
 
 
 class VerifiedHandles:
-    """Frozen files and working directories verified once per run; see the module docstring."""
+    """Frozen files and working directories of one workspace, verified once per run; see the
+    module docstring. ``//`` paths resolve against ``workspace``."""
 
-    def __init__(self) -> None:
-        self._files: dict[tuple[Path, str], _Kept] = {}
+    def __init__(self, workspace: Path) -> None:
+        self._workspace = workspace
+        self._files: dict[tuple[str, str], _Kept] = {}
         self._dirs: dict[Path, _Kept] = {}
         self._closed = False
 
-    async def open_file(self, path: Path, *, sha256: str, identity: FileIdentity | None) -> int:
-        """A descriptor of the verified frozen file at ``path``; the caller closes it.
+    async def open_file(self, frozen: FrozenFile, *, identity: FileIdentity | None) -> int:
+        """A descriptor of the verified frozen file; the caller closes it.
 
         Raises :class:`~rho_notebook.exec.verify.VerificationError` as
         :func:`~rho_notebook.exec.verify.open_verified` does.
         """
-        key = (path, sha256)
+        key = (frozen.path, frozen.sha256)
         kept = self._files.get(key)
         if kept is not None:
             st = os.fstat(kept.fd)
-            if st.st_nlink > 0 and file_version(st) == kept.version and _names_same_inode(path, st):
+            if st.st_nlink > 0 and file_version(st) == kept.version and _names_same_inode(kept.path, st):
                 return os.dup(kept.fd)
             os.close(self._files.pop(key).fd)
-        fd, st = await verify_file_async(path, sha256=sha256, identity=identity)
+        path = resolve_path(frozen.path, self._workspace)
+        fd, st = await verify_file_async(path, sha256=frozen.sha256, identity=identity)
         if not self._closed and key not in self._files and is_settled(st):
-            self._files[key] = _Kept(os.dup(fd), file_version(st))
+            self._files[key] = _Kept(os.dup(fd), file_version(st), str(path))
         return fd
 
     def open_dir(self, path: Path, *, identity: FileIdentity | None) -> int:
@@ -81,12 +87,12 @@ class VerifiedHandles:
         kept = self._dirs.get(path)
         if kept is not None:
             st = os.fstat(kept.fd)
-            if st.st_nlink > 0 and _names_same_inode(path, st):
+            if st.st_nlink > 0 and _names_same_inode(kept.path, st):
                 return os.dup(kept.fd)
             os.close(self._dirs.pop(path).fd)
         fd = open_verified_dir(path, identity=identity)
         if not self._closed:
-            self._dirs[path] = _Kept(os.dup(fd), file_version(os.fstat(fd)))
+            self._dirs[path] = _Kept(os.dup(fd), file_version(os.fstat(fd)), str(path))
         return fd
 
     def close(self) -> None:

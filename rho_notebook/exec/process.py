@@ -309,12 +309,11 @@ def _map_launch(
 
 
 async def _open_frozen(frozen: FrozenFile, spec: ProcessSpec, opened: list[int], handles: VerifiedHandles | None) -> int:
-    path = resolve_path(frozen.path, spec.workspace)
     identity = spec.executable_identities.get(frozen.path)
     if handles is None:
-        fd = await open_verified_async(path, sha256=frozen.sha256, identity=identity)
+        fd = await open_verified_async(resolve_path(frozen.path, spec.workspace), sha256=frozen.sha256, identity=identity)
     else:
-        fd = await handles.open_file(path, sha256=frozen.sha256, identity=identity)
+        fd = await handles.open_file(frozen, identity=identity)
     opened.append(fd)
     return fd
 
@@ -386,7 +385,8 @@ class _Capture:
         self.closed: asyncio.Future[None] = loop.create_future()
         self._pending: deque[bytes] = deque()
         self._delivery: asyncio.Task[None] | None = None
-        os.set_blocking(fd, False)
+        # Left blocking: a read after readiness cannot block (level-triggered, one reader), and
+        # drain_and_close() switches to non-blocking only in the rare case it still has to read.
         loop.add_reader(fd, self._on_readable)
 
     def _take(self, data: bytes) -> None:
@@ -439,6 +439,7 @@ class _Capture:
         """Take what the pipe already holds, then stop reading even if a writer remains."""
         if self._fd < 0:
             return
+        os.set_blocking(self._fd, False)
         for _ in range(_DRAIN_READS):
             data = self._read()
             if data == b"":
@@ -677,8 +678,8 @@ async def run_process(
         Awaited with the pid (= process-group id) right after the launch, e.g. to journal
         ownership before waiting.
     handles
-        The run's kept verified descriptors (:class:`~rho_notebook.exec.handles.VerifiedHandles`);
-        without them every frozen path is verified from scratch.
+        The run's kept verified descriptors (:class:`~rho_notebook.exec.handles.VerifiedHandles`,
+        made for ``spec.workspace``); without them every frozen path is verified from scratch.
 
     Returns
     -------

@@ -10,8 +10,9 @@ Durability contract:
   asked, at most every ``snapshot_interval`` seconds, and at the end. It is a convenience copy:
   status folds the journal itself, and the journal is what recovery trusts.
 
-Failpoints: when ``RHO_NOTEBOOK_FAILPOINT=name:N`` is set, the owner SIGKILLs itself the N-th time
-it reaches the named point (used by the crash tests; see ``FAILPOINTS``).
+Failpoints: when the owner process starts with ``RHO_NOTEBOOK_FAILPOINT=name:N`` in its
+environment, it SIGKILLs itself the N-th time it reaches the named point (used by the crash tests;
+see ``FAILPOINTS``).
 """
 
 from __future__ import annotations
@@ -70,11 +71,13 @@ REQUEST_RESCAN_SECONDS = 0.5
 """The owner re-reads its requests folder at least this often (a poke makes it read at once)."""
 
 
+_ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
+"""(point, ":", count) read once at import: failpoints are armed in the environment a test
+starts the owner process with (a lookup per call cost five environment reads per node)."""
+
+
 def failpoint(name: str) -> None:
-    spec = os.environ.get("RHO_NOTEBOOK_FAILPOINT")
-    if not spec:
-        return
-    point, _, count = spec.partition(":")
+    point, _, count = _ARMED
     if point != name:
         return
     _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
@@ -129,7 +132,7 @@ class RunDriver:
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
         self.artifacts = ArtifactWriter(self.folder.path)
-        self.verified = VerifiedHandles()
+        self.verified = VerifiedHandles(self.workspace)
         self._environ = EnvironmentSnapshot(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}

@@ -39,9 +39,13 @@ def tool(tmp_path: Path) -> Path:
     return path
 
 
+def _frozen(path: Path, data: bytes = SCRIPT) -> FrozenFile:
+    return FrozenFile(path=str(path), in_workspace=False, sha256=sha(data))
+
+
 def _open(handles: VerifiedHandles, path: Path, data: bytes = SCRIPT, *, pinned: bool = True) -> int:
     identity = identity_of(path) if pinned else None
-    return asyncio.run(handles.open_file(path, sha256=sha(data), identity=identity))
+    return asyncio.run(handles.open_file(_frozen(path, data), identity=identity))
 
 
 def _same_object(a: int, b: int) -> bool:
@@ -49,11 +53,11 @@ def _same_object(a: int, b: int) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def test_a_settled_file_is_kept_and_handed_out_as_duplicates(settled_now: None, tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_a_settled_file_is_kept_and_handed_out_as_duplicates(settled_now: None, tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     identity = identity_of(tool)
-    first = asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity))
-    second = asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity))
+    first = asyncio.run(handles.open_file(_frozen(tool), identity=identity))
+    second = asyncio.run(handles.open_file(_frozen(tool), identity=identity))
     try:
         assert len(handles) == 1
         assert first != second and _same_object(first, second)
@@ -65,40 +69,40 @@ def test_a_settled_file_is_kept_and_handed_out_as_duplicates(settled_now: None, 
     assert len(handles) == 0
 
 
-def test_a_freshly_written_file_is_not_kept(tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_a_freshly_written_file_is_not_kept(tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     os.close(_open(handles, tool))
     assert len(handles) == 0  # changed within SETTLED_SECONDS: verified on every launch
     handles.close()
 
 
-def test_an_edit_in_place_after_keeping_is_refused(settled_now: None, tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_an_edit_in_place_after_keeping_is_refused(settled_now: None, tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     identity = identity_of(tool)
-    os.close(asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity)))
+    os.close(asyncio.run(handles.open_file(_frozen(tool), identity=identity)))
     with open(tool, "r+b") as handle:  # same inode, same size
         handle.write(b"#!/bin/sh\necho evil\n")
     with pytest.raises(VerificationError) as err:
-        asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity))
+        asyncio.run(handles.open_file(_frozen(tool), identity=identity))
     assert err.value.reason in ("identity", "content") and str(tool) in err.value.message
     assert len(handles) == 0
     handles.close()
 
 
-def test_a_replacement_with_the_same_bytes_is_refused_while_the_old_file_lives_on(settled_now: None, tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_a_replacement_with_the_same_bytes_is_refused_while_the_old_file_lives_on(settled_now: None, tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     identity = identity_of(tool)
-    os.close(asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity)))
+    os.close(asyncio.run(handles.open_file(_frozen(tool), identity=identity)))
     os.rename(tool, tool.with_name("old.sh"))  # the kept inode is still linked
     shutil.copy2(tool.with_name("old.sh"), tool)
     with pytest.raises(VerificationError) as err:
-        asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity))
+        asyncio.run(handles.open_file(_frozen(tool), identity=identity))
     assert err.value.reason == "identity"
     handles.close()
 
 
-def test_a_file_swapped_for_a_symlink_is_refused(settled_now: None, tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_a_file_swapped_for_a_symlink_is_refused(settled_now: None, tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     os.close(_open(handles, tool, pinned=False))
     os.rename(tool, tool.with_name("real.sh"))
     os.symlink(tool.with_name("real.sh"), tool)  # the link points at the kept inode itself
@@ -108,19 +112,19 @@ def test_a_file_swapped_for_a_symlink_is_refused(settled_now: None, tool: Path) 
     handles.close()
 
 
-def test_a_removed_file_is_refused(settled_now: None, tool: Path) -> None:
-    handles = VerifiedHandles()
+def test_a_removed_file_is_refused(settled_now: None, tool: Path, tmp_path: Path) -> None:
+    handles = VerifiedHandles(tmp_path)
     os.close(_open(handles, tool))
     identity = identity_of(tool)
     tool.unlink()
     with pytest.raises(VerificationError) as err:
-        asyncio.run(handles.open_file(tool, sha256=sha(SCRIPT), identity=identity))
+        asyncio.run(handles.open_file(_frozen(tool), identity=identity))
     assert err.value.reason == "missing"
     handles.close()
 
 
 def test_working_directory_kept_then_removed_or_replaced(tmp_path: Path) -> None:
-    handles = VerifiedHandles()
+    handles = VerifiedHandles(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     identity = identity_of(work)
@@ -150,7 +154,7 @@ def test_launches_through_kept_handles_run_the_verified_script_and_stop_after_an
         argv=("tool.sh",), executable=executable, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
         timeout_seconds=10, max_output_bytes=1000, workspace=tmp_path,
     )  # fmt: skip
-    handles = VerifiedHandles()
+    handles = VerifiedHandles(tmp_path)
 
     async def launch() -> bytes:
         out = bytearray()
