@@ -340,12 +340,19 @@ async def _prepare(spec: ProcessSpec, handles: VerifiedHandles | None = None) ->
     return _Launch(program_fd=program, argv=argv, pass_fds=pass_fds, cwd_fd=cwd_fd, opened=tuple(opened))
 
 
+@functools.cache
+def _devnull() -> int:
+    """One read-only ``/dev/null`` descriptor for every child's stdin, kept for the life of the
+    process (``subprocess.DEVNULL`` opens and closes one per launch)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _spawn(spec: ProcessSpec, launch: _Launch, *, stdout_fd: int, stderr_fd: int) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             launch.argv,
             executable=f"/proc/self/fd/{launch.program_fd}",
-            stdin=subprocess.DEVNULL,
+            stdin=_devnull(),
             stdout=stdout_fd,
             stderr=stderr_fd,
             cwd=f"/proc/self/fd/{launch.cwd_fd}",
