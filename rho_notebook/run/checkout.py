@@ -7,8 +7,8 @@ Owns two layers, always taken in this order (and released in reverse):
    so a stream of read-only nodes cannot starve a mutating node.
 2. Cross-process, ``flock(2)`` on ``<locks_dir>/<workspace_key>.lock`` (the file is 0600, the
    directory 0700, symlinks are refused). Each event loop opens the lock file once and keeps the
-   descriptor until the loop goes away (a node launch then costs two ``flock`` calls, not an open
-   and a close as well). The readers of one process share ``LOCK_SH`` on it, taken when the first
+   descriptor until a run ends with the lock idle (:meth:`CheckoutLock.close_idle`), so a node
+   launch costs two ``flock`` calls, not an open and a close as well. The readers of one process share ``LOCK_SH`` on it, taken when the first
    local reader enters and dropped when the last one leaves; a writer takes ``LOCK_EX`` on it (the
    local lock never admits both at once). Locks are polled with ``LOCK_NB`` and a short
    ``asyncio.sleep`` backoff (1 ms doubling to 20 ms), so the event loop never blocks.
@@ -87,6 +87,11 @@ class FairReadWriteLock:
     def waiting(self) -> int:
         """How many tasks are queued for the lock."""
         return sum(1 for w in self._queue if not w.future.done())
+
+    @property
+    def idle(self) -> bool:
+        """Nobody holds the lock and nobody waits for it."""
+        return not self._writing and self._readers == 0 and not self._queue
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[None]:
@@ -172,8 +177,10 @@ class _Gate:
     shared_mutex: FairReadWriteLock = field(default_factory=FairReadWriteLock)
     """Serializes taking the shared lock, so concurrent first readers take it once."""
     fd: int | None = None
-    """The lock file, opened on first use and closed when the gate is collected with its loop.
-    One descriptor serves both modes: the local lock never lets a writer and readers in at once."""
+    """The lock file, opened on first use; closed by :meth:`CheckoutLock.close_idle` (a run owner
+    calls it when its run ends) or, failing that, when the gate is collected with its loop. One
+    descriptor serves both modes: the local lock never lets a writer and readers in at once."""
+    closer: weakref.finalize[[int], _Gate] | None = None
     shared_users: int = 0
     dir_ready: bool = False
 
@@ -294,8 +301,17 @@ class CheckoutLock:
                 ensure_private_dir(self._locks_dir, below=self._store_root)
                 gate.dir_ready = True
             gate.fd = _open_lock_file(self._path)
-            weakref.finalize(gate, os.close, gate.fd)
+            gate.closer = weakref.finalize(gate, os.close, gate.fd)
         return gate.fd
+
+    def close_idle(self) -> None:
+        """Close this event loop's descriptor on the lock file unless someone holds or waits for
+        the lock (the next node opens it again). Run owners call this when a run ends."""
+        gate = _GATES.get(asyncio.get_running_loop(), {}).get(self._path)
+        if gate is None or gate.closer is None or not gate.local.idle or gate.shared_users:
+            return
+        gate.closer()
+        gate.fd = gate.closer = None
 
 
 def _leave_shared(gate: _Gate) -> None:

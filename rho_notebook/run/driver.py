@@ -450,6 +450,8 @@ class RunDriver:
                 self._rescan.cancel()
             await self._control.close()
             self.verified.close()
+            if self.checkout is not None:
+                self.checkout.close_idle()
             await asyncio.to_thread(self.artifacts.close)
         return self.state
 
