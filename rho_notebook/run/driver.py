@@ -440,8 +440,9 @@ class RunDriver:
         await self._control.start()
         self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
         try:
+            # not fsynced on its own: the first launch, approval request or completion syncs it
+            # (a run lost before any of those never started anything)
             self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
-            self.journal.sync()
             self._snapshot(force=True)
             self._rejoin_waiting()
             await self._loop()
@@ -452,7 +453,8 @@ class RunDriver:
             self.verified.close()
             if self.checkout is not None:
                 self.checkout.close_idle()
-            await asyncio.to_thread(self.artifacts.close)
+            if self.artifacts.started:  # a run of silent commands never started the writer
+                await asyncio.to_thread(self.artifacts.close)
         return self.state
 
     async def _loop(self) -> None:

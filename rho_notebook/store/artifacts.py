@@ -40,6 +40,11 @@ class ArtifactWriter:
         self._thread: threading.Thread | None = None
         self._errors: list[BaseException] = []
 
+    @property
+    def started(self) -> bool:
+        """Whether the writer thread runs (it starts with the first job)."""
+        return self._thread is not None
+
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="rho-artifacts", daemon=True)
