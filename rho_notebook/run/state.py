@@ -7,6 +7,7 @@ journal from the start always gives the same state.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -93,7 +94,7 @@ class NodeRecord:
         )
 
 
-@dataclass
+@dataclass(repr=False)
 class RunState:
     run_id: str
     plan_id: str
@@ -134,6 +135,14 @@ class RunState:
             if record.state is NodeState.RUNNING and current is not None and current.pending_approval:
                 found[name] = current.pending_approval
         return found
+
+    def __repr__(self) -> str:
+        """One line, whatever the graph's size (asyncio.run reprs the result of its main task when
+        it restores the SIGINT handler; the generated repr of 750 nodes took 1.5 ms)."""
+        counts = Counter(record.state for record in self.nodes.values())
+        shown = ", ".join(sorted(f"{state.value}: {count}" for state, count in counts.items()))
+        outcome = f", outcome={self.outcome!r}" if self.outcome else ""
+        return f"<RunState {self.run_id} {self.lifecycle.value}{outcome} nodes={{{shown}}}>"
 
     def refresh_waiting(self) -> None:
         """running <-> waiting: waiting while every running attempt waits for a person."""

@@ -682,3 +682,16 @@ def test_waiting_snapshot_round_trip() -> None:
     state = replay(fresh(), approval_run().records)
     again = RunState.from_json(json.loads(json.dumps(state.to_json())))
     assert again == state and again.lifecycle is Lifecycle.WAITING and again.waiting_requests() == {"check": "ap-1"}
+
+
+def test_repr_is_one_short_line_whatever_the_graph_size() -> None:
+    """asyncio.run reprs its main task's result (a RunState) when it restores SIGINT handling."""
+    state = fresh()
+    state.nodes["inspect"].state = S.SUCCESS
+    shown = repr(state)
+    assert shown == f"<RunState {RUN} planned nodes={{pending: 4, success: 1}}>"
+    big = RunState.fresh(
+        run_id=RUN, plan_id="plan-1", graph_digest="sha256:abc",
+        graph=Graph(name="big", inputs=(), nodes=tuple(_cmd(f"n{i:04d}") for i in range(2000)), agents=(), scheduler=SchedulerLimits()),
+    )  # fmt: skip
+    assert repr(big) == f"<RunState {RUN} planned nodes={{pending: 2000}}>"
