@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import gc
 import os
 import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -261,20 +260,16 @@ def probe(path: Path, operation: int) -> bool:
     return True
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-@pytest.fixture()
-def steady_fds() -> Iterator[None]:
-    """Counting descriptors: collect earlier tests' loops now (a gate left open is closed when its
-    loop is collected) and keep the collector from doing it in the middle of the count."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+def lock_fds(layout: StoreLayout) -> int:
+    """How many of this process's descriptors are open on the test's lock file."""
+    path = str(CheckoutLock.for_layout(layout, KEY).path)
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == path
+        except OSError:  # closed while we looked
+            continue
+    return count
 
 
 def test_lock_file_and_directory_are_private(layout: StoreLayout) -> None:
@@ -310,46 +305,46 @@ def test_unsafe_workspace_key_is_refused(layout: StoreLayout, key: str) -> None:
         CheckoutLock.for_layout(layout, key)
 
 
-def test_local_readers_share_one_flock(layout: StoreLayout, steady_fds: None) -> None:
+def test_local_readers_share_one_flock(layout: StoreLayout) -> None:
     async def scenario() -> None:
         log: list[str] = []
-        before = open_fds()
+        before = lock_fds(layout)
         readers = [Holder(f"r{i}", CheckoutLock.for_layout(layout, KEY).read, log) for i in range(4)]
         await asyncio.wait_for(asyncio.gather(*(r.inside.wait() for r in readers)), 5)
         path = CheckoutLock.for_layout(layout, KEY).path
-        assert open_fds() == before + 1  # one LOCK_SH descriptor for all four readers
+        assert lock_fds(layout) == before + 1  # one LOCK_SH descriptor for all four readers
         assert probe(path, fcntl.LOCK_SH) and not probe(path, fcntl.LOCK_EX)
         for r in readers[:-1]:
             await r.release()
         assert not probe(path, fcntl.LOCK_EX)
         await readers[-1].release()
         assert probe(path, fcntl.LOCK_EX)  # the last reader dropped the shared lock
-        assert open_fds() == before + 1  # the gate keeps its (unlocked) descriptor for later nodes
+        assert lock_fds(layout) == before + 1  # the gate keeps its (unlocked) descriptor for later nodes
         CheckoutLock.for_layout(layout, KEY).close_idle()
-        assert open_fds() == before
+        assert lock_fds(layout) == before
 
     run(scenario)
 
 
-def test_one_descriptor_per_loop_serves_every_node_until_the_run_closes_it(layout: StoreLayout, steady_fds: None) -> None:
+def test_one_descriptor_per_loop_serves_every_node_until_the_run_closes_it(layout: StoreLayout) -> None:
     lock = CheckoutLock.for_layout(layout, KEY)
 
     async def scenario() -> None:
-        before = open_fds()
+        before = lock_fds(layout)
         for _ in range(5):
             async with lock.write():
                 assert not probe(lock.path, fcntl.LOCK_SH)
             async with lock.read():
                 assert probe(lock.path, fcntl.LOCK_SH) and not probe(lock.path, fcntl.LOCK_EX)
             assert probe(lock.path, fcntl.LOCK_EX)
-            assert open_fds() == before + 1
+            assert lock_fds(layout) == before + 1
         holder = Holder("w", lock.write, [])
         await asyncio.wait_for(holder.inside.wait(), 5)
         lock.close_idle()  # someone holds it: the descriptor stays
-        assert open_fds() == before + 1 and not probe(lock.path, fcntl.LOCK_SH)
+        assert lock_fds(layout) == before + 1 and not probe(lock.path, fcntl.LOCK_SH)
         await holder.release()
         lock.close_idle()
-        assert open_fds() == before
+        assert lock_fds(layout) == before
         async with lock.write():  # the next node opens it again
             assert not probe(lock.path, fcntl.LOCK_SH)
         lock.close_idle()
@@ -397,24 +392,24 @@ def test_other_workspaces_are_independent(layout: StoreLayout) -> None:
     run(scenario)
 
 
-def test_cancelled_while_polling_flock_leaks_no_descriptor(layout: StoreLayout, steady_fds: None) -> None:
+def test_cancelled_while_polling_flock_leaks_no_descriptor(layout: StoreLayout) -> None:
     lock = CheckoutLock.for_layout(layout, KEY)
     layout.checkout_locks.mkdir(parents=True)
     blocker = os.open(lock.path, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(blocker, fcntl.LOCK_EX)
 
     async def scenario() -> None:
-        before = open_fds()
+        before = lock_fds(layout)
         for enter in (lock.write, lock.read):
             holder = Holder("x", enter, [])
             await asyncio.sleep(0.01)
             assert not holder.entered
             holder.task.cancel()
             await asyncio.gather(holder.task, return_exceptions=True)
-            assert open_fds() == before + 1  # the gate's own descriptor, unlocked
+            assert lock_fds(layout) == before + 1  # the gate's own descriptor, unlocked
             assert probe(lock.path, fcntl.LOCK_SH) is False  # still the blocker's, not ours
             lock.close_idle()
-            assert open_fds() == before
+            assert lock_fds(layout) == before
         fcntl.flock(blocker, fcntl.LOCK_UN)
         async with lock.write():
             pass
