@@ -39,8 +39,9 @@ __all__ = ["VerifiedHandles"]
 @dataclass(frozen=True)
 class _Kept:
     fd: int
-    version: FileVersion
-    """For files the full version; for directories only (dev, ino) matter (entries change mtime)."""
+    version: FileVersion | None
+    """What a kept file was verified as; None for a directory (its entries change its mtime, so
+    only the inode the path names is re-checked)."""
     path: str
     """The absolute path verified (re-checked with ``lstat``)."""
 
@@ -92,7 +93,7 @@ class VerifiedHandles:
             os.close(self._dirs.pop(path).fd)
         fd = open_verified_dir(path, identity=identity)
         if not self._closed:
-            self._dirs[path] = _Kept(os.dup(fd), file_version(os.fstat(fd)), str(path))
+            self._dirs[path] = _Kept(os.dup(fd), None, str(path))
         return fd
 
     def close(self) -> None:

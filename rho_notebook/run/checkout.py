@@ -8,10 +8,11 @@ Owns two layers, always taken in this order (and released in reverse):
 2. Cross-process, ``flock(2)`` on ``<locks_dir>/<workspace_key>.lock`` (the file is 0600, the
    directory 0700, symlinks are refused). Each event loop opens the lock file once and keeps the
    descriptor until a run ends with the lock idle (:meth:`CheckoutLock.close_idle`), so a node
-   launch costs two ``flock`` calls, not an open and a close as well. The readers of one process share ``LOCK_SH`` on it, taken when the first
-   local reader enters and dropped when the last one leaves; a writer takes ``LOCK_EX`` on it (the
-   local lock never admits both at once). Locks are polled with ``LOCK_NB`` and a short
-   ``asyncio.sleep`` backoff (1 ms doubling to 20 ms), so the event loop never blocks.
+   launch costs two ``flock`` calls, not an open and a close as well. The readers of one process
+   share ``LOCK_SH`` on it, taken when the first local reader enters and dropped when the last one
+   leaves; a writer takes ``LOCK_EX`` on it (the local lock never admits both at once). Locks are
+   polled with ``LOCK_NB`` and a short ``asyncio.sleep`` backoff (1 ms doubling to 20 ms), so the
+   event loop never blocks.
 
 As in Rho, the cross-process order is safe but not fair: ``flock`` keeps no queue, so a mutating
 node can wait behind readers of other processes for as long as they keep the shared lock. Lock
@@ -31,8 +32,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-import weakref
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, finalize
 
 from rho_notebook.errors import StoreError
 from rho_notebook.store.files import ensure_private_dir
@@ -180,7 +180,7 @@ class _Gate:
     """The lock file, opened on first use; closed by :meth:`CheckoutLock.close_idle` (a run owner
     calls it when its run ends) or, failing that, when the gate is collected with its loop. One
     descriptor serves both modes: the local lock never lets a writer and readers in at once."""
-    closer: weakref.finalize[[int], _Gate] | None = None
+    closer: finalize[[int], _Gate] | None = None
     shared_users: int = 0
     dir_ready: bool = False
 
@@ -301,7 +301,7 @@ class CheckoutLock:
                 ensure_private_dir(self._locks_dir, below=self._store_root)
                 gate.dir_ready = True
             gate.fd = _open_lock_file(self._path)
-            gate.closer = weakref.finalize(gate, os.close, gate.fd)
+            gate.closer = finalize(gate, os.close, gate.fd)
         return gate.fd
 
     def close_idle(self) -> None:

@@ -453,8 +453,7 @@ class RunDriver:
             self.verified.close()
             if self.checkout is not None:
                 self.checkout.close_idle()
-            if self.artifacts.started:  # a run of silent commands never started the writer
-                await asyncio.to_thread(self.artifacts.close)
+            await self.artifacts.aclose()
         return self.state
 
     async def _loop(self) -> None:

@@ -40,11 +40,6 @@ class ArtifactWriter:
         self._thread: threading.Thread | None = None
         self._errors: list[BaseException] = []
 
-    @property
-    def started(self) -> bool:
-        """Whether the writer thread runs (it starts with the first job)."""
-        return self._thread is not None
-
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, name="rho-artifacts", daemon=True)
@@ -75,6 +70,11 @@ class ArtifactWriter:
             self._jobs.put(None)
             self._thread.join()
             self._thread = None
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the loop; free when no job ever started the thread."""
+        if self._thread is not None:
+            await asyncio.to_thread(self.close)
 
     def files(self, path: Path) -> AttemptFiles:
         return AttemptFiles(path, self)
