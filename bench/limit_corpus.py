@@ -31,7 +31,7 @@ def graph_case(nodes: int = 750, edges: int = 7500) -> Case:
     if extra < 0 or extra > nodes - 11:
         msg = f"cannot lay out {nodes} nodes with {edges} edges"
         raise ValueError(msg)
-    source = f'''
+    source = f"""
 def name_of(i):
     return "n" + str(10000 + i)[1:]
 
@@ -54,8 +54,10 @@ def build(inputs):
     return workflow(name = "stress", nodes = nodes, concurrency = {{"total": 2, "command": 2}})
 
 WORKFLOW = define(inputs = {{"count": input.integer(default = {nodes})}}, build = build)
-'''
-    return Case(name=f"graph_{nodes}_{edges}", files={"wf.star": source}, expect={"node_count": nodes, "edge_count": edges})
+"""
+    return Case(
+        name=f"graph_{nodes}_{edges}", files={"wf.star": source}, expect={"node_count": nodes, "edge_count": edges}
+    )
 
 
 def modules_case(count: int = 75, depth: int = 15, target_bytes: int = 750_000) -> Case:
@@ -70,7 +72,7 @@ def modules_case(count: int = 75, depth: int = 15, target_bytes: int = 750_000) 
             body = ""
             if level + 1 < depth:
                 body += f'load("//lib/c{chain:02d}/m{level + 1:02d}.star", v = "value")\n'
-                body += f"value = v + 1\n"
+                body += "value = v + 1\n"
             else:
                 body += "value = 1\n"
             if level == 0:
@@ -78,12 +80,15 @@ def modules_case(count: int = 75, depth: int = 15, target_bytes: int = 750_000) 
             files[label] = body + _padding(per_module - len(body))
     loads = "".join(f'load("//{h}", v{i} = "value")\n' for i, h in enumerate(heads))
     total = " + ".join(f"v{i}" for i in range(len(heads)))
-    entry = loads + f'''
+    entry = (
+        loads
+        + f"""
 def build(inputs):
     return workflow(name = "modules", nodes = [command(name = "sum", argv = ["echo", str({total})], timeout_seconds = 5, max_output_bytes = 100)])
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
+    )
     files["wf.star"] = entry + _padding(per_module - len(entry))
     return Case(name="modules", files=files, expect={"module_count": count + 1, "module_depth": depth + 1})
 
@@ -94,7 +99,7 @@ def _padding(size: int) -> str:
 
 
 def evaluator_case(iterations: int = 200_000) -> Case:
-    source = f'''
+    source = f"""
 def work():
     total = 0
     for i in range({iterations}):
@@ -105,12 +110,12 @@ def build(inputs):
     return workflow(name = "work", nodes = [command(name = "w", argv = ["echo", str(work())], timeout_seconds = 5, max_output_bytes = 100)])
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
     return Case(name="evaluator_work", files={"wf.star": source})
 
 
 def values_case(string_bytes: int = 512_000, items: int = 50_000) -> Case:
-    source = f'''
+    source = f"""
 def build(inputs):
     big = "y" * {string_bytes}
     many = list(range({items}))
@@ -119,12 +124,12 @@ def build(inputs):
     ])
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
     return Case(name="values", files={"wf.star": source})
 
 
 def schema_case(depth: int = 16, fields: int = 400) -> Case:
-    source = f'''
+    source = f"""
 def build(inputs):
     s = schema.string()
     for _ in range({depth - 3}):
@@ -139,7 +144,7 @@ def build(inputs):
     ])
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
     return Case(name="schemas", files={"wf.star": source}, expect={"schema_depth": depth, "condition_depth": depth})
 
 

@@ -6,7 +6,7 @@ Per sample (fresh temporary workspace and RHO_NOTEBOOK_HOME): plan a one-node wo
 (``sleep 60``) in-process, start a real owner ``python -m rho_notebook run PLAN --yes --output
 jsonl`` in its own session, read its jsonl stdout until ``process_started`` gives the command's
 pid, and open pidfds for the command and the owner. Then a second process (a small helper that
-imports rho_notebook) calls ``rho_notebook.run.owner.request_cancel`` and prints when the request
+imports rho_notebook) calls ``rho_notebook.runtime.cancel.request_cancel`` and prints when the request
 became durable (``CancelResult.recorded_at``) and when the owner's ack arrived (the moment
 ``poke_owner`` returned), both ``time.monotonic()``, which is system-wide on Linux. The parent
 waits with ``select`` on the helper's stdout and both pidfds (no sleeps) and reports, from the
@@ -57,16 +57,16 @@ WORKFLOW = define(inputs = {}, build = build)
 
 HELPER = """
 import json, sys, time
-from rho_notebook.run import owner
+from rho_notebook.runtime import cancel
 from rho_notebook.store.layout import StoreLayout
 acked = []
-real_poke = owner.poke_owner
+real_poke = cancel.poke_owner
 def timed_poke(*args, **kwargs):
     answer = real_poke(*args, **kwargs)
     acked.append(time.monotonic())
     return answer
-owner.poke_owner = timed_poke
-result = owner.request_cancel(StoreLayout.default(), sys.argv[1])
+cancel.poke_owner = timed_poke
+result = cancel.request_cancel(StoreLayout.default(), sys.argv[1])
 print(json.dumps({**result.to_json(), "recorded_at": result.recorded_at, "ack_at": acked[0] if acked else None}), flush=True)
 """
 
@@ -119,7 +119,9 @@ def _start(tmp: Path) -> Live:
     (root / ".rho").mkdir(parents=True)
     (root / "wf.star").write_text(WORKFLOW)
     service = Service(layout=StoreLayout(home=home))
-    plan = asyncio.run(service.plan(service.request_for(root / "wf.star", inputs={}, workspace=Workspace(root=root.resolve()))))
+    plan = asyncio.run(
+        service.plan(service.request_for(root / "wf.star", inputs={}, workspace=Workspace(root=root.resolve())))
+    )
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(home), "PYTHONPATH": str(REPO)}
     with open(tmp / "owner.stderr", "w") as stderr:
         owner = subprocess.Popen(
@@ -133,7 +135,9 @@ def _start(tmp: Path) -> Live:
             pid = int(record["pid"])
             return Live(owner, record["run_id"], pid, os.pidfd_open(pid), os.pidfd_open(owner.pid), env)
     owner.wait()
-    raise Failure(f"owner exited ({owner.returncode}) before process_started: {(tmp / 'owner.stderr').read_text()[-2000:]}")
+    raise Failure(
+        f"owner exited ({owner.returncode}) before process_started: {(tmp / 'owner.stderr').read_text()[-2000:]}"
+    )
 
 
 def _wait_all(live: Live, helper_out: IO[str]) -> tuple[str, dict[str, float]]:
@@ -176,7 +180,9 @@ def sample() -> Sample:
         helper: subprocess.Popen[str] | None = None
         try:
             spawned = time.monotonic()
-            helper = subprocess.Popen([sys.executable, "-c", HELPER, live.run_id], env=live.env, stdout=subprocess.PIPE, text=True)
+            helper = subprocess.Popen(
+                [sys.executable, "-c", HELPER, live.run_id], env=live.env, stdout=subprocess.PIPE, text=True
+            )
             assert helper.stdout is not None
             text, seen = _wait_all(live, helper.stdout)
             if helper.wait() != 0 or not text.strip():
@@ -196,7 +202,9 @@ def sample() -> Sample:
     def after(moment: float) -> float:
         return (moment - recorded) * 1000
 
-    return Sample((recorded - spawned) * 1000, after(float(answer["ack_at"])), after(seen["cleanup"]), after(seen["completion"]))
+    return Sample(
+        (recorded - spawned) * 1000, after(float(answer["ack_at"])), after(seen["cleanup"]), after(seen["completion"])
+    )
 
 
 def check_cli() -> float:
@@ -205,11 +213,19 @@ def check_cli() -> float:
         live = _start(Path(tmp))
         try:
             began = time.monotonic()
-            result = subprocess.run([sys.executable, "-m", "rho_notebook", "cancel", live.run_id], env=live.env, capture_output=True, text=True, timeout=TIMEOUT)
+            result = subprocess.run(
+                [sys.executable, "-m", "rho_notebook", "cancel", live.run_id],
+                env=live.env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
             wall = (time.monotonic() - began) * 1000
             answer = json.loads(result.stdout) if result.returncode == 0 else {}
             if answer.get("cancellation_state") != "acknowledged":
-                raise Failure(f"CLI cancel printed {result.stdout!r} (exit {result.returncode}, stderr {result.stderr[-500:]!r})")
+                raise Failure(
+                    f"CLI cancel printed {result.stdout!r} (exit {result.returncode}, stderr {result.stderr[-500:]!r})"
+                )
             if select.select([live.command_fd], [], [], TIMEOUT)[0] == []:
                 raise Failure("the command process survived the CLI cancel")
             _finish(live)
@@ -225,9 +241,13 @@ def main() -> int:
     args = parser.parse_args()
     try:
         cli_ms = check_cli()
-        print(f"CLI check: `rho_notebook cancel` printed cancellation_state acknowledged ({cli_ms:.1f} ms wall, incl. start-up)")
+        print(
+            f"CLI check: `rho_notebook cancel` printed cancellation_state acknowledged ({cli_ms:.1f} ms wall, incl. start-up)"
+        )
         samples = []
-        print(f"{'sample':>6} {'startup':>9} {'ack':>9} {'cleanup':>9} {'completion':>11}   (ms; all but startup from the durable request)")
+        print(
+            f"{'sample':>6} {'startup':>9} {'ack':>9} {'cleanup':>9} {'completion':>11}   (ms; all but startup from the durable request)"
+        )
         for index in range(args.repeat):
             s = sample()
             samples.append(s)
@@ -235,8 +255,13 @@ def main() -> int:
     except Failure as err:
         print(f"FAILED: {err}", file=sys.stderr)
         return 1
-    med = {f: statistics.median(getattr(s, f) for s in samples) for f in ("startup_ms", "ack_ms", "cleanup_ms", "completion_ms")}
-    print(f"{'median':>6} {med['startup_ms']:9.1f} {med['ack_ms']:9.1f} {med['cleanup_ms']:9.1f} {med['completion_ms']:11.1f}")
+    med = {
+        f: statistics.median(getattr(s, f) for s in samples)
+        for f in ("startup_ms", "ack_ms", "cleanup_ms", "completion_ms")
+    }
+    print(
+        f"{'median':>6} {med['startup_ms']:9.1f} {med['ack_ms']:9.1f} {med['cleanup_ms']:9.1f} {med['completion_ms']:11.1f}"
+    )
     verdict = "met" if med["ack_ms"] < 25 else "NOT met"
     print(f"goal: median acknowledgement < 25 ms (Rho's checked figure: 33 ms): {med['ack_ms']:.1f} ms, {verdict}")
     print(f"rerun: PYTHONPATH={REPO} {sys.executable} {Path(__file__).resolve()} --repeat {args.repeat}")

@@ -41,7 +41,9 @@ def measure(case: Case) -> dict[str, int]:
         request = service.request_for(entry, inputs=case.inputs, workspace=Workspace(root=root.resolve()))
         plan = asyncio.run(service.plan(request))
     graph, stats = plan.graph, plan.manifest.stats
-    argv_bytes = [sum(len(p.encode()) for p in n.argv if isinstance(p, str)) for n in graph.nodes if isinstance(n, CommandNode)]
+    argv_bytes = [
+        sum(len(p.encode()) for p in n.argv if isinstance(p, str)) for n in graph.nodes if isinstance(n, CommandNode)
+    ]
     return {
         "source_bytes": stats["source_bytes"],
         "module_count": stats["modules"],
@@ -87,11 +89,15 @@ def main() -> int:
             failures.append(f"{budget}: measured {value} exceeds the accepted limit {limit}")
         elif budget in VARIABLE:
             if free < MIN_FREE_FRACTION:
-                failures.append(f"{budget}: only {free:.0%} of the limit {limit} is free (need {MIN_FREE_FRACTION:.0%})")
+                failures.append(
+                    f"{budget}: only {free:.0%} of the limit {limit} is free (need {MIN_FREE_FRACTION:.0%})"
+                )
             if not args.write and entry["measured"] and value > 2 * entry["measured"]:
                 failures.append(f"{budget}: measured {value} is more than twice the baseline {entry['measured']}")
         elif not args.write and value != entry["measured"]:
-            failures.append(f"{budget}: measured {value}, the receipt records {entry['measured']} (rerun with --write if the change is intended)")
+            failures.append(
+                f"{budget}: measured {value}, the receipt records {entry['measured']} (rerun with --write if the change is intended)"
+            )
         if args.write:
             entry["measured"] = value
             entry["case"] = case

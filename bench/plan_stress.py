@@ -53,7 +53,9 @@ def main() -> int:
     import starlark as sl
 
     source = case.files["wf.star"].replace("command(", "dict(").replace("workflow(", "dict(")
-    source = source.replace("WORKFLOW = define(", "WORKFLOW = dict(").replace('"count": input.integer(default = 750)', '"count": 750')
+    source = source.replace("WORKFLOW = define(", "WORKFLOW = dict(").replace(
+        '"count": input.integer(default = 750)', '"count": 750'
+    )
     for _ in range(args.samples):
         t0 = time.perf_counter()
         module = sl.Module()

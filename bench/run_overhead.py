@@ -38,18 +38,18 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.limit_corpus import graph_case, write_case  # noqa: E402
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor  # noqa: E402
+from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.model.state import NodeState  # noqa: E402
-from rho_notebook.plan.plan import Plan  # noqa: E402
-from rho_notebook.run.owner import execute_run  # noqa: E402
+from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
 from rho_notebook.source.workspace import Workspace  # noqa: E402
 from rho_notebook.store.journal import read_journal  # noqa: E402
@@ -74,7 +74,7 @@ class RunFigures:
 
 
 def chain_source(count: int) -> str:
-    return f'''
+    return f"""
 def build(inputs):
     nodes = []
     for i in range({count}):
@@ -83,7 +83,7 @@ def build(inputs):
     return workflow(name = "chain", nodes = nodes)
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
 
 
 def make_plan(service: Service, root: Path, files: Mapping[str, str]) -> Plan:
@@ -96,7 +96,7 @@ def make_plan(service: Service, root: Path, files: Mapping[str, str]) -> Plan:
 
 def run_once(service: Service, plan: Plan, executors: Mapping[str, Executor] | None = None) -> RunFigures:
     began = time.perf_counter()
-    run_id = service.create_run(plan)
+    run_id = create_run(service.layout, plan)
     state = asyncio.run(execute_run(service.layout, run_id, resume=False, executors=executors))
     seconds = time.perf_counter() - began
     bad = [name for name, record in state.nodes.items() if record.state is not NodeState.SUCCESS]
@@ -217,7 +217,9 @@ def main() -> int:
         for index in range(args.samples):
             for key, step in steps:
                 series[key].append(step())
-            print(f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in series.items()), flush=True)
+            print(
+                f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in series.items()), flush=True
+            )
         where = fs_type(tmp)
     m = {k: statistics.median(v) for k, v in series.items()}
     per_node_a, per_node_floor = m["a"] * 1000 / CHAIN, m["a_floor"] * 1000 / CHAIN
@@ -226,14 +228,42 @@ def main() -> int:
         return "met" if ok else "NOT met"
 
     rows = [
-        ("(a) chain 100 x true, ms/node", per_node_a, per_node_floor, spread(series["a"], 1000 / CHAIN), "<= 2.0 ms/node", verdict(per_node_a <= 2.0), counts["a"]),
-        ("(b) graph 750/7500 x true, s", m["b"], m["b_floor"], spread(series["b"], 1), "< 1.5 s", verdict(m["b"] < 1.5), counts["b"]),
-        ("(c) graph 750/7500 no-op, s", m["c"], m["c_floor"], spread(series["c"], 1), "<= 2x floor", verdict(m["c"] <= 2 * m["c_floor"]), counts["c"]),
+        (
+            "(a) chain 100 x true, ms/node",
+            per_node_a,
+            per_node_floor,
+            spread(series["a"], 1000 / CHAIN),
+            "<= 2.0 ms/node",
+            verdict(per_node_a <= 2.0),
+            counts["a"],
+        ),
+        (
+            "(b) graph 750/7500 x true, s",
+            m["b"],
+            m["b_floor"],
+            spread(series["b"], 1),
+            "< 1.5 s",
+            verdict(m["b"] < 1.5),
+            counts["b"],
+        ),
+        (
+            "(c) graph 750/7500 no-op, s",
+            m["c"],
+            m["c_floor"],
+            spread(series["c"], 1),
+            "<= 2x floor",
+            verdict(m["c"] <= 2 * m["c_floor"]),
+            counts["c"],
+        ),
     ]
     print(f"\nmedian of {args.samples} samples; store and floors on {where}")
-    print(f"{'workload':31} {'run':>8} {'(min-max)':>11} {'floor':>8} {'ratio':>7}  {'goal':15} {'verdict':8} {'events':>7} {'launches':>8}")
+    print(
+        f"{'workload':31} {'run':>8} {'(min-max)':>11} {'floor':>8} {'ratio':>7}  {'goal':15} {'verdict':8} {'events':>7} {'launches':>8}"
+    )
     for name, value, floor, rng, goal, ok, figures in rows:
-        print(f"{name:31} {value:8.3f} {rng:>11} {floor:8.3f} {value / floor:6.2f}x  {goal:15} {ok:8} {figures.events:7d} {figures.launches:8d}")
+        print(
+            f"{name:31} {value:8.3f} {rng:>11} {floor:8.3f} {value / floor:6.2f}x  {goal:15} {ok:8} {figures.events:7d} {figures.launches:8d}"
+        )
     print("floors: (a), (b) subprocess.run(['/bin/true']) in order; (c) asyncio loop, same lines, one fsync per tick")
     print(f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/run_overhead.py --samples {args.samples}")
     return 0

@@ -24,13 +24,16 @@ import json
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.limit_corpus import graph_case, write_case
-from rho_notebook.plan.plan import Plan
-from rho_notebook.run.events import now_iso
-from rho_notebook.run.state import RunState, apply
+from rho_notebook.model.events import now_iso
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.run_state import RunState
+from rho_notebook.runtime.owner import create_run
+from rho_notebook.runtime.status import load_state
 from rho_notebook.service import Service
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.layout import StoreLayout
@@ -46,7 +49,7 @@ class SyntheticHandle:
     def __init__(self, service: Service, run_id: str) -> None:
         self.run_id = run_id
         self.service = service
-        self._state = service.status(run_id)
+        self._state = load_state(service.layout, run_id)
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._done = False
 
@@ -154,14 +157,16 @@ def _settle(controller: RunController, comm: RecordingComm, *, quiet: float = 0.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         times = comm.times
-        if controller.widget.run.get("lifecycle") == "completed" and (not times or time.monotonic() - times[-1] > quiet):
+        if controller.widget.run.get("lifecycle") == "completed" and (
+            not times or time.monotonic() - times[-1] > quiet
+        ):
             return
         time.sleep(0.05)
 
 
 def synthetic(service: Service, plan: Plan, *, rate: float | None) -> dict[str, Any]:
     with recording_comms() as comms:
-        run_id = service.create_run(plan)
+        run_id = create_run(service.layout, plan)
         handle = SyntheticHandle(service, run_id)
         controller = RunController(handle, service=service)
         meter = Meter(controller, handle)
@@ -186,7 +191,7 @@ def synthetic(service: Service, plan: Plan, *, rate: float | None) -> dict[str, 
         thread.join()
         fed = time.monotonic() - started
         _settle(controller, comm)
-        result = _report(f"synthetic {'%d events/s' % rate if rate else 'unthrottled'}", meter, comm, fed)
+        result = _report(f"synthetic {f'{int(rate)} events/s' if rate else 'unthrottled'}", meter, comm, fed)
         states = set(controller.widget.states().values())
         result["final_states"] = sorted(states)
         return result
@@ -194,7 +199,7 @@ def synthetic(service: Service, plan: Plan, *, rate: float | None) -> dict[str, 
 
 def real(service: Service, plan: Plan) -> dict[str, Any]:
     with recording_comms() as comms:
-        run_id = service.create_run(plan)
+        run_id = create_run(service.layout, plan)
         handle = ThreadRunHandle(service, run_id)
         controller = RunController(handle, service=service)
         meter = Meter(controller, handle)

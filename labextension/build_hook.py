@@ -2,11 +2,19 @@
 npm when Node.js is available, otherwise install the prebuilt one and say so.
 
 pyproject.toml points ``[tool.hatch.build.hooks.jupyter-builder] build-function`` here. With
-Node.js and npm on PATH this is ``hatch_jupyter_builder.npm_builder`` (``npm install`` from the
-pinned package-lock.json, then ``npm run build:prod``: tsc, then ``jupyter-builder build .``, which
-writes ``rho_notebook/labextension/``). Without them the committed build in
-``rho_notebook/labextension/`` is installed as it is, and a warning says so (``pip install -v``
-shows build output).
+Node.js and npm on PATH this is ``hatch_jupyter_builder.npm_builder``: ``npm install`` in
+``labextension/``, then ``npm run build:prod`` (tsc of the shared ``js/`` package into ``js/lib``,
+tsc of the extension, then ``jupyter-builder build .``, which writes ``rho_notebook/labextension/``).
+
+``labextension/`` is a member of the npm workspace whose root is the repository (``package.json``
+and the one ``package-lock.json`` there; members ``js/`` and ``labextension/``). npm 8+ run in a
+member finds that root by itself, so the ``npm install`` above installs the pinned tree into the
+root's ``node_modules/`` and links ``js/`` there as ``@rho-notebook/dagview``, the package the
+sidebar imports; on a fresh clone nothing else is needed. This hook checks the link afterwards
+(an older npm would not make it) and says what to do when it is missing.
+
+Without Node.js and npm the committed build in ``rho_notebook/labextension/`` is installed as it
+is, and a warning says so (``pip install -v`` shows build output).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 PREBUILT = Path("rho_notebook") / "labextension" / "static" / "style.js"
+SHARED = Path("node_modules") / "@rho-notebook" / "dagview"
+"""Where npm links the workspace package ``js/`` (relative to the workspace root, the repository)."""
 
 
 def build(target_name: str, version: str, **kwargs: Any) -> None:
@@ -38,4 +48,12 @@ def build(target_name: str, version: str, **kwargs: Any) -> None:
         return
     from hatch_jupyter_builder.utils import npm_builder
 
-    npm_builder(target_name, version, **kwargs)
+    try:
+        npm_builder(target_name, version, **kwargs)
+    finally:
+        if not SHARED.exists():
+            msg = (
+                f"rho-notebook: npm did not link the workspace package js/ at {SHARED}: run `npm install` in the "
+                "repository root (npm 8 or newer, which comes with Node.js 20) and build again"
+            )
+            print(msg, file=sys.stderr)

@@ -2,12 +2,20 @@
 
 Errors carry structured, keyword-only fields (file, line, column, budget, ...) so that
 front ends can point at the problem, and they pickle across process boundaries.
+
+Each class also says how front ends report it, so no front end keeps its own table:
+``exit_code`` is the exit status of the ``rho-notebook`` command (1 failed or invalid, 2 usage,
+3 refused) and ``http_status`` is the status of the REST answer (400 bad input or invalid
+workflow, 404 not found, 409 conflict or refusal, 500 failure on our side, e.g. the store).
+
+This module sits at the bottom of the layers: it imports nothing of ours, so every layer may
+import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 __all__ = [
     "Diagnostic",
@@ -20,6 +28,24 @@ __all__ = [
     "StoreError",
     "NotFound",
     "AmbiguousId",
+    "NameMismatch",
+    "ExportError",
+    "ConfirmationRequired",
+    "PlanNotApproved",
+    "ApprovalRefused",
+    "RunRefused",
+    "NeedsRecovery",
+    "SettingsError",
+    "ProviderError",
+    "ProviderErrorKind",
+    "AnswerError",
+    "AgentFailure",
+    "FailureKind",
+    "FAILURE_KINDS",
+    "VerificationError",
+    "VerifyReason",
+    "UnsupportedPlatform",
+    "LaunchError",
 ]
 
 
@@ -59,6 +85,10 @@ class RhoError(Exception):
     """Root of every error rho_notebook raises deliberately."""
 
     rule = "error"
+    exit_code: ClassVar[int] = 1
+    """Exit status of the ``rho-notebook`` command: 1 failed or invalid, 2 usage, 3 refused."""
+    http_status: ClassVar[int] = 400
+    """Status of the REST answer: 400 bad input, 404 not found, 409 conflict or refusal, 500 ours."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -135,13 +165,8 @@ class LimitError(InvalidWorkflow):
         detail: str = "",
     ) -> None:
         extra = f" ({detail})" if detail else ""
-        message = (
-            f"planning budget '{budget}' exceeded: accepted limit {limit}, "
-            f"measured {measured}{extra}"
-        )
-        super().__init__(
-            [Diagnostic(rule=f"limit.{budget}", message=message, file=file, line=line, column=column)]
-        )
+        message = f"planning budget '{budget}' exceeded: accepted limit {limit}, measured {measured}{extra}"
+        super().__init__([Diagnostic(rule=f"limit.{budget}", message=message, file=file, line=line, column=column)])
         self.budget = budget
         self.limit = limit
         self.measured = measured
@@ -151,21 +176,213 @@ class PlanError(RhoError):
     """A plan could not be created or loaded (resolution of executables or agents, store content)."""
 
     rule = "plan"
+    http_status = 409
 
 
 class StoreError(RhoError):
     """The durable store is unreadable, unsafe (symlinks, permissions) or inconsistent."""
 
     rule = "store"
+    http_status = 500
 
 
 class NotFound(StoreError):
     """No plan or run matches the given ID or prefix."""
 
     rule = "not_found"
+    http_status = 404
 
 
 class AmbiguousId(StoreError):
     """An ID prefix matches more than one plan or run."""
 
     rule = "ambiguous_id"
+    http_status = 400
+
+
+# -- notebook cells and export -----------------------------------------------------------------------
+
+
+class NameMismatch(RhoError):
+    """``%%workflow NAME`` names another workflow than the cell builds."""
+
+    rule = "workflow.name"
+
+
+class ExportError(RhoError):
+    """The notebook cannot be exported as asked (no such workflow, malformed cell, unsafe target)."""
+
+    rule = "export"
+
+
+# -- consent and approval ----------------------------------------------------------------------------
+
+
+class ConfirmationRequired(RhoError):
+    """A run or resume was asked for without confirming the exact graph digest."""
+
+    rule = "confirmation_required"
+    exit_code = 3
+    http_status = 409
+
+
+class PlanNotApproved(RhoError):
+    """Plan approval is enforced and the graph digest has no approval record."""
+
+    rule = "plan_not_approved"
+    exit_code = 1
+    """1, not 3: ``rho-notebook run`` has always exited 1 here (tests/cli/test_approvals.py)."""
+    http_status = 409
+
+
+class ApprovalRefused(RhoError):
+    """A decision cannot be made here (inside a run's process tree, unknown or decided request)."""
+
+    rule = "approval_refused"
+    exit_code = 1
+    """1, not 3: ``rho-notebook approve`` has always exited 1 here (tests/cli/test_approvals.py)."""
+    http_status = 409
+
+
+# -- runs --------------------------------------------------------------------------------------------
+
+
+class RunRefused(RhoError):
+    """The run cannot start or resume as asked (owned elsewhere, completed, plan changed)."""
+
+    rule = "refused"
+    exit_code = 3
+    http_status = 409
+
+
+class NeedsRecovery(RunRefused):
+    """Uncertain attempts exist; resume needs --recover-uncertain after inspection."""
+
+    rule = "needs_recovery"
+
+
+# -- agents ------------------------------------------------------------------------------------------
+
+
+class SettingsError(RhoError):
+    """A settings document breaks the agent settings rules (message names the file and key)."""
+
+    rule = "settings"
+
+
+ProviderErrorKind = Literal["transport", "http", "auth", "rate_limited", "malformed", "timeout", "cancelled"]
+
+
+class ProviderError(RhoError):
+    """A provider call failed; ``kind`` says how, ``status`` is the HTTP status when there was one.
+
+    Messages name the provider and the credential *reference*, never a credential value.
+    ``retries`` holds the :class:`~rho_notebook.agents.provider.RetryRecord` of each transport
+    retry made before the failure.
+    """
+
+    rule = "provider"
+    http_status = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ProviderErrorKind,
+        status: int | None = None,
+        retries: tuple[Any, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.kind: ProviderErrorKind = kind
+        self.status = status
+        self.retries = retries
+
+
+class AnswerError(RhoError):
+    """The final answer is not one JSON value (``not_json``) or does not match the schema (``schema``)."""
+
+    rule = "answer"
+    http_status = 500
+
+    def __init__(self, message: str, *, kind: Literal["not_json", "schema"]) -> None:
+        super().__init__(message)
+        self.kind: Literal["not_json", "schema"] = kind
+
+
+FailureKind = Literal[
+    "config",
+    "credential",
+    "transport",
+    "http",
+    "auth",
+    "rate_limited",
+    "malformed",
+    "timeout",
+    "cancelled",
+    "node_timeout",
+    "tool_budget",
+    "turn_budget",
+    "truncated",
+    "empty_answer",
+    "not_json",
+    "schema",
+    "too_large",
+    "template",
+    "claude",
+]
+FAILURE_KINDS: tuple[str, ...] = FailureKind.__args__  # type: ignore[attr-defined]
+"""Every way an agent attempt can fail (``usage.json`` ``failure.kind``); see docs/providers.md."""
+
+
+class AgentFailure(RhoError):
+    """An agent attempt failed; ``kind`` is one of :data:`FAILURE_KINDS`."""
+
+    rule = "agent"
+    http_status = 500
+
+    def __init__(self, message: str, *, kind: FailureKind, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
+        self.status = status
+
+
+# -- launching frozen executables --------------------------------------------------------------------
+
+VerifyReason = Literal[
+    "invalid_path",
+    "invalid_digest",
+    "missing",
+    "symlink",
+    "not_directory",
+    "not_regular",
+    "unreadable",
+    "identity",
+    "content",
+    "changed",
+]
+
+
+class VerificationError(RhoError):
+    """A frozen file or directory is missing, unsafe, or differs from what the plan pinned."""
+
+    rule = "verify"
+    http_status = 409
+
+    def __init__(self, message: str, *, path: str, reason: VerifyReason) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason: VerifyReason = reason
+
+
+class UnsupportedPlatform(RhoError):
+    """Frozen command execution cannot keep its handle-based guarantee on this system."""
+
+    rule = "unsupported_platform"
+    http_status = 500
+
+
+class LaunchError(RhoError):
+    """A verified process could not be started (exec failure, unsupported ``#!`` chain)."""
+
+    rule = "launch"
+    http_status = 500

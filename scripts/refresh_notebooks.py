@@ -46,7 +46,9 @@ def main() -> int:
     try:
         for path in paths:
             nb = nbformat.read(path, as_version=4)
-            NotebookClient(nb, timeout=300, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(REPO)}}).execute()
+            NotebookClient(
+                nb, timeout=300, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(REPO)}}
+            ).execute()
             _strip_widgets(nb)
             nbformat.write(nb, path)
             print(f"refreshed {path}")

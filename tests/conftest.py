@@ -1,8 +1,10 @@
-"""Shared fixtures: a private store home and a throwaway workspace per test."""
+"""Shared fixtures: a private store home and a throwaway workspace per test; waiting on the
+run journal (:func:`journaled`, :func:`wait_journaled`) instead of sleeping."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -13,9 +15,11 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.plan.plan import Plan
-from rho_notebook.service import Service
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.run_state import RunState
+from rho_notebook.service import Consent, Service, StartRun, default_runner
 from rho_notebook.source.workspace import Workspace
+from rho_notebook.store.journal import follow_journal
 from rho_notebook.store.layout import StoreLayout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,11 +54,23 @@ class Project:
         coro = service.plan(request) if store else service.validate(request)
         return asyncio.run(coro)
 
+    def create_run(self, plan: Plan) -> str:
+        """Create (not start) a run of a stored plan, its digest confirmed: the run ID.
+
+        Waits on the background runner's loop, so it also works inside an asyncio test."""
+        request = StartRun(plan=plan.plan_id, consent=Consent(yes=True))
+        return default_runner().call(self.service.create_run_of(plan, request))
+
+    def status(self, run_id: str) -> RunState:
+        return default_runner().call(self.service.status(run_id))
+
     def stored_plans(self) -> list[str]:
         plans = self.home / "workflows" / "plans"
         return sorted(p.name for p in plans.iterdir()) if plans.exists() else []
 
-    def cli(self, *args: str, check: bool = False, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, check: bool = False, timeout: float = 60, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, "RHO_NOTEBOOK_HOME": str(self.home), **(env or {})}
         full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
         return subprocess.run(
@@ -82,3 +98,62 @@ def star(body: str) -> str:
         + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
         + "\n\nWORKFLOW = define(inputs = {}, build = build)\n"
     )
+
+
+# -- waiting on the run journal -----------------------------------------------------------------
+
+
+def journal_of(home: Path, run_id: str) -> Path:
+    """The ``events.jsonl`` of run ``run_id`` in the store at ``home``."""
+    return StoreLayout(home=home).run_dir(run_id) / "events.jsonl"
+
+
+async def journaled(
+    home: Path,
+    run_id: str,
+    kind: str,
+    *,
+    node: str | None = None,
+    attempt: int | None = None,
+    after_seq: int = 0,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """Follow the run's journal until a ``kind`` record (of ``node`` / ``attempt`` when given)
+    with ``seq > after_seq`` is written, and return it.
+
+    Fails the test with what was journaled instead if none is written within ``timeout`` seconds.
+    Use this instead of sleeping and hoping the run got that far.
+    """
+    path = journal_of(home, run_id)
+    seen: list[str] = []
+
+    def wanted(record: dict[str, Any]) -> bool:
+        return (
+            record.get("kind") == kind
+            and (node is None or record.get("node") == node)
+            and (attempt is None or record.get("attempt") == attempt)
+        )
+
+    async def first() -> dict[str, Any]:
+        async with contextlib.aclosing(follow_journal(path, after_seq=after_seq, poll_seconds=0.01)) as records:
+            async for record in records:
+                if wanted(record):
+                    return record
+                seen.append(
+                    f"{record['seq']}:{record.get('kind')}" + (f"({record['node']})" if "node" in record else "")
+                )
+        raise AssertionError(f"following {path} ended")  # never: no stop condition
+
+    try:
+        return await asyncio.wait_for(first(), timeout)
+    except TimeoutError:
+        what = kind + (f" of node {node!r}" if node is not None else "")
+        what += f" attempt {attempt}" if attempt is not None else ""
+        so_far = ", ".join(seen) if seen else ("nothing" if path.exists() else "nothing (the journal does not exist)")
+        msg = f"no {what} was journaled in {path} within {timeout} s; journaled after seq {after_seq}: {so_far}"
+        raise AssertionError(msg) from None
+
+
+def wait_journaled(home: Path, run_id: str, kind: str, **kwargs: Any) -> dict[str, Any]:
+    """:func:`journaled` for synchronous tests (no event loop may be running in this thread)."""
+    return asyncio.run(journaled(home, run_id, kind, **kwargs))

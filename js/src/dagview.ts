@@ -6,31 +6,24 @@
 import DOMPurify from "dompurify";
 import { marked } from "marked";
 
-import type {
-  AttemptView,
-  Change,
-  DagSource,
-  Detail,
-  NodeView,
-  StateName,
-  StreamView,
-  WireLayout,
-  WireNode,
-} from "./types";
+import {
+  attemptCells,
+  childrenOf,
+  countStates,
+  curve,
+  dependencyEnds,
+  elapsed,
+  formatDuration,
+  labelChars,
+  nodeLabel,
+  nodeTitle,
+  STATES,
+  stateOf,
+} from "./model";
+import type { AttemptJson, Change, DagSource, Detail, StateName, StreamView, WireLayout, WireNode } from "./types";
 
 export type { DagSource, Change } from "./types";
-
-export const STATES: StateName[] = [
-  "pending",
-  "ready",
-  "running",
-  "success",
-  "failure",
-  "denial",
-  "cancellation",
-  "skipped",
-  "blocked",
-];
+export { STATES, formatDuration } from "./model";
 
 /** state -> [fill, stroke, icon]; rho_notebook/widgets/svg.py STATE_STYLE has the same values. */
 export const STATE_STYLE: Record<StateName, [string, string, string]> = {
@@ -67,41 +60,6 @@ function h<K extends keyof HTMLElementTagNameMap>(
     node.append(child);
   }
   return node;
-}
-
-export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return "–";
-  const total = Math.floor(ms / 1000);
-  const hours = Math.floor(total / 3600);
-  const minutes = Math.floor((total % 3600) / 60);
-  const seconds = total % 60;
-  const pad = (n: number) => String(n).padStart(2, "0");
-  if (hours > 0) return `${hours}:${pad(minutes)}:${pad(seconds)}`;
-  if (total < 60) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
-  return `${minutes}:${pad(seconds)}`;
-}
-
-function elapsed(start?: string | null, end?: string | null, offset = 0): number {
-  if (!start) return NaN;
-  const from = Date.parse(start);
-  const to = end ? Date.parse(end) : Date.now() + offset;
-  return to - from;
-}
-
-function curve(points: number[][], direction: "TB" | "LR"): string {
-  let d = `M${points[0][0]},${points[0][1]}`;
-  for (let i = 1; i < points.length; i++) {
-    const [px, py] = points[i - 1];
-    const [x, y] = points[i];
-    if (direction === "TB") {
-      const mid = (py + y) / 2;
-      d += `C${px},${mid} ${x},${mid} ${x},${y}`;
-    } else {
-      const mid = (px + x) / 2;
-      d += `C${mid},${py} ${mid},${y} ${x},${y}`;
-    }
-  }
-  return d;
 }
 
 /** Markdown to sanitized HTML (agent answers are untrusted text). */
@@ -183,17 +141,17 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
   let svg: SVGSVGElement = document.createElementNS(SVG_NS, "svg");
   let overlay: SVGGElement = document.createElementNS(SVG_NS, "g");
   const elements = new Map<string, NodeElements>();
-  const children = new Map<string, string[]>();
+  let children = new Map<string, string[]>();
   const shown = new Map<string, StateName>();
   let highlighted: string[] = [];
 
   function drawGraph(): void {
     layout = source.layout();
     elements.clear();
-    children.clear();
     shown.clear();
+    children = childrenOf(layout);
     const { node_width: w, node_height: nh, direction } = layout;
-    const maxChars = Math.floor((w - 34) / 7);
+    const maxChars = labelChars(w);
     const parts: string[] = [];
     parts.push(`<g class="rho-edges">`);
     for (const edge of layout.edges) {
@@ -202,21 +160,15 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     }
     parts.push(`</g><g class="rho-overlay"></g><g class="rho-nodes">`);
     for (const node of layout.nodes) {
-      const label = node.name.length <= maxChars ? node.name : node.name.slice(0, maxChars - 1) + "\u2026";
       const name = esc(node.name);
       parts.push(
         `<g class="rho-node rho-s-pending" data-name="${name}" data-state="pending" transform="translate(${node.x},${node.y})">` +
           `<title>${name}</title><rect width="${w}" height="${nh}" rx="6"/>` +
           `<text class="rho-icon" x="10" y="${nh / 2 + 4}">${STATE_STYLE.pending[2]}</text>` +
-          `<text class="rho-label" x="26" y="${nh / 2 + 4}">${esc(label)}</text>` +
+          `<text class="rho-label" x="26" y="${nh / 2 + 4}">${esc(nodeLabel(node.name, maxChars))}</text>` +
           (node.conditional ? `<text class="rho-when" x="${w - 8}" y="11" text-anchor="end">when</text>` : "") +
           `</g>`,
       );
-      for (const need of node.needs) {
-        const list = children.get(need);
-        if (list) list.push(node.name);
-        else children.set(need, [node.name]);
-      }
     }
     parts.push(`</g>`);
     svg = document.createElementNS(SVG_NS, "svg");
@@ -257,27 +209,21 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     for (const name of names) {
       const found = elements.get(name);
       if (!found) continue;
-      const view: NodeView | undefined = views[name];
-      const state: StateName = view?.state ?? "pending";
+      const view = views[name];
+      const state = stateOf(view?.state);
       if (shown.get(name) !== state) {
         shown.set(name, state);
         found.group.setAttribute("class", `rho-node rho-s-${state}` + (name === source.selected() ? " rho-sel" : "") + (highlighted.includes(name) ? " rho-need" : ""));
         found.group.dataset.state = state;
         found.icon.textContent = STATE_STYLE[state][2];
       }
-      const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
-      found.title.textContent = `${name} (${found.data.kind}): ${state}${view?.attempt ? `, attempt ${view.attempt}` : ""}${reason}`;
+      found.title.textContent = nodeTitle(found.data, view);
     }
     updateCounts();
   }
 
   function updateCounts(): void {
-    const counts = new Map<StateName, number>(STATES.map((s) => [s, 0]));
-    const views = source.nodes();
-    for (const name of elements.keys()) {
-      const state = views[name]?.state ?? "pending";
-      counts.set(state, (counts.get(state) ?? 0) + 1);
-    }
+    const { counts, done, total } = countStates(elements.keys(), source.nodes());
     for (const [state, count] of counts) {
       const target = legendCounts.get(state);
       if (target) {
@@ -285,10 +231,8 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
         (target.parentElement as HTMLElement).classList.toggle("rho-zero", count === 0);
       }
     }
-    const terminal = ["success", "failure", "denial", "cancellation", "skipped", "blocked"] as StateName[];
-    const done = terminal.reduce((sum, s) => sum + (counts.get(s) ?? 0), 0);
     el.dataset.done = String(done);
-    el.dataset.total = String(elements.size);
+    el.dataset.total = String(total);
   }
 
   function updateRun(): void {
@@ -346,17 +290,14 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     const target = elements.get(selected);
     if (!target) return;
     target.group.classList.add("rho-sel");
-    const { node_width: w, node_height: nh, direction } = layout;
     const parts: string[] = [];
     for (const need of target.data.needs) {
       const from = elements.get(need);
       if (!from) continue;
       from.group.classList.add("rho-need");
       highlighted.push(need);
-      const start = direction === "TB" ? [from.data.x + w / 2, from.data.y + nh] : [from.data.x + w, from.data.y + nh / 2];
-      const end = direction === "TB" ? [target.data.x + w / 2, target.data.y] : [target.data.x, target.data.y + nh / 2];
       const cls = target.data.conditional ? "rho-dep rho-edge-cond" : "rho-dep";
-      parts.push(`<path class="${cls}" d="${curve([start, end], direction)}"/>`);
+      parts.push(`<path class="${cls}" d="${curve(dependencyEnds(from.data, target.data, layout), layout.direction)}"/>`);
     }
     for (const child of children.get(selected) ?? []) {
       elements.get(child)?.group.classList.add("rho-child");
@@ -369,7 +310,7 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     if (!stream) return null;
     const notes: HTMLElement[] = [];
     if (stream.start > 0) notes.push(h("div", { class: "rho-note" }, `\u2026 the first ${stream.start} bytes are not shown (the pane keeps the last 64 KiB)`));
-    const pre = h("pre", { class: `rho-stream ${cls}` }, stream.text || "(empty)");
+    const pre = h("pre", { class: `rho-stream rho-${cls}` }, stream.text || "(empty)");
     const after: HTMLElement[] = [];
     if (stream.truncated) {
       after.push(h("div", { class: "rho-note rho-truncated" }, `\u2702 output truncated: the runner kept ${stream.limit} bytes (max_output_bytes) and dropped the rest`));
@@ -378,25 +319,10 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     return section;
   }
 
-  function attemptsTable(attempts: AttemptView[]): HTMLElement {
+  function attemptsTable(attempts: AttemptJson[]): HTMLElement {
     const table = h("table", { class: "rho-attempts" });
     table.append(h("tr", {}, h("th", {}, "#"), h("th", {}, "state"), h("th", {}, "started"), h("th", {}, "duration"), h("th", {}, "exit"), h("th", {}, "message")));
-    for (const a of attempts) {
-      const exit = a.exit ? `${a.exit.kind ?? ""}${a.exit.code !== null && a.exit.code !== undefined ? ` ${a.exit.code}` : ""}${a.exit.signal ? ` sig ${a.exit.signal}` : ""}` : "";
-      const state = (a.state ?? (a.uncertain ? "uncertain" : "running")) + (a.abandoned ? " (abandoned)" : "");
-      table.append(
-        h(
-          "tr",
-          {},
-          h("td", {}, String(a.number)),
-          h("td", {}, state),
-          h("td", {}, a.started_at.replace("T", " ").slice(0, 23)),
-          h("td", {}, a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "…"),
-          h("td", {}, exit),
-          h("td", {}, a.message ?? ""),
-        ),
-      );
-    }
+    for (const a of attempts) table.append(h("tr", {}, ...attemptCells(a).map((cell) => h("td", {}, cell))));
     return table;
   }
 
@@ -426,7 +352,7 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
       return;
     }
     const view = source.nodes()[selected];
-    const state: StateName = view?.state ?? detail.state ?? "pending";
+    const state = stateOf(view?.state ?? detail.state);
     const [fill, stroke, icon] = STATE_STYLE[state];
     const stateChip = h("span", { class: "rho-chip", "data-state": state }, `${icon} ${state}`);
     stateChip.style.background = fill;
@@ -459,7 +385,9 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
       blocks.push(h("details", { class: "rho-section rho-section-usage" }, h("summary", {}, "usage"), jsonTree(detail.usage)));
     }
     if (detail.attempts && detail.attempts.length) {
-      blocks.push(h("details", { class: "rho-section rho-section-attempts", open: "" }, h("summary", {}, `attempts (${detail.attempts.length})`), attemptsTable(detail.attempts)));
+      // wire.py declares Detail.attempts as list[dict]; the pane's builder fills it with AttemptJson rows
+      const attempts = detail.attempts as unknown as AttemptJson[];
+      blocks.push(h("details", { class: "rho-section rho-section-attempts", open: "" }, h("summary", {}, `attempts (${attempts.length})`), attemptsTable(attempts)));
     }
     if (detail.definition) {
       blocks.push(h("details", { class: "rho-section rho-section-definition" }, h("summary", {}, "definition"), definitionBlock(detail.definition)));

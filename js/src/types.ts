@@ -1,6 +1,16 @@
-// Wire types of the DAG view. The Python side (rho_notebook/widgets/layout.py, _view.py) produces
-// exactly these shapes; the JupyterLab sidebar can produce them from the server's REST answers.
+// The types of the DAG view. The wire shapes (layout, node and run views, the node pane, the REST
+// answers) are generated from the TypedDicts of rho_notebook/service/wire.py into wire.gen.ts and
+// re-exported here; this file keeps only what the front ends add on top: the state names the view
+// colours, the widget's output chunks, the Change notification and the DagSource interface.
 
+import type { Detail, NodeView, RunView, WireLayout } from "./wire.gen";
+
+export type * from "./wire.gen";
+
+/**
+ * A node state the view knows how to draw: rho_notebook.model.state.NodeState (the wire types
+ * carry it as a plain string; tests/unit/test_wire_types.py keeps this list equal to the enum).
+ */
 export type StateName =
   | "pending"
   | "ready"
@@ -12,103 +22,7 @@ export type StateName =
   | "skipped"
   | "blocked";
 
-export interface WireNode {
-  name: string;
-  kind: string;
-  layer: number;
-  x: number;
-  y: number;
-  needs: string[];
-  conditional: boolean;
-}
-
-export interface WireEdge {
-  source: string;
-  target: string;
-  condition: boolean;
-  points: number[][];
-}
-
-export interface WireLayout {
-  direction: "TB" | "LR";
-  width: number;
-  height: number;
-  node_width: number;
-  node_height: number;
-  layers: number;
-  nodes: WireNode[];
-  edges: WireEdge[];
-  edge_count: number;
-  reduced_edge_count: number;
-}
-
-export interface NodeView {
-  state: StateName;
-  attempt: number;
-  started_at?: string | null;
-  ended_at?: string | null;
-  reason?: string;
-  exit_code?: number | null;
-  uncertain?: boolean;
-  v: number;
-}
-
-export interface RunView {
-  run_id?: string;
-  plan_id?: string;
-  workflow?: string;
-  graph_digest?: string;
-  lifecycle?: string;
-  outcome?: string | null;
-  started_at?: string | null;
-  ended_at?: string | null;
-  cancel_pending?: boolean;
-  can_cancel?: boolean;
-  can_resume?: boolean;
-  message?: string;
-  v?: number;
-}
-
-export interface StreamView {
-  text: string;
-  bytes: number;
-  start: number;
-  end: number;
-  truncated: boolean;
-  limit: number;
-}
-
-export interface AttemptView {
-  number: number;
-  started_at: string;
-  ended_at: string | null;
-  pid: number | null;
-  state: string | null;
-  exit: Record<string, unknown> | null;
-  message: string;
-  uncertain: boolean;
-  abandoned: boolean;
-}
-
-export interface Detail {
-  node?: string;
-  kind?: string;
-  state?: StateName;
-  reason?: string;
-  attempt?: number;
-  live?: boolean;
-  definition?: Record<string, unknown>;
-  attempts?: AttemptView[];
-  exit?: Record<string, unknown> | null;
-  answer?: StreamView | null;
-  raw_answer?: StreamView | null;
-  usage?: unknown;
-  stdout?: StreamView | null;
-  stderr?: StreamView | null;
-  has_value?: boolean;
-  value?: unknown;
-}
-
+/** A piece of a running node's stdout or stderr, pushed by the kernel in a widget patch. */
 export interface OutputChunk {
   node: string;
   attempt: number;

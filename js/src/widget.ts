@@ -32,7 +32,8 @@ interface Message {
 
 const PANE_CHARS = 64 * 1024;
 
-class ModelStore extends BaseDagSource {
+/** The DagSource of one widget model (exported for the unit tests). */
+export class ModelStore extends BaseDagSource {
   private model: AnyModel<Traits>;
   private mirroring = false;
   messages = 0;

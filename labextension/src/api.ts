@@ -5,49 +5,24 @@
 import { URLExt } from "@jupyterlab/coreutils";
 import { ServerConnection } from "@jupyterlab/services";
 
-import type { Detail, NodeView, RunView, WireLayout } from "../../js/src/types";
+import type {
+  ApprovalJson,
+  CancelJson,
+  Detail,
+  NodeView,
+  PlanJson,
+  RunRowJson,
+  RunView,
+  StatusJson,
+  WireLayout,
+} from "@rho-notebook/dagview";
 
-export interface PlanInfo {
-  plan_id: string;
-  workflow: string;
-  graph_digest: string;
-  created_at: string;
-  entry: string;
-  workspace_root: string;
-  inputs: Record<string, unknown>;
-  authority: { kind: string; value: string; detail: string }[];
-}
+// The answers are the wire types generated from rho_notebook/service/wire.py
+// (@rho-notebook/dagview re-exports js/src/wire.gen.ts). The three shapes below are not declared
+// there yet: the /view answer, the journal records of the event stream (wire.py: EventJson, an open
+// dict) and the stream's `end` event.
 
-export interface RunRow {
-  run_id: string;
-  plan_id: string;
-  workflow: string;
-  lifecycle: string;
-  outcome: string | null;
-  updated_at: string;
-  graph_digest: string;
-  live: boolean;
-  counts: Record<string, number>;
-  total: number;
-  waiting: number;
-  last_seq: number;
-  created_at?: string;
-  origin?: string;
-  mode?: string;
-}
-
-export interface Approval {
-  request_id: string;
-  run_id: string;
-  node: string;
-  attempt: number;
-  kind: "node" | "launch";
-  facts: Record<string, unknown>;
-  facts_sha256: string;
-  requested_at: number;
-  waiting: boolean;
-}
-
+/** GET runs/<id>/view: the run's DAG view, as the widget shows it. */
 export interface RunViewData {
   title: string;
   mode: "run";
@@ -58,6 +33,7 @@ export interface RunViewData {
   layout?: WireLayout;
 }
 
+/** One journal record of the event stream (docs/running.md lists the kinds and their keys). */
 export interface JournalRecord {
   seq: number;
   kind: string;
@@ -67,6 +43,7 @@ export interface JournalRecord {
   [key: string]: unknown;
 }
 
+/** The `end` event of the stream: the run is no longer owned. */
 export interface StreamEnd {
   run_id: string;
   last_seq: number;
@@ -122,19 +99,19 @@ export class RhoApi {
     return data as T;
   }
 
-  plans(): Promise<PlanInfo[]> {
+  plans(): Promise<PlanJson[]> {
     return this.request("GET", ["plans"]);
   }
-  plan(planId: string): Promise<PlanInfo & { layout: WireLayout }> {
+  plan(planId: string): Promise<PlanJson & { layout: WireLayout }> {
     return this.request("GET", ["plans", planId]);
   }
   deletePlan(planId: string): Promise<unknown> {
     return this.request("DELETE", ["plans", planId]);
   }
-  startRun(planId: string, graphDigest: string, mode = "auto"): Promise<{ run_id: string }> {
+  startRun(planId: string, graphDigest: string, mode = "auto"): Promise<StatusJson> {
     return this.request("POST", ["plans", planId, "runs"], { graph_digest: graphDigest, mode });
   }
-  runs(limit = 200): Promise<RunRow[]> {
+  runs(limit = 200): Promise<RunRowJson[]> {
     return this.request("GET", ["runs"], undefined, `?limit=${limit}`);
   }
   view(runId: string, withLayout: boolean): Promise<RunViewData> {
@@ -143,16 +120,16 @@ export class RhoApi {
   detail(runId: string, node: string): Promise<Detail> {
     return this.request("GET", ["runs", runId, "nodes", node]);
   }
-  cancel(runId: string): Promise<{ cancellation_state: string }> {
+  cancel(runId: string): Promise<CancelJson> {
     return this.request("POST", ["runs", runId, "cancel"], {});
   }
-  resume(runId: string, graphDigest: string, recoverUncertain = false): Promise<unknown> {
+  resume(runId: string, graphDigest: string, recoverUncertain = false): Promise<StatusJson> {
     return this.request("POST", ["runs", runId, "resume"], { graph_digest: graphDigest, recover_uncertain: recoverUncertain });
   }
   deleteRun(runId: string): Promise<unknown> {
     return this.request("DELETE", ["runs", runId]);
   }
-  approvals(runId: string): Promise<Approval[]> {
+  approvals(runId: string): Promise<ApprovalJson[]> {
     return this.request("GET", ["runs", runId, "approvals"]);
   }
   decide(runId: string, requestId: string, decision: "approve" | "deny", comment: string): Promise<unknown> {

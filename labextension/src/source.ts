@@ -1,10 +1,9 @@
-// A DagSource (the input of the shared DAG view module, js/src/dagview.ts) for one run, fed by the
+// A DagSource (the input of the shared DAG view, @rho-notebook/dagview) for one run, fed by the
 // REST API: the layout and node views from /view, live updates from the run's event stream
 // (each batch of journal records triggers one refresh of the node and run views), and the pane of
 // the selected node from /nodes/<node>, polled while that node runs.
 
-import { BaseDagSource } from "../../js/src/source";
-import type { Change, DagSource, Detail, NodeView, RunView, WireLayout } from "../../js/src/types";
+import { BaseDagSource, type Change, type DagSource, type Detail, type NodeView, type RunView, type WireLayout } from "@rho-notebook/dagview";
 
 import { RhoApi, type JournalRecord, type RunViewData } from "./api";
 

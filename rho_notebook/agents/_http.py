@@ -16,9 +16,10 @@ from typing import Any
 
 import httpx
 
-from rho_notebook.agents.provider import ProviderError, ProviderErrorKind, RetryRecord
+from rho_notebook.agents.provider import RetryRecord
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.settings import ProviderSettings
+from rho_notebook.errors import ProviderError, ProviderErrorKind
 
 __all__ = ["Endpoint", "post_json"]
 

@@ -15,13 +15,14 @@ commands are chosen by the model at run time, so there is no frozen file to veri
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rho_notebook.oshelpers import signal_group
 
 __all__ = ["ProcessOutcome", "run_supervised"]
 
@@ -90,10 +91,10 @@ async def run_supervised(
         timed_out = not await _exited(proc, timeout)
         if timed_out:
             await _stop_group(proc, grace)
-        _kill_group(proc.pid)  # members left behind by a leader that exited
+        signal_group(proc.pid, signal.SIGKILL)  # members left behind by a leader that exited
         try:
             (out, out_cut), (err, err_cut) = await asyncio.wait_for(asyncio.shield(gathered), grace)
-        except asyncio.TimeoutError:  # a member left the group and still holds a pipe
+        except TimeoutError:  # a member left the group and still holds a pipe
             gathered.cancel()
             (out, out_cut), (err, err_cut) = (b"", True), (b"", True)
     except BaseException:
@@ -165,17 +166,10 @@ async def _read_bounded(stream: asyncio.StreamReader, limit: int) -> tuple[bytes
     return bytes(kept), truncated
 
 
-def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 async def _stop_group(proc: asyncio.subprocess.Process, grace: float) -> None:
     """SIGTERM the group, SIGKILL it after ``grace``, and wait (bounded) for the leader's exit."""
     if proc.returncode is None:
-        _kill_group(proc.pid, signal.SIGTERM)
+        signal_group(proc.pid, signal.SIGTERM)
         await _exited(proc, grace)
-    _kill_group(proc.pid)
+    signal_group(proc.pid, signal.SIGKILL)
     await _exited(proc, _KILL_CONFIRM)

@@ -9,9 +9,9 @@ rejected. The value is then validated against the frozen schema.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import AnswerError
 from rho_notebook.model.schema import (
     BoolSchema,
     EnumSchema,
@@ -26,19 +26,9 @@ from rho_notebook.model.schema import (
     validate_value,
 )
 
-__all__ = ["AnswerError", "answer_instructions", "describe_schema", "parse_typed_answer"]
+__all__ = ["answer_instructions", "describe_schema", "parse_typed_answer"]
 
 _PREVIEW = 80
-
-
-class AnswerError(RhoError):
-    """The final answer is not one JSON value (``not_json``) or does not match the schema (``schema``)."""
-
-    rule = "answer"
-
-    def __init__(self, message: str, *, kind: Literal["not_json", "schema"]) -> None:
-        super().__init__(message)
-        self.kind: Literal["not_json", "schema"] = kind
 
 
 def describe_schema(schema: Schema, indent: int = 0) -> str:

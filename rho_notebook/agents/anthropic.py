@@ -14,16 +14,10 @@ from typing import Any
 import httpx
 
 from rho_notebook.agents._http import Endpoint, post_json
-from rho_notebook.agents.provider import (
-    Completion,
-    CompletionRequest,
-    Message,
-    ProviderError,
-    ToolCall,
-    Usage,
-)
+from rho_notebook.agents.provider import Completion, CompletionRequest, Message, ToolCall, Usage
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.settings import ProviderSettings
+from rho_notebook.errors import ProviderError
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "AnthropicProvider"]
 
@@ -64,7 +58,9 @@ class AnthropicProvider:
         self._settings = settings
         self._client = client
         self._redactor = redactor
-        self._endpoint = Endpoint.for_provider(name, settings, path="/v1/messages", headers=headers, credential=credential)
+        self._endpoint = Endpoint.for_provider(
+            name, settings, path="/v1/messages", headers=headers, credential=credential
+        )
 
     @property
     def name(self) -> str:

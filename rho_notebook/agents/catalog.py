@@ -29,6 +29,7 @@ from types import MappingProxyType
 from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.agent import AgentDefinition, AgentOrigin
+from rho_notebook.oshelpers import NotRegularFile, read_regular_nofollow
 
 __all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "resolve_agent"]
 
@@ -76,7 +77,6 @@ BUILTIN_AGENT_IDS: tuple[str, ...] = tuple(_BUILTINS)
 """Ids of the agents that ship with rho_notebook."""
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _ID_LINE = re.compile(r"id\s*:\s*(.*?)\s*")
 
 
@@ -140,9 +140,7 @@ def resolve_agent(
     """
     searched: list[str] = []
     available: set[str] = set()
-    for where, load in _roots(
-        workflow_dir=workflow_dir, workspace=workspace, user_home=user_home, overlay=overlay
-    ):
+    for where, load in _roots(workflow_dir=workflow_dir, workspace=workspace, user_home=user_home, overlay=overlay):
         searched.append(where)
         candidates = load()
         chosen = _select(agent_id, candidates, where=where)
@@ -191,21 +189,13 @@ def _roots(
     ]
     for origin, directory in directories:
         if directory is not None:
-            roots.append(
-                (str(directory), functools.partial(_directory_candidates, directory, origin))
-            )
+            roots.append((str(directory), functools.partial(_directory_candidates, directory, origin)))
     return roots
 
 
-def _select(
-    agent_id: str, candidates: list[_Candidate], *, where: str
-) -> tuple[AgentDefinition, Path | None] | None:
+def _select(agent_id: str, candidates: list[_Candidate], *, where: str) -> tuple[AgentDefinition, Path | None] | None:
     """The valid definition of ``agent_id`` in one root and its path; None if the root lacks it."""
-    valid = [
-        (c, c.definition)
-        for c in candidates
-        if c.definition is not None and c.definition.id == agent_id
-    ]
+    valid = [(c, c.definition) for c in candidates if c.definition is not None and c.definition.id == agent_id]
     broken = [c for c in candidates if c.definition is None and agent_id in c.claims]
     if broken:
         found = [problem for candidate in broken for problem in candidate.problems]
@@ -213,9 +203,7 @@ def _select(
         raise InvalidWorkflow(found)
     if len(valid) > 1:
         first = valid[0][0]
-        raise InvalidWorkflow(
-            [_duplicate(agent_id, c, first=first, where=where) for c, _ in valid[1:]]
-        )
+        raise InvalidWorkflow([_duplicate(agent_id, c, first=first, where=where) for c, _ in valid[1:]])
     if not valid:
         return None
     candidate, definition = valid[0]
@@ -235,9 +223,7 @@ def _overlay_candidates(overlay: Mapping[str, tuple[str, str]]) -> list[_Candida
     candidates = []
     for key, (label, text) in overlay.items():
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        candidates.append(
-            _parsed(text, label=label, path=None, stem=key, origin="notebook", digest=digest)
-        )
+        candidates.append(_parsed(text, label=label, path=None, stem=key, origin="notebook", digest=digest))
     return candidates
 
 
@@ -254,8 +240,7 @@ def _directory_candidates(directory: Path, origin: AgentOrigin) -> list[_Candida
                 if entry.name.endswith(".md") and not entry.is_dir(follow_symlinks=False)
             )
         return [
-            _file_candidate(directory, name, dir_fd=dir_fd, is_link=is_link, origin=origin)
-            for name, is_link in names
+            _file_candidate(directory, name, dir_fd=dir_fd, is_link=is_link, origin=origin) for name, is_link in names
         ]
     finally:
         os.close(dir_fd)
@@ -272,8 +257,7 @@ def _open_root(directory: Path) -> int | None:
     if stat.S_ISLNK(info.st_mode):
         raise _root_error(
             directory,
-            "is a symbolic link; agent directories are not followed through symlinks, "
-            "make it a real directory",
+            "is a symbolic link; agent directories are not followed through symlinks, make it a real directory",
         )
     if not stat.S_ISDIR(info.st_mode):
         raise _root_error(directory, "is not a directory; agent definitions go in <root>/<id>.md")
@@ -283,60 +267,32 @@ def _open_root(directory: Path) -> int | None:
         raise _root_error(directory, f"cannot be opened ({error.strerror})") from error
 
 
-def _file_candidate(
-    directory: Path, name: str, *, dir_fd: int, is_link: bool, origin: AgentOrigin
-) -> _Candidate:
+def _file_candidate(directory: Path, name: str, *, dir_fd: int, is_link: bool, origin: AgentOrigin) -> _Candidate:
     path = directory / name
     stem = name[: -len(".md")]
     if is_link:
         return _broken(path, stem, rule="agent.symlink", message=_symlink_message(path))
     try:
-        data = _read_no_follow(name, dir_fd=dir_fd)
-    except _NotRegularFile:
+        data = read_regular_nofollow(name, nonblock=True, dir_fd=dir_fd)  # ELOOP if it became a symlink
+    except NotRegularFile:
         return _broken(path, stem, rule="agent.file", message=f"{path} is not a regular file")
     except OSError as error:
         if error.errno == errno.ELOOP:
             return _broken(path, stem, rule="agent.symlink", message=_symlink_message(path))
-        return _broken(
-            path, stem, rule="agent.file", message=f"{path} cannot be read ({error.strerror})"
-        )
+        return _broken(path, stem, rule="agent.file", message=f"{path} cannot be read ({error.strerror})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        message = (
-            f"{path} is not UTF-8 text (invalid byte at offset {error.start}); save it as UTF-8"
-        )
+        message = f"{path} is not UTF-8 text (invalid byte at offset {error.start}); save it as UTF-8"
         return _broken(path, stem, rule="agent.encoding", message=message)
     digest = hashlib.sha256(data).hexdigest()
     return _parsed(text, label=str(path), path=path, stem=stem, origin=origin, digest=digest)
 
 
-class _NotRegularFile(Exception):
-    """The directory entry is a FIFO, socket or device, not a file."""
-
-
-def _read_no_follow(name: str, *, dir_fd: int) -> bytes:
-    """The bytes of ``name`` in ``dir_fd``; ELOOP if it became a symlink after the scan."""
-    fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _NotRegularFile(name)
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _parsed(
-    text: str, *, label: str, path: Path | None, stem: str, origin: AgentOrigin, digest: str
-) -> _Candidate:
+def _parsed(text: str, *, label: str, path: Path | None, stem: str, origin: AgentOrigin, digest: str) -> _Candidate:
     declared = _declared_id(text)
     try:
-        definition = parse_agent_definition(
-            text, file=label, default_id=stem, origin=origin, content_sha256=digest
-        )
+        definition = parse_agent_definition(text, file=label, default_id=stem, origin=origin, content_sha256=digest)
     except InvalidWorkflow as error:
         claims = {stem} if declared is None else {stem, declared[0]}
         problems = tuple(error.diagnostics())
@@ -394,9 +350,7 @@ def _root_error(directory: Path, problem: str) -> InvalidWorkflow:
     )
 
 
-def _duplicate(
-    agent_id: str, candidate: _Candidate, *, first: _Candidate, where: str
-) -> Diagnostic:
+def _duplicate(agent_id: str, candidate: _Candidate, *, first: _Candidate, where: str) -> Diagnostic:
     return Diagnostic(
         rule="agent.duplicate",
         message=(
@@ -428,12 +382,9 @@ def _unknown(agent_id: str, *, available: set[str], searched: list[str]) -> Inva
     if close:
         message += f" (did you mean {close[0]!r}?)"
     if not is_agent_id(agent_id):
-        message += (
-            "; agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
-        )
+        message += "; agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
     message += (
-        f"; available agents: {', '.join(sorted(available))}; searched, highest precedence "
-        f"first: {', '.join(searched)}"
+        f"; available agents: {', '.join(sorted(available))}; searched, highest precedence first: {', '.join(searched)}"
     )
     if is_agent_id(agent_id):
         message += f". Define it in <workflow_dir>/agents/{agent_id}.md or use an available agent"

@@ -34,13 +34,28 @@ from typing import Any
 
 from rho_notebook.agents._process import run_supervised
 from rho_notebook.agents.provider import Usage
-from rho_notebook.agents.session import AgentFailure, Session
+from rho_notebook.agents.session import Session
+from rho_notebook.errors import AgentFailure
 from rho_notebook.model.agent import AgentDefinition
 
 __all__ = ["CLAUDE_BUILTIN_TOOLS", "CLAUDE_ENV_PREFIXES", "claude_arguments", "run_claude"]
 
 CLAUDE_BUILTIN_TOOLS: frozenset[str] = frozenset(
-    {"read", "glob", "grep", "lsp", "webfetch", "websearch", "edit", "write", "notebookedit", "bash", "powershell", "monitor", "skill"}
+    {
+        "read",
+        "glob",
+        "grep",
+        "lsp",
+        "webfetch",
+        "websearch",
+        "edit",
+        "write",
+        "notebookedit",
+        "bash",
+        "powershell",
+        "monitor",
+        "skill",
+    }
 )
 """Claude Code built-ins (lower case) with a known capability class; others fail closed."""
 
@@ -211,7 +226,9 @@ def _failure(
         return AgentFailure(f"claude reported an error ({result.get('subtype', 'error')}): {detail}", kind="claude")
     if code == 0:
         start = stdout.decode("utf-8", errors="replace").strip()[:120]
-        return AgentFailure(f"claude exited 0 but its output is not a JSON result; it starts {start!r}", kind="malformed")
+        return AgentFailure(
+            f"claude exited 0 but its output is not a JSON result; it starts {start!r}", kind="malformed"
+        )
     how = f"was killed by signal {signal}" if signal is not None else f"exited with code {code}"
     tail = " ".join(stderr.split())[-400:]
     return AgentFailure(f"claude {how}" + (f": {tail}" if tail else ""), kind="claude")

@@ -125,9 +125,7 @@ class _Report:
         self.found: list[Diagnostic] = []
 
     def add(self, rule: str, line: int, message: str) -> None:
-        self.found.append(
-            Diagnostic(rule=rule, message=message, file=self.file, line=line, column=1)
-        )
+        self.found.append(Diagnostic(rule=rule, message=message, file=self.file, line=line, column=1))
 
 
 def is_agent_id(value: str) -> bool:
@@ -177,9 +175,7 @@ def parse_agent_definition(
     _check_rules(front, default_id=default_id, body=body, report=report)
     if report.found:
         raise InvalidWorkflow(sorted(report.found, key=lambda found: found.line or 0))
-    return _build(
-        front, default_id=default_id, body=body, origin=origin, content_sha256=content_sha256
-    )
+    return _build(front, default_id=default_id, body=body, origin=origin, content_sha256=content_sha256)
 
 
 # -- file shape ---------------------------------------------------------------------------------
@@ -265,14 +261,9 @@ def _split_line(number: int, line: str, report: _Report) -> tuple[str, str] | No
             f"e.g. {_RHO_EXAMPLE}"
         )
     elif line.startswith("#"):
-        problem = (
-            f"line {number} is a comment ({_preview(line)}); agent frontmatter takes no comments"
-        )
+        problem = f"line {number} is a comment ({_preview(line)}); agent frontmatter takes no comments"
     elif line.startswith("-"):
-        problem = (
-            f"line {number} is a block list item ({_preview(line)}); write lists inline, "
-            f"e.g. {_RHO_EXAMPLE}"
-        )
+        problem = f"line {number} is a block list item ({_preview(line)}); write lists inline, e.g. {_RHO_EXAMPLE}"
     elif ":" not in line:
         problem = f"line {number} is {_preview(line)}; expected 'key: value'"
     else:
@@ -335,25 +326,18 @@ def _decode(front: _Front, key: str, raw: str) -> None:
 def _decode_scalar(raw: str) -> str:
     """A plain or single/double-quoted scalar (quotes removed, content kept verbatim)."""
     if not raw:
-        raise _ValueProblem(
-            "has no value; write it on the same line "
-            "(nested maps and block values are not accepted)"
-        )
+        raise _ValueProblem("has no value; write it on the same line (nested maps and block values are not accepted)")
     quote = raw[0]
     if quote in "\"'":
         if len(raw) < 2 or raw[-1] != quote:
             raise _ValueProblem(f"quoted value {_preview(raw)} is not closed; end it with {quote}")
         return raw[1:-1]
     if quote == "[":
-        raise _ValueProblem(
-            f"{_preview(raw)} is a list; only tools takes a list, other keys take one value"
-        )
+        raise _ValueProblem(f"{_preview(raw)} is a list; only tools takes a list, other keys take one value")
     if quote == "{":
         raise _ValueProblem(f"{_preview(raw)} is a map; nested maps are not accepted")
     if quote in "|>":
-        raise _ValueProblem(
-            f"{_preview(raw)} starts a block scalar, which is not accepted; write one line"
-        )
+        raise _ValueProblem(f"{_preview(raw)} starts a block scalar, which is not accepted; write one line")
     return raw
 
 
@@ -374,9 +358,7 @@ def _choose(value: str, allowed: tuple[_Choice, ...]) -> _Choice:
 
 def _check_id(value: str) -> str:
     if len(value) > _MAX_ID:
-        raise _ValueProblem(
-            f"{_preview(value)} is {len(value)} characters long; ids are {_ID_RULE}"
-        )
+        raise _ValueProblem(f"{_preview(value)} is {len(value)} characters long; ids are {_ID_RULE}")
     if not is_agent_id(value):
         raise _ValueProblem(f"{value!r} is not a valid id; ids are {_ID_RULE}")
     return value
@@ -385,13 +367,9 @@ def _check_id(value: str) -> str:
 def _check_description(value: str) -> str:
     text = value.strip()
     if not text:
-        raise _ValueProblem(
-            f"{value!r} is empty; describe what the agent does in 1-1024 characters"
-        )
+        raise _ValueProblem(f"{value!r} is empty; describe what the agent does in 1-1024 characters")
     if len(text) > _MAX_DESCRIPTION:
-        raise _ValueProblem(
-            f"{_preview(text)} is {len(text)} characters long after trimming; the limit is 1024"
-        )
+        raise _ValueProblem(f"{_preview(text)} is {len(text)} characters long after trimming; the limit is 1024")
     return text
 
 
@@ -399,27 +377,21 @@ def _check_name(value: str, what: str) -> str:
     if not value:
         raise _ValueProblem(f"'' is empty; expected {what}, non-empty with no whitespace")
     if any(char.isspace() for char in value):
-        raise _ValueProblem(
-            f"{value!r} contains whitespace; expected {what}, non-empty with no whitespace"
-        )
+        raise _ValueProblem(f"{value!r} contains whitespace; expected {what}, non-empty with no whitespace")
     return value
 
 
 def _decode_tools(raw: str) -> Literal["all"] | tuple[str, ...]:
     if not raw:
         raise _ValueProblem(
-            f"has no value; write tools: all or an inline list such as {_RHO_LIST} "
-            "(block lists are not accepted)"
+            f"has no value; write tools: all or an inline list such as {_RHO_LIST} (block lists are not accepted)"
         )
     if raw.startswith("["):
         return tuple(_split_list(raw))
     value = _decode_scalar(raw)
     if value == "all":
         return "all"
-    raise _ValueProblem(
-        f"{_preview(value)} is not a tools value; expected all or an inline list such as "
-        f"{_RHO_LIST}"
-    )
+    raise _ValueProblem(f"{_preview(value)} is not a tools value; expected all or an inline list such as {_RHO_LIST}")
 
 
 def _split_list(raw: str) -> list[str]:
@@ -453,17 +425,14 @@ def _list_item(inner: str, index: int, raw: str) -> tuple[str, int]:
     if quote in "\"'":
         close = inner.find(quote, index + 1)
         if close < 0:
-            raise _ValueProblem(
-                f"a quoted entry in {_preview(raw)} is not closed; end it with {quote}"
-            )
+            raise _ValueProblem(f"a quoted entry in {_preview(raw)} is not closed; end it with {quote}")
         item = inner[index + 1 : close]
         rest = close + 1
         while rest < len(inner) and inner[rest] in " \t":
             rest += 1
         if rest < len(inner) and inner[rest] != ",":
             raise _ValueProblem(
-                f"unexpected text after the quoted entry {item!r} in {_preview(raw)}; "
-                "separate entries with commas"
+                f"unexpected text after the quoted entry {item!r} in {_preview(raw)}; separate entries with commas"
             )
         return item, rest
     end, depth = index, 0
@@ -472,9 +441,7 @@ def _list_item(inner: str, index: int, raw: str) -> tuple[str, int]:
         end += 1
     item = inner[index:end].strip()
     if item[0] in "[{":
-        raise _ValueProblem(
-            f"entry {item!r} in {_preview(raw)} is a nested list or map, which is not accepted"
-        )
+        raise _ValueProblem(f"entry {item!r} in {_preview(raw)} is a nested list or map, which is not accepted")
     return item, end
 
 
@@ -510,8 +477,7 @@ def _check_required(front: _Front, *, default_id: str, report: _Report) -> None:
         report.add(
             "agent.description",
             _FENCE_LINE,
-            "description is required: add 'description: <what this agent does>' "
-            "(1-1024 characters) to the frontmatter",
+            "description is required: add 'description: <what this agent does>' (1-1024 characters) to the frontmatter",
         )
 
 
@@ -526,8 +492,7 @@ def _check_model_policy(front: _Front, *, runtime: _Runtime | None, report: _Rep
             report.add(
                 "agent.model",
                 front.line["model-policy"],
-                f"model-policy: {policy!r} needs a model; add 'model: <name>' "
-                "or use model-policy: inherit",
+                f"model-policy: {policy!r} needs a model; add 'model: <name>' or use model-policy: inherit",
             )
         return
     # On claude-cli, provider and auth are rejected outright by _check_claude.
@@ -685,9 +650,7 @@ def _claude_entry_problem(item: str) -> str | None:
     if not base:
         return f"{item!r} has no tool name before its specifier"
     if not _CLAUDE_BASE_RE.fullmatch(base):
-        return (
-            f"{item!r} has the tool name {base!r}; tool names use only letters, digits, '_' and '-'"
-        )
+        return f"{item!r} has the tool name {base!r}; tool names use only letters, digits, '_' and '-'"
     if specifier is not None and "," in specifier:
         return (
             f"{item!r} has a comma in its specifier; commas cannot round-trip through Claude's "

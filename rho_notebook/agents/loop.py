@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rho_notebook.agents.provider import CompletionRequest, Message, Provider, ProviderError
-from rho_notebook.agents.session import AgentFailure, Session
+from rho_notebook.agents.provider import CompletionRequest, Message, Provider
+from rho_notebook.agents.session import Session
 from rho_notebook.agents.tools import ToolBox, ToolLimits
+from rho_notebook.errors import AgentFailure, ProviderError
 from rho_notebook.model.agent import AgentDefinition
 
 __all__ = ["LoopLimits", "run_loop"]

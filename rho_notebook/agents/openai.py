@@ -16,16 +16,10 @@ from typing import Any
 import httpx
 
 from rho_notebook.agents._http import Endpoint, post_json
-from rho_notebook.agents.provider import (
-    Completion,
-    CompletionRequest,
-    Message,
-    ProviderError,
-    ToolCall,
-    Usage,
-)
+from rho_notebook.agents.provider import Completion, CompletionRequest, Message, ToolCall, Usage
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.settings import ProviderSettings
+from rho_notebook.errors import ProviderError
 
 __all__ = ["OpenAIProvider"]
 
@@ -52,7 +46,9 @@ class OpenAIProvider:
         self._settings = settings
         self._client = client
         self._redactor = redactor
-        self._endpoint = Endpoint.for_provider(name, settings, path="/chat/completions", headers=headers, credential=credential)
+        self._endpoint = Endpoint.for_provider(
+            name, settings, path="/chat/completions", headers=headers, credential=credential
+        )
 
     @property
     def name(self) -> str:
@@ -62,7 +58,10 @@ class OpenAIProvider:
         body: dict[str, Any] = {"model": request.model, "messages": _wire_messages(request)}
         if request.tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in request.tools
             ]
         if request.reasoning is not None:

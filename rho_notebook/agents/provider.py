@@ -12,31 +12,21 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
-from rho_notebook.errors import RhoError
+from rho_notebook.model.base import FrozenModel
 
 __all__ = [
     "Completion",
     "CompletionRequest",
     "Message",
     "Provider",
-    "ProviderError",
-    "ProviderErrorKind",
     "RetryRecord",
     "ToolCall",
     "ToolSpec",
     "Usage",
 ]
 
-ProviderErrorKind = Literal["transport", "http", "auth", "rate_limited", "malformed", "timeout", "cancelled"]
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ToolSpec(_Frozen):
+class ToolSpec(FrozenModel):
     """A tool offered to the model: its name, what it does, and a JSON Schema of its arguments."""
 
     name: str
@@ -44,7 +34,7 @@ class ToolSpec(_Frozen):
     parameters: dict[str, Any]
 
 
-class ToolCall(_Frozen):
+class ToolCall(FrozenModel):
     """One tool call the model asked for."""
 
     id: str
@@ -55,7 +45,7 @@ class ToolCall(_Frozen):
     """The arguments exactly as sent, when the wire format carries them as text (openai)."""
 
 
-class Message(_Frozen):
+class Message(FrozenModel):
     """One conversation message (the system prompt travels separately)."""
 
     role: Literal["user", "assistant", "tool"]
@@ -71,7 +61,7 @@ class Message(_Frozen):
     """Assistant only: provider content to echo back verbatim (Anthropic thinking blocks)."""
 
 
-class Usage(_Frozen):
+class Usage(FrozenModel):
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -82,7 +72,7 @@ class Usage(_Frozen):
         )
 
 
-class RetryRecord(_Frozen):
+class RetryRecord(FrozenModel):
     """One transport retry: the status that caused it and how long we waited."""
 
     status: int
@@ -91,7 +81,7 @@ class RetryRecord(_Frozen):
     waited_seconds: float
 
 
-class CompletionRequest(_Frozen):
+class CompletionRequest(FrozenModel):
     model: str
     system: str
     messages: tuple[Message, ...]
@@ -99,7 +89,7 @@ class CompletionRequest(_Frozen):
     reasoning: Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
 
 
-class Completion(_Frozen):
+class Completion(FrozenModel):
     message: Message
     usage: Usage
     stop_reason: str | None = None
@@ -109,28 +99,6 @@ class Completion(_Frozen):
     retries: tuple[RetryRecord, ...] = ()
     model: str | None = None
     """The model the provider says answered."""
-
-
-class ProviderError(RhoError):
-    """A provider call failed; ``kind`` says how, ``status`` is the HTTP status when there was one.
-
-    Messages name the provider and the credential *reference*, never a credential value.
-    """
-
-    rule = "provider"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        kind: ProviderErrorKind,
-        status: int | None = None,
-        retries: tuple[RetryRecord, ...] = (),
-    ) -> None:
-        super().__init__(message)
-        self.kind: ProviderErrorKind = kind
-        self.status = status
-        self.retries = retries
 
 
 class Provider(Protocol):

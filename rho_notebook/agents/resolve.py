@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING
 
 from rho_notebook.agents.provider import Provider
 from rho_notebook.agents.redact import Redactor
-from rho_notebook.agents.session import AgentFailure
-from rho_notebook.agents.settings import AgentSettings, ModelAlias, ProviderSettings, SettingsError, load_settings
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, StoreError
+from rho_notebook.agents.settings import AgentSettings, ModelAlias, ProviderSettings, load_settings
+from rho_notebook.errors import AgentFailure, Diagnostic, InvalidWorkflow, SettingsError, StoreError
 from rho_notebook.model.agent import AgentDefinition
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ def check_agent_provider(
                 message=(
                     f"agent {definition.id!r} names provider {definition.provider!r}, which settings do not "
                     f"define (providers: {_names(settings.providers)}; read from {settings.where()}); add it "
-                    "under \"providers\" in settings.json or change the agent's provider"
+                    'under "providers" in settings.json or change the agent\'s provider'
                 ),
                 file=shown,
                 line=_key_line(file, "provider"),
@@ -112,14 +111,18 @@ def check_agent_provider(
         else:
             problem = _alias_conflict(definition, alias, settings)
         if problem is not None:
-            found.append(Diagnostic(rule="agent.model", message=problem, file=shown, line=_key_line(file, "model"), column=1))
+            found.append(
+                Diagnostic(rule="agent.model", message=problem, file=shown, line=_key_line(file, "model"), column=1)
+            )
     if definition.auth is not None:
         checked = definition
         if definition.provider is None and alias is not None and alias.provider is not None:
             checked = definition.model_copy(update={"provider": alias.provider})
         problem = _auth_problem(checked, settings)
         if problem is not None:
-            found.append(Diagnostic(rule="agent.auth", message=problem, file=shown, line=_key_line(file, "auth"), column=1))
+            found.append(
+                Diagnostic(rule="agent.auth", message=problem, file=shown, line=_key_line(file, "auth"), column=1)
+            )
     if found:
         raise InvalidWorkflow(found)
 
@@ -163,7 +166,9 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
     elif definition.model_policy == "inherit":
         raise AgentFailure(_inherit_missing(definition, "default_provider", where), kind="config")
     else:
-        shown = repr(written) if alias_written is None else f"{written!r} (alias for {model!r}, which names no provider)"
+        shown = (
+            repr(written) if alias_written is None else f"{written!r} (alias for {model!r}, which names no provider)"
+        )
         msg = (
             f"agent {definition.id!r} pins model {shown} without a provider, and settings set no "
             f"default_provider ({where}); add provider to the agent or default_provider to settings.json"
@@ -173,12 +178,17 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
     if provider is None:
         msg = (
             f"provider {provider_name!r} (from {origin}) is not defined in settings "
-            f"(providers: {_names(settings.providers)}; read from {where}); add it under \"providers\""
+            f'(providers: {_names(settings.providers)}; read from {where}); add it under "providers"'
         )
         raise AgentFailure(msg, kind="config")
     env, credential = _credential(definition, provider_name, provider, settings)
     return Selection(
-        provider=provider_name, settings=provider, model=model, credential_env=env, credential=credential, alias=alias_written
+        provider=provider_name,
+        settings=provider,
+        model=model,
+        credential_env=env,
+        credential=credential,
+        alias=alias_written,
     )
 
 
@@ -210,12 +220,22 @@ def open_provider(
         from rho_notebook.agents.anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            selection.provider, selection.settings, client=client, api_key=api_key, credential=selection.credential, redactor=redactor
+            selection.provider,
+            selection.settings,
+            client=client,
+            api_key=api_key,
+            credential=selection.credential,
+            redactor=redactor,
         )
     from rho_notebook.agents.openai import OpenAIProvider
 
     return OpenAIProvider(
-        selection.provider, selection.settings, client=client, api_key=api_key, credential=selection.credential, redactor=redactor
+        selection.provider,
+        selection.settings,
+        client=client,
+        api_key=api_key,
+        credential=selection.credential,
+        redactor=redactor,
     )
 
 
@@ -274,7 +294,7 @@ def _unknown_alias(definition: AgentDefinition, written: str, settings: AgentSet
         fix = "in settings.json or name the model itself"
     return (
         f"{subject}, which settings do not define (aliases defined: {defined}; read from "
-        f"{settings.where()}); add {name!r} under \"model_aliases\" {fix}"
+        f'{settings.where()}); add {name!r} under "model_aliases" {fix}'
     )
 
 
@@ -293,7 +313,7 @@ def _alias_conflict(definition: AgentDefinition, alias: ModelAlias, settings: Ag
 def _inherit_missing(definition: AgentDefinition, missing: str, where: str) -> str:
     return (
         f"agent {definition.id!r} inherits its model (model-policy: inherit), but settings set no "
-        f"{missing} ({where}); add \"default_provider\" and \"default_model\" to settings.json"
+        f'{missing} ({where}); add "default_provider" and "default_model" to settings.json'
     )
 
 

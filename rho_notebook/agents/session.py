@@ -10,52 +10,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from rho_notebook.agents.provider import Message, RetryRecord, Usage
 from rho_notebook.agents.redact import Redactor
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import AgentFailure
 
-__all__ = ["FAILURE_KINDS", "AgentFailure", "FailureKind", "Session", "TRANSCRIPT_FORMAT", "USAGE_FORMAT"]
+__all__ = ["Session", "TRANSCRIPT_FORMAT", "USAGE_FORMAT"]
 
 TRANSCRIPT_FORMAT = "rho-notebook/agent-transcript/v1"
 USAGE_FORMAT = "rho-notebook/agent-usage/v1"
-
-FailureKind = Literal[
-    "config",
-    "credential",
-    "transport",
-    "http",
-    "auth",
-    "rate_limited",
-    "malformed",
-    "timeout",
-    "cancelled",
-    "node_timeout",
-    "tool_budget",
-    "turn_budget",
-    "truncated",
-    "empty_answer",
-    "not_json",
-    "schema",
-    "too_large",
-    "template",
-    "claude",
-]
-FAILURE_KINDS: tuple[str, ...] = FailureKind.__args__  # type: ignore[attr-defined]
-"""Every way an agent attempt can fail (``usage.json`` ``failure.kind``); see docs/providers.md."""
-
-
-class AgentFailure(RhoError):
-    """An agent attempt failed; ``kind`` is one of :data:`FAILURE_KINDS`."""
-
-    rule = "agent"
-
-    def __init__(self, message: str, *, kind: FailureKind, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind: FailureKind = kind
-        self.status = status
 
 
 @dataclass
@@ -85,7 +50,7 @@ class Session:
     tool_errors: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     """Runtime-specific transcript content (claude-cli: argv, output)."""
-    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
     _t0: float = field(default_factory=time.monotonic, init=False, repr=False)
 
     def elapsed_ms(self) -> float:
@@ -122,7 +87,7 @@ class Session:
             "model_alias": self.model_alias,
             "credential": self.credential,
             "started_at": self.started_at,
-            "ended_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "ended_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "duration_ms": self.elapsed_ms(),
             "turns": len(self.turns),
             "tool_calls": self.tool_calls,
@@ -133,7 +98,9 @@ class Session:
             "tools": list(self.tools),
             "unavailable_tools": list(self.unavailable_tools),
             "outcome": outcome,
-            "failure": None if failure is None else {"kind": failure.kind, "status": failure.status, "message": failure.message},
+            "failure": None
+            if failure is None
+            else {"kind": failure.kind, "status": failure.status, "message": failure.message},
         }
         redacted: dict[str, Any] = self.redactor.value(record)
         return redacted

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import SettingsError
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.store.settings import settings_documents
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
     "ModelAlias",
     "ProviderSettings",
     "ProviderType",
-    "SettingsError",
     "load_settings",
     "parse_settings",
 ]
@@ -66,17 +66,7 @@ _SECTIONS = ("providers", "auth_profiles", "model_aliases")
 """Owned keys that map names to entries; merged per name across documents."""
 
 
-class SettingsError(RhoError):
-    """A settings document breaks the agent settings rules (message names the file and key)."""
-
-    rule = "settings"
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ProviderSettings(_Frozen):
+class ProviderSettings(FrozenModel):
     """One named model provider."""
 
     type: ProviderType
@@ -101,7 +91,7 @@ class ProviderSettings(_Frozen):
         return (self.base_url or DEFAULT_BASE_URLS[self.type]).rstrip("/")
 
 
-class AuthProfile(_Frozen):
+class AuthProfile(FrozenModel):
     """A named credential reference an agent file can select with ``auth:``."""
 
     api_key_env: str
@@ -109,7 +99,7 @@ class AuthProfile(_Frozen):
     """When set, the only provider this profile is valid for."""
 
 
-class ModelAlias(_Frozen):
+class ModelAlias(FrozenModel):
     """What an agent file's ``model: "@<name>"`` stands for."""
 
     model: str
@@ -118,7 +108,7 @@ class ModelAlias(_Frozen):
     """The provider the model runs on; None leaves it to the agent file or ``default_provider``."""
 
 
-class AgentSettings(_Frozen):
+class AgentSettings(FrozenModel):
     """The merged agent sections of every settings document that applies."""
 
     providers: dict[str, ProviderSettings] = {}
@@ -309,8 +299,7 @@ def _check_references(settings: AgentSettings) -> None:
         if alias.provider is not None and alias.provider not in settings.providers:
             known = ", ".join(sorted(settings.providers)) or "none"
             problems.append(
-                f"model_aliases.{name}.provider: {alias.provider!r} is not a provider "
-                f"(providers defined: {known})"
+                f"model_aliases.{name}.provider: {alias.provider!r} is not a provider (providers defined: {known})"
             )
     if problems:
         raise SettingsError(_message(settings.where(), problems))

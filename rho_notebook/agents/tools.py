@@ -24,14 +24,14 @@ import fnmatch
 import os
 import re
 import shutil
-import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rho_notebook.agents._process import run_supervised
 from rho_notebook.agents.provider import ToolCall, ToolSpec
+from rho_notebook.oshelpers import NotRegularFile, read_regular_nofollow
 
 __all__ = [
     "IMPLEMENTED_TOOLS",
@@ -295,7 +295,10 @@ class ToolBox:
         parts = [f"exit code: {outcome.exit_code}" if outcome.signal is None else f"killed by signal {outcome.signal}"]
         if outcome.timed_out:
             parts[0] = f"timed out after {timeout:g} s; the command's process group was stopped"
-        for name, data, cut in (("stdout", outcome.stdout, outcome.stdout_truncated), ("stderr", outcome.stderr, outcome.stderr_truncated)):
+        for name, data, cut in (
+            ("stdout", outcome.stdout, outcome.stdout_truncated),
+            ("stderr", outcome.stderr, outcome.stderr_truncated),
+        ):
             if data or cut:
                 note = " (truncated)" if cut else ""
                 parts.append(f"--- {name}{note} ---\n{data.decode('utf-8', errors='replace')}")
@@ -320,18 +323,11 @@ def _int_arg(args: dict[str, Any], key: str, default: int, *, minimum: int) -> i
 
 def _read_regular(path: Path, *, shown: str) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        return read_regular_nofollow(path, nonblock=True)
     except FileNotFoundError:
         raise _Refused(f"{shown} does not exist") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _Refused(f"{shown} is not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    except NotRegularFile:
+        raise _Refused(f"{shown} is not a regular file") from None
 
 
 def _write_regular(path: Path, data: bytes) -> None:
@@ -370,7 +366,12 @@ def _spec(name: str, description: str, *, properties: dict[str, Any], required: 
     return ToolSpec(
         name=name,
         description=description,
-        parameters={"type": "object", "properties": properties, "required": list(required), "additionalProperties": False},
+        parameters={
+            "type": "object",
+            "properties": properties,
+            "required": list(required),
+            "additionalProperties": False,
+        },
     )
 
 
@@ -438,5 +439,7 @@ _SPECS: dict[str, ToolSpec] = {
         required=("path", "old_string", "new_string"),
     ),
     "bash": _spec("bash", _SHELL_TEXT, properties=_SHELL_PROPS, required=("command",)),
-    "shell": _spec("shell", _SHELL_TEXT + " (the platform shell: bash)", properties=_SHELL_PROPS, required=("command",)),
+    "shell": _spec(
+        "shell", _SHELL_TEXT + " (the platform shell: bash)", properties=_SHELL_PROPS, required=("command",)
+    ),
 }

@@ -1,7 +1,8 @@
 """``rho-notebook`` entry point: argument parsing and dispatch to the verb modules.
 
 Exit codes: 0 valid / success, 1 invalid workflow or unsuccessful outcome, 2 usage error,
-3 refused (e.g. no confirmation).
+3 refused (e.g. no confirmation). An error's code is its class's ``exit_code``
+(:mod:`rho_notebook.errors`); every verb goes through :class:`rho_notebook.service.Service`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from rho_notebook.cli import notebook_verbs, plan_verbs, policy_verbs, run_verbs
 from rho_notebook.errors import InvalidWorkflow, RhoError
@@ -54,9 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidWorkflow as err:
         for found in err.diagnostics():
             print(found.render(), file=sys.stderr)
-        return EXIT_FAILED
+        return err.exit_code
     except RhoError as err:
         print(f"rho-notebook: error[{err.rule}]: {err.message}", file=sys.stderr)
-        return EXIT_FAILED
+        return err.exit_code
     except KeyboardInterrupt:
         return 130

@@ -16,18 +16,11 @@ import argparse
 import asyncio
 import json
 import shlex
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import InvalidWorkflow
-from rho_notebook.notebook.export import choose_workflow, export_cells, export_notebook, exported_source, read_cells
-from rho_notebook.plan.inputs import parse_input_args
-from rho_notebook.service import Service
-from rho_notebook.source.limits import load_limits
-from rho_notebook.source.workspace import find_workspace
+from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
 
 __all__ = ["register", "notebook_run", "run_export", "run_notebook"]
 
@@ -35,10 +28,16 @@ EXIT_USAGE = 2
 
 
 def register(verbs: Any) -> None:
-    export = verbs.add_parser("export", help="write the workflow folder of a notebook (entry, %%%%star modules, agents/)")
+    export = verbs.add_parser(
+        "export", help="write the workflow folder of a notebook (entry, %%%%star modules, agents/)"
+    )
     export.add_argument("notebook", type=Path, metavar="NOTEBOOK.ipynb")
-    export.add_argument("dir", type=Path, metavar="DIR", help="target folder (created if missing); laid out as a module root")
-    export.add_argument("--workflow", metavar="NAME", help="which %%%%workflow NAME cell (optional when the notebook has one)")
+    export.add_argument(
+        "dir", type=Path, metavar="DIR", help="target folder (created if missing); laid out as a module root"
+    )
+    export.add_argument(
+        "--workflow", metavar="NAME", help="which %%%%workflow NAME cell (optional when the notebook has one)"
+    )
     export.set_defaults(handler=run_export)
 
     run = verbs.choices.get("run")
@@ -47,12 +46,22 @@ def register(verbs: Any) -> None:
     for action in run._actions:
         if action.dest == "plan":
             action.help = "plan ID or unique prefix, or a NOTEBOOK.ipynb (exported, planned and run)"
-    run.add_argument("--workflow", metavar="NAME", help="with NOTEBOOK.ipynb: which %%%%workflow NAME cell (optional when it has one)")
-    run.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help="with NOTEBOOK.ipynb: an input value (overrides the cell's --input)")
+    run.add_argument(
+        "--workflow",
+        metavar="NAME",
+        help="with NOTEBOOK.ipynb: which %%%%workflow NAME cell (optional when it has one)",
+    )
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="with NOTEBOOK.ipynb: an input value (overrides the cell's --input)",
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
-    result = export_notebook(args.notebook, args.dir, workflow=args.workflow)
+    result = asyncio.run(Service.default().export(args.notebook, args.dir, workflow=args.workflow))
     print(result)
     workspace = find_workspace(result.out_dir)
     if result.modules and workspace.root != result.out_dir:
@@ -61,7 +70,9 @@ def run_export(args: argparse.Namespace) -> int:
             f"workspace root ({workspace.root}), so plan the folder as its own workspace or export into the workspace root",
             file=sys.stderr,
         )
-    flags = "".join(" --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items()))
+    flags = "".join(
+        " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items())
+    )
     print(f"plan it with: rho-notebook plan {result.entry}{flags}")
     return 0
 
@@ -75,36 +86,21 @@ def notebook_run(args: argparse.Namespace) -> int | None:
             return EXIT_USAGE
         return run_notebook(args)
     if getattr(args, "workflow", None) or getattr(args, "input", None):
-        print("rho-notebook: --workflow and --input apply to `run NOTEBOOK.ipynb`; a plan is frozen with its inputs", file=sys.stderr)
+        print(
+            "rho-notebook: --workflow and --input apply to `run NOTEBOOK.ipynb`; a plan is frozen with its inputs",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     return None
 
 
 def run_notebook(args: argparse.Namespace) -> int:
-    from rho_notebook.api import request_for
-    from rho_notebook.cli.run_verbs import EXIT_REFUSED, _confirm, _execute
+    from rho_notebook.cli.run_verbs import start_plan
 
     service = Service.default()
-    notebook = Path(args.plan).resolve()
-    workspace = find_workspace(notebook.parent)
-    cells = read_cells(notebook)
-    cell = choose_workflow(cells, args.workflow, where=args.plan)
     inputs = parse_input_args(args.input, limits=load_limits())
-    folder = Path(tempfile.mkdtemp(prefix=".rho-notebook-export-", dir=notebook.parent))
-    try:
-        result = export_cells(cells, folder, workflow=cell.name, where=args.plan)
-        source = exported_source(result, cells, workspace=workspace)
-        request = request_for(source, inputs=inputs, workspace=workspace, service=service)
-        try:
-            plan = asyncio.run(service.plan(request))
-        except InvalidWorkflow as err:
-            raise InvalidWorkflow(source.renumber(err.diagnostics())) from None
-    finally:
-        shutil.rmtree(folder)
+    plan = asyncio.run(service.plan_notebook(Path(args.plan), workflow=args.workflow, inputs=inputs, where=args.plan))
     if args.output == "text":
-        print(f"notebook {args.plan}  workflow {cell.name}  (exported to a temporary folder, planned, removed)")
+        print(f"notebook {args.plan}  workflow {plan.graph.name}  (exported to a temporary folder, planned, removed)")
         print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
-    if not _confirm(args, digest=plan.graph_digest, what=f"run plan {plan.plan_id[:13]} of {args.plan}"):
-        return EXIT_REFUSED
-    run_id = service.create_run(plan, mode=args.mode)
-    return _execute(service, run_id, args, resume=False)
+    return start_plan(service, plan, args, what=f"run plan {plan.plan_id[:13]} of {args.plan}")

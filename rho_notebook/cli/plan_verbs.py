@@ -10,58 +10,33 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import InvalidWorkflow
-from rho_notebook.plan.inputs import parse_input_args
-from rho_notebook.plan.plan import Plan
-from rho_notebook.service import Service
-from rho_notebook.source.limits import load_limits
+from rho_notebook.model.plan import Plan
+from rho_notebook.service import Service, load_limits, parse_input_args
+from rho_notebook.service.wire import plan_json, plan_summary_json
 
-__all__ = ["register", "plan_summary"]
+__all__ = ["register"]
 
 
 def register(verbs: Any) -> None:
     validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
     validate.add_argument("file", type=Path, help="entry .star file under the workspace")
-    validate.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'")
+    validate.add_argument(
+        "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
+    )
     validate.add_argument("--output", choices=("text", "json"), default="text")
     validate.set_defaults(handler=run_validate)
 
     plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
     plan.add_argument("file", type=Path, help="entry .star file under the workspace")
-    plan.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'")
+    plan.add_argument(
+        "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
+    )
     plan.add_argument("--output", choices=("text", "json"), default="text")
     plan.set_defaults(handler=run_plan)
 
     plans = verbs.add_parser("plans", help="list saved plans")
     plans.add_argument("--output", choices=("text", "json"), default="text")
     plans.set_defaults(handler=run_plans)
-
-
-def plan_summary(plan: Plan) -> dict[str, Any]:
-    """The JSON object ``plan --output json`` prints."""
-    m = plan.manifest
-    return {
-        "plan_id": m.plan_id,
-        "graph_digest": m.graph_digest,
-        "workflow": m.workflow,
-        "workspace": {"root": m.workspace_root, "key": m.workspace_key, "trusted": m.workspace_trusted},
-        "authority": [a.model_dump() for a in m.authority],
-        "sources": [s.model_dump() for s in m.sources],
-        "inputs": m.inputs,
-        "limits": {"scheduler": plan.graph.scheduler.model_dump(), "planning": m.limits},
-        "nodes": [
-            {
-                "name": n.name,
-                "kind": n.kind,
-                "needs": list(n.needs),
-                "conditional": n.when is not None,
-                "allow_failure": n.allow_failure,
-                "timeout_seconds": n.timeout_seconds,
-                "max_output_bytes": n.max_output_bytes,
-            }
-            for n in plan.graph.nodes
-        ],
-        "stats": m.stats,
-    }
 
 
 def _print_text(plan: Plan, *, stored: bool) -> None:
@@ -85,7 +60,10 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
     for item in m.authority:
         print(f"  {item.kind:<12} {item.value}  {item.detail}", file=out)
     sched = plan.graph.scheduler
-    print(f"limits      total={sched.total} agent={sched.agent} command={sched.command} checkout_readers={sched.checkout_readers}", file=out)
+    print(
+        f"limits      total={sched.total} agent={sched.agent} command={sched.command} checkout_readers={sched.checkout_readers}",
+        file=out,
+    )
 
 
 def _run(args: argparse.Namespace, *, store: bool) -> int:
@@ -94,11 +72,7 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
     request = service.request_for(args.file, inputs=inputs)
     plan = asyncio.run(service.plan(request) if store else service.validate(request))
     if args.output == "json":
-        summary = plan_summary(plan)
-        if not store:
-            summary.pop("plan_id")
-            summary["valid"] = True
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
     else:
         _print_text(plan, stored=store)
         if not store:
@@ -127,9 +101,9 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_plans(args: argparse.Namespace) -> int:
-    manifests = Service.default().list_plans()
+    manifests = asyncio.run(Service.default().plans())
     if args.output == "json":
-        print(json.dumps([{"plan_id": m.plan_id, "workflow": m.workflow, "graph_digest": m.graph_digest, "created_at": m.created_at} for m in manifests], indent=2))
+        print(json.dumps([plan_json(m) for m in manifests], indent=2))
         return 0
     if not manifests:
         print("no saved plans")

@@ -1,47 +1,76 @@
-"""The run verbs: run, resume, status, cancel, runs, result, events, logs, delete, prune."""
+"""The run verbs: run, resume, status, cancel, runs, result, events, logs, delete, prune.
+
+Every verb is a call of :class:`rho_notebook.service.Service`, awaited with ``asyncio.run``; the
+rules (consent to a digest, listing, refusing to delete a live run, reading logs) are the
+service's. What stays here is the terminal: prompts, printing, exit codes. A prompt never runs
+inside an event loop (Ctrl-C at a prompt must interrupt at once), so a verb that asks first reads
+what it shows, asks, then acts.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
-import shutil
 import sys
+import threading
 import time
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from rho_notebook.errors import NotFound, RhoError
+from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
+from rho_notebook.model.events import describe_event
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.run.events import describe_event
-from rho_notebook.run.owner import NeedsRecovery, RunRefused
-from rho_notebook.run.state import RunState
-from rho_notebook.service import Service
-from rho_notebook.store.journal import follow_journal, read_journal
-from rho_notebook.store.runs import OwnerLock
-from rho_notebook.views import result_json, status_json
+from rho_notebook.service import (
+    ApprovalRequest,
+    Consent,
+    Responder,
+    ResumeRun,
+    RunsQuery,
+    Service,
+    StartRun,
+    Stream,
+    describe_request,
+)
+from rho_notebook.service.wire import status_json
 
-__all__ = ["register", "EXIT_REFUSED"]
+__all__ = ["register", "EXIT_REFUSED", "consent", "start_plan"]
 
 EXIT_REFUSED = 3
-_LIVE = (Lifecycle.RUNNING, Lifecycle.CANCELLING, Lifecycle.WAITING)
 
 
 def register(verbs: Any) -> None:
     run = verbs.add_parser("run", help="confirm a plan's digest and run it (plan ID or unique prefix)")
     run.add_argument("plan", help="plan ID or unique prefix")
-    run.add_argument("--yes", action="store_true", help="confirm the digest without asking (required without a terminal)")
+    run.add_argument(
+        "--yes", action="store_true", help="confirm the digest without asking (required without a terminal)"
+    )
     run.add_argument("--output", choices=("text", "jsonl"), default="text")
-    run.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto", help="permission mode for command launches (default auto; recorded in the run)")
-    run.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS", help="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing closed (default 0)")
+    run.add_argument(
+        "--mode",
+        choices=("auto", "plan", "supervised"),
+        default="auto",
+        help="permission mode for command launches (default auto; recorded in the run)",
+    )
+    run.add_argument(
+        "--approval-timeout",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing closed (default 0)",
+    )
     run.set_defaults(handler=run_run)
 
     resume = verbs.add_parser("resume", help="resume a cancelled or interrupted run from its frozen graph")
     resume.add_argument("run", help="run ID or unique prefix")
     resume.add_argument("--yes", action="store_true")
-    resume.add_argument("--recover-uncertain", action="store_true", help="after inspection: stop leftover processes and rerun attempts without a journaled result")
+    resume.add_argument(
+        "--recover-uncertain",
+        action="store_true",
+        help="after inspection: stop leftover processes and rerun attempts without a journaled result",
+    )
     resume.add_argument("--output", choices=("text", "jsonl"), default="text")
     resume.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
     resume.set_defaults(handler=run_resume)
@@ -53,7 +82,13 @@ def register(verbs: Any) -> None:
 
     cancel = verbs.add_parser("cancel", help="durably request cancellation and wait for the owner's acknowledgement")
     cancel.add_argument("run")
-    cancel.add_argument("--wait", type=float, default=2.0, metavar="SECONDS", help="how long to wait for the acknowledgement (default 2)")
+    cancel.add_argument(
+        "--wait",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait for the acknowledgement (default 2)",
+    )
     cancel.set_defaults(handler=run_cancel)
 
     runs = verbs.add_parser("runs", help="list runs, newest last")
@@ -94,7 +129,21 @@ def register(verbs: Any) -> None:
 # -- output ----------------------------------------------------------------------------------------
 
 
-_TEXT_KINDS = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "run_started", "approval_requested", "approval_decided", "hook_ran", "hook_ignored"}
+_TEXT_KINDS = {
+    "node_launched",
+    "node_finished",
+    "node_skipped",
+    "node_blocked",
+    "run_completed",
+    "cancel_requested",
+    "cancel_acknowledged",
+    "needs_recovery",
+    "run_started",
+    "approval_requested",
+    "approval_decided",
+    "hook_ran",
+    "hook_ignored",
+}
 
 
 class _Printer:
@@ -116,29 +165,41 @@ class _Printer:
         print(f"[{elapsed:7.2f}s] {node:<24} {detail}", flush=True)
 
 
-def _confirm(args: argparse.Namespace, *, digest: str, what: str) -> bool:
-    if args.yes:
-        return True
-    if not sys.stdin.isatty():
-        print(f"refusing to {what} without confirmation: no terminal to ask; pass --yes to confirm digest {digest}", file=sys.stderr)
-        return False
+# -- consent ---------------------------------------------------------------------------------------
+
+
+def consent(args: argparse.Namespace, *, digest: str, what: str) -> Consent:
+    """``--yes``, or the answer to ``[y/N]`` on a terminal; without either, no consent (the service
+    refuses: :func:`_refused` says why). Call it outside any event loop."""
+    if args.yes or not sys.stdin.isatty():
+        return Consent(yes=args.yes)
     answer = input(f"{what} with graph digest {digest}? [y/N] ")
-    return answer.strip().lower() in ("y", "yes")
+    return Consent(yes=answer.strip().lower() in ("y", "yes"))
+
+
+def _refused(args: argparse.Namespace, err: ConfirmationRequired, *, digest: str, what: str) -> int:
+    """The service refused for want of consent: with no terminal to ask, say how to give it (a
+    person who answered no at the prompt needs no explanation)."""
+    if not args.yes and not sys.stdin.isatty():
+        print(
+            f"refusing to {what} without confirmation: no terminal to ask; pass --yes to confirm digest {digest}",
+            file=sys.stderr,
+        )
+    return err.exit_code
+
+
+# -- running ---------------------------------------------------------------------------------------
 
 
 def _exit_for(state: RunState) -> int:
     return 0 if state.outcome == "success" else 1
 
 
-def _terminal_responder(service: Service) -> Any:
+def _terminal_responder(service: Service) -> Responder:
     """Ask on the controlling terminal (in a daemon thread, so a decision made elsewhere wins)."""
-    import threading
-
-    from rho_notebook.policy.approvals import describe_request
-
     asked: set[str] = set()
 
-    def respond(request: Any) -> None:
+    def respond(request: ApprovalRequest) -> None:
         if request.request_id in asked:
             return
         asked.add(request.request_id)
@@ -151,36 +212,50 @@ def _terminal_responder(service: Service) -> Any:
                 return
             approve = answer[:1].lower() == "y"
             comment = answer[1:].strip(" :") or None
-            service.decide(request, approve=approve, comment=comment, via="terminal")
+            # This thread's own loop: the owner's loop is busy running the run.
+            asyncio.run(service.decide(request, approve=approve, comment=comment, via="terminal"))
 
         threading.Thread(target=prompt, daemon=True, name=f"approve-{request.request_id[:8]}").start()
 
     return respond
 
 
-def _execute(service: Service, run_id: str, args: argparse.Namespace, *, resume: bool) -> int:
-    printer = _Printer(args.output)
+def _execute(
+    service: Service,
+    args: argparse.Namespace,
+    start: Callable[..., Coroutine[Any, Any, RunState]],
+    *,
+    digest: str,
+    what: str,
+) -> int:
+    """Start (or resume) a run with ``start(on_event=..., responder=..., approval_timeout=...)``
+    and print its progress until it ends."""
     responder = _terminal_responder(service) if sys.stdin.isatty() else None
     try:
         state = asyncio.run(
-            service.execute(
-                run_id,
-                resume=resume,
-                recover_uncertain=getattr(args, "recover_uncertain", False),
-                on_event=printer,
-                responder=responder,
-                approval_timeout=getattr(args, "approval_timeout", 0.0),
-            )
+            start(on_event=_Printer(args.output), responder=responder, approval_timeout=args.approval_timeout)
         )
-    except NeedsRecovery as err:
+    except ConfirmationRequired as err:
+        return _refused(args, err, digest=digest, what=what)
+    except RunRefused as err:  # NeedsRecovery too: both exit 3 (refused)
         print(f"rho-notebook: {err.message}", file=sys.stderr)
-        return EXIT_REFUSED
-    except RunRefused as err:
-        print(f"rho-notebook: {err.message}", file=sys.stderr)
-        return EXIT_REFUSED
+        return err.exit_code
     if args.output == "text":
-        print(f"run {run_id}  outcome {state.outcome}")
+        print(f"run {state.run_id}  outcome {state.outcome}")
     return _exit_for(state)
+
+
+def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: str) -> int:
+    """Ask for consent to ``plan``'s digest, then create and run it (``run PLAN`` and
+    ``run NOTEBOOK.ipynb``)."""
+    given = consent(args, digest=plan.graph_digest, what=what)
+    request = StartRun(plan=plan.plan_id, consent=given, mode=args.mode, origin="cli")
+
+    async def start(**options: Any) -> RunState:
+        run_id = await service.create_run_of(plan, request)
+        return await service.execute(run_id, **options)
+
+    return _execute(service, args, start, digest=plan.graph_digest, what=what)
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -190,26 +265,31 @@ def run_run(args: argparse.Namespace) -> int:
     if handled is not None:
         return handled
     service = Service.default()
-    plan = service.load_plan(args.plan)
+    plan = asyncio.run(service.load_plan(args.plan))
     if args.output == "text":
         print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
-    if not _confirm(args, digest=plan.graph_digest, what=f"run plan {plan.plan_id[:13]}"):
-        return EXIT_REFUSED
-    run_id = service.create_run(plan, mode=args.mode)
-    return _execute(service, run_id, args, resume=False)
+    return start_plan(service, plan, args, what=f"run plan {plan.plan_id[:13]}")
 
 
 def run_resume(args: argparse.Namespace) -> int:
     service = Service.default()
-    run_id = service.resolve_run(args.run)
-    manifest = service.runs.manifest(run_id)
-    if not _confirm(args, digest=manifest.graph_digest, what=f"resume run {run_id[:13]}"):
-        return EXIT_REFUSED
-    return _execute(service, run_id, args, resume=True)
+    manifest = asyncio.run(service.manifest(args.run))
+    run_id = manifest.run_id
+    what = f"resume run {run_id[:13]}"
+    given = consent(args, digest=manifest.graph_digest, what=what)
+    request = ResumeRun(run=run_id, consent=given, recover_uncertain=args.recover_uncertain)
+
+    async def start(**options: Any) -> RunState:
+        return await service.resume(request, **options)
+
+    return _execute(service, args, start, digest=manifest.graph_digest, what=what)
+
+
+# -- reading runs ----------------------------------------------------------------------------------
 
 
 def run_status(args: argparse.Namespace) -> int:
-    state = Service.default().status(args.run)
+    state = asyncio.run(Service.default().status(args.run))
     data = status_json(state)
     if args.output == "json":
         print(json.dumps(data, indent=2))
@@ -227,34 +307,32 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    result = Service.default().cancel(args.run, wait_seconds=args.wait)
+    result = asyncio.run(Service.default().cancel(args.run, wait_seconds=args.wait))
     print(json.dumps(result.to_json()))
     return 0
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    states = Service.default().list_runs()
-    if args.state:
-        states = [s for s in states if s.lifecycle.value == args.state]
-    states = states[-args.limit :] if args.limit > 0 else states
+    query = RunsQuery(state=Lifecycle(args.state) if args.state else None, limit=args.limit)
+    rows = asyncio.run(Service.default().run_rows(query))
     if args.output == "json":
-        print(json.dumps([{"run_id": s.run_id, "plan_id": s.plan_id, "workflow": s.workflow, "lifecycle": s.lifecycle.value, "outcome": s.outcome, "updated_at": s.updated_at} for s in states], indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
-    if not states:
+    if not rows:
         print("no runs")
-    for s in states:
-        print(f"{s.run_id}  {s.workflow:<20} {s.lifecycle.value:<15} {s.outcome or '':<13} {s.updated_at}")
+    for row in rows:
+        print(
+            f"{row['run_id']}  {row['workflow']:<20} {row['lifecycle']:<15} {row['outcome'] or '':<13} {row['updated_at']}"
+        )
     return 0
 
 
 def run_result(args: argparse.Namespace) -> int:
-    service = Service.default()
-    state = service.status(args.run)
-    data = result_json(service.runs.folder(state.run_id), state)
+    data = asyncio.run(Service.default().result(args.run))
     if args.output == "json":
         print(json.dumps(data, indent=2))
         return 0
-    print(f"run {state.run_id}  {state.lifecycle.value}  outcome {state.outcome}")
+    print(f"run {data['run_id']}  {data['lifecycle']}  outcome {data['outcome']}")
     for name, node in data["nodes"].items():
         print(f"  {name:<24} {node['state']:<13} attempts {len(node['attempts'])}")
         if "output" in node:
@@ -266,78 +344,41 @@ def run_result(args: argparse.Namespace) -> int:
 
 def run_events(args: argparse.Namespace) -> int:
     service = Service.default()
-    run_id = service.resolve_run(args.run)
-    folder = service.runs.folder(run_id)
-    if not args.follow:
-        read = read_journal(folder.events, after_seq=args.after_seq)
-        for record in read.events:
-            print(json.dumps(record, separators=(",", ":")))
-        if read.torn:
-            print("rho-notebook: the journal's last line is torn (an owner was interrupted mid-write); it was skipped", file=sys.stderr)
-        return 0
-
-    def finished() -> bool:
-        return not OwnerLock.is_held(folder.lock) and service.status(run_id).lifecycle not in _LIVE
 
     async def follow() -> None:
-        async for record in follow_journal(folder.events, after_seq=args.after_seq, stop=finished):
+        async for record in service.events(args.run, after_seq=args.after_seq, follow=True):
             print(json.dumps(record, separators=(",", ":")), flush=True)
 
-    asyncio.run(follow())
+    if args.follow:
+        asyncio.run(follow())
+        return 0
+    # One read that also says whether the last line is torn (``events`` without --follow).
+    read = asyncio.run(service.journal(args.run, after_seq=args.after_seq))
+    for record in read.events:
+        print(json.dumps(record, separators=(",", ":")))
+    if read.torn:
+        print(
+            "rho-notebook: the journal's last line is torn (an owner was interrupted mid-write); it was skipped",
+            file=sys.stderr,
+        )
     return 0
 
 
 def run_logs(args: argparse.Namespace) -> int:
     service = Service.default()
-    run_id = service.resolve_run(args.run)
-    state = service.status(run_id)
-    if args.node not in state.nodes:
-        raise NotFound(f"run {run_id} has no node {args.node!r}; its nodes: {', '.join(sorted(state.nodes))}")
-    folder = service.runs.folder(run_id)
-    streams = ("stdout", "stderr") if args.stream == "both" else (args.stream,)
-    offsets = {s: 0 for s in streams}
-    while True:
-        record = service.status(run_id).nodes[args.node]
-        attempt_dir = folder.attempt_dir(args.node, max(record.attempt, 1))
-        for stream in streams:
-            path = attempt_dir / stream
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(offsets[stream])
-                    data = handle.read()
-            except FileNotFoundError:
-                continue
-            offsets[stream] += len(data)
+    streams: tuple[Stream, ...] = ("stdout", "stderr") if args.stream == "both" else (args.stream,)
+
+    async def show() -> None:
+        async for stream, text in service.logs(args.run, args.node, streams=streams, follow=args.follow):
             target = sys.stdout if stream == "stdout" else sys.stderr
-            target.write(data.decode("utf-8", "replace"))
+            target.write(text)
             target.flush()
-        if not args.follow or record.state.value not in ("running", "ready", "pending"):
-            return 0
-        if service.status(run_id).lifecycle not in _LIVE:
-            return 0
-        time.sleep(0.1)
 
-
-def run_delete(args: argparse.Namespace) -> int:
-    service = Service.default()
-    try:
-        run_id = service.resolve_run(args.id)
-    except NotFound:
-        plan_id = service.plans.resolve(args.id)
-        if not args.yes and not _ask(f"delete plan {plan_id}?"):
-            return EXIT_REFUSED
-        service.plans.delete(plan_id)
-        print(f"deleted plan {plan_id}")
-        return 0
-    folder = service.runs.folder(run_id)
-    if OwnerLock.is_held(folder.lock):
-        print(f"rho-notebook: run {run_id} is live (an owner holds it); cancel it first", file=sys.stderr)
-        return EXIT_REFUSED
-    if not args.yes and not _ask(f"delete run {run_id} and its artifacts?"):
-        return EXIT_REFUSED
-    service.runs.delete(run_id)
-    print(f"deleted run {run_id}")
+    asyncio.run(show())
     return 0
+
+
+# -- housekeeping ----------------------------------------------------------------------------------
 
 
 def _ask(question: str) -> bool:
@@ -347,21 +388,48 @@ def _ask(question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
+async def _delete_question(service: Service, target: str) -> tuple[str, str | None]:
+    """What ``delete TARGET`` would delete: (its full ID, the question to ask; None for a live
+    run, which the service refuses without asking)."""
+    try:
+        run_id = await service.resolve_run(target)
+    except NotFound:
+        plan = await service.load_plan(target)
+        return plan.plan_id, f"delete plan {plan.plan_id}?"
+    if service.is_owned(run_id):
+        return run_id, None
+    return run_id, f"delete run {run_id} and its artifacts?"
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    service = Service.default()
+    target: str = args.id
+    if not args.yes:
+        target, question = asyncio.run(_delete_question(service, target))
+        if question is not None and not _ask(question):
+            return EXIT_REFUSED
+    try:
+        deleted = asyncio.run(service.delete(target))
+    except RunRefused as err:  # the run is live
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
+    print(f"deleted {deleted['kind']} {deleted['id']}")
+    return 0
+
+
 def run_prune(args: argparse.Namespace) -> int:
     service = Service.default()
-    cutoff = datetime.now(timezone.utc) - timedelta(days=args.older_than)
-    doomed = []
-    for state in service.list_runs():
-        if state.lifecycle is not Lifecycle.COMPLETED or not state.updated_at:
-            continue
-        if datetime.fromisoformat(state.updated_at) < cutoff:
-            doomed.append(state.run_id)
+    doomed = asyncio.run(service.prunable(older_than_days=args.older_than))
     if not doomed:
         print("nothing to prune")
         return 0
     if not args.yes and not _ask(f"delete {len(doomed)} completed runs older than {args.older_than} days?"):
         return EXIT_REFUSED
-    for run_id in doomed:
-        service.runs.delete(run_id)
-        print(f"deleted run {run_id}")
+    try:
+        deleted = asyncio.run(service.prune(doomed))
+    except RunRefused as err:  # one became live since
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
+    for item in deleted:
+        print(f"deleted run {item['id']}")
     return 0

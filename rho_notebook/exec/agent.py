@@ -32,16 +32,16 @@ from typing import Any
 
 import httpx
 
-from rho_notebook.agents.answer import AnswerError, parse_typed_answer
+from rho_notebook.agents.answer import parse_typed_answer
 from rho_notebook.agents.claude_cli import CLAUDE_ENV_PREFIXES, run_claude
 from rho_notebook.agents.loop import LoopLimits, run_loop
 from rho_notebook.agents.prompts import system_prompt, task_message
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.resolve import open_provider, read_credential, select_model
-from rho_notebook.agents.session import AgentFailure, Session
-from rho_notebook.agents.settings import AgentSettings, SettingsError, load_settings
+from rho_notebook.agents.session import Session
+from rho_notebook.agents.settings import AgentSettings, load_settings
 from rho_notebook.agents.tools import IMPLEMENTED_TOOLS, ToolBox
-from rho_notebook.errors import RhoError, StoreError
+from rho_notebook.errors import AgentFailure, AnswerError, RhoError, SettingsError, StoreError
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, node_environment, render_template
 from rho_notebook.model.agent import RHO_TOOLS, AgentDefinition
 from rho_notebook.model.condition import UNAVAILABLE
@@ -288,13 +288,20 @@ class AgentExecutor:
         if (ctx.attempt_dir / "system-prompt.txt").exists():
             artifacts["system_prompt"] = "system-prompt.txt"
         message = "" if failure is None else f"agent {failure.kind}: {failure.message}"
-        return AttemptResult(state=state, message=message, exit=session.summary(failure), value=value, artifacts=artifacts)
+        return AttemptResult(
+            state=state, message=message, exit=session.summary(failure), value=value, artifacts=artifacts
+        )
 
 
 def _store_home(ctx: AttemptContext) -> Path:
     """RHO_NOTEBOOK_HOME of the run the attempt belongs to: ``<home>/workflows/runs/<RUN>/nodes/<N>/attempts/<K>``."""
     parents = ctx.attempt_dir.parents
-    if len(parents) > 6 and parents[3].name == ctx.run_id and parents[4].name == "runs" and parents[5].name == "workflows":
+    if (
+        len(parents) > 6
+        and parents[3].name == ctx.run_id
+        and parents[4].name == "runs"
+        and parents[5].name == "workflows"
+    ):
         return parents[6]
     msg = (
         f"the attempt directory {ctx.attempt_dir} is not inside a run store, so the run's settings and "

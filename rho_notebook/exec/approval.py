@@ -34,7 +34,12 @@ class ApprovalExecutor:
         if decided is None:
             return AttemptResult(state=NodeState.FAILURE, message=f"nobody decided within {node.timeout_seconds} s")
         if decided.decision != "approve":
-            return AttemptResult(state=NodeState.DENIAL, message=f"denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""))
+            return AttemptResult(
+                state=NodeState.DENIAL,
+                message=f"denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
+            )
         value = {"by": decided.by, "comment": decided.comment, "at": decided.at}
         atomic_write_json(folder / "value.json", value)
-        return AttemptResult(state=NodeState.SUCCESS, value=value, artifacts={"prompt": "prompt.md", "value": "value.json"})
+        return AttemptResult(
+            state=NodeState.SUCCESS, value=value, artifacts={"prompt": "prompt.md", "value": "value.json"}
+        )

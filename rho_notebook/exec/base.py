@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
@@ -21,7 +22,15 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write
 
-__all__ = ["AttemptContext", "AttemptResult", "EnvironmentSnapshot", "Executor", "UnavailableValue", "render_template", "node_environment"]
+__all__ = [
+    "AttemptContext",
+    "AttemptResult",
+    "EnvironmentSnapshot",
+    "Executor",
+    "UnavailableValue",
+    "render_template",
+    "node_environment",
+]
 
 
 class UnavailableValue(Exception):

@@ -64,7 +64,9 @@ class _FileSink:
         try:
             if self.fd is None:
                 folder = await self.ctx.directory()
-                self.fd = os.open(folder / self.stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                self.fd = os.open(
+                    folder / self.stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+                )
                 self.created = True
             view = memoryview(chunk)
             while view:
@@ -136,7 +138,6 @@ class CommandExecutor:
         )
 
     async def execute(self, ctx: AttemptContext) -> AttemptResult:
-        node = ctx.node
         try:
             argv = self._argv(ctx)
         except UnavailableValue as err:
@@ -172,23 +173,46 @@ class CommandExecutor:
             attempt.artifacts["exit"] = "exit.json"
         return attempt
 
-    async def _judge(self, ctx: AttemptContext, result: ProcessResult, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
+    async def _judge(
+        self,
+        ctx: AttemptContext,
+        result: ProcessResult,
+        stdout: _FileSink,
+        record: dict[str, Any],
+        artifacts: dict[str, str],
+    ) -> AttemptResult:
         node = ctx.node
         if result.kind == "cancelled":
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled", exit=record, artifacts=artifacts)
         if result.kind == "timeout":
-            return AttemptResult(state=NodeState.FAILURE, message=f"timed out after {node.timeout_seconds} s; the process tree was stopped", exit=record, artifacts=artifacts)
+            return AttemptResult(
+                state=NodeState.FAILURE,
+                message=f"timed out after {node.timeout_seconds} s; the process tree was stopped",
+                exit=record,
+                artifacts=artifacts,
+            )
         if result.kind == "signal":
-            return AttemptResult(state=NodeState.FAILURE, message=f"killed by signal {result.signal}", exit=record, artifacts=artifacts)
+            return AttemptResult(
+                state=NodeState.FAILURE, message=f"killed by signal {result.signal}", exit=record, artifacts=artifacts
+            )
         if result.kind != "exit":
-            return AttemptResult(state=NodeState.FAILURE, message=f"ended abnormally: {result.detail}", exit=record, artifacts=artifacts)
+            return AttemptResult(
+                state=NodeState.FAILURE, message=f"ended abnormally: {result.detail}", exit=record, artifacts=artifacts
+            )
         if result.exit_code != 0:
-            return AttemptResult(state=NodeState.FAILURE, message=f"exited with code {result.exit_code}", exit=record, artifacts=artifacts)
+            return AttemptResult(
+                state=NodeState.FAILURE,
+                message=f"exited with code {result.exit_code}",
+                exit=record,
+                artifacts=artifacts,
+            )
         if node.output is None:
             return AttemptResult(state=NodeState.SUCCESS, exit=record, artifacts=artifacts)
         return await self._typed(ctx, stdout, record, artifacts)
 
-    async def _typed(self, ctx: AttemptContext, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]) -> AttemptResult:
+    async def _typed(
+        self, ctx: AttemptContext, stdout: _FileSink, record: dict[str, Any], artifacts: dict[str, str]
+    ) -> AttemptResult:
         node = ctx.node
         if record["stdout_truncated"]:
             msg = f"stdout_json: stdout was truncated at max_output_bytes={node.max_output_bytes}; the complete value could not be parsed"

@@ -67,7 +67,7 @@ class VerifiedHandles:
     async def open_file(self, frozen: FrozenFile, *, identity: FileIdentity | None) -> int:
         """A descriptor of the verified frozen file; the caller closes it.
 
-        Raises :class:`~rho_notebook.exec.verify.VerificationError` as
+        Raises :class:`~rho_notebook.errors.VerificationError` as
         :func:`~rho_notebook.exec.verify.open_verified` does.
         """
         key = (frozen.path, frozen.sha256)

@@ -89,22 +89,22 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import LaunchError, UnsupportedPlatform
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.verify import FileIdentity, open_verified_async, open_verified_dir, resolve_path
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
+from rho_notebook.oshelpers import group_exists, live_group_members, signal_group
 
 __all__ = [
     "KILL_CONFIRM_SECONDS",
-    "LaunchError",
     "OutputSink",
     "ProcessKind",
     "ProcessResult",
     "ProcessSpec",
-    "UnsupportedPlatform",
     "run_process",
 ]
 
@@ -124,22 +124,8 @@ OutputSink = Callable[[bytes], Awaitable[None]]
 ProcessKind = Literal["exit", "signal", "timeout", "cancelled", "abnormal"]
 
 
-class UnsupportedPlatform(RhoError):
-    """Frozen command execution cannot keep its handle-based guarantee on this system."""
-
-    rule = "unsupported_platform"
-
-
-class LaunchError(RhoError):
-    """A verified process could not be started (exec failure, unsupported ``#!`` chain)."""
-
-    rule = "launch"
-
-
-class ProcessSpec(BaseModel):
+class ProcessSpec(FrozenModel):
     """Everything needed to start one command process; built by the node executor from the plan."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     argv: tuple[str, ...]
     """argv[0] is the display name as written in the workflow; the program comes from ``executable``."""
@@ -187,10 +173,8 @@ class ProcessSpec(BaseModel):
         return value
 
 
-class ProcessResult(BaseModel):
+class ProcessResult(FrozenModel):
     """How one command process ended."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: ProcessKind
     """``exit``/``signal`` from the leader's status; ``timeout``/``cancelled`` when the runner stopped
@@ -308,10 +292,14 @@ def _map_launch(
     raise LaunchError(msg)
 
 
-async def _open_frozen(frozen: FrozenFile, spec: ProcessSpec, opened: list[int], handles: VerifiedHandles | None) -> int:
+async def _open_frozen(
+    frozen: FrozenFile, spec: ProcessSpec, opened: list[int], handles: VerifiedHandles | None
+) -> int:
     identity = spec.executable_identities.get(frozen.path)
     if handles is None:
-        fd = await open_verified_async(resolve_path(frozen.path, spec.workspace), sha256=frozen.sha256, identity=identity)
+        fd = await open_verified_async(
+            resolve_path(frozen.path, spec.workspace), sha256=frozen.sha256, identity=identity
+        )
     else:
         fd = await handles.open_file(frozen, identity=identity)
     opened.append(fd)
@@ -362,10 +350,7 @@ def _spawn(spec: ProcessSpec, launch: _Launch, *, stdout_fd: int, stderr_fd: int
             start_new_session=True,
         )
     except OSError as err:
-        msg = (
-            f"could not start {spec.argv[0]!r} ({spec.executable.file.path}) in {spec.cwd}: "
-            f"{err.strerror or err}"
-        )
+        msg = f"could not start {spec.argv[0]!r} ({spec.executable.file.path}) in {spec.cwd}: {err.strerror or err}"
         raise LaunchError(msg) from err
 
 
@@ -534,48 +519,14 @@ class _Leader:
             self._detached = True
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _live_members(pgid: int) -> tuple[int, ...]:
-    """Pids in process group ``pgid`` that are not zombies (an init that never reaps keeps zombies)."""
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                raw = handle.read()
-        except OSError:
-            continue
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
-            found.append(int(name))
-    return tuple(found)
-
-
 async def _wait_group_gone(pgid: int, deadline: float) -> tuple[int, ...]:
     """Poll until no live member of ``pgid`` remains; return the survivors at ``deadline``."""
     loop = asyncio.get_running_loop()
     delay = _POLL_FIRST
     while True:
-        if not _group_exists(pgid):
+        if not group_exists(pgid):
             return ()
-        live = await asyncio.to_thread(_live_members, pgid)
+        live = await asyncio.to_thread(live_group_members, pgid)
         remaining = deadline - loop.time()
         if not live or remaining <= 0:
             return live
@@ -587,13 +538,13 @@ async def _stop_group(pgid: int, leader: _Leader, *, grace: float) -> tuple[int,
     """SIGTERM the group, SIGKILL it after ``grace``; return members still alive after that."""
     loop = asyncio.get_running_loop()
     if grace > 0:
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
         deadline = loop.time() + grace
         if not leader.exited.done():
             await asyncio.wait([leader.exited], timeout=grace)
         if leader.exited.done() and not await _wait_group_gone(pgid, deadline):
             return ()
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     leader.kill()
     if not leader.exited.done():
         await asyncio.wait([leader.exited], timeout=KILL_CONFIRM_SECONDS)
@@ -738,7 +689,7 @@ async def run_process(
     try:
         pidfd = os.pidfd_open(proc.pid)
     except OSError as err:
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         proc.wait()
         _close_fds(readers)
         msg = f"started {spec.argv[0]!r} but could not watch it (pidfd_open: {err.strerror or err}); it was killed"
@@ -755,7 +706,7 @@ async def run_process(
             await on_started(proc.pid)
         reason = await _await_end(leader, captures, cancel=cancel, deadline=deadline, wake=wake)
         survivors: tuple[int, ...] = ()
-        if reason is not None or _group_exists(pgid):
+        if reason is not None or group_exists(pgid):
             survivors = await _stop_group(pgid, leader, grace=spec.kill_grace_seconds)
         open_pipes = [c.closed for c in captures if not c.closed.done()]
         if open_pipes:
@@ -767,7 +718,7 @@ async def run_process(
     finally:
         try:
             if not finished:
-                _signal_group(pgid, signal.SIGKILL)
+                signal_group(pgid, signal.SIGKILL)
                 leader.kill()
                 for capture in captures:
                     capture.abandon()
@@ -787,8 +738,7 @@ async def run_process(
     if survivors:
         kind = "abnormal"
         details.append(
-            f"process group {pgid} still had live members {list(survivors)} "
-            f"{KILL_CONFIRM_SECONDS:g}s after SIGKILL"
+            f"process group {pgid} still had live members {list(survivors)} {KILL_CONFIRM_SECONDS:g}s after SIGKILL"
         )
     return ProcessResult(
         kind=kind,

@@ -32,18 +32,14 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
-
+from rho_notebook.errors import VerificationError
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.errors import RhoError
 from rho_notebook.store.files import FileVersion, file_version
 
 __all__ = [
     "SETTLED_SECONDS",
     "FileIdentity",
-    "VerificationError",
-    "VerifyReason",
     "identity_of",
     "is_settled",
     "normalize_sha256",
@@ -65,30 +61,6 @@ _CACHE_CAPACITY = 512
 
 _DIR_STEP = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-
-VerifyReason = Literal[
-    "invalid_path",
-    "invalid_digest",
-    "missing",
-    "symlink",
-    "not_directory",
-    "not_regular",
-    "unreadable",
-    "identity",
-    "content",
-    "changed",
-]
-
-
-class VerificationError(RhoError):
-    """A frozen file or directory is missing, unsafe, or differs from what the plan pinned."""
-
-    rule = "verify"
-
-    def __init__(self, message: str, *, path: str, reason: VerifyReason) -> None:
-        super().__init__(message)
-        self.path = path
-        self.reason: VerifyReason = reason
 
 
 def identity_of(path: Path) -> FileIdentity:
@@ -215,7 +187,9 @@ def _classify(
         return VerificationError(f"{path}: {shown_prefix} does not exist", path=str(path), reason="missing")
     except OSError as again:
         detail = again.strerror or str(again)
-        return VerificationError(f"{path}: cannot examine {shown_prefix}: {detail}", path=str(path), reason="unreadable")
+        return VerificationError(
+            f"{path}: cannot examine {shown_prefix}: {detail}", path=str(path), reason="unreadable"
+        )
     if stat.S_ISLNK(st.st_mode):
         msg = f"{path}: {shown_prefix} is a symbolic link; frozen paths must not pass through links"
         return VerificationError(msg, path=str(path), reason="symlink")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from rho_notebook.model.base import FrozenModel
 
 __all__ = ["AgentDefinition", "AgentOrigin", "READ_ONLY_TOOLS", "MUTATING_TOOLS", "RHO_TOOLS"]
 
@@ -31,7 +31,17 @@ RHO_TOOLS: tuple[str, ...] = (
 """Rho's built-in capability names (the schema page's tool vocabulary for runtime rho)."""
 
 READ_ONLY_TOOLS: frozenset[str] = frozenset(
-    {"list_dir", "read_file", "grep", "glob", "fetch_content", "get_search_content", "web_search", "skill", "questionnaire"}
+    {
+        "list_dir",
+        "read_file",
+        "grep",
+        "glob",
+        "fetch_content",
+        "get_search_content",
+        "web_search",
+        "skill",
+        "questionnaire",
+    }
 )
 """Capabilities that neither write, run processes, nor start nested agents or workflows."""
 
@@ -40,10 +50,8 @@ MUTATING_TOOLS: frozenset[str] = frozenset(RHO_TOOLS) - READ_ONLY_TOOLS
 AgentOrigin = Literal["workflow", "project", "user", "builtin", "notebook"]
 
 
-class AgentDefinition(BaseModel):
+class AgentDefinition(FrozenModel):
     """One agent, parsed and validated; the planner freezes it whole into the graph."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     description: str
@@ -54,7 +62,7 @@ class AgentDefinition(BaseModel):
     provider: str | None = None
     auth: str | None = None
     reasoning: Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
-    tools: Union[Literal["all"], tuple[str, ...]] = "all"
+    tools: Literal["all"] | tuple[str, ...] = "all"
     """``"all"`` or an allowlist: Rho capability names (rho) or Claude tool entries (claude-cli)."""
     inherit_claude_config: bool = False
     body: str = ""

@@ -5,10 +5,12 @@ A condition evaluates to True, False or None (unavailable: a value it needs can 
 
 from __future__ import annotations
 
-from typing import Annotated, Callable, Literal, Union
+from collections.abc import Callable
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.reference import ExitCodeRef, OutputRef, Reference, StatusRef
 from rho_notebook.model.schema import Scalar
 
@@ -27,41 +29,37 @@ __all__ = [
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+Operand = Annotated[OutputRef | StatusRef | ExitCodeRef, Field(discriminator="kind")]
 
 
-Operand = Annotated[Union[OutputRef, StatusRef, ExitCodeRef], Field(discriminator="kind")]
-
-
-class Equals(_Frozen):
+class Equals(FrozenModel):
     kind: Literal["equals"] = "equals"
     left: Operand
     right: Scalar
 
 
-class IsOneOf(_Frozen):
+class IsOneOf(FrozenModel):
     kind: Literal["is_one_of"] = "is_one_of"
     left: Operand
     values: tuple[Scalar, ...]
 
 
-class AllOf(_Frozen):
+class AllOf(FrozenModel):
     kind: Literal["all"] = "all"
     items: tuple[Condition, ...]
 
 
-class AnyOf(_Frozen):
+class AnyOf(FrozenModel):
     kind: Literal["any"] = "any"
     items: tuple[Condition, ...]
 
 
-class Not(_Frozen):
+class Not(FrozenModel):
     kind: Literal["not"] = "not"
     item: Condition
 
 
-Condition = Annotated[Union[Equals, IsOneOf, AllOf, AnyOf, Not], Field(discriminator="kind")]
+Condition = Annotated[Equals | IsOneOf | AllOf | AnyOf | Not, Field(discriminator="kind")]
 
 for _cls in (AllOf, AnyOf, Not):
     _cls.model_rebuild()

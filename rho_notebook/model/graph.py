@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.condition import Condition
 from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Scalar, Schema
@@ -37,11 +38,7 @@ GRAPH_FORMAT: Literal["rho-notebook/graph/v1"] = "rho-notebook/graph/v1"
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class InputDecl(_Frozen):
+class InputDecl(FrozenModel):
     """One declared input and the value this plan was made with."""
 
     name: str
@@ -54,7 +51,7 @@ class InputDecl(_Frozen):
     """The validated value used for this plan (the supplied one, or the default)."""
 
 
-class FrozenFile(_Frozen):
+class FrozenFile(FrozenModel):
     """A file whose content the plan pins: an executable or a script interpreter."""
 
     path: str
@@ -63,7 +60,7 @@ class FrozenFile(_Frozen):
     sha256: str
 
 
-class FrozenExecutable(_Frozen):
+class FrozenExecutable(FrozenModel):
     """The resolved first argv value, with the interpreter chain of a ``#!`` script."""
 
     file: FrozenFile
@@ -73,7 +70,7 @@ class FrozenExecutable(_Frozen):
     """Arguments from the ``#!`` line after the interpreter (the name given to env included)."""
 
 
-class _NodeBase(_Frozen):
+class _NodeBase(FrozenModel):
     name: str
     needs: tuple[str, ...] = ()
     """Sorted, de-duplicated names of nodes that must be terminal first."""
@@ -117,10 +114,10 @@ class ApprovalNode(_NodeBase):
     prompt: Template
 
 
-Node = Annotated[Union[AgentNode, CommandNode, ShellNode, ApprovalNode], Field(discriminator="kind")]
+Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode, Field(discriminator="kind")]
 
 
-class EnvironmentPolicy(_Frozen):
+class EnvironmentPolicy(FrozenModel):
     """Which variables of the launching process a command node receives (never source-controlled)."""
 
     names: tuple[str, ...] = ("HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "TZ", "USER")
@@ -129,7 +126,7 @@ class EnvironmentPolicy(_Frozen):
     """Variables the runner sets itself for every command node."""
 
 
-class SchedulerLimits(_Frozen):
+class SchedulerLimits(FrozenModel):
     total: int = 4
     agent: int = 4
     command: int = 2
@@ -137,7 +134,7 @@ class SchedulerLimits(_Frozen):
     """How many read-only nodes may share the checkout at once (mutating nodes hold it alone)."""
 
 
-class Graph(_Frozen):
+class Graph(FrozenModel):
     """The normalised, frozen workflow graph. Its canonical encoding is the graph digest's input."""
 
     format: Literal["rho-notebook/graph/v1"] = GRAPH_FORMAT

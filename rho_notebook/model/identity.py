@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, ConfigDict
+from rho_notebook.model.base import FrozenModel
 
 __all__ = ["FileIdentity", "identity_of_stat"]
 
 
-class FileIdentity(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FileIdentity(FrozenModel):
     dev: int
     ino: int
     size: int

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict
+from rho_notebook.model.base import FrozenModel
 
 __all__ = [
     "OutputRef",
@@ -24,26 +24,22 @@ __all__ = [
 ]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class OutputRef(_Frozen):
+class OutputRef(FrozenModel):
     """The validated output of an ancestor node, at a schema path (record fields, list indexes)."""
 
     kind: Literal["output"] = "output"
     node: str
-    path: tuple[Union[str, int], ...] = ()
+    path: tuple[str | int, ...] = ()
 
 
-class StatusRef(_Frozen):
+class StatusRef(FrozenModel):
     """The terminal state of an ancestor node (success, failure, ...)."""
 
     kind: Literal["status"] = "status"
     node: str
 
 
-class ExitCodeRef(_Frozen):
+class ExitCodeRef(FrozenModel):
     """The integer exit code of an ancestor command or shell node."""
 
     kind: Literal["exit_code"] = "exit_code"
@@ -55,7 +51,7 @@ Reference = Union[OutputRef, StatusRef, ExitCodeRef]
 TemplatePart = Union[str, OutputRef]
 
 
-class Template(_Frozen):
+class Template(FrozenModel):
     """Literal text and output references, concatenated when the node launches.
 
     Adjacent literal strings are merged during normalisation, so ``template(["a", "b"])`` and
@@ -96,7 +92,12 @@ def walk_path(value: object, path: tuple[str | int, ...]) -> object:
     for step in path:
         if isinstance(step, str) and isinstance(value, dict) and step in value:
             value = value[step]
-        elif isinstance(step, int) and not isinstance(step, bool) and isinstance(value, list) and -len(value) <= step < len(value):
+        elif (
+            isinstance(step, int)
+            and not isinstance(step, bool)
+            and isinstance(value, list)
+            and -len(value) <= step < len(value)
+        ):
             value = value[step]
         else:
             return MISSING

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from rho_notebook.model.base import FrozenModel
 
 __all__ = [
     "Scalar",
@@ -36,43 +38,39 @@ INT64_MAX = 2**63 - 1
 Scalar = Union[None, bool, int, str]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class NullSchema(_Frozen):
+class NullSchema(FrozenModel):
     kind: Literal["null"] = "null"
 
 
-class BoolSchema(_Frozen):
+class BoolSchema(FrozenModel):
     kind: Literal["bool"] = "bool"
 
 
-class IntegerSchema(_Frozen):
+class IntegerSchema(FrozenModel):
     kind: Literal["integer"] = "integer"
 
 
-class StringSchema(_Frozen):
+class StringSchema(FrozenModel):
     kind: Literal["string"] = "string"
 
 
-class EnumSchema(_Frozen):
+class EnumSchema(FrozenModel):
     kind: Literal["enum"] = "enum"
     members: tuple[Scalar, ...]
     """Allowed scalar values, in declaration order (order is part of the digest)."""
 
 
-class ListSchema(_Frozen):
+class ListSchema(FrozenModel):
     kind: Literal["list"] = "list"
     items: Schema
 
 
-class OptionalSchema(_Frozen):
+class OptionalSchema(FrozenModel):
     kind: Literal["optional"] = "optional"
     inner: Schema
 
 
-class RecordSchema(_Frozen):
+class RecordSchema(FrozenModel):
     kind: Literal["record"] = "record"
     fields: tuple[tuple[str, Schema], ...]
     """Field name and schema, sorted by name. Optional fields may be absent or null."""
@@ -84,23 +82,21 @@ class RecordSchema(_Frozen):
         return None
 
 
-class StdoutJsonSchema(_Frozen):
+class StdoutJsonSchema(FrozenModel):
     kind: Literal["stdout_json"] = "stdout_json"
     inner: Schema
 
 
 Schema = Annotated[
-    Union[
-        NullSchema,
-        BoolSchema,
-        IntegerSchema,
-        StringSchema,
-        EnumSchema,
-        ListSchema,
-        OptionalSchema,
-        RecordSchema,
-        StdoutJsonSchema,
-    ],
+    NullSchema
+    | BoolSchema
+    | IntegerSchema
+    | StringSchema
+    | EnumSchema
+    | ListSchema
+    | OptionalSchema
+    | RecordSchema
+    | StdoutJsonSchema,
     Field(discriminator="kind"),
 ]
 

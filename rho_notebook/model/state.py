@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import Iterable
 
 __all__ = ["NodeState", "Outcome", "Lifecycle", "TERMINAL_STATES", "workflow_outcome"]
 

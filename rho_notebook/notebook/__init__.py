@@ -1,9 +1,11 @@
-"""The notebook layer: workflow cells, the kernel session, notebook export, and the IPython
-extension (magics, completion, display).
+"""The notebook front end: the Python API (:mod:`~rho_notebook.notebook.api`), the kernel session,
+and the IPython extension (magics, completion, display).
 
-Importing this package imports no IPython: :mod:`cells`, :mod:`session` and :mod:`export` are
-pure, and :mod:`extension`, :mod:`magics` and :mod:`display` (which need IPython) are imported
-only when the extension is loaded.
+Like every front end it goes through :mod:`rho_notebook.service` (docs/architecture.md); the cell
+parsing and notebook export it uses live there (:mod:`rho_notebook.service.cells`,
+:mod:`rho_notebook.service.export`). Importing this package imports no IPython: :mod:`api` and
+:mod:`session` are pure, and :mod:`extension`, :mod:`magics` and :mod:`display` (which need
+IPython) are imported only when the extension is loaded.
 """
 
 from __future__ import annotations

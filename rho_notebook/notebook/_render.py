@@ -9,19 +9,18 @@ from __future__ import annotations
 import html
 import json
 import time
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from typing import Any, TextIO
 
-from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
+from rho_notebook.model.events import describe_event
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
-from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef
-from rho_notebook.notebook.cells import WorkflowCell, inputs_text
-from rho_notebook.plan.plan import Plan, PlanManifest
-from rho_notebook.run.state import RunState
-from rho_notebook.run.events import describe_event
+from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.model.run_state import RunState
+from rho_notebook.service.cells import WorkflowCell, inputs_text
+from rho_notebook.views.text import condition_text
 
 __all__ = [
     "Report",
-    "condition_text",
     "node_line",
     "graph_text",
     "graph_html",
@@ -50,29 +49,6 @@ class Report:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(self.text)
-
-
-def _operand(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
-    if isinstance(ref, OutputRef):
-        return f"output({ref.node!r}, {list(ref.path)!r})" if ref.path else f"output({ref.node!r})"
-    if isinstance(ref, StatusRef):
-        return f"status({ref.node!r})"
-    return f"exit_code({ref.node!r})"
-
-
-def condition_text(cond: Condition) -> str:
-    """A condition as the Starlark that builds it, compactly."""
-    if isinstance(cond, Equals):
-        return f"{_operand(cond.left)} == {json.dumps(cond.right)}"
-    if isinstance(cond, IsOneOf):
-        return f"{_operand(cond.left)} in {json.dumps(list(cond.values))}"
-    if isinstance(cond, AllOf):
-        return "all(" + ", ".join(condition_text(c) for c in cond.items) + ")"
-    if isinstance(cond, AnyOf):
-        return "any(" + ", ".join(condition_text(c) for c in cond.items) + ")"
-    if isinstance(cond, Not):
-        return f"not({condition_text(cond.item)})"
-    return repr(cond)
 
 
 def _what(node: Node) -> str:
@@ -123,7 +99,11 @@ def graph_html(graph: Graph, *, states: dict[str, str] | None = None) -> str:
     head = ["node", "runs", "needs", "when", "allow failure"] + (["state"] if states is not None else [])
     return (
         f'<div class="rho-notebook-graph"><p><b>{html.escape(graph_text(graph))}</b></p>'
-        "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        "<table><thead><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
     )
 
 
@@ -180,17 +160,35 @@ def runs_report(states: Iterable[RunState]) -> Report:
     found = list(states)
     if not found:
         return Report("no runs", data=found)
-    return Report("\n".join(f"{s.run_id}  {s.workflow:<20} {s.lifecycle.value:<15} {s.outcome or '':<13} {s.updated_at}" for s in found), data=found)
+    return Report(
+        "\n".join(
+            f"{s.run_id}  {s.workflow:<20} {s.lifecycle.value:<15} {s.outcome or '':<13} {s.updated_at}" for s in found
+        ),
+        data=found,
+    )
 
 
 def plans_report(manifests: Iterable[PlanManifest]) -> Report:
     found = list(manifests)
     if not found:
         return Report("no saved plans", data=found)
-    return Report("\n".join(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}" for m in found), data=found)
+    return Report(
+        "\n".join(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}" for m in found), data=found
+    )
 
 
-_SHOWN = {"node_launched", "node_finished", "node_skipped", "node_blocked", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "approval_requested", "approval_decided"}
+_SHOWN = {
+    "node_launched",
+    "node_finished",
+    "node_skipped",
+    "node_blocked",
+    "run_completed",
+    "cancel_requested",
+    "cancel_acknowledged",
+    "needs_recovery",
+    "approval_requested",
+    "approval_decided",
+}
 
 
 class Progress:

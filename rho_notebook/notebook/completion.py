@@ -8,10 +8,10 @@ and run IDs (newest first; runs of this kernel before the rest of the store), an
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
-from rho_notebook.notebook._args import VERBS, options_of, verb_parser
+from rho_notebook.service.cell_args import VERBS, options_of, verb_parser
 
 __all__ = ["Candidates", "CompletionSource", "complete_line", "newest_first"]
 
@@ -141,7 +141,7 @@ def complete_line(text_until_cursor: str, source: CompletionSource) -> Candidate
     return Candidates(fragment, _filter(fragment, names))
 
 
-def newest_first(folder: "os.PathLike[str] | str") -> list[str]:
+def newest_first(folder: os.PathLike[str] | str) -> list[str]:
     """Entry names of a store folder (UUIDv7 IDs sort by time), newest first."""
     try:
         names = [n for n in os.listdir(folder) if not n.startswith(".")]

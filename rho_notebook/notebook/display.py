@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import html
 import importlib
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from IPython.display import display
 
-from rho_notebook.notebook._render import graph_html, graph_text
 from rho_notebook.errors import RhoError
-from rho_notebook.plan.plan import Plan
-from rho_notebook.run.background import RunHandle
+from rho_notebook.model.graph import ApprovalNode
+from rho_notebook.model.plan import Plan
+from rho_notebook.notebook._render import graph_html, graph_text
+from rho_notebook.notebook.api import call
+from rho_notebook.service import RunHandle, Service
 
 __all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "WIDGET_MIME"]
 
@@ -82,13 +85,10 @@ def show_run(handle: RunHandle) -> None:
 
 def _may_ask(handle: RunHandle) -> bool:
     """Whether this run can ever wait for a person (approval nodes, or supervised mode)."""
+    service = Service(layout=handle.layout)
     try:
-        from rho_notebook.model.graph import ApprovalNode
-        from rho_notebook.store.runs import RunStore
-
-        store = RunStore(handle.layout)
-        manifest = store.manifest(handle.run_id)
-        graph = store.graph(handle.run_id, expected_digest=manifest.graph_digest)
+        manifest = call(service.manifest(handle.run_id))
+        graph = call(service.run_graph(handle.run_id))
     except (RhoError, OSError):  # the run view already shows the run; approvals stay reachable by magic/CLI
         return False
     if manifest.mode == "supervised":

@@ -36,10 +36,10 @@ def _completion_source(session: NotebookSession) -> CompletionSource:
         return mine + newest_first(session.layout().runs)
 
     def nodes(run: str) -> list[str]:
-        from rho_notebook.service import Service
+        from rho_notebook.notebook.api import call
 
         try:
-            return sorted(Service(layout=session.layout()).status(run).nodes)
+            return sorted(call(session.service.status(run)).nodes)
         except (RhoError, OSError):
             return []
 

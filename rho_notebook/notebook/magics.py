@@ -1,6 +1,6 @@
 """The IPython magics: ``%%workflow``, ``%%star``, ``%%agent`` and ``%workflow VERB``.
 
-Thin wrappers of :mod:`rho_notebook.api` over one :class:`NotebookSession`. User mistakes
+Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
 without a traceback); anything else is a bug and keeps its traceback. Magic lines are taken
 literally (no ``$var`` / ``{expr}`` expansion), because JSON inputs contain braces; use the
@@ -20,9 +20,10 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 
-from rho_notebook import api
 from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
-from rho_notebook.notebook._args import ArgumentError, HelpShown, parse_verb
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.state import Lifecycle
+from rho_notebook.notebook import api
 from rho_notebook.notebook._render import (
     Progress,
     Report,
@@ -32,17 +33,13 @@ from rho_notebook.notebook._render import (
     status_report,
     workflow_report,
 )
-from rho_notebook.notebook.cells import AgentCell, ModuleCell, WorkflowCell, parse_cell
 from rho_notebook.notebook.display import show_graph, show_hub, show_plan_card, show_run
-from rho_notebook.notebook.export import export_cells
 from rho_notebook.notebook.session import NotebookSession
-from rho_notebook.plan.inputs import parse_input_args
-from rho_notebook.plan.plan import Plan
-from rho_notebook.run.background import RunHandle
-from rho_notebook.source.limits import load_limits
-from rho_notebook.store.journal import read_journal
-from rho_notebook.store.runs import RunStore
-from rho_notebook.views import result_json, status_json
+from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
+from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
+from rho_notebook.service.cells import AgentCell, ModuleCell, WorkflowCell, parse_cell
+from rho_notebook.service.export import export_cells
+from rho_notebook.service.wire import plan_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowMagics", "diagnostics_text"]
 
@@ -78,7 +75,12 @@ class WorkflowMagics(Magics):
         which is unique among the cells a session holds.
         """
         history = getattr(getattr(self.shell, "history_manager", None), "input_hist_raw", None)
-        if isinstance(history, list) and len(history) > 1 and body.strip() in str(history[-1]) and f"%%{kind}" in str(history[-1]):
+        if (
+            isinstance(history, list)
+            and len(history) > 1
+            and body.strip() in str(history[-1])
+            and f"%%{kind}" in str(history[-1])
+        ):
             return f"cell In[{len(history) - 1}]"
         head = line.split()[0] if kind != "workflow" and line.split() else line.split(" --", 1)[0].strip()
         return f"cell %%{kind} {head}".rstrip()
@@ -128,7 +130,10 @@ class WorkflowMagics(Magics):
             raise TypeError(module)
         self.session.define_module(module)
         lines = module.body.count("\n")
-        return Report(f"module {module.label}: {lines} line{'s' if lines != 1 else ''}; load it with load(\"{module.label}\", ...)", data=module)
+        return Report(
+            f'module {module.label}: {lines} line{"s" if lines != 1 else ""}; load it with load("{module.label}", ...)',
+            data=module,
+        )
 
     @no_var_expand
     @cell_magic
@@ -142,7 +147,10 @@ class WorkflowMagics(Magics):
         except InvalidWorkflow as err:
             raise UsageError(diagnostics_text(err, what=f"%%agent {parsed.agent_id} ({parsed.display})")) from None
         tools = "all" if definition.tools == "all" else ", ".join(definition.tools)
-        return Report(f"agent {definition.id}: {definition.description} (runtime {definition.runtime}; tools: {tools})", data=definition)
+        return Report(
+            f"agent {definition.id}: {definition.description} (runtime {definition.runtime}; tools: {tools})",
+            data=definition,
+        )
 
     # -- %workflow VERB ---------------------------------------------------------------------------------
 
@@ -176,16 +184,12 @@ class WorkflowMagics(Magics):
                 raise UsageError(diagnostics_text(err, what=target)) from None
             return plan, None
         known = ", ".join(self.session.workflow_names()) or "none yet"
-        raise UsageError(f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a .star file")
+        raise UsageError(
+            f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a .star file"
+        )
 
     def _json_summary(self, plan: Plan, *, stored: bool) -> None:
-        from rho_notebook.cli.plan_verbs import plan_summary
-
-        summary = plan_summary(plan)
-        if not stored:
-            summary.pop("plan_id")
-            summary["valid"] = True
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(plan_summary_json(plan, stored=stored), indent=2))
 
     def _verb_validate(self, args: Any) -> Report | None:
         plan, cell = self._target(args.target, args.input, store=False)
@@ -208,12 +212,16 @@ class WorkflowMagics(Magics):
             plan, _ = self._target(args.target, args.input, store=True)
             return plan
         if args.input:
-            raise UsageError(f"--input applies when `run` plans a %%workflow of this notebook; plan {args.target} is frozen with its inputs")
+            raise UsageError(
+                f"--input applies when `run` plans a %%workflow of this notebook; plan {args.target} is frozen with its inputs"
+            )
         try:
-            return api.service().load_plan(args.target)
+            return api.call(api.service().load_plan(args.target))
         except NotFound:
             known = ", ".join(self.session.workflow_names()) or "none yet"
-            raise UsageError(f"{args.target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a plan ID; list plans with %workflow plans") from None
+            raise UsageError(
+                f"{args.target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a plan ID; list plans with %workflow plans"
+            ) from None
 
     def _verb_run(self, args: Any) -> Any:
         plan = self._plan_for_run(args)
@@ -221,7 +229,9 @@ class WorkflowMagics(Magics):
         if not args.yes:
 
             def on_run() -> RunHandle:
-                return api.run(plan, confirm_digest=plan.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout)
+                return api.run(
+                    plan, confirm_digest=plan.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
+                )
 
             show_plan_card(plan, on_run=on_run)
             return None
@@ -229,7 +239,9 @@ class WorkflowMagics(Magics):
         return self._started(handle, args)
 
     def _verb_resume(self, args: Any) -> Any:
-        handle = api.resume(args.run, recover_uncertain=args.recover_uncertain, yes=args.yes, approval_timeout=args.approval_timeout)
+        handle = api.resume(
+            args.run, recover_uncertain=args.recover_uncertain, yes=args.yes, approval_timeout=args.approval_timeout
+        )
         return self._started(handle, args)
 
     def _started(self, handle: RunHandle, args: Any) -> Any:
@@ -251,7 +263,7 @@ class WorkflowMagics(Magics):
         printer = Progress(sys.stdout, output=output)
         printed = 0
         try:
-            earlier = read_journal(RunStore(handle.layout).folder(handle.run_id).events).events
+            earlier = api.call(Service(layout=handle.layout).journal(handle.run_id)).events
             for record in earlier:
                 printer(record)
                 printed = max(printed, int(record.get("seq", 0)))
@@ -282,28 +294,24 @@ class WorkflowMagics(Magics):
         print(json.dumps(result.to_json()))
 
     def _verb_runs(self, args: Any) -> Report | None:
-        states = api.runs(state=args.state, limit=args.limit if args.limit > 0 else None)
         if args.output == "json":
-            rows = [{"run_id": s.run_id, "plan_id": s.plan_id, "workflow": s.workflow, "lifecycle": s.lifecycle.value, "outcome": s.outcome, "updated_at": s.updated_at} for s in states]
-            print(json.dumps(rows, indent=2))
+            query = RunsQuery(state=Lifecycle(args.state) if args.state else None, limit=max(args.limit, 0))
+            print(json.dumps(api.call(api.service().run_rows(query)), indent=2))
             return None
-        return runs_report(states)
+        return runs_report(api.runs(state=args.state, limit=args.limit if args.limit > 0 else None))
 
     def _verb_plans(self, args: Any) -> Report | None:
         manifests = api.plans()
         if args.output == "json":
-            rows = [{"plan_id": m.plan_id, "workflow": m.workflow, "graph_digest": m.graph_digest, "created_at": m.created_at} for m in manifests]
-            print(json.dumps(rows, indent=2))
+            print(json.dumps([plan_json(m) for m in manifests], indent=2))
             return None
         return plans_report(manifests)
 
     def _verb_result(self, args: Any) -> Report | None:
-        if args.output == "json":
-            service = api.service()
-            state = service.status(args.run)
-            print(json.dumps(result_json(service.runs.folder(state.run_id), state), indent=2))
-            return None
         result = api.result(args.run)
+        if args.output == "json":
+            print(json.dumps(result.to_json(), indent=2))
+            return None
         return Report(str(result), data=result)
 
     def _verb_logs(self, args: Any) -> None:
@@ -343,11 +351,17 @@ class WorkflowMagics(Magics):
         elif len(paths) == 1:
             result = export_cells(self.session.cells, Path(paths[0]), workflow=args.workflow)
         else:
-            raise UsageError("%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells")
+            raise UsageError(
+                "%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells"
+            )
         text = str(result)
         if result.inputs:
-            flags = " ".join("--input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items()))
-            text += f"\nthe cell's inputs are not part of the folder; plan with: rho-notebook plan {result.entry} {flags}"
+            flags = " ".join(
+                "--input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items())
+            )
+            text += (
+                f"\nthe cell's inputs are not part of the folder; plan with: rho-notebook plan {result.entry} {flags}"
+            )
         return Report(text, data=result)
 
     def _verb_hub(self, args: Any) -> None:
@@ -360,7 +374,9 @@ class WorkflowMagics(Magics):
         for agent_id, display in overview["agents"].items():
             lines.append(f"agent      {agent_id}  {display}")
         for run in overview["runs"]:
-            lines.append(f"run        {run['run_id']}  {run['workflow']:<20} {run['lifecycle']:<15} {run['outcome'] or ''}".rstrip())
+            lines.append(
+                f"run        {run['run_id']}  {run['workflow']:<20} {run['lifecycle']:<15} {run['outcome'] or ''}".rstrip()
+            )
         if len(lines) == 1:
             lines.append("no workflow cells yet: write a %%workflow NAME cell")
         show_hub(self.session, "\n".join(lines))

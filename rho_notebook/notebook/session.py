@@ -12,28 +12,26 @@ the nearest ancestor holding ``.rho/`` or ``.git``.
 from __future__ import annotations
 
 import functools
-import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from rho_notebook.agents.definition import parse_agent_definition
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, NameMismatch, NotFound
 from rho_notebook.model.agent import AgentDefinition
-from rho_notebook.notebook.cells import AgentCell, CellSet, ModuleCell, NotebookSource, WorkflowCell, renumber
-from rho_notebook.plan.plan import Plan
-from rho_notebook.run.background import BackgroundRunner, RunHandle, default_runner
-from rho_notebook.service import Service
-from rho_notebook.source.workspace import Workspace, find_workspace
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.model.plan import Plan
+from rho_notebook.service import (
+    BackgroundRunner,
+    RunHandle,
+    Service,
+    StoreLayout,
+    Workspace,
+    default_runner,
+    find_workspace,
+)
+from rho_notebook.service.cells import AgentCell, CellSet, ModuleCell, NotebookSource, WorkflowCell, agent_definition
 
-__all__ = ["NotebookSession", "NameMismatch", "CellResult"]
-
-
-class NameMismatch(RhoError):
-    """``%%workflow NAME`` names another workflow than the cell builds."""
-
-    rule = "workflow.name"
+__all__ = ["NotebookSession", "CellResult"]
 
 
 @dataclass(frozen=True)
@@ -145,11 +143,7 @@ class NotebookSession:
             The definition is invalid (lines count the cell's lines), or declares another ``id:``.
         """
         self.cells.add(cell)
-        digest = hashlib.sha256(cell.text.encode("utf-8", "surrogatepass")).hexdigest()
-        try:
-            definition = parse_agent_definition(cell.text, file=cell.display, default_id=cell.agent_id, origin="notebook", content_sha256=digest)
-        except InvalidWorkflow as err:
-            raise InvalidWorkflow(renumber(err.diagnostics(), self.cells.locations())) from None
+        definition = agent_definition(cell)
         if definition.id != cell.agent_id:
             self.cells.agents.pop(cell.agent_id, None)
             msg = f"%%agent {cell.agent_id}: the definition declares id: {definition.id}; the ID on the magic line must equal it"
@@ -176,7 +170,7 @@ class NotebookSession:
         return [(name, functools.partial(self.start, name)) for name in sorted(self.validated)]
 
     def start(self, name: str) -> RunHandle:
-        from rho_notebook import api
+        from rho_notebook.notebook import api
 
         plan = api.plan(self.source(name))
         self.planned[name] = plan
@@ -184,7 +178,7 @@ class NotebookSession:
 
     def start_plan(self, plan: Plan) -> RunHandle:
         """Start a stored plan whose digest the person confirmed on a plan card."""
-        from rho_notebook import api
+        from rho_notebook.notebook import api
 
         return api.run(plan, confirm_digest=plan.graph_digest)
 
@@ -203,5 +197,13 @@ class NotebookSession:
             "modules": {label: module.display for label, module in sorted(self.cells.modules.items())},
             "agents": {agent_id: agent.display for agent_id, agent in sorted(self.cells.agents.items())},
             "plans": {name: plan.plan_id for name, plan in sorted(self.planned.items())},
-            "runs": [{"run_id": h.run_id, "workflow": h.workflow, "lifecycle": h.state().lifecycle.value, "outcome": h.state().outcome} for h in self.runs()],
+            "runs": [
+                {
+                    "run_id": h.run_id,
+                    "workflow": h.workflow,
+                    "lifecycle": h.state().lifecycle.value,
+                    "outcome": h.state().outcome,
+                }
+                for h in self.runs()
+            ],
         }

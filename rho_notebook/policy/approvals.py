@@ -21,15 +21,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from rho_notebook.errors import RhoError, StoreError
+from rho_notebook.errors import ApprovalRefused, StoreError
+from rho_notebook.model.base import FrozenModel
+from rho_notebook.oshelpers import ancestors
 from rho_notebook.store.files import atomic_write_json, fsync_dir
 
 __all__ = [
     "ApprovalRequest",
     "ApprovalDecision",
-    "ApprovalRefused",
     "write_request",
     "read_request",
     "list_requests",
@@ -42,15 +41,7 @@ __all__ = [
 ]
 
 
-class ApprovalRefused(RhoError):
-    """A decision cannot be made here (inside a run's process tree, unknown or decided request)."""
-
-    rule = "approval_refused"
-
-
-class ApprovalRequest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ApprovalRequest(FrozenModel):
     request_id: str
     run_id: str
     node: str
@@ -63,9 +54,7 @@ class ApprovalRequest(BaseModel):
     requested_at: float
 
 
-class ApprovalDecision(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ApprovalDecision(FrozenModel):
     request_id: str
     decision: Literal["approve", "deny"]
     by: str
@@ -158,30 +147,13 @@ def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision
     return decision
 
 
-def _ancestors(pid: int) -> list[int]:
-    chain = []
-    current = pid
-    for _ in range(256):
-        try:
-            with open(f"/proc/{current}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            break
-        parent = int(fields[1])
-        if parent <= 0:
-            break
-        chain.append(parent)
-        current = parent
-    return chain
-
-
 def check_decider(*, run_id: str, owner_pid: int | None) -> None:
     """Refuse to decide from inside a run's own process tree."""
     inside = os.environ.get("RHO_RUN_ID")
     if inside:
         msg = f"refusing to decide approvals from inside a workflow run (RHO_RUN_ID={inside}); a person must decide from outside the run"
         raise ApprovalRefused(msg)
-    if owner_pid is not None and owner_pid in _ancestors(os.getpid()):
+    if owner_pid is not None and owner_pid in ancestors(os.getpid()):
         msg = f"refusing to decide approvals of run {run_id} from a process started by its owner (pid {owner_pid})"
         raise ApprovalRefused(msg)
 
@@ -195,7 +167,9 @@ def describe_request(request: ApprovalRequest) -> str:
         lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
     elif "agent" in facts:
         lines.append("supervised launch of a mutating agent:")
-        lines.append(f"  agent       {facts.get('agent')} ({facts.get('runtime')}), tools: {json.dumps(facts.get('tools'))}, access: {facts.get('access')}")
+        lines.append(
+            f"  agent       {facts.get('agent')} ({facts.get('runtime')}), tools: {json.dumps(facts.get('tools'))}, access: {facts.get('access')}"
+        )
         lines.append("  prompt:")
         lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
     else:

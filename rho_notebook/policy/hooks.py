@@ -32,13 +32,16 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from rho_notebook.errors import StoreError
+from rho_notebook.model.base import FrozenModel
+from rho_notebook.oshelpers import signal_group
 from rho_notebook.store.settings import settings_documents
 
 __all__ = ["HookSpec", "HookVerdict", "load_hooks", "run_hooks", "HookEvent"]
@@ -48,9 +51,7 @@ _OUTPUT_LIMIT = 65536
 _ALLOWED_KEYS = {"decision", "reason"}
 
 
-class HookSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class HookSpec(FrozenModel):
     command: tuple[str, ...] = Field(min_length=1)
     timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     origin: Literal["user", "project"] = "user"
@@ -88,7 +89,9 @@ def load_hooks(home: Path, workspace: Path | None, *, trusted: bool) -> dict[str
     return hooks
 
 
-async def _run_one(spec: HookSpec, payload: dict[str, Any], *, cwd: Path) -> tuple[str, str, dict[str, Any] | None, str]:
+async def _run_one(
+    spec: HookSpec, payload: dict[str, Any], *, cwd: Path
+) -> tuple[str, str, dict[str, Any] | None, str]:
     """(status, reason, parsed output, stderr tail); status is ok | failed | timeout."""
     program = spec.command[0]
     resolved = program if "/" in program else shutil.which(program)
@@ -110,12 +113,11 @@ async def _run_one(spec: HookSpec, payload: dict[str, Any], *, cwd: Path) -> tup
     except OSError as err:
         return "failed", f"hook {program!r} could not start: {err.strerror}", None, ""
     try:
-        out, err_bytes = await asyncio.wait_for(proc.communicate(json.dumps(payload).encode()), timeout=spec.timeout_seconds)
-    except asyncio.TimeoutError:
-        try:
-            os.killpg(proc.pid, 9)
-        except ProcessLookupError:
-            pass
+        out, err_bytes = await asyncio.wait_for(
+            proc.communicate(json.dumps(payload).encode()), timeout=spec.timeout_seconds
+        )
+    except TimeoutError:
+        signal_group(proc.pid, signal.SIGKILL)
         await proc.wait()
         return "timeout", f"hook {program!r} did not answer within {spec.timeout_seconds:g} s", None, ""
     stderr = err_bytes[-500:].decode("utf-8", "replace").strip()
@@ -139,7 +141,14 @@ async def run_hooks(event: HookEvent, specs: list[HookSpec], payload: dict[str, 
     for spec in specs:
         status, reason, output, stderr = await _run_one(spec, {**payload, "hook_event": event}, cwd=cwd)
         if status != "ok" or output is None:
-            verdict.records.append({"hook_event": event, "hook": spec.label, "verdict": "deny", "reason": f"{reason}; failing closed" + (f" ({stderr})" if stderr else "")})
+            verdict.records.append(
+                {
+                    "hook_event": event,
+                    "hook": spec.label,
+                    "verdict": "deny",
+                    "reason": f"{reason}; failing closed" + (f" ({stderr})" if stderr else ""),
+                }
+            )
             verdict.denied, verdict.reason = True, f"{event} hook {spec.label}: {reason}; failing closed"
             return verdict
         extra = sorted(set(output) - _ALLOWED_KEYS)
@@ -147,10 +156,20 @@ async def run_hooks(event: HookEvent, specs: list[HookSpec], payload: dict[str, 
         if decision not in ("deny", "continue"):
             extra.append(f"decision={decision}")
         if extra:
-            verdict.records.append({"hook_event": event, "hook": spec.label, "keys": extra, "reason": "hooks may only deny; these were ignored"})
+            verdict.records.append(
+                {
+                    "hook_event": event,
+                    "hook": spec.label,
+                    "keys": extra,
+                    "reason": "hooks may only deny; these were ignored",
+                }
+            )
         if decision == "deny":
             verdict.records.append({"hook_event": event, "hook": spec.label, "verdict": "deny", "reason": reason})
-            verdict.denied, verdict.reason = True, f"{event} hook {spec.label} denied" + (f": {reason}" if reason else "")
+            verdict.denied, verdict.reason = (
+                True,
+                f"{event} hook {spec.label} denied" + (f": {reason}" if reason else ""),
+            )
             return verdict
         verdict.records.append({"hook_event": event, "hook": spec.label, "verdict": "continue", "reason": reason})
     return verdict

@@ -11,24 +11,17 @@ import os
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import PlanNotApproved
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.settings import settings_documents
 
-__all__ = ["PlanApproval", "PlanApprovals", "PlanNotApproved", "ENV_REQUIRE"]
+__all__ = ["PlanApproval", "PlanApprovals", "ENV_REQUIRE"]
 
 ENV_REQUIRE = "RHO_NOTEBOOK_REQUIRE_PLAN_APPROVAL"
 
 
-class PlanNotApproved(RhoError):
-    rule = "plan_not_approved"
-
-
-class PlanApproval(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PlanApproval(FrozenModel):
     graph_digest: str
     by: str
     at: str
@@ -68,7 +61,9 @@ class PlanApprovals:
         if existing is not None:
             return existing, False
         self.layout.ensure(self.folder)
-        record = PlanApproval(graph_digest=digest, by=by, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plan_id=plan_id)
+        record = PlanApproval(
+            graph_digest=digest, by=by, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plan_id=plan_id
+        )
         try:
             fd = os.open(self._path(digest), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:

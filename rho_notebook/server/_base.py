@@ -2,7 +2,7 @@
 
 Every error answer is ``{"message": ..., "rule": ...}`` (plus jupyter-server's ``reason``), whether
 it comes from our own checks, from the service (a :class:`~rho_notebook.errors.RhoError` carries
-its rule) or from jupyter-server itself (403 for a missing token or ``_xsrf``).
+its rule and its ``http_status``) or from jupyter-server itself (403 for a missing token or ``_xsrf``).
 """
 
 from __future__ import annotations
@@ -16,16 +16,21 @@ from typing import Any, TypeVar
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from rho_notebook.errors import AmbiguousId, InvalidWorkflow, NotFound, PlanError, RhoError, StoreError
-from rho_notebook.policy.approvals import ApprovalRefused
-from rho_notebook.run.owner import RunRefused
+from rho_notebook.errors import RhoError
 from rho_notebook.server._context import CONTEXT_KEY, ServerContext
 
-__all__ = ["ApiError", "RhoHandler", "status_for"]
+__all__ = ["ApiError", "RhoHandler"]
 
 T = TypeVar("T")
 
-_HTTP_RULES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict"}
+_HTTP_RULES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+}
 
 
 class ApiError(web.HTTPError):
@@ -35,21 +40,6 @@ class ApiError(web.HTTPError):
         super().__init__(status, "%s", message)
         self.rule = rule
         self.message = message
-
-
-def status_for(err: RhoError) -> int:
-    """The HTTP status of a service error."""
-    if isinstance(err, NotFound):
-        return 404
-    if isinstance(err, AmbiguousId):
-        return 400
-    if isinstance(err, (RunRefused, ApprovalRefused, PlanError)):
-        return 409
-    if isinstance(err, InvalidWorkflow):
-        return 400
-    if isinstance(err, StoreError):
-        return 500
-    return 400
 
 
 class RhoHandler(APIHandler):
@@ -66,7 +56,8 @@ class RhoHandler(APIHandler):
         return context
 
     async def offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run a blocking service call in a worker thread (never on the server's event loop)."""
+        """Run blocking work (waiting for an owner to start, reading a file) in a worker thread,
+        never on the server's event loop. The service's verbs are ``async``: await them."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def send_json(self, value: Any, *, status: int = 200) -> None:
@@ -103,7 +94,7 @@ class RhoHandler(APIHandler):
     # -- errors -------------------------------------------------------------------------------------
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        if isinstance(value, RhoError) and status_for(value) < 500:
+        if isinstance(value, RhoError) and value.http_status < 500:
             self.log.info("rho_notebook: %s %s: %s", self.request.method, self.request.path, value.message)
             return
         super().log_exception(typ, value, tb)
@@ -118,7 +109,7 @@ class RhoHandler(APIHandler):
             if isinstance(err, ApiError):
                 message, rule = err.message, err.rule
             elif isinstance(err, RhoError):
-                status_code = status_for(err)
+                status_code = err.http_status
                 message, rule = err.message, err.rule
                 self.set_status(status_code)
             elif isinstance(err, web.HTTPError):

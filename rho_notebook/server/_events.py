@@ -4,8 +4,8 @@ Each journal record is one SSE message whose ``id:`` is its ``seq`` and whose ``
 record as one line of JSON. A client resumes with the standard ``Last-Event-ID`` header (what
 ``EventSource`` sends when it reconnects) or ``?after_seq=N`` (the header wins): it then gets
 exactly the records with ``seq > N``, in order, none twice, none left out, because the stream is
-:func:`~rho_notebook.store.journal.follow_journal` over the durable journal itself, not a memory
-of what some owner emitted. Comment lines keep idle connections open.
+the service's ``events(follow=True)`` over the durable journal itself, not a memory of what some
+owner emitted. Comment lines keep idle connections open.
 
 The stream follows the run while it is live (or created but not started yet) and ends when no
 owner holds it any more: after its ``run_completed`` (or a ``needs_recovery``), everything up to
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -29,8 +28,7 @@ from tornado.iostream import StreamClosedError
 from rho_notebook.errors import RhoError
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.server._base import ApiError, RhoHandler
-from rho_notebook.store.journal import follow_journal
-from rho_notebook.store.runs import OwnerLock
+from rho_notebook.service import Service
 
 __all__ = ["EventsHandler", "KEEPALIVE_SECONDS", "RETRY_MS", "sse_message"]
 
@@ -50,8 +48,9 @@ class _EndOfRun:
     """The ``stop`` condition of the follower: the connection closed, or the run was started and
     no owner holds it any more (completed, cancelled, refused, or its owner died)."""
 
-    def __init__(self, lock: Path, *, started: bool) -> None:
-        self.lock = lock
+    def __init__(self, service: Service, run_id: str, *, started: bool) -> None:
+        self.service = service
+        self.run_id = run_id
         self.started = started
         self.closed = False
 
@@ -60,7 +59,7 @@ class _EndOfRun:
             self.started = True
 
     def __call__(self) -> bool:
-        return self.closed or (self.started and not OwnerLock.is_held(self.lock))
+        return self.closed or (self.started and not self.service.is_owned(self.run_id))
 
 
 class EventsHandler(RhoHandler):
@@ -73,7 +72,9 @@ class EventsHandler(RhoHandler):
             try:
                 value = int(header.strip())
             except ValueError:
-                raise ApiError(400, f"Last-Event-ID {header!r} is not a journal seq (an integer)", rule="bad_request") from None
+                raise ApiError(
+                    400, f"Last-Event-ID {header!r} is not a journal seq (an integer)", rule="bad_request"
+                ) from None
             if value < 0:
                 raise ApiError(400, "Last-Event-ID must not be negative", rule="bad_request")
             return value
@@ -88,14 +89,9 @@ class EventsHandler(RhoHandler):
     async def get(self, run: str) -> None:
         after = self._after_seq()
         service = self.ctx.service
-
-        def open_run() -> tuple[str, Lifecycle, Path, Path]:
-            state = service.status(run)
-            folder = service.runs.folder(state.run_id)
-            return state.run_id, state.lifecycle, folder.events, folder.lock
-
-        run_id, lifecycle, events, lock = await self.offload(open_run)
-        end = self._end = _EndOfRun(lock, started=lifecycle is not Lifecycle.PLANNED)
+        opened = await service.status(run)
+        run_id = opened.run_id
+        end = self._end = _EndOfRun(service, run_id, started=opened.lifecycle is not Lifecycle.PLANNED)
         self.set_header("Content-Type", "text/event-stream; charset=utf-8")
         self.set_header("Cache-Control", "no-cache, no-store")
         self.set_header("X-Accel-Buffering", "no")
@@ -103,7 +99,7 @@ class EventsHandler(RhoHandler):
 
         async def pump() -> None:
             try:
-                async for record in follow_journal(events, after_seq=after, stop=end):
+                async for record in service.events(run_id, after_seq=after, follow=True, stop=end):
                     end.see(record)
                     queue.put_nowait(record)
             finally:
@@ -124,8 +120,13 @@ class EventsHandler(RhoHandler):
             elif error is not None:
                 raise error
             else:
-                state = await self.offload(service.status, run_id)
-                final = {"run_id": run_id, "last_seq": state.last_seq, "lifecycle": state.lifecycle.value, "outcome": state.outcome}
+                state = await service.status(run_id)
+                final = {
+                    "run_id": run_id,
+                    "last_seq": state.last_seq,
+                    "lifecycle": state.lifecycle.value,
+                    "outcome": state.outcome,
+                }
                 self.write(f"event: end\ndata: {json.dumps(final)}\n\n")
             await self.flush()
         except StreamClosedError:
@@ -136,7 +137,7 @@ class EventsHandler(RhoHandler):
         while True:
             try:
                 record = await asyncio.wait_for(queue.get(), timeout=KEEPALIVE_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.write(": keepalive\n\n")
                 await self.flush()
                 continue

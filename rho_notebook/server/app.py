@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float
 
-from rho_notebook.run.background import default_runner
 from rho_notebook.server import API_PREFIX
 from rho_notebook.server._context import CONTEXT_KEY, ServerContext
-from rho_notebook.service import Service
+from rho_notebook.service import Service, default_runner
 
 __all__ = ["RhoServerApp"]
 
@@ -53,7 +53,10 @@ class RhoServerApp(ExtensionApp):
             return
         stopped = await asyncio.to_thread(self.context.stop_owned_runs, timeout=self.stop_timeout)
         if stopped:
-            self.log.info("rho_notebook: cancelled %d run(s) owned by this server; resume them with `rho-notebook resume`", len(stopped))
+            self.log.info(
+                "rho_notebook: cancelled %d run(s) owned by this server; resume them with `rho-notebook resume`",
+                len(stopped),
+            )
 
 
 def _labextension_installed() -> bool:
@@ -62,4 +65,3 @@ def _labextension_installed() -> bool:
     except ImportError:  # pragma: no cover - jupyter_core comes with jupyter_server
         return True
     return any((Path(base) / LABEXTENSION / "package.json").is_file() for base in jupyter_path("labextensions"))
-

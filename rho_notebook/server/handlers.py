@@ -25,26 +25,24 @@ POST     runs/<run>/approvals/<request>  {"decision", "comment"?}   approve or d
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+from pathlib import Path
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from rho_notebook.errors import NotFound
+from rho_notebook.errors import NotFound, RunRefused
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.policy.approvals import read_decision
-from rho_notebook.run.events import now_iso
-from rho_notebook.run.state import RunState
 from rho_notebook.server import API_PREFIX
 from rho_notebook.server._base import ApiError, RhoHandler
-from rho_notebook.store.files import check_no_symlink
-from rho_notebook.store.journal import read_journal
-from rho_notebook.store.runs import OwnerLock
-from rho_notebook.views import approval_json, plan_json, result_json, status_json
-from rho_notebook.dagview import load_detail, node_view, run_times, run_view_of
+from rho_notebook.service import Consent, ResumeRun, RunsQuery, StartRun
+from rho_notebook.service.wire import approval_json, plan_json, status_json
+from rho_notebook.views.dag import read_node_detail, read_run_view
+from rho_notebook.views.layout import layout_graph
 
 __all__ = ["ARTIFACTS", "ARTIFACT_LIMIT", "routes"]
 
@@ -77,27 +75,21 @@ ARTIFACT_LIMIT = 1 << 20
 _ARTIFACT_DEFAULT = 256 * 1024
 _CANCEL_WAIT_MAX = 10.0
 _MODES = ("auto", "plan", "supervised")
+_CONSENT_HINT = 'send {{"graph_digest": "{digest}"}}'
+"""How this front end asks for consent, named in a 409 ``confirmation_required``."""
 
 
-def _confirmed(body: dict[str, Any], digest: str, *, what: str) -> None:
-    """The body's ``graph_digest`` must be exactly this digest: the person's confirmation."""
+def _consent(body: dict[str, Any]) -> Consent:
+    """The body's ``graph_digest``: the person's confirmation of exactly that digest."""
     given = body.get("graph_digest")
-    if not isinstance(given, str) or not given.strip():
-        msg = f"{what} needs confirmation of graph digest {digest}: send {{\"graph_digest\": \"{digest}\"}}"
-        raise ApiError(409, msg, rule="confirmation_required")
-    given = given.strip()
-    if not given.startswith("sha256:"):
-        given = "sha256:" + given
-    if given != digest:
-        msg = f"{what}: you confirmed digest {given}, but the graph digest is {digest}; nothing was started"
-        raise ApiError(409, msg, rule="confirmation_required")
+    return Consent(digest=given if isinstance(given, str) else None, hint=_CONSENT_HINT)
 
 
 class PlansHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        manifests = await self.offload(self.ctx.service.list_plans)
+        manifests = await self.ctx.service.plans()
         self.send_json([plan_json(m) for m in manifests])
 
 
@@ -105,17 +97,15 @@ class PlanHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self, plan: str) -> None:
-        def read() -> dict[str, Any]:
-            loaded = self.ctx.service.load_plan(plan)
-            return {**plan_json(loaded.manifest), "layout": self.ctx.layout(loaded.graph_digest, loaded.graph)}
-
-        self.send_json(await self.offload(read))
+        loaded = await self.ctx.service.load_plan(plan)
+        layout = await asyncio.to_thread(layout_graph, loaded.graph, digest=loaded.graph_digest)
+        self.send_json({**plan_json(loaded.manifest), "layout": layout.to_wire()})
 
     @web.authenticated
     @authorized
     async def delete(self, plan: str) -> None:
-        plan_id = await self.offload(self.ctx.service.plans.delete, plan)
-        self.send_json({"plan_id": plan_id, "deleted": True})
+        deleted = await self.ctx.service.delete_plan(plan)
+        self.send_json({"plan_id": deleted["id"], "deleted": True})
 
 
 class PlanRunsHandler(RhoHandler):
@@ -127,11 +117,11 @@ class PlanRunsHandler(RhoHandler):
         if mode not in _MODES:
             raise ApiError(400, f"mode must be one of {', '.join(_MODES)}, not {mode!r}", rule="bad_request")
         service = self.ctx.service
-        loaded = await self.offload(service.load_plan, plan)
-        _confirmed(body, loaded.graph_digest, what=f"run plan {loaded.plan_id[:13]}")
-        run_id = await self.offload(service.create_run, loaded, mode=mode, origin="server")
+        loaded = await service.load_plan(plan)
+        request = StartRun(plan=loaded.plan_id, consent=_consent(body), mode=mode, origin="server")
+        run_id = await service.create_run_of(loaded, request)
         await self.offload(self.ctx.start, run_id)
-        state = await self.offload(service.status, run_id)
+        state = await service.status(run_id)
         self.set_header("Location", url_path_join(self.base_url, API_PREFIX, "runs", run_id))
         self.send_json(status_json(state), status=201)
 
@@ -148,44 +138,34 @@ class RunsHandler(RhoHandler):
             except ValueError:
                 names = ", ".join(lc.value for lc in Lifecycle)
                 raise ApiError(400, f"unknown lifecycle {wanted!r}; one of {names}", rule="bad_request") from None
-        limit = self.int_argument("limit", default=0, low=0)
-        self.send_json(await self.offload(self.ctx.run_rows, lifecycle=lifecycle, limit=limit))
+        query = RunsQuery(state=lifecycle, limit=self.int_argument("limit", default=0, low=0))
+        self.send_json(await self.ctx.service.run_rows(query, cache=self.ctx.rows))
 
 
 class RunHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self, run: str) -> None:
-        state: RunState = await self.offload(self.ctx.service.status, run)
-        data = status_json(state)
+        state = await self.ctx.service.status(run)
+        data: dict[str, Any] = dict(status_json(state))
         data.update(last_seq=state.last_seq, updated_at=state.updated_at, cancel_pending=list(state.cancel_pending))
         self.send_json(data)
 
     @web.authenticated
     @authorized
     async def delete(self, run: str) -> None:
-        def remove() -> str:
-            service = self.ctx.service
-            run_id = service.resolve_run(run)
-            if OwnerLock.is_held(service.runs.folder(run_id).lock):
-                msg = f"run {run_id} is live (an owner holds it); cancel it first"
-                raise ApiError(409, msg, rule="live")
-            service.runs.delete(run_id)
-            return run_id
-
-        self.send_json({"run_id": await self.offload(remove), "deleted": True})
+        try:
+            deleted = await self.ctx.service.delete(run, include_plans=False)
+        except RunRefused as err:  # an owner holds it
+            raise ApiError(409, err.message, rule="live") from None
+        self.send_json({"run_id": deleted["id"], "deleted": True})
 
 
 class ResultHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self, run: str) -> None:
-        def read() -> dict[str, Any]:
-            service = self.ctx.service
-            state = service.status(run)
-            return result_json(service.runs.folder(state.run_id), state)
-
-        self.send_json(await self.offload(read))
+        self.send_json(await self.ctx.service.result(run))
 
 
 class ViewHandler(RhoHandler):
@@ -195,28 +175,8 @@ class ViewHandler(RhoHandler):
     @authorized
     async def get(self, run: str) -> None:
         with_layout = self.get_query_argument("layout", "1") not in ("0", "false", "no")
-
-        def read() -> dict[str, Any]:
-            service = self.ctx.service
-            run_id = service.resolve_run(run)
-            events = read_journal(service.runs.folder(run_id).events).events
-            state = service.status(run_id)
-            started, ended = run_times(events)
-            run_view = dict(run_view_of(state, started_at=started, ended_at=ended, version=state.last_seq))
-            view: dict[str, Any] = {
-                "title": state.workflow,
-                "mode": "run",
-                "now": now_iso(),
-                "last_seq": state.last_seq,
-                "nodes": {name: node_view(record, state.last_seq) for name, record in sorted(state.nodes.items())},
-                "run": run_view,
-            }
-            if with_layout:
-                graph = service.runs.graph(run_id, expected_digest=state.graph_digest)
-                view["layout"] = self.ctx.layout(state.graph_digest, graph)
-            return view
-
-        self.send_json(await self.offload(read))
+        view = await read_run_view(self.ctx.service, run)
+        self.send_json(view.to_wire(with_layout=with_layout))
 
 
 class NodeHandler(RhoHandler):
@@ -225,20 +185,7 @@ class NodeHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self, run: str, node: str) -> None:
-        def read() -> dict[str, Any]:
-            service = self.ctx.service
-            state = service.status(run)
-            record = state.nodes.get(node)
-            if record is None:
-                raise NotFound(f"run {state.run_id} has no node {node!r}; its nodes: {', '.join(sorted(state.nodes))}")
-            graph = service.runs.graph(state.run_id, expected_digest=state.graph_digest)
-            folder = service.runs.folder(state.run_id)
-            attempt_dir = folder.attempt_dir(node, record.attempt) if record.attempt else None
-            if attempt_dir is not None:
-                check_no_symlink(attempt_dir, below=service.layout.home)
-            return dict(load_detail(node=graph.node(node), record=record, attempt_dir=attempt_dir))
-
-        self.send_json(await self.offload(read))
+        self.send_json(await read_node_detail(self.ctx.service, run, node))
 
 
 class ArtifactHandler(RhoHandler):
@@ -257,44 +204,46 @@ class ArtifactHandler(RhoHandler):
             raise ApiError(404, f"unknown artifact {name!r}; one of {known}", rule="unknown_artifact")
         offset = self.int_argument("offset", default=0, low=0)
         limit = self.int_argument("limit", default=_ARTIFACT_DEFAULT, low=1, high=ARTIFACT_LIMIT)
-        attempt_arg = self.int_argument("attempt", default=0, low=0)
-
-        def read() -> tuple[str, bytes, int]:
-            service = self.ctx.service
-            state = service.status(run)
-            record = state.nodes.get(node)
-            if record is None:
-                raise NotFound(f"run {state.run_id} has no node {node!r}")
-            attempt = attempt_arg or record.attempt
-            if attempt < 1 or attempt > record.attempt:
-                raise NotFound(f"node {node!r} of run {state.run_id} has no attempt {attempt} (it has {record.attempt})")
-            attempt_dir = service.runs.folder(state.run_id).attempt_dir(node, attempt)
-            check_no_symlink(attempt_dir, below=service.layout.home)
-            for file in candidates:
-                try:
-                    fd = os.open(attempt_dir / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    raise ApiError(403, f"artifact {file} of {node!r} attempt {attempt} is not a regular file", rule="unsafe_artifact") from None
-                try:
-                    info = os.fstat(fd)
-                    if not stat.S_ISREG(info.st_mode):
-                        raise ApiError(403, f"artifact {file} of {node!r} attempt {attempt} is not a regular file", rule="unsafe_artifact")
-                    return file, os.pread(fd, limit, offset), info.st_size
-                finally:
-                    os.close(fd)
-            raise NotFound(f"node {node!r} attempt {attempt} of run {state.run_id} has no {name} artifact")
-
-        file, data, size = await self.offload(read)
+        attempt = await self.ctx.service.node_attempt(run, node, attempt=self.int_argument("attempt", default=0, low=0))
+        if attempt.folder is None:
+            raise NotFound(f"node {node!r} of run {attempt.run_id} has not started: it has no attempt yet")
+        what = f"of {node!r} attempt {attempt.attempt}"
+        found = await self.offload(_read_artifact, attempt.folder, candidates, offset=offset, limit=limit, what=what)
+        if found is None:
+            raise NotFound(f"node {node!r} attempt {attempt.attempt} of run {attempt.run_id} has no {name} artifact")
+        file, data, size = found
         self.set_header("X-Rho-Artifact", file)
         self.set_header("X-Rho-Size", str(size))
         self.set_header("X-Rho-Offset", str(offset))
         self.set_header("X-Rho-Next-Offset", str(offset + len(data)))
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
-        kind = "application/json" if file.endswith(".json") else "text/markdown" if file.endswith(".md") else "text/plain"
+        kind = (
+            "application/json" if file.endswith(".json") else "text/markdown" if file.endswith(".md") else "text/plain"
+        )
         self.finish(data, set_content_type=f"{kind}; charset=utf-8")
+
+
+def _read_artifact(
+    folder: Path, candidates: tuple[str, ...], *, offset: int, limit: int, what: str
+) -> tuple[str, bytes, int] | None:
+    """(file, at most ``limit`` bytes from ``offset``, file size) of the first candidate present
+    in the attempt folder, never through a symlink; None when none is."""
+    for file in candidates:
+        try:
+            fd = os.open(folder / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            raise ApiError(403, f"artifact {file} {what} is not a regular file", rule="unsafe_artifact") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ApiError(403, f"artifact {file} {what} is not a regular file", rule="unsafe_artifact")
+            return file, os.pread(fd, limit, offset), info.st_size
+        finally:
+            os.close(fd)
+    return None
 
 
 class CancelHandler(RhoHandler):
@@ -305,7 +254,7 @@ class CancelHandler(RhoHandler):
         wait = body.get("wait_seconds", 2.0)
         if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= _CANCEL_WAIT_MAX:
             raise ApiError(400, f"wait_seconds must be a number from 0 to {_CANCEL_WAIT_MAX:g}", rule="bad_request")
-        result = await self.offload(self.ctx.service.cancel, run, wait_seconds=float(wait))
+        result = await self.ctx.service.cancel(run, wait_seconds=float(wait))
         self.send_json(result.to_json())
 
 
@@ -318,24 +267,20 @@ class ResumeHandler(RhoHandler):
         if not isinstance(recover, bool):
             raise ApiError(400, "recover_uncertain must be true or false", rule="bad_request")
         service = self.ctx.service
-        run_id = await self.offload(service.resolve_run, run)
-        manifest = await self.offload(service.runs.manifest, run_id)
-        _confirmed(body, manifest.graph_digest, what=f"resume run {run_id[:13]}")
+        run_id = await service.check_resume(ResumeRun(run=run, consent=_consent(body), recover_uncertain=recover))
         await self.offload(self.ctx.start, run_id, resume=True, recover_uncertain=recover)
-        self.send_json(status_json(await self.offload(service.status, run_id)))
+        self.send_json(status_json(await service.status(run_id)))
 
 
 class ApprovalsHandler(RhoHandler):
     @web.authenticated
     @authorized
     async def get(self, run: str) -> None:
-        def read() -> list[dict[str, Any]]:
-            service = self.ctx.service
-            state = service.status(run)
-            waiting = set(state.waiting_requests().values())
-            return [approval_json(r, waiting=r.request_id in waiting) for r in service.pending_approvals(state.run_id)]
-
-        self.send_json(await self.offload(read))
+        service = self.ctx.service
+        state = await service.status(run)
+        waiting = set(state.waiting_requests().values())
+        pending = await service.pending_approvals(state.run_id)
+        self.send_json([approval_json(r, waiting=r.request_id in waiting) for r in pending])
 
 
 class DecisionHandler(RhoHandler):
@@ -349,18 +294,14 @@ class DecisionHandler(RhoHandler):
         comment = body.get("comment")
         if comment is not None and not isinstance(comment, str):
             raise ApiError(400, "comment must be a string", rule="bad_request")
-
-        def decide() -> dict[str, Any]:
-            service = self.ctx.service
-            found = service.approval_request(run, request)
-            standing = read_decision(service.runs.folder(found.run_id).requests, found.request_id)
-            if standing is not None:
-                msg = f"request {found.request_id} was already decided: {standing.decision} by {standing.by} via {standing.via} at {standing.at}"
-                raise ApiError(409, msg, rule="already_decided")
-            made = service.decide(found, approve=decision == "approve", comment=comment or None, via="server")
-            return made.model_dump(mode="json")
-
-        self.send_json(await self.offload(decide))
+        service = self.ctx.service
+        found = await service.approval_request(run, request)
+        standing = await service.decision(found)
+        if standing is not None:
+            msg = f"request {found.request_id} was already decided: {standing.decision} by {standing.by} via {standing.via} at {standing.at}"
+            raise ApiError(409, msg, rule="already_decided")
+        made = await service.decide(found, approve=decision == "approve", comment=comment or None, via="server")
+        self.send_json(made.model_dump(mode="json"))
 
 
 def routes(prefix: str) -> list[tuple[str, type[RhoHandler]]]:

@@ -30,7 +30,8 @@ import struct
 import sys
 import time
 import tokenize
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import starlark as sl
 
@@ -93,9 +94,7 @@ class Session:
         self.source_bytes = 0
         self.last_error: RhoBuiltinError | Budget | None = None
         self.globals = sl.Globals.standard()
-        self.prelude_globals = sl.Globals.extended_by(
-            [sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack]
-        )
+        self.prelude_globals = sl.Globals.extended_by([sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack])
         self.prelude_ast = sl.parse(PRELUDE, PRELUDE_SOURCE)
 
     # -- budgets ------------------------------------------------------------------------------
@@ -310,8 +309,18 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         need(build_type == "function", "define.build", f"define(build=...) must be a function, got {build_type}", at)
         need(isinstance(inputs, dict), "define.inputs", "define(inputs=...) must be a dictionary", at)
         for key, decl in inputs.items():
-            need(NAME_RE.match(key) is not None, "input.name", f"input name {key!r} must match [a-z][a-z0-9_-]{{0,62}}", at)
-            need(is_tag(decl, "input"), "define.inputs", f"input {key!r} must be declared with input.string/integer/bool/enum", at)
+            need(
+                NAME_RE.match(key) is not None,
+                "input.name",
+                f"input name {key!r} must match [a-z][a-z0-9_-]{{0,62}}",
+                at,
+            )
+            need(
+                is_tag(decl, "input"),
+                "define.inputs",
+                f"input {key!r} must be declared with input.string/integer/bool/enum",
+                at,
+            )
         declared: dict[str, Any] = inputs
         return declared
 
@@ -319,33 +328,57 @@ def install_builtins(module: sl.Module, s: Session) -> None:
 
     # -- schemas ---------------------------------------------------------------------------------
     def schema_arg(value: Any, what: str) -> Any:
-        need(is_tag(value, "schema"), "schema.argument", f"{what} must be a schema (schema.string(), ...), got {json.dumps(value)[:80]}")
+        need(
+            is_tag(value, "schema"),
+            "schema.argument",
+            f"{what} must be a schema (schema.string(), ...), got {json.dumps(value)[:80]}",
+        )
         return value
 
     def schema_enum(members: Any = None) -> dict[str, Any]:
         s.check_value(members, "schema.enum_")
         need(isinstance(members, list) and members, "schema.enum", "schema.enum_() needs a non-empty list of members")
         for m in members:
-            need(m is None or isinstance(m, (bool, int, str)), "schema.enum", f"schema.enum_() members must be scalars (null, bool, integer, string), got {json.dumps(m)}")
+            need(
+                m is None or isinstance(m, (bool, int, str)),
+                "schema.enum",
+                f"schema.enum_() members must be scalars (null, bool, integer, string), got {json.dumps(m)}",
+            )
         seen: list[Any] = []
         for m in members:
-            need(not any(type(m) is type(x) and m == x for x in seen), "schema.enum", f"schema.enum_() lists {json.dumps(m)} twice")
+            need(
+                not any(type(m) is type(x) and m == x for x in seen),
+                "schema.enum",
+                f"schema.enum_() lists {json.dumps(m)} twice",
+            )
             seen.append(m)
         return tag("schema", type="enum", members=members)
 
     def schema_record(fields: Any = None) -> dict[str, Any]:
         need(isinstance(fields, dict), "schema.record", "schema.record() needs a dictionary of field name to schema")
         for key, sub in fields.items():
-            need(isinstance(key, str) and key != "", "schema.record", "schema.record() field names must be non-empty strings")
+            need(
+                isinstance(key, str) and key != "",
+                "schema.record",
+                "schema.record() field names must be non-empty strings",
+            )
             schema_arg(sub, f"schema.record() field {key!r}")
-            need(sub.get("type") != "stdout_json", "schema.stdout_json", "schema.stdout_json() may only wrap a whole node output, not a record field")
+            need(
+                sub.get("type") != "stdout_json",
+                "schema.stdout_json",
+                "schema.stdout_json() may only wrap a whole node output, not a record field",
+            )
         return tag("schema", type="record", fields=fields)
 
     def wrap(kind: str) -> Callable[[Any], dict[str, Any]]:
         def build(inner: Any = None) -> dict[str, Any]:
             schema_arg(inner, f"schema.{kind}()")
             if kind in ("list", "optional", "stdout_json"):
-                need(inner.get("type") != "stdout_json", "schema.stdout_json", f"schema.{kind}() cannot wrap schema.stdout_json(); it wraps a whole node output")
+                need(
+                    inner.get("type") != "stdout_json",
+                    "schema.stdout_json",
+                    f"schema.{kind}() cannot wrap schema.stdout_json(); it wraps a whole node output",
+                )
             return tag("schema", type=kind, inner=inner)
 
         return build
@@ -362,15 +395,27 @@ def install_builtins(module: sl.Module, s: Session) -> None:
 
     # -- references, templates, conditions ----------------------------------------------------------
     def node_name(value: Any, fn: str) -> str:
-        need(isinstance(value, str) and NAME_RE.match(value) is not None, "reference.node", f"{fn}() needs a node name matching [a-z][a-z0-9_-]{{0,62}}, got {json.dumps(value)}")
+        need(
+            isinstance(value, str) and NAME_RE.match(value) is not None,
+            "reference.node",
+            f"{fn}() needs a node name matching [a-z][a-z0-9_-]{{0,62}}, got {json.dumps(value)}",
+        )
         return str(value)
 
     def output_ref(node: Any = None, path: Any = None) -> dict[str, Any]:
         node = node_name(node, "output")
         path = [] if path is None else path
-        need(isinstance(path, list), "reference.path", "output(node, path) path must be a list of field names and list indexes")
+        need(
+            isinstance(path, list),
+            "reference.path",
+            "output(node, path) path must be a list of field names and list indexes",
+        )
         for step in path:
-            need(isinstance(step, (str, int)) and not isinstance(step, bool), "reference.path", f"output() path steps must be strings or integers, got {json.dumps(step)}")
+            need(
+                isinstance(step, (str, int)) and not isinstance(step, bool),
+                "reference.path",
+                f"output() path steps must be strings or integers, got {json.dumps(step)}",
+            )
         return tag("ref", ref="output", node=node, path=path)
 
     module.add_callable("output", output_ref)
@@ -378,28 +423,52 @@ def install_builtins(module: sl.Module, s: Session) -> None:
     module.add_callable("exit_code", lambda node=None: tag("ref", ref="exit_code", node=node_name(node, "exit_code")))
 
     def template(parts: Any = None) -> dict[str, Any]:
-        need(isinstance(parts, list), "template.parts", "template() needs a list of strings, values and output() references")
+        need(
+            isinstance(parts, list),
+            "template.parts",
+            "template() needs a list of strings, values and output() references",
+        )
         for p in parts:
             s.check_value(p, "template part")
             if isinstance(p, dict) and "__rho__" in p:
-                need(is_tag(p, "ref") and p.get("ref") == "output", "template.part", "template() parts may be strings, scalars, lists, records, or output() references; status() and exit_code() belong in conditions")
+                need(
+                    is_tag(p, "ref") and p.get("ref") == "output",
+                    "template.part",
+                    "template() parts may be strings, scalars, lists, records, or output() references; status() and exit_code() belong in conditions",
+                )
         return tag("template", parts=parts)
 
     module.add_callable("template", template)
 
     def operand(value: Any, fn: str) -> Any:
-        need(is_tag(value, "ref"), "condition.operand", f"condition.{fn}() compares an output(), status() or exit_code() reference, got {json.dumps(value)[:80]}")
+        need(
+            is_tag(value, "ref"),
+            "condition.operand",
+            f"condition.{fn}() compares an output(), status() or exit_code() reference, got {json.dumps(value)[:80]}",
+        )
         return value
 
     def scalar(value: Any, fn: str) -> Any:
         s.check_value(value, f"condition.{fn}")
-        need(value is None or isinstance(value, (bool, int, str)), "condition.value", f"condition.{fn}() compares against scalars (null, bool, integer, string), got {json.dumps(value)[:80]}")
+        need(
+            value is None or isinstance(value, (bool, int, str)),
+            "condition.value",
+            f"condition.{fn}() compares against scalars (null, bool, integer, string), got {json.dumps(value)[:80]}",
+        )
         return value
 
     def cond_list(items: Any, fn: str) -> Any:
-        need(isinstance(items, list) and items, "condition.items", f"condition.{fn}() needs a non-empty list of conditions")
+        need(
+            isinstance(items, list) and items,
+            "condition.items",
+            f"condition.{fn}() needs a non-empty list of conditions",
+        )
         for c in items:
-            need(is_tag(c, "condition"), "condition.items", f"condition.{fn}() items must be conditions, got {json.dumps(c)[:80]}")
+            need(
+                is_tag(c, "condition"),
+                "condition.items",
+                f"condition.{fn}() items must be conditions, got {json.dumps(c)[:80]}",
+            )
         return items
 
     def cond_not(item: Any = None) -> dict[str, Any]:
@@ -407,10 +476,21 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         return tag("condition", op="not", item=item)
 
     def is_one_of(ref: Any = None, values: Any = None) -> dict[str, Any]:
-        need(isinstance(values, list) and values, "condition.value", "condition.is_one_of() needs a non-empty list of values")
-        return tag("condition", op="is_one_of", left=operand(ref, "is_one_of"), values=[scalar(v, "is_one_of") for v in values])
+        need(
+            isinstance(values, list) and values,
+            "condition.value",
+            "condition.is_one_of() needs a non-empty list of values",
+        )
+        return tag(
+            "condition", op="is_one_of", left=operand(ref, "is_one_of"), values=[scalar(v, "is_one_of") for v in values]
+        )
 
-    module.add_callable("_cond_equals", lambda ref=None, value=None: tag("condition", op="equals", left=operand(ref, "equals"), right=scalar(value, "equals")))
+    module.add_callable(
+        "_cond_equals",
+        lambda ref=None, value=None: tag(
+            "condition", op="equals", left=operand(ref, "equals"), right=scalar(value, "equals")
+        ),
+    )
     module.add_callable("_cond_is_one_of", is_one_of)
     module.add_callable("_cond_all", lambda items=None: tag("condition", op="all", items=cond_list(items, "all")))
     module.add_callable("_cond_any", lambda items=None: tag("condition", op="any", items=cond_list(items, "any")))
@@ -437,49 +517,143 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         unknown = sorted(set(kw) - common - specific[kind])
         need(not unknown, "node.argument", f"{kind}() got unknown argument(s): {', '.join(unknown)}", at)
         name = kw.get("name")
-        need(isinstance(name, str), "node.name", f"{kind}() needs name = \"...\"", at)
-        need(NAME_RE.match(str(name)) is not None, "node.name", f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes", at)
+        need(isinstance(name, str), "node.name", f'{kind}() needs name = "..."', at)
+        need(
+            NAME_RE.match(str(name)) is not None,
+            "node.name",
+            f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes",
+            at,
+        )
         where = f"{kind} {name!r}"
         for field in ("timeout_seconds", "max_output_bytes"):
             value = kw.get(field)
             need(field in kw, f"node.{field}", f"{where} needs {field} (a positive integer); there is no default", at)
-            need(isinstance(value, int) and not isinstance(value, bool) and value > 0, f"node.{field}", f"{where}: {field} must be a positive integer, got {json.dumps(value)}", at)
+            need(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                f"node.{field}",
+                f"{where}: {field} must be a positive integer, got {json.dumps(value)}",
+                at,
+            )
         missing = sorted(f for f in required[kind] if f not in kw)
         need(not missing, "node.argument", f"{where} needs {', '.join(missing)}", at)
         needs = kw.get("needs", [])
-        need(isinstance(needs, list) and all(isinstance(n, str) for n in needs), "node.needs", f"{where}: needs must be a list of node names", at)
+        need(
+            isinstance(needs, list) and all(isinstance(n, str) for n in needs),
+            "node.needs",
+            f"{where}: needs must be a list of node names",
+            at,
+        )
         when = kw.get("when")
-        need(when is None or is_tag(when, "condition"), "node.when", f"{where}: when must be a condition (condition.equals(...), ...)", at)
-        need(isinstance(kw.get("allow_failure", False), bool), "node.allow_failure", f"{where}: allow_failure must be True or False", at)
+        need(
+            when is None or is_tag(when, "condition"),
+            "node.when",
+            f"{where}: when must be a condition (condition.equals(...), ...)",
+            at,
+        )
+        need(
+            isinstance(kw.get("allow_failure", False), bool),
+            "node.allow_failure",
+            f"{where}: allow_failure must be True or False",
+            at,
+        )
         out = kw.get("output")
         if out is not None:
             need(is_tag(out, "schema"), "node.output", f"{where}: output must be a schema", at)
             if kind in ("command", "shell"):
-                need(out.get("type") == "stdout_json", "node.output", f"{where}: a {kind} node's output schema must be wrapped in schema.stdout_json(...)", at)
+                need(
+                    out.get("type") == "stdout_json",
+                    "node.output",
+                    f"{where}: a {kind} node's output schema must be wrapped in schema.stdout_json(...)",
+                    at,
+                )
             elif kind == "approval":
-                need(False, "node.output", f"{where}: an approval node's output is always the record {{by, comment, at}}; do not declare output", at)
+                need(
+                    False,
+                    "node.output",
+                    f"{where}: an approval node's output is always the record {{by, comment, at}}; do not declare output",
+                    at,
+                )
             else:
-                need(out.get("type") != "stdout_json", "node.output", f"{where}: schema.stdout_json() is for command and shell nodes; give the agent the schema itself", at)
+                need(
+                    out.get("type") != "stdout_json",
+                    "node.output",
+                    f"{where}: schema.stdout_json() is for command and shell nodes; give the agent the schema itself",
+                    at,
+                )
         if kind == "approval":
-            need(is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str), "approval.prompt", f"{where}: prompt must be a template([...]) or a string", at)
+            need(
+                is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str),
+                "approval.prompt",
+                f"{where}: prompt must be a template([...]) or a string",
+                at,
+            )
         if kind == "agent":
-            need(isinstance(kw["agent"], str) and kw["agent"] != "", "agent.id", f"{where}: agent must name an agent definition", at)
-            need(is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str), "agent.prompt", f"{where}: prompt must be a template([...]) or a string", at)
-            need(kw.get("access", "mutating") in ("read_only", "mutating"), "agent.access", f"{where}: access must be \"read_only\" or \"mutating\"", at)
+            need(
+                isinstance(kw["agent"], str) and kw["agent"] != "",
+                "agent.id",
+                f"{where}: agent must name an agent definition",
+                at,
+            )
+            need(
+                is_tag(kw["prompt"], "template") or isinstance(kw["prompt"], str),
+                "agent.prompt",
+                f"{where}: prompt must be a template([...]) or a string",
+                at,
+            )
+            need(
+                kw.get("access", "mutating") in ("read_only", "mutating"),
+                "agent.access",
+                f'{where}: access must be "read_only" or "mutating"',
+                at,
+            )
         if kind == "command":
             argv = kw["argv"]
             need(isinstance(argv, list) and argv, "command.argv", f"{where}: argv must be a non-empty list", at)
-            need(isinstance(argv[0], str) and argv[0] != "", "command.argv", f"{where}: argv[0] must be a literal executable name or path; it cannot come from an output", at)
+            need(
+                isinstance(argv[0], str) and argv[0] != "",
+                "command.argv",
+                f"{where}: argv[0] must be a literal executable name or path; it cannot come from an output",
+                at,
+            )
             for i, part in enumerate(argv):
-                ok = isinstance(part, str) or is_tag(part, "template") or (is_tag(part, "ref") and part.get("ref") == "output")
-                need(ok, "command.argv", f"{where}: argv[{i}] must be a string, an output() reference or a template, got {json.dumps(part)[:80]}; convert numbers with str()", at)
+                ok = (
+                    isinstance(part, str)
+                    or is_tag(part, "template")
+                    or (is_tag(part, "ref") and part.get("ref") == "output")
+                )
+                need(
+                    ok,
+                    "command.argv",
+                    f"{where}: argv[{i}] must be a string, an output() reference or a template, got {json.dumps(part)[:80]}; convert numbers with str()",
+                    at,
+                )
         if kind == "shell":
-            need(isinstance(kw["executable"], str) and kw["executable"] != "", "shell.executable", f"{where}: executable must be a non-empty string", at)
-            need(isinstance(kw["command"], str), "shell.command", f"{where}: command must be static text (a string); outputs cannot change shell source", at)
+            need(
+                isinstance(kw["executable"], str) and kw["executable"] != "",
+                "shell.executable",
+                f"{where}: executable must be a non-empty string",
+                at,
+            )
+            need(
+                isinstance(kw["command"], str),
+                "shell.command",
+                f"{where}: command must be static text (a string); outputs cannot change shell source",
+                at,
+            )
             args = kw.get("arguments", [])
-            need(isinstance(args, list) and all(isinstance(a, str) for a in args), "shell.arguments", f"{where}: arguments must be a list of static strings", at)
+            need(
+                isinstance(args, list) and all(isinstance(a, str) for a in args),
+                "shell.arguments",
+                f"{where}: arguments must be a list of static strings",
+                at,
+            )
         if "cwd" in kw:
-            need(isinstance(kw["cwd"], str) and kw["cwd"] != "", "node.cwd", f"{where}: cwd must be a non-empty relative path string", at)
+            need(
+                isinstance(kw["cwd"], str) and kw["cwd"] != "",
+                "node.cwd",
+                f"{where}: cwd must be a non-empty relative path string",
+                at,
+            )
         return tag("node", kind=kind, at=at, **kw)
 
     module.add_callable("_node", make_node)
@@ -489,17 +663,37 @@ def install_builtins(module: sl.Module, s: Session) -> None:
         unknown = sorted(set(kw) - {"name", "nodes", "concurrency"})
         need(not unknown, "workflow.argument", f"workflow() got unknown argument(s): {', '.join(unknown)}", at)
         name = kw.get("name")
-        need(isinstance(name, str) and NAME_RE.match(name) is not None, "workflow.name", f"workflow name {json.dumps(name)} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes", at)
+        need(
+            isinstance(name, str) and NAME_RE.match(name) is not None,
+            "workflow.name",
+            f"workflow name {json.dumps(name)} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes",
+            at,
+        )
         nodes = kw.get("nodes")
         need(isinstance(nodes, list), "workflow.nodes", "workflow(nodes=...) must be a list of nodes", at)
         for n in nodes or []:
-            need(is_tag(n, "node"), "workflow.nodes", f"workflow nodes must be agent(), command(), shell() or approval() values, got {json.dumps(n)[:80]}", at)
+            need(
+                is_tag(n, "node"),
+                "workflow.nodes",
+                f"workflow nodes must be agent(), command(), shell() or approval() values, got {json.dumps(n)[:80]}",
+                at,
+            )
         conc = kw.get("concurrency")
         if conc is not None:
             need(isinstance(conc, dict), "workflow.concurrency", "workflow(concurrency=...) must be a dictionary", at)
             for key, value in conc.items():
-                need(key in ("total", "agent", "command", "checkout_readers"), "workflow.concurrency", f"unknown concurrency key {key!r} (total, agent, command, checkout_readers)", at)
-                need(isinstance(value, int) and not isinstance(value, bool) and value > 0, "workflow.concurrency", f"concurrency {key} must be a positive integer", at)
+                need(
+                    key in ("total", "agent", "command", "checkout_readers"),
+                    "workflow.concurrency",
+                    f"unknown concurrency key {key!r} (total, agent, command, checkout_readers)",
+                    at,
+                )
+                need(
+                    isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                    "workflow.concurrency",
+                    f"concurrency {key} must be a positive integer",
+                    at,
+                )
         return tag("workflow", at=at, **kw)
 
     module.add_callable("_workflow", make_workflow)
@@ -571,7 +765,9 @@ def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
     if "serde::serialize" in message and "function" in message:
         message = "a function cannot be used as a workflow value (only None, bool, int, string, list and dict)"
         rule = "value.type"
-    message = re.sub(r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message))
+    message = re.sub(
+        r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message)
+    )
     return {"rule": rule, "message": message, "file": at[0], "line": at[1], "column": at[2]}
 
 
@@ -616,7 +812,12 @@ def serve(channel: Channel, request: dict[str, Any]) -> None:
     try:
         session.eval_module(entry, request["text"])
         driver = sl.Module()
-        sl.eval(driver, sl.parse("<driver>", DRIVER_SOURCE.format(entry=entry)), session.globals, sl.FileLoader(session.load))
+        sl.eval(
+            driver,
+            sl.parse("<driver>", DRIVER_SOURCE.format(entry=entry)),
+            session.globals,
+            sl.FileLoader(session.load),
+        )
         frozen = driver.freeze()
         declared = frozen.call_with(session.options(), "declared").value
         channel.send({"op": "declared", "inputs": declared})
@@ -637,7 +838,22 @@ def serve(channel: Channel, request: dict[str, Any]) -> None:
         limit = request["limits"]["evaluator_address_space"]
         in_use = peak_address_space()
         detail = f"an allocation failed with {in_use} bytes of address space in use (peak VmSize)"
-        channel.send({"op": "error", "diagnostic": {"rule": "limit.evaluator_address_space", "budget": "evaluator_address_space", "limit": limit, "measured": in_use, "message": detail, "file": request["entry"], "line": None, "column": None}, "stats": stats(session)})
+        channel.send(
+            {
+                "op": "error",
+                "diagnostic": {
+                    "rule": "limit.evaluator_address_space",
+                    "budget": "evaluator_address_space",
+                    "limit": limit,
+                    "measured": in_use,
+                    "message": detail,
+                    "file": request["entry"],
+                    "line": None,
+                    "column": None,
+                },
+                "stats": stats(session),
+            }
+        )
 
 
 def main() -> None:

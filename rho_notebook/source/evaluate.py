@@ -12,9 +12,10 @@ import json
 import re
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, LimitError, RhoError, SourceError
 from rho_notebook.source.labels import SourceReader, SourceText
@@ -110,7 +111,7 @@ async def evaluate_source(
             _converse(process, entry, sources, reader, check_inputs, worker_limits),
             timeout=wall_s + _STARTUP_ALLOWANCE_S,
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise LimitError(
             budget="evaluator_wall_ms",
             limit=worker_limits["evaluator_wall_ms"],
@@ -225,9 +226,7 @@ def _diagnostic_error(found: dict[str, Any], sources: dict[str, SourceText]) -> 
     message = found["message"]
     for label, source in sources.items():
         message = message.replace(label, source.display) if label != source.display else message
-    return SourceError(
-        message, rule=found["rule"], file=file, line=found.get("line"), column=found.get("column")
-    )
+    return SourceError(message, rule=found["rule"], file=file, line=found.get("line"), column=found.get("column"))
 
 
 _ALLOC = re.compile(rb"memory allocation of (\d+) bytes failed")

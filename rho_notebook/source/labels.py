@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from rho_notebook.errors import SourceError
+from rho_notebook.model.source import SourceText
+from rho_notebook.oshelpers import NotRegularFile, lstat_components, read_regular_nofollow
 
 __all__ = [
     "SourceText",
@@ -23,14 +25,6 @@ __all__ = [
     "label_for_path",
     "read_regular_file_nofollow",
 ]
-
-
-@dataclass(frozen=True)
-class SourceText:
-    label: str
-    text: str
-    display: str
-    """How diagnostics name this module (a path relative to the workspace, or a notebook cell)."""
 
 
 class SourceReader(Protocol):
@@ -78,31 +72,23 @@ def label_for_path(path: Path, root: Path) -> str:
 def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: str) -> bytes:
     """Read ``root/parts...`` refusing symlinks at every step and anything but a regular file."""
     current = root
-    for index, part in enumerate(relative_parts):
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
-            msg = f"{shown}: no such file"
-            raise SourceError(msg, rule="load.missing", file=shown) from None
-        if stat.S_ISLNK(info.st_mode):
-            msg = f"{shown}: {current} is a symlink; workflow sources may not pass through symlinks"
-            raise SourceError(msg, rule="load.symlink", file=shown)
-        last = index == len(relative_parts) - 1
-        if not last and not stat.S_ISDIR(info.st_mode):
-            msg = f"{shown}: {current} is not a directory"
-            raise SourceError(msg, rule="load.missing", file=shown)
-    fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            msg = f"{shown}: not a regular file"
-            raise SourceError(msg, rule="load.missing", file=shown)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        for index, (current, info) in enumerate(lstat_components(root, relative_parts)):
+            if stat.S_ISLNK(info.st_mode):
+                msg = f"{shown}: {current} is a symlink; workflow sources may not pass through symlinks"
+                raise SourceError(msg, rule="load.symlink", file=shown)
+            last = index == len(relative_parts) - 1
+            if not last and not stat.S_ISDIR(info.st_mode):
+                msg = f"{shown}: {current} is not a directory"
+                raise SourceError(msg, rule="load.missing", file=shown)
+    except FileNotFoundError:
+        msg = f"{shown}: no such file"
+        raise SourceError(msg, rule="load.missing", file=shown) from None
+    try:
+        return read_regular_nofollow(current)
+    except NotRegularFile:
+        msg = f"{shown}: not a regular file"
+        raise SourceError(msg, rule="load.missing", file=shown) from None
 
 
 class FileSourceReader:

@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from rho_notebook.model.base import FrozenModel
 
 __all__ = ["Budget", "Limits", "load_limits", "RECEIPT_PATH", "WORKER_BUDGETS"]
 
@@ -33,9 +33,7 @@ WORKER_BUDGETS = (
 """Budgets the planning worker enforces itself; the rest are checked on the returned graph."""
 
 
-class Budget(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Budget(FrozenModel):
     limit: int
     """The accepted value; exceeding it is a LimitError."""
     measured: int
@@ -45,9 +43,7 @@ class Budget(BaseModel):
     unit: str
 
 
-class Limits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Limits(FrozenModel):
     format: str
     budgets: dict[str, Budget]
 

@@ -20,9 +20,10 @@ import asyncio
 import functools
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rho_notebook.store.files import atomic_write, ensure_private_dir
 

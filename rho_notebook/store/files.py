@@ -1,7 +1,9 @@
 """Private directories, atomic writes and no-follow reads for everything under the store.
 
 Every store directory is created 0700; any store entry that is a symlink is rejected; files are
-written to a temporary sibling, fsynced, renamed into place, and the directory fsynced.
+written to a temporary sibling, fsynced, renamed into place, and the directory fsynced. The
+no-follow primitives themselves are in :mod:`rho_notebook.oshelpers`; this module gives their
+failures the store's messages (:class:`~rho_notebook.errors.StoreError`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import StoreError
+from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regular_nofollow, read_fd
 
 __all__ = [
     "fsync_dir",
@@ -22,7 +25,6 @@ __all__ = [
     "json_bytes",
     "file_version",
     "open_regular",
-    "read_fd",
     "read_nofollow",
     "read_json",
     "check_no_symlink",
@@ -36,16 +38,13 @@ def check_no_symlink(path: Path, *, below: Path) -> None:
     except ValueError:
         msg = f"{path} is outside the store {below}"
         raise StoreError(msg) from None
-    current = below
-    for part in relative.parts:
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
-            return
-        if stat.S_ISLNK(info.st_mode):
-            msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
-            raise StoreError(msg)
+    try:
+        for current, info in lstat_components(below, relative.parts):
+            if stat.S_ISLNK(info.st_mode):
+                msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
+                raise StoreError(msg)
+    except FileNotFoundError:
+        return
 
 
 def ensure_private_dir(path: Path, *, below: Path) -> Path:
@@ -128,31 +127,17 @@ def open_regular(path: Path) -> tuple[int, os.stat_result]:
     file or unreadable. The caller closes the descriptor.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return open_regular_nofollow(path)
     except FileNotFoundError:
         raise
+    except NotRegularFile:
+        msg = f"store entry {path} is not a regular file"
+        raise StoreError(msg) from None
     except OSError as err:
         if os.path.islink(path):
             msg = f"store entry {path} is a symlink; the store rejects symlinked entries (remove it)"
             raise StoreError(msg) from None
         raise StoreError(f"cannot read {path}: {err.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            msg = f"store entry {path} is not a regular file"
-            raise StoreError(msg)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, info
-
-
-def read_fd(fd: int) -> bytes:
-    """Everything from ``fd``'s position to its end."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def read_nofollow(path: Path) -> bytes:

@@ -20,7 +20,8 @@ from pathlib import Path
 from rho_notebook.errors import StoreError
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.graph import Graph
-from rho_notebook.store.files import FileVersion, check_no_symlink, file_version, open_regular, read_fd
+from rho_notebook.oshelpers import read_fd
+from rho_notebook.store.files import FileVersion, check_no_symlink, file_version, open_regular
 
 __all__ = ["load_graph", "remember_graph", "CACHED_GRAPHS"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from rho_notebook.errors import AmbiguousId, NotFound
 

@@ -2,7 +2,7 @@
 
 Owns the on-disk journal format: one compact JSON object per line, each carrying a ``seq``
 (first key) that starts at 1 and grows by one per line. The writer assigns ``seq``; callers hand
-it records without one (see :mod:`rho_notebook.run.events` for the record kinds).
+it records without one (see :mod:`rho_notebook.model.events` for the record kinds).
 
 Durability model: :meth:`JournalWriter.append` writes a whole batch with one ``write(2)`` on an
 ``O_APPEND`` descriptor and does not fsync; :meth:`JournalWriter.sync` fsyncs only when something
@@ -24,13 +24,13 @@ import asyncio
 import errno
 import json
 import os
-import stat
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import StoreError
+from rho_notebook.oshelpers import NotRegularFile, open_regular_nofollow
 from rho_notebook.store.files import read_nofollow
 
 __all__ = ["JournalWriter", "JournalRead", "read_journal", "follow_journal"]
@@ -66,7 +66,10 @@ def _symlink_error(path: Path) -> StoreError:
 def _open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
     """Open ``path`` without following a final symlink and check it is a regular file."""
     try:
-        fd = os.open(path, flags, mode)
+        fd, _ = open_regular_nofollow(path, flags, mode)
+    except NotRegularFile:
+        msg = f"journal {path} is not a regular file"
+        raise StoreError(msg) from None
     except OSError as err:
         if err.errno == errno.ELOOP or os.path.islink(path):
             raise _symlink_error(path) from None
@@ -74,10 +77,6 @@ def _open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
             raise
         msg = f"cannot open journal {path}: {err.strerror}"
         raise StoreError(msg) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        msg = f"journal {path} is not a regular file"
-        raise StoreError(msg)
     return fd
 
 

@@ -1,11 +1,11 @@
 """Where everything lives under RHO_NOTEBOOK_HOME (default ~/.rho-notebook; never Rho's ~/.rho).
 
-    workflows/checkout-locks/<WORKSPACE_KEY>.lock
-    workflows/plans/<PLAN_ID>/{manifest.json, graph.json, sources/<DIGEST>.star}
-    workflows/runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl, mutation.lock,
-                             nodes/<NODE_ID>/attempts/<N>/...}
-    agents/*.md            the user agent catalog
-    settings.json          user settings
+workflows/checkout-locks/<WORKSPACE_KEY>.lock
+workflows/plans/<PLAN_ID>/{manifest.json, graph.json, sources/<DIGEST>.star}
+workflows/runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl, mutation.lock,
+                         nodes/<NODE_ID>/attempts/<N>/...}
+agents/*.md            the user agent catalog
+settings.json          user settings
 """
 
 from __future__ import annotations

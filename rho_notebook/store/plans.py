@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from rho_notebook.errors import NotFound, StoreError
-from rho_notebook.plan.plan import Plan, PlanManifest
+from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, fsync_dir, read_json
 from rho_notebook.store.graphs import load_graph
 from rho_notebook.store.ids import match_id

@@ -12,13 +12,13 @@ import fcntl
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from rho_notebook.errors import NotFound, StoreError
+from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
@@ -45,9 +45,7 @@ ATTEMPT_ARTIFACTS = (
 RUN_FORMAT = "rho-notebook/run/v1"
 
 
-class RunManifest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RunManifest(FrozenModel):
     format: str = RUN_FORMAT
     run_id: str
     plan_id: str
@@ -118,7 +116,11 @@ class RunFolder:
     def artifacts(self, node: str, attempt: int) -> dict[str, Path]:
         """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``)."""
         folder = self.attempt_dir(node, attempt)
-        return {name.removesuffix(".json").replace(".", "_"): folder / name for name in ATTEMPT_ARTIFACTS if (folder / name).exists()}
+        return {
+            name.removesuffix(".json").replace(".", "_"): folder / name
+            for name in ATTEMPT_ARTIFACTS
+            if (folder / name).exists()
+        }
 
 
 class OwnerLock:

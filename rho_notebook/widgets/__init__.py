@@ -2,17 +2,20 @@
 
 Nothing is imported from ipywidgets or anywidget until a function here is called, so headless
 code (CLI, service) never pays for them. The DAG front end is one module (``js/src/dagview.ts``)
-bundled into ``static/dag.js``; layouts are computed in Python (:mod:`.layout`) and every widget
-carries an SVG snapshot (:mod:`.svg`) for saved notebooks and nbconvert HTML.
+bundled into ``static/dag.js``; what it draws (layout, node and run views, node panes) is assembled
+by :mod:`rho_notebook.views.dag`, as for the JupyterLab sidebar, and every widget carries an SVG
+snapshot (:mod:`.svg`) for saved notebooks and nbconvert HTML. Widgets reach the store only through
+the service's verbs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rho_notebook.model.graph import Graph
-from rho_notebook.plan.plan import Plan
-from rho_notebook.run.state import RunState
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.run_state import RunState
 
 if TYPE_CHECKING:
     import graphviz  # type: ignore[import-untyped]
@@ -26,34 +29,30 @@ if TYPE_CHECKING:
 __all__ = ["graph_view", "plan_card", "run_view", "approvals_view", "hub_view", "to_dot", "watch_run"]
 
 
-def graph_view(plan_or_graph: Plan | Graph, *, state: RunState | None = None, service: Service | None = None) -> DagWidget:
+def graph_view(
+    plan_or_graph: Plan | Graph, *, state: RunState | None = None, service: Service | None = None
+) -> DagWidget:
     """The DAG of a plan or graph; node states from ``state`` when given (a snapshot, not live).
 
     Clicking a node shows its frozen definition; with ``state`` and ``service``, also the
     artifacts of its latest attempt.
     """
+    from rho_notebook.views.dag import dag_view, node_detail
     from rho_notebook.widgets._dag import DagWidget
-    from rho_notebook.dagview import load_detail, node_view, plan_detail, run_view_of
-    from rho_notebook.widgets.layout import layout_graph
 
-    graph = plan_or_graph.graph if isinstance(plan_or_graph, Plan) else plan_or_graph
-    layout = layout_graph(graph)
-    nodes: dict[str, Any] = {}
-    for node in graph.nodes:
-        record = state.nodes.get(node.name) if state is not None else None
-        nodes[node.name] = dict(node_view(record)) if record is not None else {"state": "pending", "attempt": 0, "v": 0}
+    if isinstance(plan_or_graph, Plan):
+        graph, digest = plan_or_graph.graph, plan_or_graph.graph_digest
+    else:
+        graph, digest = plan_or_graph, None
 
     def detail(name: str) -> dict[str, Any]:
         record = state.nodes.get(name) if state is not None else None
-        if record is not None and service is not None and state is not None and record.attempt:
-            folder = service.runs.folder(state.run_id)
-            return dict(load_detail(node=graph.node(name), record=record, attempt_dir=folder.attempt_dir(name, record.attempt)))
-        return dict(plan_detail(graph, name, record))
+        attempt_dir = None
+        if record is not None and record.attempt and service is not None and state is not None:
+            attempt_dir = service.run_folder(state.run_id).attempt_dir(name, record.attempt)
+        return dict(node_detail(graph, name, record, attempt_dir=attempt_dir))
 
-    run = dict(run_view_of(state)) if state is not None else None
-    if run is not None:
-        run["can_cancel"] = run["can_resume"] = False
-    return DagWidget(layout=layout, title=graph.name, mode="run" if state is not None else "plan", nodes=nodes, run=run, on_select=detail)
+    return DagWidget(dag_view(graph, state, digest=digest, actions=False), on_select=detail)
 
 
 def plan_card(plan: Plan, *, on_run: Callable[[], Any], show_graph: bool = True) -> PlanCard:

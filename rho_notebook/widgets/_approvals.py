@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import html
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as w  # type: ignore[import-untyped]
 
-from rho_notebook.policy.approvals import ApprovalRequest, describe_request, list_requests, read_decision
-from rho_notebook.service import Service
+from rho_notebook.service import ApprovalRequest, Service, describe_request
+from rho_notebook.widgets._call import call
 
 __all__ = ["ApprovalsPanel"]
 
@@ -50,13 +51,15 @@ class ApprovalsPanel:
         handle.add_listener(self._listen)
 
     def _listen(self, event: dict[str, Any]) -> None:
-        if event.get("kind") in ("approval_requested", "approval_decided", "run_completed") and not self._pending.is_set():
+        if (
+            event.get("kind") in ("approval_requested", "approval_decided", "run_completed")
+            and not self._pending.is_set()
+        ):
             self._pending.set()
             self._schedule(self.refresh)
 
     def pending(self) -> list[ApprovalRequest]:
-        folder = self.service.runs.folder(self.run_id).requests
-        return [r for r in list_requests(folder) if read_decision(folder, r.request_id) is None]
+        return call(self.service.pending_approvals(self.run_id))
 
     def refresh(self) -> None:
         self._pending.clear()
@@ -66,7 +69,9 @@ class ApprovalsPanel:
 
     def _card(self, request: ApprovalRequest) -> w.Widget:
         title = "Approve this step?" if request.kind == "node" else "Approve this launch?"
-        text = w.HTML(f"<b>{html.escape(title)}</b><pre style='white-space:pre-wrap'>{html.escape(describe_request(request))}</pre>")
+        text = w.HTML(
+            f"<b>{html.escape(title)}</b><pre style='white-space:pre-wrap'>{html.escape(describe_request(request))}</pre>"
+        )
         comment = w.Text(placeholder="comment (recorded with the decision)", layout=w.Layout(width="60%"))
         approve = w.Button(description="Approve", button_style="success", icon="check")
         deny = w.Button(description="Deny", button_style="danger", icon="times")
@@ -75,7 +80,9 @@ class ApprovalsPanel:
         def decide(approved: bool) -> None:
             approve.disabled = deny.disabled = True
             try:
-                standing = self.service.decide(request, approve=approved, comment=comment.value or None, via="notebook")
+                standing = call(
+                    self.service.decide(request, approve=approved, comment=comment.value or None, via="notebook")
+                )
             except Exception as err:  # refused or failed: say so on the card; the request stays pending
                 note.value = f"<span style='color:#b00'>{html.escape(getattr(err, 'message', None) or str(err))}</span>"
                 approve.disabled = deny.disabled = False
@@ -85,7 +92,10 @@ class ApprovalsPanel:
 
         approve.on_click(lambda _button: decide(True))
         deny.on_click(lambda _button: decide(False))
-        card = w.VBox([text, w.HBox([comment, approve, deny]), note], layout=w.Layout(border="1px solid #d0a000", padding="6px", margin="4px 0"))
+        card = w.VBox(
+            [text, w.HBox([comment, approve, deny]), note],
+            layout=w.Layout(border="1px solid #d0a000", padding="6px", margin="4px 0"),
+        )
         card.request_id = request.request_id
         card.approve_button = approve
         card.deny_button = deny

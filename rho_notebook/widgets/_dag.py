@@ -17,14 +17,16 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anywidget
 import traitlets
 
-from rho_notebook.widgets.layout import Layout
+from rho_notebook.views.dag import DagView
+from rho_notebook.widgets._call import with_static_views
 from rho_notebook.widgets.svg import counts_line, render_svg
 
 __all__ = ["DagWidget", "STATIC"]
@@ -51,18 +53,16 @@ class DagWidget(anywidget.AnyWidget):
 
     def __init__(
         self,
+        view: DagView,
         *,
-        layout: Layout,
-        title: str,
-        mode: str,
-        nodes: dict[str, Any],
-        run: dict[str, Any] | None = None,
         on_select: Callable[[str], dict[str, Any]] | None = None,
         on_action: Callable[[str], None] | None = None,
         lock: threading.RLock | None = None,
     ) -> None:
+        """The widget of ``view`` (:func:`rho_notebook.views.dag.dag_view`); ``on_select(node)``
+        loads a node's pane, ``on_action("cancel" | "resume")`` acts on the run."""
         self.lock = lock or threading.RLock()
-        self.layout_data = layout
+        self.layout_data = view.layout
         self._on_select = on_select
         self._on_action = on_action
         self._display_ids: list[str] = []
@@ -70,11 +70,11 @@ class DagWidget(anywidget.AnyWidget):
         self.messages_sent = 0
         """Custom messages sent (patches and snapshots), for measurements."""
         super().__init__(
-            mode=mode,
-            title=title,
-            graph_layout=dict(layout.to_wire()),
-            nodes=nodes,
-            run=run or {},
+            mode=view.mode,
+            title=view.title,
+            graph_layout=dict(view.layout.to_wire()),
+            nodes={name: dict(node) for name, node in view.nodes.items()},
+            run=dict(view.run or {}),
         )
         self.on_msg(self._handle_front_end)
 
@@ -151,20 +151,19 @@ class DagWidget(anywidget.AnyWidget):
         counts = counts_line(self.states(), names)
         return (
             '<div class="rho-dag-static" style="overflow:auto;max-height:640px">'
-            f"<div style=\"font-family:monospace;font-size:12px;margin:2px 0\">{escape(self.title)} — {escape(counts)}</div>"
+            f'<div style="font-family:monospace;font-size:12px;margin:2px 0">{escape(self.title)} — {escape(counts)}</div>'
             f"{self.snapshot_svg()}</div>"
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = dict(data)
-        data["image/svg+xml"] = self.snapshot_svg()
-        data["text/html"] = self.snapshot_html()
-        data["text/plain"] = f"<rho_notebook DAG {self.title}: {counts_line(self.states(), list(self.nodes))}>"
-        return data, metadata
+        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
+
+    def _static_views(self) -> dict[str, str]:
+        return {
+            "image/svg+xml": self.snapshot_svg(),
+            "text/html": self.snapshot_html(),
+            "text/plain": f"<rho_notebook DAG {self.title}: {counts_line(self.states(), list(self.nodes))}>",
+        }
 
     def _ipython_display_(self) -> None:
         """Display with a display id, so :meth:`refresh_static` can update the saved snapshot."""

@@ -14,15 +14,18 @@ another thread. Refresh re-reads the store.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine, Sequence
 from html import escape
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
-from rho_notebook.errors import RhoError
-from rho_notebook.plan.plan import Plan
-from rho_notebook.service import Service
-from rho_notebook.store.runs import OwnerLock
+from rho_notebook.errors import RhoError, RunRefused
+from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.model.run_state import RunState
+from rho_notebook.service import RunsQuery, Service
+from rho_notebook.service.wire import LIVE_LIFECYCLES
+from rho_notebook.widgets._call import call, with_static_views
 
 __all__ = ["HubSession", "Hub"]
 
@@ -48,7 +51,9 @@ class HubSession(Protocol):
 
 
 def _button(description: str, *, style: str = "", tooltip: str = "", icon: str = "") -> widgets.Button:
-    return widgets.Button(description=description, button_style=style, tooltip=tooltip, icon=icon, layout=widgets.Layout(width="auto"))
+    return widgets.Button(
+        description=description, button_style=style, tooltip=tooltip, icon=icon, layout=widgets.Layout(width="auto")
+    )
 
 
 def _label(html: str, width: str = "auto") -> widgets.HTML:
@@ -96,23 +101,34 @@ class Hub(widgets.VBox):  # type: ignore[misc]
     def _start_rows(self) -> list[widgets.Widget]:
         rows: list[widgets.Widget] = []
         for name, start in self.session.workflows:
-            button = _button(f"Start {name}", style="primary", icon="play", tooltip=f"start a new run of {name} in the background")
+            button = _button(
+                f"Start {name}", style="primary", icon="play", tooltip=f"start a new run of {name} in the background"
+            )
             button.on_click(lambda _b, name=name, start=start: self._start(name, start))
             rows.append(widgets.HBox([button]))
         if not rows:
             rows.append(_label("<i>no validated workflows in this notebook yet (write a %%workflow cell)</i>"))
         return rows
 
+    def _runs(self) -> list[RunState]:
+        """The newest runs of the store, newest first."""
+        return call(self.service.runs(RunsQuery(limit=RUNS_SHOWN)))[::-1]
+
+    def _plans(self) -> list[PlanManifest]:
+        """The saved plans, newest first."""
+        return call(self.service.plans())[::-1]
+
     def _run_rows(self) -> list[widgets.Widget]:
-        states = self.service.list_runs()[-RUNS_SHOWN:][::-1]
         rows: list[widgets.Widget] = []
-        for state in states:
+        for state in self._runs():
             run_id = state.run_id
-            live = state.lifecycle.value in ("running", "waiting", "cancelling")
+            live = state.lifecycle in LIVE_LIFECYCLES
             text = f"<code>{escape(state.lifecycle.value)}</code> · <code>{escape(run_id[:13])}</code> {escape(state.workflow)}"
             if state.outcome:
                 text += f" · {escape(state.outcome)}"
-            watch = _button(f"Watch {state.lifecycle.value} · {run_id[:8]}", icon="eye", tooltip=f"open the DAG of run {run_id}")
+            watch = _button(
+                f"Watch {state.lifecycle.value} · {run_id[:8]}", icon="eye", tooltip=f"open the DAG of run {run_id}"
+            )
             watch.on_click(lambda _b, run_id=run_id: self.watch(run_id))
             items: list[widgets.Widget] = [watch, _label(text)]
             if live:
@@ -121,7 +137,11 @@ class Hub(widgets.VBox):  # type: ignore[misc]
                 items.append(cancel)
             delete = _button("Delete", icon="trash", tooltip="delete this run and its artifacts (asks first)")
             row = widgets.HBox(items + [delete])
-            delete.on_click(lambda _b, run_id=run_id, row=row: self._confirm(row, f"delete run {run_id} and its artifacts?", lambda: self._delete_run(run_id)))
+            delete.on_click(
+                lambda _b, run_id=run_id, row=row: self._confirm(
+                    row, f"delete run {run_id} and its artifacts?", lambda: self._delete_run(run_id)
+                )
+            )
             rows.append(row)
         if not rows:
             rows.append(_label("<i>no runs yet</i>"))
@@ -129,14 +149,22 @@ class Hub(widgets.VBox):  # type: ignore[misc]
 
     def _plan_rows(self) -> list[widgets.Widget]:
         rows: list[widgets.Widget] = []
-        for manifest in self.service.list_plans()[::-1]:
+        for manifest in self._plans():
             plan_id = manifest.plan_id
-            run = _button(f"Run plan · {plan_id[:8]}", icon="play", tooltip=f"open plan {plan_id} to confirm its digest and run it")
+            run = _button(
+                f"Run plan · {plan_id[:8]}",
+                icon="play",
+                tooltip=f"open plan {plan_id} to confirm its digest and run it",
+            )
             run.on_click(lambda _b, plan_id=plan_id: self.open_plan(plan_id))
             text = f"<code>{escape(plan_id[:13])}</code> {escape(manifest.workflow)} · <code>{escape(manifest.graph_digest[:19])}…</code> · {escape(manifest.created_at)}"
             delete = _button("Delete", icon="trash", tooltip="delete this saved plan (asks first; sources stay)")
             row = widgets.HBox([run, _label(text), delete])
-            delete.on_click(lambda _b, plan_id=plan_id, row=row: self._confirm(row, f"delete plan {plan_id}?", lambda: self._delete_plan(plan_id)))
+            delete.on_click(
+                lambda _b, plan_id=plan_id, row=row: self._confirm(
+                    row, f"delete plan {plan_id}?", lambda: self._delete_plan(plan_id)
+                )
+            )
             rows.append(row)
         if not rows:
             rows.append(_label("<i>no saved plans</i>"))
@@ -201,7 +229,7 @@ class Hub(widgets.VBox):  # type: ignore[misc]
         handle_for = getattr(self.session, "handle_for", None)
         handle = handle_for(run_id) if callable(handle_for) else None
         try:
-            result = handle.cancel() if handle is not None else self.service.cancel(run_id)
+            result = handle.cancel() if handle is not None else call(self.service.cancel(run_id))
         except RhoError as err:
             self._say(err.message, error=True)
             return
@@ -210,22 +238,32 @@ class Hub(widgets.VBox):  # type: ignore[misc]
         self.refresh()
 
     def _delete_run(self, run_id: str) -> None:
-        folder = self.service.runs.folder(run_id)
-        if OwnerLock.is_held(folder.lock):
-            self._say(f"run {run_id[:13]} is live; cancel it first", error=True)
-            return
-        self.service.runs.delete(run_id)
-        self._say(f"deleted run {run_id}")
+        # the service refuses a live run (an owner holds it)
+        self._act(
+            self.service.delete(run_id, include_plans=False),
+            f"deleted run {run_id}",
+            refused=f"run {run_id[:13]} is live; cancel it first",
+        )
 
     def _delete_plan(self, plan_id: str) -> None:
-        self.service.plans.delete(plan_id)
-        self._say(f"deleted plan {plan_id}")
+        self._act(self.service.delete_plan(plan_id), f"deleted plan {plan_id}")
+
+    def _act(self, verb: Coroutine[Any, Any, object], done: str, *, refused: str | None = None) -> None:
+        """Await a service verb and say what happened (or why it was refused)."""
+        try:
+            call(verb)
+        except RunRefused as err:
+            self._say(refused or err.message, error=True)
+        except RhoError as err:
+            self._say(err.message, error=True)
+        else:
+            self._say(done)
 
     def open_plan(self, plan_id: str) -> None:
         from rho_notebook.widgets import plan_card
 
         try:
-            plan = self.service.load_plan(plan_id)
+            plan = call(self.service.load_plan(plan_id))
         except RhoError as err:
             self._say(err.message, error=True)
             return
@@ -241,20 +279,21 @@ class Hub(widgets.VBox):  # type: ignore[misc]
         return result
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = dict(data)
-        runs = self.service.list_runs()[-RUNS_SHOWN:][::-1]
-        plans = self.service.list_plans()[::-1]
-        lines = ["<div class=\"rho-hub-static\" style=\"font-family:monospace;font-size:12px\"><b>START</b><ul>"]
+        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
+
+    def _static_views(self) -> dict[str, str]:
+        runs = self._runs()
+        plans = self._plans()
+        lines = ['<div class="rho-hub-static" style="font-family:monospace;font-size:12px"><b>START</b><ul>']
         lines += [f"<li>{escape(name)}</li>" for name, _ in self.session.workflows] or ["<li>(none)</li>"]
         lines.append("</ul><b>RUNS</b><ul>")
-        lines += [f"<li>{escape(s.lifecycle.value)} · {escape(s.run_id)} {escape(s.workflow)} {escape(s.outcome or '')}</li>" for s in runs] or ["<li>(none)</li>"]
+        lines += [
+            f"<li>{escape(s.lifecycle.value)} · {escape(s.run_id)} {escape(s.workflow)} {escape(s.outcome or '')}</li>"
+            for s in runs
+        ] or ["<li>(none)</li>"]
         lines.append("</ul><b>SAVED PLANS</b><ul>")
-        lines += [f"<li>{escape(p.plan_id)} {escape(p.workflow)} {escape(p.graph_digest)}</li>" for p in plans] or ["<li>(none)</li>"]
+        lines += [f"<li>{escape(p.plan_id)} {escape(p.workflow)} {escape(p.graph_digest)}</li>" for p in plans] or [
+            "<li>(none)</li>"
+        ]
         lines.append("</ul></div>")
-        data["text/html"] = "".join(lines)
-        data["text/plain"] = f"<rho_notebook hub: {len(runs)} runs, {len(plans)} plans>"
-        return data, metadata
+        return {"text/html": "".join(lines), "text/plain": f"<rho_notebook hub: {len(runs)} runs, {len(plans)} plans>"}

@@ -8,13 +8,15 @@ one new run of that digest (the button disables itself; a new run needs a new ca
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
-from typing import Any, Callable
+from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from rho_notebook.errors import RhoError
-from rho_notebook.plan.plan import Plan
+from rho_notebook.model.plan import Plan
+from rho_notebook.widgets._call import with_static_views
 from rho_notebook.widgets._dag import DagWidget
 
 __all__ = ["PlanCard", "plan_html"]
@@ -40,7 +42,7 @@ def plan_html(plan: Plan) -> str:
         f"<div><b>Plan</b> <code>{escape(m.plan_id)}</code> · workflow <b>{escape(m.workflow)}</b> · "
         f"{len(plan.graph.nodes)} nodes, {plan.graph.edge_count()} edges · created {escape(m.created_at)}</div>"
         f'<div>graph digest <code class="rho-digest">{escape(m.graph_digest)}</code></div>'
-        f"<div style=\"margin-top:6px\"><b>Inputs</b></div>{_table(['input', 'value'], inputs)}"
+        f'<div style="margin-top:6px"><b>Inputs</b></div>{_table(["input", "value"], inputs)}'
         f"<div><b>Authority</b> (what this plan may use)</div>{_table(['kind', 'value', 'detail'], authority)}"
         f"<details><summary>Sources ({len(sources)})</summary>{_table(['label', 'bytes', 'sha256'], sources)}</details>"
         "</div>"
@@ -70,7 +72,9 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
             layout=widgets.Layout(width="auto"),
         )
         self.run_button.add_class("rho-run-button")
-        self.digest_label = widgets.HTML(f'<code class="rho-confirm-digest" title="the digest this button confirms">{escape(digest)}</code>')
+        self.digest_label = widgets.HTML(
+            f'<code class="rho-confirm-digest" title="the digest this button confirms">{escape(digest)}</code>'
+        )
         self.status = widgets.HTML("")
         self.run_button.on_click(self._clicked)
         self.graph = graph
@@ -113,14 +117,12 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
             self.children = [*kept, self.run]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = dict(data)
+        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
+
+    def _static_views(self) -> dict[str, str]:
         svg = self.graph.snapshot_svg() if self.graph is not None else ""
-        data["text/html"] = plan_html(self.plan) + svg
+        views = {"text/html": plan_html(self.plan) + svg}
         if svg:
-            data["image/svg+xml"] = svg
-        data["text/plain"] = f"<rho_notebook plan {self.plan.plan_id} {self.plan.graph.name} {self.plan.graph_digest}>"
-        return data, metadata
+            views["image/svg+xml"] = svg
+        views["text/plain"] = f"<rho_notebook plan {self.plan.plan_id} {self.plan.graph.name} {self.plan.graph_digest}>"
+        return views

@@ -13,26 +13,24 @@ by the CLI or another kernel, or finished): it polls the run's journal without t
 from __future__ import annotations
 
 import copy
-import importlib
 import threading
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
 
-from rho_notebook.run.state import NodeRecord, RunState, apply
-from rho_notebook.service import Service
-from rho_notebook.store.journal import read_journal
-from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.runs import OwnerLock, RunFolder
+from rho_notebook.model.run_state import NodeRecord, RunState, apply
+from rho_notebook.service import Consent, ResumeRun, RunFolder, Service, StoreLayout, default_runner
+from rho_notebook.service.wire import LIVE_LIFECYCLES
+from rho_notebook.views.dag import PANE_BYTES, Detail, RunTracker, StreamTail, dag_view, node_detail, run_times
+from rho_notebook.widgets._call import call
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
-from rho_notebook.dagview import PANE_BYTES, Detail, RunTracker, StreamTail, load_detail, run_times
-from rho_notebook.widgets.layout import layout_graph
 
 __all__ = ["RunHandleLike", "RunController", "JournalWatch"]
 
 Listener = Callable[[dict[str, Any]], None]
-_LIVE = ("running", "waiting", "cancelling")
+_LIVE = tuple(lifecycle.value for lifecycle in LIVE_LIFECYCLES)
 _WATCHED = (*_LIVE, "planned")
 _PLANNED_PATIENCE = 30.0
 """Seconds a watch keeps polling a created run that no owner has started."""
@@ -42,7 +40,7 @@ _PLANNED_PATIENCE = 30.0
 class RunHandleLike(Protocol):
     """What :func:`rho_notebook.widgets.run_view` needs of a run handle.
 
-    ``rho_notebook.run.background.RunHandle`` satisfies it; so does :class:`JournalWatch`.
+    ``rho_notebook.service.RunHandle`` satisfies it; so does :class:`JournalWatch`.
     Optional attributes used when present: ``service`` (a :class:`Service`) or ``layout`` (a
     :class:`StoreLayout`) naming the store the run lives in (default ``Service.default()``).
     """
@@ -60,8 +58,12 @@ class RunHandleLike(Protocol):
     def cancel(self) -> Any: ...
 
 
+Resume = Callable[[str, str], Any]
+"""(run ID, confirmed graph digest) -> the handle of the resumed run; raises when refused."""
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class RunController:
@@ -75,6 +77,7 @@ class RunController:
         interval: float = DEFAULT_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         timer: Timer | None = None,
+        resume: Resume | None = None,
     ) -> None:
         if service is None:
             service = getattr(handle, "service", None)
@@ -87,10 +90,10 @@ class RunController:
         self.service = service
         self.handle = handle
         self.run_id = handle.run_id
-        manifest = service.runs.manifest(self.run_id)
-        self.graph_digest = manifest.graph_digest
-        self.graph = service.runs.graph(self.run_id, expected_digest=manifest.graph_digest)
-        self.folder: RunFolder = service.runs.folder(self.run_id)
+        self._resume_run: Resume = resume or self._resume_in_background
+        self.graph_digest = call(service.manifest(self.run_id)).graph_digest
+        self.graph = call(service.run_graph(self.run_id))
+        self.folder: RunFolder = service.run_folder(self.run_id)
         self.lock = threading.RLock()
         self._early: list[dict[str, Any]] = []
         self.tracker: RunTracker | None = None
@@ -99,20 +102,17 @@ class RunController:
         self._finished = False
         self.listener_calls = 0
         self.throttle = Throttle(self._flush, interval=interval, clock=clock, timer=timer)
-        layout = layout_graph(self.graph)
         # listen first, then take the state: events in between are replayed (seq filters repeats)
         handle.add_listener(self._listen)
         tracker = self._make_tracker(handle.state())
-        self.widget = DagWidget(
-            layout=layout,
-            title=self.graph.name,
-            mode="run",
-            nodes={name: dict(view) for name, view in tracker.nodes.items()},
-            run=dict(tracker.run),
-            on_select=self._detail,
-            on_action=self._action,
-            lock=self.lock,
+        view = dag_view(
+            self.graph,
+            tracker.state,
+            started_at=tracker.started_at,
+            ended_at=tracker.ended_at,
+            digest=self.graph_digest,
         )
+        self.widget = DagWidget(view, on_select=self._detail, on_action=self._action, lock=self.lock)
         self.widget.on_close = self.close
         with self.lock:
             for event in self._early:
@@ -129,7 +129,7 @@ class RunController:
             remove(self._listen)
 
     def _make_tracker(self, state: RunState) -> RunTracker:
-        started, ended = run_times(read_journal(self.folder.events).events)
+        started, ended = run_times(call(self.service.journal(self.run_id)).events)
         return RunTracker(state, started_at=started, ended_at=ended)
 
     # -- runner thread ----------------------------------------------------------------------------
@@ -197,7 +197,9 @@ class RunController:
             start, text = tail.read(limit=PANE_BYTES)
             if not text:
                 continue
-            found.append({"node": name, "attempt": attempt, "stream": stream, "start": start, "end": tail.offset, "text": text})
+            found.append(
+                {"node": name, "attempt": attempt, "stream": stream, "start": start, "end": tail.offset, "text": text}
+            )
             with widget.lock:
                 pane = widget.detail.get(stream)
                 if widget.detail.get("node") != name:
@@ -225,7 +227,7 @@ class RunController:
         if record is None:
             return {}
         attempt_dir = self.folder.attempt_dir(name, record.attempt) if record.attempt else None
-        detail: Detail = load_detail(node=self.graph.node(name), record=record, attempt_dir=attempt_dir)
+        detail: Detail = node_detail(self.graph, name, record, attempt_dir=attempt_dir)
         if detail.get("live") and attempt_dir is not None:
             tails = {}
             for stream in ("stdout", "stderr"):
@@ -274,20 +276,22 @@ class RunController:
                 f"`%workflow resume {self.run_id[:13]} --recover-uncertain --yes`"
             )
             return
-        try:
-            resume = importlib.import_module("rho_notebook.api").resume
-        except (ImportError, AttributeError):
-            self._note(f"resume is not available here; run `rho-notebook resume {self.run_id[:13]} --yes`")
-            return
         digest = self.graph_digest
         try:
-            handle = resume(self.run_id, confirm_digest=digest)
+            handle = self._resume_run(self.run_id, digest)
         except Exception as err:  # RunRefused, NeedsRecovery, ...: say why in the view
             self._note(f"resume refused: {getattr(err, 'message', None) or err}")
             return
         if handle is not None and hasattr(handle, "add_listener"):
             self.attach(handle)
         self._note(f"resumed (confirmed {digest[:19]}…)")
+
+    def _resume_in_background(self, run_id: str, digest: str) -> Any:
+        """Resume on this process's background runner, the Resume button's click being the
+        confirmation of ``digest`` (the digest shown on the button)."""
+        request = ResumeRun(run=run_id, consent=Consent(digest=digest))
+        full = call(self.service.check_resume(request))
+        return default_runner().start_run(self.service, full, resume=True)
 
     def attach(self, handle: RunHandleLike) -> None:
         """Follow a new handle of the same run (after resume)."""
@@ -299,7 +303,7 @@ class RunController:
         handle.add_listener(self._listen)
         with self.lock:
             after = self.tracker.state.last_seq if self.tracker is not None else 0
-        missed = read_journal(self.folder.events, after_seq=after).events
+        missed = call(self.service.journal(self.run_id, after_seq=after)).events
         with self.lock:
             if self.tracker is not None:
                 for event in missed:
@@ -320,13 +324,12 @@ class JournalWatch:
 
     def __init__(self, service: Service, run_id: str, *, interval: float = 0.25) -> None:
         self.service = service
-        self.run_id = service.resolve_run(run_id)
+        self.run_id = call(service.resolve_run(run_id))
         self.interval = interval
-        self._folder = service.runs.folder(self.run_id)
         self._listeners: list[Listener] = []
         self._polling = False
         self._lock = threading.Lock()
-        self._state = service.status(self.run_id)
+        self._state = call(service.status(self.run_id))
         self._unowned_polls = 0
 
     def add_listener(self, callback: Listener) -> None:
@@ -351,13 +354,13 @@ class JournalWatch:
             return self._state.lifecycle.value not in _LIVE
 
     def cancel(self) -> Any:
-        return self.service.cancel(self.run_id)
+        return call(self.service.cancel(self.run_id))
 
     def _poll(self) -> None:
         with self._lock:
             after = self._state.last_seq
-        owned = OwnerLock.is_held(self._folder.lock)  # before reading: an owner writes, then unlocks
-        events = read_journal(self._folder.events, after_seq=after).events
+        owned = self.service.is_owned(self.run_id)  # before reading: an owner writes, then unlocks
+        events = call(self.service.journal(self.run_id, after_seq=after)).events
         with self._lock:
             for event in events:
                 apply(self._state, event)

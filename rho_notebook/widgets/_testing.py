@@ -4,8 +4,8 @@
   sends, installed through ``comm.create_comm`` (the hook the ``comm`` package provides for
   front ends), so a real anywidget instance can be driven and its traffic counted without a kernel.
 - :class:`ThreadRunHandle`: a minimal run handle (``add_listener``, ``state``, ``done``, ``cancel``)
-  that executes a real run with :func:`rho_notebook.run.owner.execute_run` in its own thread and
-  calls listeners on that thread, like ``RunHandle`` does on the runner thread.
+  that executes a real run as its owner (``Service.execute``) in its own thread and calls listeners
+  on that thread, like ``RunHandle`` does on the runner thread.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import copy
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from rho_notebook.run.owner import CancelResult, execute_run
-from rho_notebook.run.state import RunState, apply
-from rho_notebook.service import Service
+from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.service import CancelResult, Service
+from rho_notebook.widgets._call import call
 
 __all__ = ["RecordingComm", "recording_comms", "ThreadRunHandle"]
 
@@ -100,7 +101,7 @@ class ThreadRunHandle:
         self.resume = resume
         self.run_id = run_id
         self._lock = threading.Lock()
-        self._state = service.status(run_id)
+        self._state = call(service.status(run_id))
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,7 +115,7 @@ class ThreadRunHandle:
 
     def _main(self) -> None:
         try:
-            asyncio.run(execute_run(self.service.layout, self.run_id, resume=self.resume, on_event=self._on_event))
+            asyncio.run(self.service.execute(self.run_id, resume=self.resume, on_event=self._on_event))
         except BaseException as err:  # reported to the test through .error
             self.error = err
         finally:
@@ -149,4 +150,4 @@ class ThreadRunHandle:
         return self.state()
 
     def cancel(self) -> CancelResult:
-        return self.service.cancel(self.run_id)
+        return call(self.service.cancel(self.run_id))

@@ -16,7 +16,8 @@ import itertools
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Timer", "Throttle", "Pump", "pump", "DEFAULT_INTERVAL"]
 

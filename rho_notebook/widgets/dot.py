@@ -6,7 +6,8 @@ image needs the system graphviz binary, which rho_notebook never requires.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rho_notebook.model.graph import Graph
 from rho_notebook.widgets.svg import STATE_STYLE
@@ -35,7 +36,7 @@ def to_dot(graph: Graph, *, states: Mapping[str, str] | None = None, reduced: bo
     except ImportError as err:  # pragma: no cover - graphviz is a dependency
         msg = "DOT export needs the graphviz Python package: pip install graphviz"
         raise ImportError(msg) from err
-    from rho_notebook.widgets.layout import layout_graph
+    from rho_notebook.views.layout import layout_graph
 
     dot = graphviz.Digraph(name=graph.name, graph_attr={"rankdir": "TB", "label": graph.name, "labelloc": "t"})
     dot.attr("node", shape="box", style="rounded,filled", fontname="monospace", fontsize="11")

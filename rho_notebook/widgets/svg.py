@@ -1,6 +1,6 @@
 """Static SVG snapshots of a laid-out DAG, for saved notebooks and nbconvert HTML.
 
-The snapshot is drawn from the same :class:`~rho_notebook.widgets.layout.Layout` the live view
+The snapshot is drawn from the same :class:`~rho_notebook.views.layout.Layout` the live view
 uses, with the same colours and icons per state (``STATE_STYLE``; the front end's
 ``js/src/dagview.ts`` repeats them and a test keeps both in step). It is self-contained: inline
 styles only, no scripts, no external fonts.
@@ -9,10 +9,10 @@ styles only, no scripts, no external fonts.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from html import escape
-from typing import Mapping
 
-from rho_notebook.widgets.layout import Layout
+from rho_notebook.views.layout import Layout
 
 __all__ = ["STATE_STYLE", "STATES", "render_svg", "counts_line"]
 

@@ -160,7 +160,9 @@ class Wire:
                 body={
                     "id": "chatcmpl-1",
                     "model": "test-model",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                    ],
                     "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
                 }
             )
@@ -189,7 +191,11 @@ class Wire:
                                 "role": "assistant",
                                 "content": text or None,
                                 "tool_calls": [
-                                    {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                                    {
+                                        "id": cid,
+                                        "type": "function",
+                                        "function": {"name": name, "arguments": json.dumps(args)},
+                                    }
                                     for cid, name, args in calls
                                 ],
                             },

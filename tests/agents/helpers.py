@@ -24,9 +24,7 @@ from tests.agents.fakeserver import OPENAI, ScriptedServer, Wire
 SECRET = "sk-test-0123456789-SECRET-abcdef"
 KEY_ENV = "RHO_TEST_PROVIDER_KEY"
 
-DECISION = RecordSchema(
-    fields=(("decision", EnumSchema(members=("approve", "revise"))), ("summary", StringSchema()))
-)
+DECISION = RecordSchema(fields=(("decision", EnumSchema(members=("approve", "revise"))), ("summary", StringSchema())))
 
 
 def definition(**fields: Any) -> AgentDefinition:

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rho_notebook.agents.loop import LoopLimits
 from rho_notebook.agents.prompts import BASE_PROMPT
 from rho_notebook.model.reference import OutputRef, Template
 from rho_notebook.model.state import NodeState
 from tests.agents.fakeserver import OPENAI, Reply, ScriptedServer
-from tests.agents.helpers import DECISION, KEY_ENV, SECRET, Runner, assert_no_secret, definition, process_alive, settings_for
+from tests.agents.helpers import (
+    DECISION,
+    KEY_ENV,
+    SECRET,
+    Runner,
+    assert_no_secret,
+    definition,
+    process_alive,
+    settings_for,
+)
 
 Serve = Callable[..., ScriptedServer]
 REVIEWER = definition(id="reviewer", tools=("read_file", "list_dir", "grep", "glob"))
@@ -57,7 +67,12 @@ def test_schema_answer_is_parsed_validated_and_stored_apart(runner: Runner, serv
 def test_prompt_template_renders_ancestor_outputs(runner: Runner, serve: Serve) -> None:
     server = serve([OPENAI.answer("Done.")])
     template = Template(parts=("Summary was: ", OutputRef(node="first", path=("summary",)), "."))
-    attempt = runner.run(agent=REVIEWER, settings=settings_for(server), prompt_template=template, outputs={"first": {"summary": "all good"}})
+    attempt = runner.run(
+        agent=REVIEWER,
+        settings=settings_for(server),
+        prompt_template=template,
+        outputs={"first": {"summary": "all good"}},
+    )
     assert attempt.result.state is NodeState.SUCCESS
     assert OPENAI.task(server.requests[0]).startswith("Summary was: all good.")
 
@@ -113,7 +128,9 @@ def test_tool_calls_read_files_in_the_workspace(runner: Runner, serve: Serve) ->
     server = serve(
         [
             OPENAI.tools(("c1", "list_dir", {}), ("c2", "glob", {"pattern": "**/*.py"})),
-            OPENAI.tools(("c3", "read_file", {"path": "README.md"}), ("c4", "grep", {"pattern": "TODO", "path": "src"})),
+            OPENAI.tools(
+                ("c3", "read_file", {"path": "README.md"}), ("c4", "grep", {"pattern": "TODO", "path": "src"})
+            ),
             OPENAI.answer('{"decision": "revise", "summary": "a TODO is left in src/app.py"}'),
         ]
     )
@@ -138,12 +155,16 @@ def test_tool_calls_read_files_in_the_workspace(runner: Runner, serve: Serve) ->
 def test_read_only_agent_asking_for_write_is_refused(runner: Runner, serve: Serve) -> None:
     server = serve(
         [
-            OPENAI.tools(("w1", "write", {"path": "pwned.txt", "content": "x"}), ("w2", "bash", {"command": "touch pwned2"})),
+            OPENAI.tools(
+                ("w1", "write", {"path": "pwned.txt", "content": "x"}), ("w2", "bash", {"command": "touch pwned2"})
+            ),
             OPENAI.answer(APPROVE),
         ]
     )
     # even a definition with every tool gets only read-only tools on a read-only node
-    attempt = runner.run(agent=definition(tools="all"), settings=settings_for(server), output=DECISION, access="read_only")
+    attempt = runner.run(
+        agent=definition(tools="all"), settings=settings_for(server), output=DECISION, access="read_only"
+    )
     assert attempt.result.state is NodeState.SUCCESS
     assert OPENAI.tool_names(server.requests[0]) == ["glob", "grep", "list_dir", "read_file"]
     results = OPENAI.tool_results(server.requests[1])
@@ -155,10 +176,15 @@ def test_read_only_agent_asking_for_write_is_refused(runner: Runner, serve: Serv
 
 
 def test_unoffered_tool_of_a_mutating_agent_is_refused(runner: Runner, serve: Serve) -> None:
-    server = serve([OPENAI.tools(("e1", "edit", {"path": "README.md", "old_string": "42", "new_string": "43"})), OPENAI.answer("ok")])
+    server = serve(
+        [
+            OPENAI.tools(("e1", "edit", {"path": "README.md", "old_string": "42", "new_string": "43"})),
+            OPENAI.answer("ok"),
+        ]
+    )
     attempt = runner.run(agent=definition(tools=("read_file", "write")), settings=settings_for(server))
     assert attempt.result.state is NodeState.SUCCESS
-    (_, text, _), = OPENAI.tool_results(server.requests[1])
+    ((_, text, _),) = OPENAI.tool_results(server.requests[1])
     assert text.startswith("refused: there is no tool 'edit' for this agent; you may use: read_file, write")
     assert "42" in (runner.workspace / "README.md").read_text()
 
@@ -202,7 +228,7 @@ def test_mutating_agent_writes_edits_and_runs_commands(runner: Runner, serve: Se
     attempt = runner.run(agent=definition(tools="all"), settings=settings_for(server))
     assert attempt.result.state is NodeState.SUCCESS, attempt.result.message
     assert (runner.workspace / "notes" / "plan.txt").read_text() == "step two\n"
-    (_, shell, is_error), = OPENAI.tool_results(server.requests[3])[-1:]
+    ((_, shell, is_error),) = OPENAI.tool_results(server.requests[3])[-1:]
     assert shell == "exit code: 3\n--- stdout ---\nstep two\ninspect\n\n--- stderr ---\noops\n"
     assert attempt.usage["tools"] == ["bash", "edit", "glob", "grep", "list_dir", "read_file", "shell", "write"]
     assert "web_search" in attempt.usage["unavailable_tools"]
@@ -212,7 +238,7 @@ def test_shell_tool_does_not_see_the_provider_key(runner: Runner, serve: Serve) 
     server = serve([OPENAI.tools(("s1", "bash", {"command": f"echo key=${KEY_ENV}"})), OPENAI.answer("done")])
     attempt = runner.run(agent=definition(tools=("bash",)), settings=settings_for(server))
     assert attempt.result.state is NodeState.SUCCESS
-    (_, text, _), = OPENAI.tool_results(server.requests[1])
+    ((_, text, _),) = OPENAI.tool_results(server.requests[1])
     assert "key=\n" in text
 
 
@@ -261,7 +287,11 @@ def test_retry_after_beyond_the_limit_is_not_waited_for(runner: Runner, serve: S
 def test_other_http_errors_are_not_retried(runner: Runner, serve: Serve) -> None:
     server = serve([OPENAI.error(500, "boom"), OPENAI.answer(APPROVE)])
     attempt = runner.run(agent=REVIEWER, settings=settings_for(server), output=DECISION)
-    assert attempt.result.state is NodeState.FAILURE and "HTTP 500" in attempt.result.message and "boom" in attempt.result.message
+    assert (
+        attempt.result.state is NodeState.FAILURE
+        and "HTTP 500" in attempt.result.message
+        and "boom" in attempt.result.message
+    )
     assert len(server.requests) == 1
 
 
@@ -410,7 +440,10 @@ def test_default_provider_unknown_at_run_time(runner: Runner, serve: Serve) -> N
     settings = settings_for(server).model_copy(update={"default_provider": "nowhere"})
     attempt = runner.run(agent=REVIEWER, settings=settings, output=DECISION)
     assert attempt.result.state is NodeState.FAILURE and attempt.usage["failure"]["kind"] == "config"
-    assert "provider 'nowhere' (from the settings' default_provider) is not defined in settings (providers: local" in attempt.result.message
+    assert (
+        "provider 'nowhere' (from the settings' default_provider) is not defined in settings (providers: local"
+        in attempt.result.message
+    )
 
 
 def test_unsupplied_extension_capability_fails_at_bind(runner: Runner, serve: Serve) -> None:
@@ -422,7 +455,9 @@ def test_unsupplied_extension_capability_fails_at_bind(runner: Runner, serve: Se
 
 def test_replace_prompt_is_the_whole_system_prompt_and_reasoning_is_sent(runner: Runner, serve: Serve) -> None:
     server = serve([OPENAI.answer("ok")])
-    agent = definition(prompt="replace", body="You only say ok.", reasoning="off", model_policy="select", model="other-model")
+    agent = definition(
+        prompt="replace", body="You only say ok.", reasoning="off", model_policy="select", model="other-model"
+    )
     attempt = runner.run(agent=agent, settings=settings_for(server))
     assert attempt.result.state is NodeState.SUCCESS
     request = server.requests[0]

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.agents.answer import AnswerError, describe_schema, parse_typed_answer
+from rho_notebook.agents.answer import describe_schema, parse_typed_answer
 from rho_notebook.agents.provider import ToolCall
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.resolve import read_credential, select_model
-from rho_notebook.agents.session import AgentFailure
 from rho_notebook.agents.settings import AgentSettings, AuthProfile, ProviderSettings
 from rho_notebook.agents.tools import ToolBox, ToolLimits, ToolResult
+from rho_notebook.errors import AgentFailure, AnswerError
 from rho_notebook.model.schema import (
     BoolSchema,
     EnumSchema,
@@ -110,7 +110,12 @@ def box(tmp_path: Path) -> ToolBox:
     (root / "bin.dat").write_bytes(b"\0\1\2")
     (root / ".git").mkdir()
     (root / ".git" / "config").write_text("needle in git\n")
-    return ToolBox(root, offered={"read_file", "list_dir", "grep", "glob", "write", "edit", "bash"}, environ={"PATH": os.environ["PATH"]}, read_only=False)
+    return ToolBox(
+        root,
+        offered={"read_file", "list_dir", "grep", "glob", "write", "edit", "bash"},
+        environ={"PATH": os.environ["PATH"]},
+        read_only=False,
+    )
 
 
 def test_read_file_window(box: ToolBox) -> None:
@@ -123,7 +128,9 @@ def test_read_file_window(box: ToolBox) -> None:
 
 def test_grep_and_glob_skip_git(box: ToolBox) -> None:
     assert call(box, "grep", pattern="needle").content == "a/b/deep.txt:1: needle here"
-    assert call(box, "grep", pattern="NEEDLE", ignore_case=True, include="*.txt").content == "a/b/deep.txt:1: needle here"
+    assert (
+        call(box, "grep", pattern="NEEDLE", ignore_case=True, include="*.txt").content == "a/b/deep.txt:1: needle here"
+    )
     assert call(box, "grep", pattern="(").is_error
     assert call(box, "glob", pattern="**/*.txt").content == "a/b/deep.txt\nlines.txt"
     assert call(box, "glob", pattern="a/*").content == "a/b/"
@@ -144,13 +151,22 @@ def test_write_through_a_symlink_to_outside_is_refused(box: ToolBox, tmp_path: P
 
 def test_edit_needs_a_unique_match(box: ToolBox) -> None:
     assert "occurs 10 times" in call(box, "edit", path="lines.txt", old_string="line", new_string="row").content
-    assert call(box, "edit", path="lines.txt", old_string="line", new_string="row", replace_all=True).content == "replaced 10 occurrences in lines.txt"
+    assert (
+        call(box, "edit", path="lines.txt", old_string="line", new_string="row", replace_all=True).content
+        == "replaced 10 occurrences in lines.txt"
+    )
     assert "does not occur" in call(box, "edit", path="lines.txt", old_string="line", new_string="x").content
 
 
 def test_output_is_bounded(tmp_path: Path) -> None:
     (tmp_path / "big.txt").write_text("x" * 5000 + "\n")
-    small = ToolBox(tmp_path, offered={"read_file", "bash"}, environ={"PATH": os.environ["PATH"]}, read_only=False, limits=ToolLimits(output_bytes=1000))
+    small = ToolBox(
+        tmp_path,
+        offered={"read_file", "bash"},
+        environ={"PATH": os.environ["PATH"]},
+        read_only=False,
+        limits=ToolLimits(output_bytes=1000),
+    )
     assert call(small, "read_file", path="big.txt").content.endswith("[... output truncated at 1000 bytes of 5007]")
     shell = call(small, "bash", command="yes | head -c 5000").content
     assert "--- stdout (truncated) ---" in shell and len(shell) < 700
@@ -212,9 +228,21 @@ def test_auth_profile_selects_the_credential() -> None:
     [
         (definition(), SETTINGS.model_copy(update={"default_model": None}), "settings set no default_model"),
         (definition(model_policy="select", model="@fast"), SETTINGS, "model alias '@fast'"),
-        (definition(model_policy="select", model="m", provider="gone"), SETTINGS, "provider 'gone' (from the agent file) is not defined"),
-        (definition(model_policy="select", model="m", provider="local", auth="team"), SETTINGS, "only valid for provider 'hosted'"),
-        (definition(model_policy="select", model="m"), SETTINGS.model_copy(update={"default_provider": None}), "without a provider"),
+        (
+            definition(model_policy="select", model="m", provider="gone"),
+            SETTINGS,
+            "provider 'gone' (from the agent file) is not defined",
+        ),
+        (
+            definition(model_policy="select", model="m", provider="local", auth="team"),
+            SETTINGS,
+            "only valid for provider 'hosted'",
+        ),
+        (
+            definition(model_policy="select", model="m"),
+            SETTINGS.model_copy(update={"default_provider": None}),
+            "without a provider",
+        ),
     ],
 )
 def test_selection_failures(agent: Any, settings: AgentSettings, expected: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rho_notebook.agents.claude_cli import claude_arguments
-from rho_notebook.agents.session import AgentFailure
+from rho_notebook.errors import AgentFailure
 from rho_notebook.model.state import NodeState
 from tests.agents.helpers import DECISION, Runner, definition, install_fake_claude, process_alive
 

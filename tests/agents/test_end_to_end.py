@@ -9,8 +9,9 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,9 @@ def configure(project: Project, server: ScriptedServer, **extra: Any) -> None:
     (project.home / "settings.json").write_text(json.dumps(settings))
 
 
-def run_cli(project: Project, entry: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+def run_cli(
+    project: Project, entry: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
     plan = project.cli("plan", entry, "--output", "json", *args, env=env or ENV)
     assert plan.returncode == 0, plan.stdout + plan.stderr
     result = project.cli("run", json.loads(plan.stdout)["plan_id"], "--yes", "--output", "jsonl", env=env or ENV)
@@ -76,7 +79,10 @@ def test_inspect_then_check_when_approved(example: Project, serve: Serve) -> Non
     assert {n: v["state"] for n, v in state["nodes"].items()} == {"inspect": "success", "check": "success"}
     run_id = state["run_id"]
     inspect_dir = attempt_dir(example, run_id, "inspect")
-    assert json.loads((inspect_dir / "value.json").read_text()) == {"decision": "approve", "summary": "main prints hello"}
+    assert json.loads((inspect_dir / "value.json").read_text()) == {
+        "decision": "approve",
+        "summary": "main prints hello",
+    }
     assert (inspect_dir / "answer.txt").exists() and (inspect_dir / "transcript.json").exists()
     usage = json.loads((inspect_dir / "usage.json").read_text())
     assert (usage["provider"], usage["model"], usage["turns"], usage["tool_calls"]) == ("local", "test-model", 2, 1)
@@ -199,7 +205,9 @@ WORKFLOW = define(inputs = {}, build = build)
 """
 
 
-def test_agent_files_with_every_front_matter_field_resolve_and_run(project: Project, serve: Serve, tmp_path: Path) -> None:
+def test_agent_files_with_every_front_matter_field_resolve_and_run(
+    project: Project, serve: Serve, tmp_path: Path
+) -> None:
     project.write(".rho/workflows/full/agents/full-rho.md", RHO_EVERY_FIELD)
     project.write(".rho/workflows/full/agents/full-claude.md", CLAUDE_EVERY_FIELD)
     project.write(".rho/workflows/full/flow.star", EVERY_FIELD_FLOW)
@@ -238,7 +246,10 @@ def test_agent_files_with_every_front_matter_field_resolve_and_run(project: Proj
     assert argv[argv.index("--model") + 1] == "claude-opus-5" and argv[argv.index("--effort") + 1] == "xhigh"
     assert argv[argv.index("--tools") + 1] == "Read,Grep,Bash"
     assert argv[argv.index("--allowedTools") + 1 : argv.index("--allowedTools") + 4] == ["Read", "Grep", "Bash(git *)"]
-    assert "--system-prompt-file" in argv and seen["system_prompt"] == "You plan changes. Answer with exactly the JSON asked for."
+    assert (
+        "--system-prompt-file" in argv
+        and seen["system_prompt"] == "You plan changes. Answer with exactly the JSON asked for."
+    )
     assert seen["stdin"].startswith("Plan after: rho says fine")
     run_id = state["run_id"]
     rho_usage = json.loads((attempt_dir(project, run_id, "rho") / "usage.json").read_text())
@@ -252,20 +263,29 @@ def test_agent_files_with_every_front_matter_field_resolve_and_run(project: Proj
 
 
 def test_unknown_provider_in_an_agent_file_fails_at_plan_time(project: Project, serve: Serve) -> None:
-    project.write(".rho/workflows/full/agents/full-rho.md", RHO_EVERY_FIELD.replace("provider: local", "provider: elsewhere"))
-    project.write(".rho/workflows/full/flow.star", EVERY_FIELD_FLOW.replace(', agent = "full-claude"', ', agent = "full-rho"'))
+    project.write(
+        ".rho/workflows/full/agents/full-rho.md", RHO_EVERY_FIELD.replace("provider: local", "provider: elsewhere")
+    )
+    project.write(
+        ".rho/workflows/full/flow.star", EVERY_FIELD_FLOW.replace(', agent = "full-claude"', ', agent = "full-rho"')
+    )
     configure(project, serve([]), auth_profiles={"local-key": {"api_key_env": KEY_ENV}})
     result = project.cli("plan", ".rho/workflows/full/flow.star")
     assert result.returncode != 0
     path = project.root / ".rho/workflows/full/agents/full-rho.md"
-    assert f"{path}:8:1: error[agent.provider]: agent 'full-rho' names provider 'elsewhere', which settings do not define" in result.stderr
+    assert (
+        f"{path}:8:1: error[agent.provider]: agent 'full-rho' names provider 'elsewhere', which settings do not define"
+        in result.stderr
+    )
     assert "providers: local" in result.stderr
     assert project.stored_plans() == []
 
 
 def test_unknown_auth_profile_fails_at_plan_time(project: Project, serve: Serve) -> None:
     project.write(".rho/workflows/full/agents/full-rho.md", RHO_EVERY_FIELD)
-    project.write(".rho/workflows/full/flow.star", EVERY_FIELD_FLOW.replace(', agent = "full-claude"', ', agent = "full-rho"'))
+    project.write(
+        ".rho/workflows/full/flow.star", EVERY_FIELD_FLOW.replace(', agent = "full-claude"', ', agent = "full-rho"')
+    )
     configure(project, serve([]))
     with pytest.raises(InvalidWorkflow) as caught:
         project.plan(".rho/workflows/full/flow.star", store=False)

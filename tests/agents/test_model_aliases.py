@@ -5,24 +5,23 @@ and aliased models reaching a real local provider server."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from rho_notebook.agents.definition import parse_agent_definition
 from rho_notebook.agents.resolve import check_agent_provider, select_model
-from rho_notebook.agents.session import AgentFailure
 from rho_notebook.agents.settings import (
     AgentSettings,
     AuthProfile,
     ModelAlias,
     ProviderSettings,
-    SettingsError,
     load_settings,
     parse_settings,
 )
-from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.errors import AgentFailure, InvalidWorkflow, SettingsError
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.state import NodeState
 from tests.agents.fakeserver import OPENAI, ScriptedServer
@@ -68,15 +67,36 @@ def test_no_aliases_is_an_empty_mapping() -> None:
 @pytest.mark.parametrize(
     ("aliases", "expected"),
     [
-        ({"fast": {"model": "m", "temperature": 0.2}}, "model_aliases.fast.temperature: unknown key; expected one of: model, provider"),
-        ({"fast": {"model": "m", "api_key_env": "K"}}, "model_aliases.fast.api_key_env: unknown key; expected one of: model, provider"),
-        ({"fast": {"provider": "local"}}, "model_aliases.fast.model: required; the name of the model this alias stands for"),
+        (
+            {"fast": {"model": "m", "temperature": 0.2}},
+            "model_aliases.fast.temperature: unknown key; expected one of: model, provider",
+        ),
+        (
+            {"fast": {"model": "m", "api_key_env": "K"}},
+            "model_aliases.fast.api_key_env: unknown key; expected one of: model, provider",
+        ),
+        (
+            {"fast": {"provider": "local"}},
+            "model_aliases.fast.model: required; the name of the model this alias stands for",
+        ),
         ({"fast": {"model": ""}}, "model_aliases.fast.model: must be a non-empty model name without whitespace"),
-        ({"fast": {"model": "two words"}}, "model_aliases.fast.model: must be a non-empty model name without whitespace"),
+        (
+            {"fast": {"model": "two words"}},
+            "model_aliases.fast.model: must be a non-empty model name without whitespace",
+        ),
         ({"fast": {"model": 8}}, "model_aliases.fast.model: must be a non-empty model name without whitespace"),
-        ({"fast": {"model": "@smart"}, "smart": {"model": "gpt-5"}}, "model_aliases.fast.model: names another alias; aliases do not chain"),
-        ({"fast": {"model": "m", "provider": ""}}, "model_aliases.fast.provider: must be a non-empty provider name without whitespace"),
-        ({"fast": {"model": "m", "provider": ["local"]}}, "model_aliases.fast.provider: must be a non-empty provider name without whitespace"),
+        (
+            {"fast": {"model": "@smart"}, "smart": {"model": "gpt-5"}},
+            "model_aliases.fast.model: names another alias; aliases do not chain",
+        ),
+        (
+            {"fast": {"model": "m", "provider": ""}},
+            "model_aliases.fast.provider: must be a non-empty provider name without whitespace",
+        ),
+        (
+            {"fast": {"model": "m", "provider": ["local"]}},
+            "model_aliases.fast.provider: must be a non-empty provider name without whitespace",
+        ),
         ({"fast": "qwen3:8b"}, "model_aliases.fast: must be an object"),
         ({"a b": {"model": "m"}}, "model_aliases: the name 'a b' must be non-empty and contain no whitespace"),
         ({"@fast": {"model": "m"}}, "model_aliases: the name '@fast' starts with @; write the alias name without it"),
@@ -94,7 +114,10 @@ def test_every_problem_of_an_alias_is_reported_together() -> None:
     with pytest.raises(SettingsError) as caught:
         parse_settings({"model_aliases": {"fast": {"model": "@x", "extra": 1}}}, source=SOURCE)
     message = caught.value.message
-    assert "model_aliases.fast.extra: unknown key" in message and "model_aliases.fast.model: names another alias" in message
+    assert (
+        "model_aliases.fast.extra: unknown key" in message
+        and "model_aliases.fast.model: names another alias" in message
+    )
 
 
 def test_an_alias_provider_must_be_a_defined_provider(tmp_path: Path) -> None:
@@ -114,7 +137,9 @@ def test_an_alias_provider_is_checked_after_merging(tmp_path: Path) -> None:
     write(home / "settings.json", {"model_aliases": {"team": {"provider": "gateway", "model": "big"}}})
     write(workspace / ".rho" / "settings.json", {"providers": {"gateway": {"type": "openai"}}})
     assert load_settings(home, workspace, trusted=True).model_aliases["team"].provider == "gateway"
-    with pytest.raises(SettingsError, match=r"model_aliases\.team\.provider: 'gateway' is not a provider \(providers defined: none\)"):
+    with pytest.raises(
+        SettingsError, match=r"model_aliases\.team\.provider: 'gateway' is not a provider \(providers defined: none\)"
+    ):
         load_settings(home, workspace, trusted=False)
 
 
@@ -214,12 +239,19 @@ def test_auth_profile_is_checked_against_the_alias_provider() -> None:
     with pytest.raises(AgentFailure) as caught:
         select_model(pinned("@fast", auth="team"), SETTINGS)
     assert caught.value.kind == "config"
-    assert "auth profile 'team' is only valid for provider 'hosted', but agent 'tester' uses provider 'local'" in caught.value.message
+    assert (
+        "auth profile 'team' is only valid for provider 'hosted', but agent 'tester' uses provider 'local'"
+        in caught.value.message
+    )
 
 
 def test_inherit_resolves_an_aliased_default_model() -> None:
     on_alias_provider = select_model(definition(), SETTINGS.model_copy(update={"default_model": "@big"}))
-    assert (on_alias_provider.provider, on_alias_provider.model, on_alias_provider.alias) == ("hosted", "claude-big", "@big")
+    assert (on_alias_provider.provider, on_alias_provider.model, on_alias_provider.alias) == (
+        "hosted",
+        "claude-big",
+        "@big",
+    )
     on_default = select_model(definition(), SETTINGS.model_copy(update={"default_model": "@smart"}))
     assert (on_default.provider, on_default.model, on_default.alias) == ("local", "gpt-5", "@smart")
     no_default_provider = SETTINGS.model_copy(update={"default_model": "@fast", "default_provider": None})
@@ -274,7 +306,15 @@ def test_inherit_keeps_its_plain_default_model() -> None:
             "provider 'gone' (from model alias '@lost') is not defined in settings (providers: hosted, local",
         ),
     ],
-    ids=["unknown", "no-aliases", "inherit-unknown", "provider-conflict", "no-provider", "inherit-no-provider", "alias-provider-gone"],
+    ids=[
+        "unknown",
+        "no-aliases",
+        "inherit-unknown",
+        "provider-conflict",
+        "no-provider",
+        "inherit-no-provider",
+        "alias-provider-gone",
+    ],
 )
 def test_alias_failures(agent: AgentDefinition, settings: AgentSettings, expected: str) -> None:
     with pytest.raises(AgentFailure) as caught:
@@ -295,13 +335,17 @@ def agent_file(tmp_path: Path, *lines: str) -> tuple[AgentDefinition, Path]:
     return parse_agent_definition(text, file=str(path), default_id="aliased", origin="workflow"), path
 
 
-def plan_check(agent: AgentDefinition, path: Path, home: Path, workspace: Path | None = None, *, trusted: bool = False) -> None:
+def plan_check(
+    agent: AgentDefinition, path: Path, home: Path, workspace: Path | None = None, *, trusted: bool = False
+) -> None:
     check_agent_provider(agent, user_home=home, workspace=workspace, trusted=trusted, file=path)
 
 
 def test_unknown_alias_is_a_diagnostic_on_the_model_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    settings_file = write(home / "settings.json", {"providers": {"local": {"type": "openai"}}, "model_aliases": {"fast": {"model": "m"}}})
+    settings_file = write(
+        home / "settings.json", {"providers": {"local": {"type": "openai"}}, "model_aliases": {"fast": {"model": "m"}}}
+    )
     agent, path = agent_file(tmp_path, "reasoning: low", 'model: "@fsat"')
     with pytest.raises(InvalidWorkflow) as caught:
         plan_check(agent, path, home)
@@ -315,7 +359,10 @@ def test_unknown_alias_is_a_diagnostic_on_the_model_line(tmp_path: Path) -> None
 
 def test_known_alias_passes_the_plan_check(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    write(home / "settings.json", {"providers": {"local": {"type": "openai"}}, "model_aliases": {"fast": {"provider": "local", "model": "m"}}})
+    write(
+        home / "settings.json",
+        {"providers": {"local": {"type": "openai"}}, "model_aliases": {"fast": {"provider": "local", "model": "m"}}},
+    )
     agent, path = agent_file(tmp_path, 'model: "@fast"', "provider: local")
     plan_check(agent, path, home)  # no InvalidWorkflow
 
@@ -348,7 +395,10 @@ def test_provider_conflict_is_reported_at_plan_time(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write(
         home / "settings.json",
-        {"providers": {"local": {"type": "openai"}, "hosted": {"type": "openai"}}, "model_aliases": {"fast": {"provider": "local", "model": "m"}}},
+        {
+            "providers": {"local": {"type": "openai"}, "hosted": {"type": "openai"}},
+            "model_aliases": {"fast": {"provider": "local", "model": "m"}},
+        },
     )
     agent, path = agent_file(tmp_path, 'model: "@fast"', "provider: hosted")
     with pytest.raises(InvalidWorkflow) as caught:
@@ -375,7 +425,10 @@ def test_plan_time_auth_check_uses_the_alias_provider(tmp_path: Path) -> None:
         plan_check(bad, bad_path, home)
     (found,) = caught.value.diagnostics()
     assert (found.rule, found.line) == ("agent.auth", 5)
-    assert "auth profile 'team' is only valid for provider 'hosted', but agent 'aliased' uses provider 'local'" in found.message
+    assert (
+        "auth profile 'team' is only valid for provider 'hosted', but agent 'aliased' uses provider 'local'"
+        in found.message
+    )
 
 
 # -- attempts against a real local server ----------------------------------------------------
@@ -386,7 +439,10 @@ def test_an_aliased_agent_sends_the_aliased_model(runner: Runner, serve: Serve) 
     base = settings_for(server)  # provider "local" at the server, default_model "test-model"
     settings = base.model_copy(
         update={
-            "providers": {**base.providers, "unreachable": ProviderSettings(type="openai", base_url="http://127.0.0.1:9/v1")},
+            "providers": {
+                **base.providers,
+                "unreachable": ProviderSettings(type="openai", base_url="http://127.0.0.1:9/v1"),
+            },
             "default_provider": "unreachable",  # would fail the attempt if the alias's provider were ignored
             "model_aliases": {"fast": ModelAlias(provider="local", model="aliased-model")},
         }
@@ -395,7 +451,11 @@ def test_an_aliased_agent_sends_the_aliased_model(runner: Runner, serve: Serve) 
     assert attempt.result.state is NodeState.SUCCESS, attempt.result.message
     assert [r.body["model"] for r in server.requests] == ["aliased-model"]
     assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
-    assert (attempt.usage["provider"], attempt.usage["model"], attempt.usage["model_alias"]) == ("local", "aliased-model", "@fast")
+    assert (attempt.usage["provider"], attempt.usage["model"], attempt.usage["model_alias"]) == (
+        "local",
+        "aliased-model",
+        "@fast",
+    )
     transcript = attempt.artifact("transcript.json")
     assert (transcript["model"], transcript["model_alias"]) == ("aliased-model", "@fast")
 
@@ -404,7 +464,9 @@ def test_an_unknown_alias_fails_the_attempt_before_any_request(runner: Runner, s
     server = serve([])
     attempt = runner.run(agent=pinned("@fast"), settings=settings_for(server), output=DECISION)
     assert attempt.result.state is NodeState.FAILURE and attempt.usage["failure"]["kind"] == "config"
-    assert "agent config: agent 'tester' uses model alias '@fast', which settings do not define" in attempt.result.message
+    assert (
+        "agent config: agent 'tester' uses model alias '@fast', which settings do not define" in attempt.result.message
+    )
     assert server.requests == []
 
 

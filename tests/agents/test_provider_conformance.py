@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,9 @@ def test_answer_usage_and_request_shape(wire: Wire, runner: Runner, serve: Serve
 def test_tool_round_trip(wire: Wire, runner: Runner, serve: Serve) -> None:
     server = serve(
         [
-            wire.tools(("t1", "read_file", {"path": "README.md"}), ("t2", "read_file", {"path": "nope.md"}), text="Reading."),
+            wire.tools(
+                ("t1", "read_file", {"path": "README.md"}), ("t2", "read_file", {"path": "nope.md"}), text="Reading."
+            ),
             wire.answer(APPROVE),
         ]
     )
@@ -117,7 +120,10 @@ def test_anthropic_thinking_blocks_are_echoed_back(runner: Runner, serve: Serve)
     thinking = {"type": "thinking", "thinking": "I should read the README.", "signature": "sig-1"}
     first = Reply(
         body={
-            "content": [thinking, {"type": "tool_use", "id": "tu1", "name": "read_file", "input": {"path": "README.md"}}],
+            "content": [
+                thinking,
+                {"type": "tool_use", "id": "tu1", "name": "read_file", "input": {"path": "README.md"}},
+            ],
             "stop_reason": "tool_use",
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }

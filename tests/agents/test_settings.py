@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.agents.settings import SettingsError, load_settings, parse_settings
-from rho_notebook.errors import StoreError
+from rho_notebook.agents.settings import load_settings, parse_settings
+from rho_notebook.errors import SettingsError, StoreError
 
 LITERAL = "sk-live-abcdefghijklmnop"
 
@@ -88,10 +88,19 @@ def test_credential_in_an_auth_profile_is_rejected(tmp_path: Path) -> None:
     ("data", "expected"),
     [
         ({"providers": {"x": {"type": "grpc"}}}, "providers.x.type: Input should be 'openai' or 'anthropic'"),
-        ({"providers": {"x": {"type": "openai", "model": "m"}}}, "providers.x.model: unknown key; expected one of: type, base_url"),
-        ({"providers": {"x": {"type": "openai", "max_retries": 99}}}, "providers.x.max_retries: Input should be less than or equal to 10"),
+        (
+            {"providers": {"x": {"type": "openai", "model": "m"}}},
+            "providers.x.model: unknown key; expected one of: type, base_url",
+        ),
+        (
+            {"providers": {"x": {"type": "openai", "max_retries": 99}}},
+            "providers.x.max_retries: Input should be less than or equal to 10",
+        ),
         ({"providers": {"x": {"type": "openai", "base_url": "ftp://h"}}}, "is not an http(s) URL"),
-        ({"providers": {"x": {"type": "openai", "api_key_env": "A", "auth_profile": "p"}}}, "set api_key_env or auth_profile, not both"),
+        (
+            {"providers": {"x": {"type": "openai", "api_key_env": "A", "auth_profile": "p"}}},
+            "set api_key_env or auth_profile, not both",
+        ),
         ({"providers": []}, "providers: must be an object"),
         ({"default_model": "two words"}, "default_model: must be a non-empty name without whitespace"),
     ],
@@ -109,7 +118,10 @@ def test_auth_profile_references_are_checked(tmp_path: Path) -> None:
         load_settings(tmp_path)
     write(
         tmp_path / "settings.json",
-        {"providers": {"x": {"type": "openai", "auth_profile": "p"}}, "auth_profiles": {"p": {"api_key_env": "K", "provider": "y"}}},
+        {
+            "providers": {"x": {"type": "openai", "auth_profile": "p"}},
+            "auth_profiles": {"p": {"api_key_env": "K", "provider": "y"}},
+        },
     )
     with pytest.raises(SettingsError, match="profile 'p' is only valid for provider 'y'"):
         load_settings(tmp_path)
@@ -123,7 +135,10 @@ def test_not_json_is_a_store_error(tmp_path: Path) -> None:
 
 def test_project_settings_apply_only_when_trusted(tmp_path: Path) -> None:
     home, workspace = tmp_path / "home", tmp_path / "ws"
-    write(home / "settings.json", {"providers": {"local": {"type": "openai"}}, "default_provider": "local", "default_model": "a"})
+    write(
+        home / "settings.json",
+        {"providers": {"local": {"type": "openai"}}, "default_provider": "local", "default_model": "a"},
+    )
     write(
         workspace / ".rho" / "settings.json",
         {"providers": {"local": {"type": "anthropic"}, "extra": {"type": "openai"}}, "default_model": "b"},

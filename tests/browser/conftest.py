@@ -17,9 +17,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, chromium: Path) -> Iterator[La
     labconfig = dirs["config"] / "labconfig"
     labconfig.mkdir()
     # no "news?" toast over the screenshots (and no request for it)
-    (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
     token = secrets.token_hex(16)
     port = _free_port()
     env = {
@@ -115,7 +118,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, chromium: Path) -> Iterator[La
         args.append("--allow-root")
     log = base / "lab.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen(args, env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            args, env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     found = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, home=dirs["home"], log=log, process=process)
     deadline = time.monotonic() + 90
     while True:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.browser
 QUICKSTART = REPO / "notebooks" / "01_quickstart.ipynb"
 FINAL = ("success", "failure", "denial", "cancellation", "skipped", "blocked")
 
-DEMO_SOURCE = '''
+DEMO_SOURCE = """
 def build(inputs):
     fetch = command(name = "fetch", argv = ["sh", "-c", "for i in 1 2 3; do echo fetching part $i; sleep 0.3; done"],
         timeout_seconds = 30, max_output_bytes = 4096)
@@ -40,7 +40,7 @@ def build(inputs):
     return workflow(name = "demo", nodes = [fetch, count, big, small, report])
 
 WORKFLOW = define(inputs = {}, build = build)
-'''
+"""
 
 
 def _notebook(cells: list[str]) -> nbformat.NotebookNode:
@@ -62,17 +62,17 @@ def _demo_notebook(root: Path) -> str:
         "root = pathlib.Path('demo').resolve()\n"
         "(root / '.rho').mkdir(parents=True, exist_ok=True)\n"
         f"(root / 'demo.star').write_text({DEMO_SOURCE!r})\n"
-        "service = Service.default()",
+        "service = Service.default()\n"
+        "from rho_notebook.service import Consent, StartRun, default_runner\n"
+        "def created(plan):\n"
+        "    return default_runner().call(service.create_run_of(plan, StartRun(plan=plan.plan_id, consent=Consent(yes=True))))",
         "plan = await service.plan(service.request_for(root / 'demo.star', inputs={}, workspace=Workspace(root=root)))\n"
         "plan.plan_id",
-        "handle = ThreadRunHandle(service, service.create_run(plan))\n"
-        "view = run_view(handle)\n"
-        "handle.start()\n"
-        "view",
+        "handle = ThreadRunHandle(service, created(plan))\nview = run_view(handle)\nhandle.start()\nview",
         # blocks the kernel's main thread until the run ends: the view keeps updating meanwhile;
         # then an agent-style answer.md (with markup a sanitizer must drop) for the pane to render
         "final = handle.wait()\n"
-        "folder = service.runs.folder(handle.run_id).attempt_dir('big', 1)\n"
+        "folder = service.run_store.folder(handle.run_id).attempt_dir('big', 1)\n"
         "(folder / 'answer.md').write_text('# Findings\\n\\n- **bold** item\\n\\n<img src=x onerror=\"window.pwned=1\">\\n')\n"
         "final.outcome",
     ]
@@ -106,7 +106,7 @@ def _wait_idle(page: Any, timeout: float = 120_000) -> None:
 
 def _errors(page: Any) -> list[str]:
     return page.evaluate(
-        "() => Array.from(document.querySelectorAll('.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.stderr\"], .jp-RenderedText[data-mime-type=\"application/vnd.jupyter.error\"]')).map(e => e.textContent.slice(0, 2000))"
+        '() => Array.from(document.querySelectorAll(\'.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], .jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]\')).map(e => e.textContent.slice(0, 2000))'
     )
 
 
@@ -130,9 +130,13 @@ def _run_until_final(page: Any, lab: Lab, relative: str) -> tuple[Any, list[list
     )
     _wait_idle(page)
     dag.scroll_into_view_if_needed()
-    states = dag.evaluate("el => Array.from(el.querySelectorAll('g.rho-node')).map(g => [g.dataset.name, g.dataset.state])")
+    states = dag.evaluate(
+        "el => Array.from(el.querySelectorAll('g.rho-node')).map(g => [g.dataset.name, g.dataset.state])"
+    )
     assert states and all(state in FINAL for _, state in states), states
-    counts = dag.evaluate("el => Object.fromEntries(Array.from(el.querySelectorAll('.rho-chip[data-state]')).map(c => [c.dataset.state, Number(c.querySelector('b').textContent)]))")
+    counts = dag.evaluate(
+        "el => Object.fromEntries(Array.from(el.querySelectorAll('.rho-chip[data-state]')).map(c => [c.dataset.state, Number(c.querySelector('b').textContent)]))"
+    )
     assert sum(counts.values()) == len(states)
     return dag, states
 
@@ -169,7 +173,13 @@ def test_output_pane_selection_and_saved_snapshot(lab: Lab, page: Any) -> None:
     full dependency set on selection, and the static SVG of the final states in the saved file."""
     relative = _demo_notebook(lab.root)
     dag, states = _run_until_final(page, lab, relative)
-    assert dict(states) == {"big": "success", "count": "success", "fetch": "success", "report": "success", "small": "skipped"}
+    assert dict(states) == {
+        "big": "success",
+        "count": "success",
+        "fetch": "success",
+        "report": "success",
+        "small": "skipped",
+    }
     pane = _select(dag, "fetch")
     assert "fetching part 3" in pane.locator(".rho-section-stdout pre").inner_text()
     pane = _select(dag, "count")
@@ -203,7 +213,7 @@ def test_750_node_plan_renders_within_two_seconds(lab: Lab, page: Any) -> None:
         "from rho_notebook.service import Service\n"
         "from rho_notebook.source.workspace import Workspace\n"
         "from rho_notebook.widgets import graph_view\n"
-        "from rho_notebook.widgets.layout import layout_graph\n"
+        "from rho_notebook.views.layout import layout_graph\n"
         "root = pathlib.Path('big').resolve(); (root / '.rho').mkdir(parents=True, exist_ok=True)\n"
         "entry = write_case(graph_case(), root)\n"
         "service = Service.default()\n"
@@ -236,7 +246,12 @@ def test_750_node_plan_renders_within_two_seconds(lab: Lab, page: Any) -> None:
     assert dag.locator("path.rho-dep").count() == 10
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "lab-750-nodes.png"))
-    timings = {"layout_ms": layout_ms, "graph_view_ms": view_ms, "browser_render_ms": render_ms, "select_to_pane_ms": round(select_ms, 1)}
+    timings = {
+        "layout_ms": layout_ms,
+        "graph_view_ms": view_ms,
+        "browser_render_ms": render_ms,
+        "select_to_pane_ms": round(select_ms, 1),
+    }
     (ARTIFACTS / "widget-timings.json").write_text(json.dumps(timings, indent=2) + "\n")
     print(timings)
     assert view_ms < 2000, timings
@@ -258,10 +273,13 @@ def test_plan_card_run_button_and_hub(lab: Lab, page: Any) -> None:
         "root = pathlib.Path('card').resolve(); (root / '.rho').mkdir(parents=True, exist_ok=True)\n"
         f"(root / 'demo.star').write_text({DEMO_SOURCE!r})\n"
         "service = Service.default()\n"
+        "from rho_notebook.service import Consent, StartRun, default_runner\n"
+        "def created(plan):\n"
+        "    return default_runner().call(service.create_run_of(plan, StartRun(plan=plan.plan_id, consent=Consent(yes=True))))\n"
         "plan = await service.plan(service.request_for(root / 'demo.star', inputs={}, workspace=Workspace(root=root)))\n"
         "started = []\n"
         "def on_run():\n"
-        "    handle = ThreadRunHandle(service, service.create_run(plan)).start()\n"
+        "    handle = ThreadRunHandle(service, created(plan)).start()\n"
         "    started.append(handle)\n"
         "    return handle\n"
         "plan_card(plan, on_run=on_run)",

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.browser
 
 C = "timeout_seconds = 120, max_output_bytes = 10000"
 
-RELEASE = star(f'''
+RELEASE = star(f"""
 return workflow(name = "release", nodes = [
     command(name = "build", argv = ["sh", "-c", "echo compiling; sleep 1; echo built 3 targets"], {C}),
     command(name = "unit-tests", argv = ["sh", "-c", "echo running; sleep 1; echo 42 passed"], needs = ["build"], {C}),
@@ -35,18 +35,25 @@ return workflow(name = "release", nodes = [
     command(name = "publish", argv = ["echo", "published; approved by", output("ship-it", ["by"])], needs = ["ship-it"], {C}),
     command(name = "announce", argv = ["echo", "announced"], needs = ["publish"], {C}),
 ])
-''')
+""")
 
-HELLO = star(f'''
+HELLO = star(f"""
 return workflow(name = "hello", nodes = [
     command(name = "greet", argv = ["echo", "hello from the sidebar"], {C}),
 ])
-''')
+""")
 
 
 def _cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(lab.home), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "rho_notebook", *args], cwd=lab.root, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rho_notebook", *args],
+        cwd=lab.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _plan(lab: Lab, name: str, source: str) -> dict[str, Any]:
@@ -86,7 +93,9 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
     try:
         tab.wait_for(timeout=60_000)
     except Exception:  # noqa: BLE001 - turn a timeout into the actionable message
-        pytest.fail("no Workflows tab in the left sidebar: the rho-notebook lab extension is not installed in this environment")
+        pytest.fail(
+            "no Workflows tab in the left sidebar: the rho-notebook lab extension is not installed in this environment"
+        )
     tab.click()
     sidebar = page.locator(".rho-sidebar")
     sidebar.wait_for(state="visible")
@@ -135,7 +144,9 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
         finished = page.locator(f".rho-sb-finished-runs .rho-sb-run[data-run-id='{run_id}'][data-outcome='success']")
         finished.wait_for(timeout=30_000)
         dag.locator("g.rho-node[data-name='announce'][data-state='success']").wait_for(timeout=15_000)
-        page.locator(f".rho-sb-selected .rho-dag[data-lifecycle='completed'][data-outcome='success']").wait_for(timeout=15_000)
+        page.locator(".rho-sb-selected .rho-dag[data-lifecycle='completed'][data-outcome='success']").wait_for(
+            timeout=15_000
+        )
         assert terminal.wait(timeout=30) == 0
     finally:
         if terminal.poll() is None:
@@ -143,7 +154,11 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
         terminal.wait()
 
     decided = next(e for e in _journal(lab, run_id) if e["kind"] == "approval_decided")
-    assert decided["decision"] == "approve" and decided["via"] == "server" and decided["comment"] == "green across the board"
+    assert (
+        decided["decision"] == "approve"
+        and decided["via"] == "server"
+        and decided["comment"] == "green across the board"
+    )
     assert page.locator(".rho-sb-approval").count() == 0
 
     # node outputs: click a node of the DAG, its stdout shows in the pane
@@ -176,10 +191,11 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
     assert len(list((lab.home / "workflows" / "runs").iterdir())) == runs_before + 1
     server_run = selected.get_attribute("data-run-id")
     assert server_run
-    page.locator(f".rho-sb-finished-runs .rho-sb-run[data-run-id='{server_run}'][data-outcome='success']").wait_for(timeout=15_000)
+    page.locator(f".rho-sb-finished-runs .rho-sb-run[data-run-id='{server_run}'][data-outcome='success']").wait_for(
+        timeout=15_000
+    )
     manifest = json.loads((lab.home / "workflows" / "runs" / server_run / "manifest.json").read_text())
     assert manifest["origin"] == "server" and manifest["graph_digest"] == hello["graph_digest"]
 
     errors = [m for m in page.console_messages if m.startswith("pageerror")]  # type: ignore[attr-defined]
     assert not errors, errors
-

@@ -9,7 +9,14 @@ import sys
 import time
 from typing import Any
 
+from rho_notebook.model.plan import Plan
+from rho_notebook.service import Consent, Service, StartRun
 from tests.conftest import REPO, Project
+
+
+async def create_run(service: Service, plan: Plan) -> str:
+    """Create (not start) a run of a stored plan, its digest confirmed: the run ID."""
+    return await service.create_run_of(plan, StartRun(plan=plan.plan_id, consent=Consent(yes=True)))
 
 
 def plan_id(project: Project, entry: str = "wf.star", *args: str) -> str:
@@ -18,7 +25,9 @@ def plan_id(project: Project, entry: str = "wf.star", *args: str) -> str:
     return str(json.loads(result.stdout)["plan_id"])
 
 
-def run(project: Project, entry: str = "wf.star", *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run(
+    project: Project, entry: str = "wf.star", *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     pid = plan_id(project, entry)
     result = project.cli("run", pid, "--yes", "--output", "jsonl", *args)
     events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
@@ -33,7 +42,9 @@ def status(project: Project, run_id: str) -> dict[str, Any]:
     return data
 
 
-def start_run(project: Project, entry: str = "wf.star", *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_run(
+    project: Project, entry: str = "wf.star", *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """Start `rho-notebook run` in the background (its own session) and return the process."""
     pid = plan_id(project, entry)
     full_env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO), **(env or {})}

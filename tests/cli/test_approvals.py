@@ -10,30 +10,30 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.cli.runhelp import only_run_id, plan_id, run, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
 C = "timeout_seconds = 30, max_output_bytes = 1000"
 
-GATE = star(f'''
+GATE = star(f"""
 return workflow(name = "gate", nodes = [
     approval(name = "ok", prompt = template(["Ship version ", "1.2", "?"]), timeout_seconds = 60, max_output_bytes = 1000),
     command(name = "ship", argv = ["sh", "-c", "echo \\"$1\\" > shipped.txt", "sh", output("ok", ["by"])], needs = ["ok"], {C}),
     command(name = "denied-path", argv = ["touch", "on-deny.txt"], needs = ["ok"], when = condition.equals(status("ok"), "denial"), {C}),
 ])
-''')
+""")
 
-LAUNCH = star(f'''
+LAUNCH = star(f"""
 return workflow(name = "launch", nodes = [
     command(name = "write", argv = ["touch", "written.txt"], {C}),
     shell(name = "sh", executable = "sh", arguments = ["-c"], command = "touch shell.txt", needs = ["write"], {C}),
 ])
-''')
+""")
 
 
-def approve(project: Project, run_id: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def approve(
+    project: Project, run_id: str, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         pending = project.cli("approve", run_id)
@@ -61,7 +61,11 @@ def test_approval_node_approved_from_another_process(project: Project) -> None:
     assert (project.root / "shipped.txt").read_text().strip() == who_am_i()  # output("ok", ["by"]) reached argv
     events = [json.loads(line) for line in project.cli("events", run_id).stdout.splitlines()]
     decided_event = next(e for e in events if e["kind"] == "approval_decided")
-    assert decided_event["decision"] == "approve" and decided_event["comment"] == "ship it" and decided_event["via"] == "cli"
+    assert (
+        decided_event["decision"] == "approve"
+        and decided_event["comment"] == "ship it"
+        and decided_event["via"] == "cli"
+    )
     assert decided_event["by"] and decided_event["decided_at"] and decided_event["facts_sha256"].startswith("sha256:")
     result = json.loads(project.cli("result", run_id, "--output", "json").stdout)
     assert result["nodes"]["ok"]["output"]["comment"] == "ship it"
@@ -82,7 +86,12 @@ def test_approval_node_denied(project: Project) -> None:
 
 
 def test_approval_node_times_out_as_failure(project: Project) -> None:
-    project.write("wf.star", star('return workflow(name = "t", nodes = [approval(name = "ok", prompt = "go?", timeout_seconds = 1, max_output_bytes = 100)])'))
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "t", nodes = [approval(name = "ok", prompt = "go?", timeout_seconds = 1, max_output_bytes = 100)])'
+        ),
+    )
     _, data = run(project)
     assert data["nodes"]["ok"]["state"] == "failure" and "nobody decided" in data["nodes"]["ok"]["reason"]
 
@@ -138,7 +147,15 @@ def start_resume(project: Project, run_id: str) -> subprocess.Popen[str]:
     from tests.conftest import REPO
 
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "rho_notebook", "resume", run_id, "--yes", "--output", "jsonl"], cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rho_notebook", "resume", run_id, "--yes", "--output", "jsonl"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 # -- modes -------------------------------------------------------------------------------------------
@@ -229,7 +246,11 @@ def settings(project: Project, data: dict, *, where: Path | None = None) -> None
 
 
 def test_before_hook_denies(project: Project) -> None:
-    hook = write_hook(project, "deny.py", 'print(json.dumps({"decision": "deny" if "written.txt" in payload["facts"]["argv"] else "continue", "reason": "no writes"}))\n')
+    hook = write_hook(
+        project,
+        "deny.py",
+        'print(json.dumps({"decision": "deny" if "written.txt" in payload["facts"]["argv"] else "continue", "reason": "no writes"}))\n',
+    )
     settings(project, {"hooks": {"before_tool_use": [{"command": [str(hook)]}]}})
     project.write("wf.star", LAUNCH.replace('needs = ["write"], ', ""))
     _, data = run(project)
@@ -248,7 +269,11 @@ def test_hook_timeout_fails_closed(project: Project) -> None:
 
 
 def test_hook_cannot_widen_authority(project: Project) -> None:
-    hook = write_hook(project, "widen.py", 'print(json.dumps({"decision": "allow", "approve": True, "argv": ["rm", "-rf", "/"], "schedule": ["x"]}))\n')
+    hook = write_hook(
+        project,
+        "widen.py",
+        'print(json.dumps({"decision": "allow", "approve": True, "argv": ["rm", "-rf", "/"], "schedule": ["x"]}))\n',
+    )
     settings(project, {"hooks": {"before_tool_use": [{"command": [str(hook)]}]}})
     project.write("wf.star", LAUNCH)
     proc = start_run(project, "wf.star", "--mode", "supervised", "--approval-timeout", "0")
@@ -271,7 +296,11 @@ def test_after_hook_failure_fails_the_node(project: Project) -> None:
 
 def test_project_hooks_apply_only_when_trusted(project: Project) -> None:
     hook = write_hook(project, "deny-all.py", 'print(json.dumps({"decision": "deny", "reason": "project says no"}))\n')
-    settings(project, {"hooks": {"before_tool_use": [{"command": [str(hook)]}]}}, where=project.root / ".rho" / "settings.json")
+    settings(
+        project,
+        {"hooks": {"before_tool_use": [{"command": [str(hook)]}]}},
+        where=project.root / ".rho" / "settings.json",
+    )
     project.write("wf.star", LAUNCH)
     _, data = run(project)
     assert data["outcome"] == "success"  # untrusted: project hooks ignored
@@ -309,7 +338,10 @@ def test_plan_approval_enforced_by_environment(project: Project) -> None:
     assert ok.returncode == 0, ok.stderr
     kinds = [json.loads(line)["kind"] for line in ok.stdout.splitlines()]
     assert "run_started" in kinds
-    events = [json.loads(line) for line in project.cli("events", json.loads(ok.stdout.splitlines()[0])["run_id"]).stdout.splitlines()]
+    events = [
+        json.loads(line)
+        for line in project.cli("events", json.loads(ok.stdout.splitlines()[0])["run_id"]).stdout.splitlines()
+    ]
     assert any(e["kind"] == "plan_approval" and e["graph_digest"] == digest for e in events)
 
 

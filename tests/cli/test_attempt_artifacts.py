@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from rho_notebook.errors import StoreError
-from rho_notebook.run.control import write_cancel_request
-from rho_notebook.run.driver import REQUEST_RESCAN_SECONDS
-from rho_notebook.run.owner import execute_run
+from rho_notebook.runtime.cancel import write_cancel_request
+from rho_notebook.runtime.driver import REQUEST_RESCAN_SECONDS
+from rho_notebook.runtime.owner import execute_run
 from rho_notebook.store.journal import read_journal
-from tests.cli.runhelp import run
+from tests.cli.runhelp import create_run, run
 from tests.conftest import Project, star
 
 C = "timeout_seconds = 30, max_output_bytes = 100000"
@@ -31,12 +31,18 @@ def _attempt(project: Project, run_id: str, node: str, number: int = 1) -> Path:
 
 
 def test_silent_success_leaves_no_folder_and_the_journal_keeps_the_exit(project: Project) -> None:
-    project.write("wf.star", star(f'return workflow(name = "q", nodes = [command(name = "quiet", argv = ["true"], {C})])'))
+    project.write(
+        "wf.star", star(f'return workflow(name = "q", nodes = [command(name = "quiet", argv = ["true"], {C})])')
+    )
     result, data = run(project)
     assert result.returncode == 0, result.stderr
     run_id = data["run_id"]
     assert not (project.home / "workflows" / "runs" / run_id / "nodes" / "quiet").exists()
-    finished = [e for e in read_journal(project.home / "workflows" / "runs" / run_id / "events.jsonl").events if e["kind"] == "node_finished"]
+    finished = [
+        e
+        for e in read_journal(project.home / "workflows" / "runs" / run_id / "events.jsonl").events
+        if e["kind"] == "node_finished"
+    ]
     assert finished[0]["exit"]["kind"] == "exit" and finished[0]["exit"]["code"] == 0
     shown = json.loads(project.cli("result", run_id, "--output", "json").stdout)
     assert shown["nodes"]["quiet"]["exit"]["code"] == 0 and shown["nodes"]["quiet"]["artifacts"] == {}
@@ -62,10 +68,15 @@ def test_output_gets_a_folder_with_streams_and_an_exit_copy(project: Project) ->
 
 
 def test_planted_symlink_for_an_attempt_folder_fails_the_node_not_the_run(project: Project, tmp_path: Path) -> None:
-    project.write("wf.star", star(f'return workflow(name = "s", nodes = [shell(name = "talk", executable = "sh", arguments = ["-c"], command = "echo hi", {C})])'))
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "s", nodes = [shell(name = "talk", executable = "sh", arguments = ["-c"], command = "echo hi", {C})])'
+        ),
+    )
     plan = project.plan("wf.star")
     service = project.service
-    run_id = service.create_run(plan)
+    run_id = asyncio.run(create_run(service, plan))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     nodes = project.home / "workflows" / "runs" / run_id / "nodes"
@@ -80,10 +91,15 @@ def test_planted_symlink_for_an_attempt_folder_fails_the_node_not_the_run(projec
 
 def test_cancel_request_without_a_poke_is_still_applied(project: Project) -> None:
     """The owner re-reads its requests folder on a timer, so a lost poke only delays a cancel."""
-    project.write("wf.star", star(f'return workflow(name = "c", nodes = [shell(name = "nap", executable = "sh", arguments = ["-c"], command = "sleep 20", {C})])'))
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "c", nodes = [shell(name = "nap", executable = "sh", arguments = ["-c"], command = "sleep 20", {C})])'
+        ),
+    )
     plan = project.plan("wf.star")
     service = project.service
-    run_id = service.create_run(plan)
+    run_id = asyncio.run(create_run(service, plan))
     requests = project.home / "workflows" / "runs" / run_id / "requests"
 
     async def go() -> tuple[float, str | None]:
@@ -132,12 +148,14 @@ def test_resume_refuses_a_damaged_output_value(project: Project) -> None:
     )
     plan = project.plan("wf.star")
     service = project.service
-    run_id = service.create_run(plan)
+    run_id = asyncio.run(create_run(service, plan))
     run_dir = project.home / "workflows" / "runs" / run_id
 
     async def first() -> str | None:
         owner = asyncio.ensure_future(execute_run(service.layout, run_id, resume=False))
-        while not any(e["kind"] == "process_started" and e["node"] == "nap" for e in read_journal(run_dir / "events.jsonl").events):
+        while not any(
+            e["kind"] == "process_started" and e["node"] == "nap" for e in read_journal(run_dir / "events.jsonl").events
+        ):
             await asyncio.sleep(0.02)
         write_cancel_request(run_dir / "requests", by="test")
         return (await asyncio.wait_for(owner, timeout=15)).outcome

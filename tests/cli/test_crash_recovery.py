@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rho_notebook.store.journal import read_journal
-from tests.cli.runhelp import only_run_id, plan_id, start_run, status, wait_for_event
+from tests.cli.runhelp import only_run_id, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
 NODES = ["a", "b", "c", "d", "e"]
@@ -23,12 +23,12 @@ def effect(name: str, needs: list[str], extra: str = "") -> str:
     return (
         f'shell(name = "{name}", executable = "sh", arguments = ["-c"], '
         f'command = "{extra}echo ran >> effects/{name}.log", needs = {json.dumps(needs)}, '
-        'timeout_seconds = 30, max_output_bytes = 1000)'
+        "timeout_seconds = 30, max_output_bytes = 1000)"
     )
 
 
 WORKFLOW = star(
-    "return workflow(name = \"crash\", nodes = [\n    "
+    'return workflow(name = "crash", nodes = [\n    '
     + ",\n    ".join(
         [
             effect("a", []),
@@ -38,7 +38,7 @@ WORKFLOW = star(
             effect("e", ["d"]),
         ]
     )
-    + "\n], concurrency = {\"total\": 2, \"command\": 2})"
+    + '\n], concurrency = {"total": 2, "command": 2})'
 )
 
 
@@ -113,7 +113,12 @@ def test_kill9_at_failpoint(project: Project, point: str, count: int) -> None:
 @pytest.mark.parametrize("node", ["c", "d"])
 def test_kill9_while_a_command_runs(project: Project, node: str) -> None:
     (project.root / "effects").mkdir()
-    project.write("wf.star", WORKFLOW.replace(f'command = "echo ran >> effects/{node}.log"', f'command = "sleep 0.5; echo ran >> effects/{node}.log"'))
+    project.write(
+        "wf.star",
+        WORKFLOW.replace(
+            f'command = "echo ran >> effects/{node}.log"', f'command = "sleep 0.5; echo ran >> effects/{node}.log"'
+        ),
+    )
     proc = start_run(project)
     run_id, started = wait_for_event(proc, lambda e: e["kind"] == "process_started" and e["node"] == node)
     os.kill(proc.pid, signal.SIGKILL)
@@ -159,7 +164,12 @@ def test_torn_journal_line_is_tolerated(project: Project) -> None:
 
 
 def test_second_owner_is_refused_while_first_lives(project: Project) -> None:
-    project.write("wf.star", star('return workflow(name = "w", nodes = [command(name = "s", argv = ["sleep", "30"], timeout_seconds = 60, max_output_bytes = 10)])'))
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "w", nodes = [command(name = "s", argv = ["sleep", "30"], timeout_seconds = 60, max_output_bytes = 10)])'
+        ),
+    )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     second = project.cli("resume", run_id, "--yes")

@@ -17,7 +17,7 @@ tools: [read_file, list_dir, grep, glob]
 Review what you are asked to review. Do not modify files.
 """
 
-INSPECT = '''
+INSPECT = """
     inspect = agent(
         name = "inspect",
         agent = "reviewer",
@@ -34,9 +34,9 @@ INSPECT = '''
         timeout_seconds = 1800,
         max_output_bytes = 12000,
     )
-'''
+"""
 
-CHECK_COMMAND = '''
+CHECK_COMMAND = """
     check = command(
         name = "check",
         argv = ["cargo", "check", "-p", "rho-coding-agent"],
@@ -45,9 +45,9 @@ CHECK_COMMAND = '''
         timeout_seconds = 1800,
         max_output_bytes = 12000,
     )
-'''
+"""
 
-CHECK_SHELL = '''
+CHECK_SHELL = """
     check = shell(
         name = "check",
         executable = "bash",
@@ -57,18 +57,18 @@ CHECK_SHELL = '''
         timeout_seconds = 1800,
         max_output_bytes = 12000,
     )
-'''
+"""
 
-INPUTS = '''{
+INPUTS = """{
         "target": input.string(default = "."),
         "workers": input.integer(default = 2),
         "full": input.bool(default = False),
         "mode": input.enum(["fast", "full"], default = "fast"),
-    }'''
+    }"""
 
 
 def entry(body: str, nodes: str, inputs: str = INPUTS) -> str:
-    return f"def build(inputs):\n{body}\n    return workflow(name = \"example\", nodes = {nodes})\n\nWORKFLOW = define(\n    inputs = {inputs},\n    build = build,\n)\n"
+    return f'def build(inputs):\n{body}\n    return workflow(name = "example", nodes = {nodes})\n\nWORKFLOW = define(\n    inputs = {inputs},\n    build = build,\n)\n'
 
 
 @pytest.fixture
@@ -105,10 +105,13 @@ def test_module_loading_example(rho_project: Project) -> None:
         ".rho/workflows/common.star",
         'def make_checks(n):\n    return [command(name = "check-%d" % i, argv = ["cargo", "check"], timeout_seconds = 60, max_output_bytes = 1000) for i in range(n)]\n',
     )
-    text = 'load("//.rho/workflows/common.star", "make_checks")\n\n' + entry("", "make_checks(inputs[\"workers\"])")
+    text = 'load("//.rho/workflows/common.star", "make_checks")\n\n' + entry("", 'make_checks(inputs["workers"])')
     out = validate(rho_project, text)
     assert [n["name"] for n in out["nodes"]] == ["check-0", "check-1"]
-    assert [s["label"] for s in out["sources"]] == ["//.rho/workflows/common.star", "//.rho/workflows/review/review.star"]
+    assert [s["label"] for s in out["sources"]] == [
+        "//.rho/workflows/common.star",
+        "//.rho/workflows/review/review.star",
+    ]
 
 
 def test_agent_example_with_local_agent(rho_project: Project) -> None:
@@ -131,7 +134,7 @@ def test_shell_example(rho_project: Project) -> None:
 
 
 def test_schema_examples(rho_project: Project) -> None:
-    body = '''
+    body = """
     schemas = [
         schema.null(),
         schema.bool(),
@@ -151,13 +154,16 @@ def test_schema_examples(rho_project: Project) -> None:
     ]
     nodes.append(command(name = "passed", argv = ["cargo"], output = schema.stdout_json(schema.record({"passed": schema.bool()})),
                          timeout_seconds = 5, max_output_bytes = 100))
-'''
+"""
     out = validate(rho_project, entry(body, "nodes"))
     assert len(out["nodes"]) == 9
 
 
 def test_templates_and_conditions_examples(rho_project: Project) -> None:
-    body = INSPECT + CHECK_COMMAND + '''
+    body = (
+        INSPECT
+        + CHECK_COMMAND
+        + """
     summarize = agent(
         name = "summarize",
         agent = "reviewer",
@@ -184,6 +190,12 @@ def test_templates_and_conditions_examples(rho_project: Project) -> None:
         timeout_seconds = 600,
         max_output_bytes = 4000,
     )
-'''
+"""
+    )
     out = validate(rho_project, entry(body, "[inspect, check, summarize, gated]"))
-    assert {n["name"]: n["conditional"] for n in out["nodes"]} == {"check": False, "gated": True, "inspect": False, "summarize": True}
+    assert {n["name"]: n["conditional"] for n in out["nodes"]} == {
+        "check": False,
+        "gated": True,
+        "inspect": False,
+        "summarize": True,
+    }

@@ -9,7 +9,8 @@ import gc
 import os
 
 from rho_notebook.exec import verify
-from rho_notebook.run.owner import execute_run
+from rho_notebook.runtime.owner import execute_run
+from tests.cli.runhelp import create_run
 from tests.conftest import Project, star
 
 
@@ -30,7 +31,9 @@ def test_runs_leave_no_descriptor_open(project: Project, monkeypatch) -> None:
     c = "timeout_seconds = 10, max_output_bytes = 100"
     project.write(
         "wf.star",
-        star(f'return workflow(name = "r", nodes = [command(name = "a", argv = ["./tool.sh"], {c}), command(name = "b", argv = ["true"], needs = ["a"], {c})])'),
+        star(
+            f'return workflow(name = "r", nodes = [command(name = "a", argv = ["./tool.sh"], {c}), command(name = "b", argv = ["true"], needs = ["a"], {c})])'
+        ),
     )
     plan = project.plan("wf.star")
     service = project.service
@@ -43,7 +46,7 @@ def test_runs_leave_no_descriptor_open(project: Project, monkeypatch) -> None:
     async def runs() -> list[str]:
         assert held() == []
         for _ in range(2):
-            state = await execute_run(service.layout, service.create_run(plan), resume=False)
+            state = await execute_run(service.layout, await create_run(service, plan), resume=False)
             assert state.outcome == "success"
         return held()
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.runhelp import run, start_run, status, wait_for_event, plan_id
+from tests.cli.runhelp import plan_id, run, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
-C = 'timeout_seconds = 30, max_output_bytes = 4096'
+C = "timeout_seconds = 30, max_output_bytes = 4096"
 
-ALL_STATES = star(f'''
+ALL_STATES = star(f"""
 return workflow(name = "states", nodes = [
     command(name = "ok", argv = ["true"], {C}),
     command(name = "bad", argv = ["false"], allow_failure = True, {C}),
@@ -26,7 +26,7 @@ return workflow(name = "states", nodes = [
     command(name = "unavailable", argv = ["true"], needs = ["bad", "typed"], allow_failure = True,
             when = condition.equals(exit_code("on-fail-missing"), 0) if False else condition.equals(output("typed", ["tags", 5]), "x"), {C}),
 ])
-''')
+""")
 
 
 def test_every_decided_state(project: Project) -> None:
@@ -57,29 +57,38 @@ def test_outcome_failure_and_exit_code(project: Project) -> None:
 
 
 def test_outcome_blocked(project: Project) -> None:
-    project.write("wf.star", star(f'''return workflow(name = "b", nodes = [
+    project.write(
+        "wf.star",
+        star(f"""return workflow(name = "b", nodes = [
         command(name = "a", argv = ["false"], allow_failure = True, {C}),
         command(name = "b", argv = ["true"], needs = ["a"], {C}),
-    ])'''))
+    ])"""),
+    )
     _, data = run(project)
     assert data["nodes"]["b"]["state"] == "blocked"
     assert data["outcome"] == "blocked"
 
 
 def test_failure_beats_blocked(project: Project) -> None:
-    project.write("wf.star", star(f'''return workflow(name = "fb", nodes = [
+    project.write(
+        "wf.star",
+        star(f"""return workflow(name = "fb", nodes = [
         command(name = "a", argv = ["false"], {C}),
         command(name = "b", argv = ["true"], needs = ["a"], {C}),
-    ])'''))
+    ])"""),
+    )
     _, data = run(project)
     assert data["outcome"] == "failure"
 
 
 def test_outcome_denial_in_plan_mode(project: Project) -> None:
-    project.write("wf.star", star(f'''return workflow(name = "d", nodes = [
+    project.write(
+        "wf.star",
+        star(f"""return workflow(name = "d", nodes = [
         command(name = "a", argv = ["touch", "should-not-exist"], {C}),
         command(name = "b", argv = ["true"], needs = ["a"], {C}),
-    ])'''))
+    ])"""),
+    )
     result, data = run(project, "wf.star", "--mode", "plan")
     assert data["nodes"]["a"]["state"] == "denial"
     assert data["nodes"]["b"]["state"] == "blocked"
@@ -88,10 +97,13 @@ def test_outcome_denial_in_plan_mode(project: Project) -> None:
 
 
 def test_outcome_cancellation_and_resume(project: Project) -> None:
-    project.write("wf.star", star(f'''return workflow(name = "c", nodes = [
+    project.write(
+        "wf.star",
+        star(f"""return workflow(name = "c", nodes = [
         shell(name = "slow", executable = "sh", arguments = ["-c"], command = "test -f go || sleep 60", {C}),
         command(name = "after", argv = ["true"], needs = ["slow"], {C}),
-    ])'''))
+    ])"""),
+    )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     live = status(project, run_id)
@@ -117,24 +129,37 @@ def test_outcome_cancellation_and_resume(project: Project) -> None:
 
 
 def test_timeout_is_failure(project: Project) -> None:
-    project.write("wf.star", star('return workflow(name = "t", nodes = [command(name = "a", argv = ["sleep", "30"], timeout_seconds = 1, max_output_bytes = 10)])'))
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "t", nodes = [command(name = "a", argv = ["sleep", "30"], timeout_seconds = 1, max_output_bytes = 10)])'
+        ),
+    )
     _, data = run(project)
     assert data["nodes"]["a"]["state"] == "failure"
     assert "timed out" in data["nodes"]["a"]["reason"]
 
 
 def test_stdout_json_mismatch_and_invalid_are_node_failures(project: Project) -> None:
-    project.write("wf.star", star(f'''return workflow(name = "j", nodes = [
+    project.write(
+        "wf.star",
+        star(f"""return workflow(name = "j", nodes = [
         command(name = "notjson", argv = ["echo", "hello"], output = schema.stdout_json(schema.string()), allow_failure = True, {C}),
         command(name = "mismatch", argv = ["echo", "{{\\"a\\": 1}}"], output = schema.stdout_json(schema.record({{"a": schema.string()}})), allow_failure = True, {C}),
-    ])'''))
+    ])"""),
+    )
     _, data = run(project)
     assert data["nodes"]["notjson"]["state"] == "failure" and "not one JSON value" in data["nodes"]["notjson"]["reason"]
     assert data["nodes"]["mismatch"]["state"] == "failure" and "expected string" in data["nodes"]["mismatch"]["reason"]
 
 
 def test_output_truncation_is_recorded_not_an_error(project: Project) -> None:
-    project.write("wf.star", star('return workflow(name = "o", nodes = [command(name = "a", argv = ["seq", "1", "10000"], timeout_seconds = 10, max_output_bytes = 100)])'))
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "o", nodes = [command(name = "a", argv = ["seq", "1", "10000"], timeout_seconds = 10, max_output_bytes = 100)])'
+        ),
+    )
     result, data = run(project)
     assert data["nodes"]["a"]["state"] == "success"
     res = json.loads(project.cli("result", data["run_id"], "--output", "json").stdout)
@@ -161,7 +186,9 @@ def test_run_refuses_without_confirmation(project: Project) -> None:
     pid = plan_id(project)
     result = project.cli("run", pid)
     assert result.returncode == 3 and "--yes" in result.stderr
-    assert not (project.home / "workflows" / "runs").exists() or not list((project.home / "workflows" / "runs").iterdir())
+    assert not (project.home / "workflows" / "runs").exists() or not list(
+        (project.home / "workflows" / "runs").iterdir()
+    )
 
 
 def test_runs_filter_and_prefix(project: Project) -> None:

@@ -9,14 +9,19 @@ import subprocess
 import sys
 import time
 
-from tests.cli.runhelp import plan_id, run, start_run, status, wait_for_event
+from tests.cli.runhelp import plan_id, run, start_run, wait_for_event
 from tests.conftest import REPO, Project, star
 
 C = "timeout_seconds = 30, max_output_bytes = 100000"
 
 
 def test_events_after_seq_and_contract(project: Project) -> None:
-    project.write("wf.star", star(f'return workflow(name = "e", nodes = [command(name = "a", argv = ["true"], {C}), command(name = "b", argv = ["true"], needs = ["a"], {C})])'))
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "e", nodes = [command(name = "a", argv = ["true"], {C}), command(name = "b", argv = ["true"], needs = ["a"], {C})])'
+        ),
+    )
     _, data = run(project)
     lines = [json.loads(line) for line in project.cli("events", data["run_id"]).stdout.splitlines()]
     seqs = [e["seq"] for e in lines]
@@ -28,11 +33,23 @@ def test_events_after_seq_and_contract(project: Project) -> None:
 
 
 def test_events_follow_streams_a_live_run_until_it_completes(project: Project) -> None:
-    project.write("wf.star", star(f'return workflow(name = "f", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "sleep 1", {C}), command(name = "t", argv = ["true"], needs = ["s"], {C})])'))
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "f", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "sleep 1", {C}), command(name = "t", argv = ["true"], needs = ["s"], {C})])'
+        ),
+    )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
-    follower = subprocess.run([sys.executable, "-m", "rho_notebook", "events", run_id, "--follow"], cwd=project.root, env=env, capture_output=True, text=True, timeout=60)
+    follower = subprocess.run(
+        [sys.executable, "-m", "rho_notebook", "events", run_id, "--follow"],
+        cwd=project.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     proc.wait(timeout=30)
     kinds = [json.loads(line)["kind"] for line in follower.stdout.splitlines()]
     assert kinds[0] == "run_created" and kinds[-1] == "run_completed"
@@ -40,12 +57,24 @@ def test_events_follow_streams_a_live_run_until_it_completes(project: Project) -
 
 
 def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
-    project.write("wf.star", star(f'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "echo first; sleep 1; echo second >&2; echo third", {C})])'))
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "echo first; sleep 1; echo second >&2; echo third", {C})])'
+        ),
+    )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
     started = time.monotonic()
-    follower = subprocess.Popen([sys.executable, "-m", "rho_notebook", "logs", run_id, "s", "--follow"], cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "rho_notebook", "logs", run_id, "s", "--follow"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert follower.stdout is not None
     first = follower.stdout.readline()
     assert first == "first\n" and time.monotonic() - started < 5
@@ -55,7 +84,9 @@ def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
 
 
 def test_delete_refuses_live_run_and_removes_finished_ones(project: Project) -> None:
-    project.write("wf.star", star(f'return workflow(name = "d", nodes = [command(name = "s", argv = ["sleep", "30"], {C})])'))
+    project.write(
+        "wf.star", star(f'return workflow(name = "d", nodes = [command(name = "s", argv = ["sleep", "30"], {C})])')
+    )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     refused = project.cli("delete", run_id, "--yes")

@@ -7,14 +7,16 @@ import json
 import os
 import shutil
 
-from tests.cli.runhelp import plan_id, status
+from tests.cli.runhelp import create_run, plan_id, status
 from tests.conftest import Project, star
 
 SCRIPT = "#!/bin/sh\necho original >> ran.log\n"
 
 
 def wf(argv0: str) -> str:
-    return star(f'return workflow(name = "t", nodes = [command(name = "s", argv = ["{argv0}"], timeout_seconds = 10, max_output_bytes = 100)])')
+    return star(
+        f'return workflow(name = "t", nodes = [command(name = "s", argv = ["{argv0}"], timeout_seconds = 10, max_output_bytes = 100)])'
+    )
 
 
 def run_plan(project: Project, pid: str) -> dict:
@@ -116,7 +118,12 @@ def test_modified_plan_graph_is_rejected(project: Project) -> None:
 def test_store_is_private(project: Project) -> None:
     project.write("wf.star", wf("true"))
     pid = plan_id(project)
-    for path in [project.home, project.home / "workflows", project.home / "workflows" / "plans", project.home / "workflows" / "plans" / pid]:
+    for path in [
+        project.home,
+        project.home / "workflows",
+        project.home / "workflows" / "plans",
+        project.home / "workflows" / "plans" / pid,
+    ]:
         assert os.stat(path).st_mode & 0o777 == 0o700, path
     assert os.stat(project.home / "workflows" / "plans" / pid / "manifest.json").st_mode & 0o077 == 0
 
@@ -127,7 +134,7 @@ def test_script_edited_during_the_run_never_runs_again(project: Project, monkeyp
     import asyncio
 
     from rho_notebook.exec import verify
-    from rho_notebook.run.owner import execute_run
+    from rho_notebook.runtime.owner import execute_run
 
     monkeypatch.setattr(verify, "SETTLED_SECONDS", 0.0)  # files written by the test may be kept
     project.write("tool.sh", SCRIPT, mode=0o755)
@@ -143,7 +150,7 @@ def test_script_edited_during_the_run_never_runs_again(project: Project, monkeyp
         ),
     )
     service = project.service
-    run_id = service.create_run(project.plan("wf.star"))
+    run_id = asyncio.run(create_run(service, project.plan("wf.star")))
     state = asyncio.run(execute_run(service.layout, run_id, resume=False))
     assert [state.nodes[n].state.value for n in "abc"] == ["success", "success", "failure"]
     assert "tool.sh" in state.nodes["c"].reason and "differs from the plan" in state.nodes["c"].reason

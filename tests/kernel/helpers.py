@@ -39,7 +39,7 @@ def workflow_cell(name: str, nodes: str, *, header: str | None = None, inputs: s
     return (
         f"%%workflow {header if header is not None else name}\n"
         "def build(inputs):\n"
-        f"    return workflow(name = \"{name}\", nodes = [\n"
+        f'    return workflow(name = "{name}", nodes = [\n'
         f"{nodes}"
         "    ])\n"
         "\n"

@@ -13,7 +13,7 @@ import pytest
 
 import rho_notebook as rho
 from rho_notebook.errors import InvalidWorkflow, PlanError
-from rho_notebook.notebook.cells import CellSet, parse_cell
+from rho_notebook.service.cells import CellSet, parse_cell
 from tests.conftest import REPO, Project, star
 from tests.kernel.helpers import C
 
@@ -31,10 +31,16 @@ def test_importing_the_package_imports_no_ipython_or_widgets() -> None:
     code = (
         "import sys, rho_notebook as rho\n"
         "names = [rho.validate, rho.plan, rho.run, rho.runs, rho.status, rho.cancel, rho.resume, rho.result, rho.export]\n"
-        "import rho_notebook.cli.main, rho_notebook.service, rho_notebook.notebook.session, rho_notebook.notebook.export\n"
+        "import rho_notebook.cli.main, rho_notebook.service, rho_notebook.notebook.session, rho_notebook.service.export\n"
         "print(sorted(m for m in ('IPython', 'ipywidgets', 'anywidget', 'ipykernel', 'rho_notebook.widgets') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     assert out.stdout.strip() == "[]", out.stdout
     assert set(rho.__all__) <= set(dir(rho))
     with pytest.raises(AttributeError):
@@ -103,11 +109,25 @@ def test_result_json_matches_the_cli(ws: Project) -> None:
     handle = rho.run(rho.plan("wf.star"), yes=True)
     handle.wait(30)
     cli = json.loads(ws.cli("result", handle.run_id, "--output", "json").stdout)
-    mine = rho.result(handle.run_id).to_json()
-    for name, node in cli["nodes"].items():
-        assert mine["nodes"][name]["state"] == node["state"]
-        assert mine["nodes"][name].get("output") == node.get("output")
-        assert set(mine["nodes"][name]["artifacts"]) >= set(node.get("artifacts", {}))
+    assert rho.result(handle.run_id).to_json() == cli
+    assert handle.result().to_json() == cli
+    assert isinstance(cli["nodes"]["oops"]["attempts"], list) and len(cli["nodes"]["oops"]["attempts"]) == 1
+
+
+def test_result_of_the_quickstart_is_the_clis_result(ws: Project) -> None:
+    """The quickstart notebook's workflow, run through the API: ``rho.result(id).to_json()`` is
+    exactly ``rho-notebook result ID --output json`` (attempts as a list, outputs, artifacts)."""
+    exported = rho.export(REPO / "notebooks" / "01_quickstart.ipynb", ws.root)
+    handle = rho.run(rho.plan(exported.entry, inputs=exported.inputs), yes=True)
+    final = handle.wait(60)
+    assert final.outcome == "success", final
+    cli = ws.cli("result", handle.run_id, "--output", "json")
+    assert cli.returncode == 0, cli.stderr
+    wire = json.loads(cli.stdout)
+    mine = rho.result(handle.run_id)
+    assert mine.to_json() == wire
+    assert wire["nodes"]["stats"]["output"] == mine.outputs["stats"]
+    assert all(isinstance(node["attempts"], list) for node in wire["nodes"].values())
 
 
 def test_export_through_the_api(ws: Project, tmp_path: Path) -> None:

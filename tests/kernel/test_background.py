@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.run.background import BackgroundRunner, default_runner
-from rho_notebook.run.owner import NeedsRecovery
+from rho_notebook.errors import NeedsRecovery
+from rho_notebook.model.plan import Plan
+from rho_notebook.service import Consent, Service, StartRun
+from rho_notebook.service.background import BackgroundRunner, default_runner
 from rho_notebook.store.journal import read_journal
 from tests.conftest import REPO, Project, star
 from tests.kernel.helpers import C, wait_until
@@ -44,11 +46,15 @@ return workflow(name = "long", nodes = [
 )
 
 
+def _create(service: Service, plan: Plan, **kwargs: Any) -> str:
+    return asyncio.run(service.create_run_of(plan, StartRun(plan=plan.plan_id, consent=Consent(yes=True), **kwargs)))
+
+
 def _start(project: Project, source: str, runner: BackgroundRunner, **kwargs: Any) -> Any:
     project.write("wf.star", source)
     plan = project.plan("wf.star")
     service = project.service
-    run_id = service.create_run(plan, origin="notebook")
+    run_id = _create(service, plan, origin="notebook")
     return runner.start_run(service, run_id, **kwargs)
 
 
@@ -58,8 +64,14 @@ def _when(stamp: str | None) -> float:
 
 
 def test_the_thread_starts_on_first_use_and_is_one_per_runner() -> None:
-    code = "import threading, rho_notebook as rho, rho_notebook.api, rho_notebook.run.background as b; rho.validate; print(threading.active_count(), b._default)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    code = "import threading, rho_notebook as rho, rho_notebook.notebook.api, rho_notebook.service.background as b; rho.validate; print(threading.active_count(), b._default)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     assert out.stdout.split() == ["1", "None"]  # importing starts nothing
     runner = BackgroundRunner(name="test-runner")
     assert runner.thread is None
@@ -99,7 +111,7 @@ def test_listeners_get_every_journal_event_on_the_runner_thread(project: Project
     handle = _start(project, STEPS, runner, listeners=[listen])
     final = handle.wait(30)
     assert final.outcome == "success"
-    journal = read_journal(project.service.runs.folder(handle.run_id).events).events
+    journal = read_journal(project.service.run_folder(handle.run_id).events).events
     created = [r for r in journal if r["kind"] == "run_created"]
     assert [r["seq"] for r in seen if "seq" in r] == [r["seq"] for r in journal if r not in created]
     assert any(r["kind"] == "output_chunk" for r in seen)  # live-only records come too
@@ -152,7 +164,7 @@ def test_a_raising_listener_is_logged_and_the_run_goes_on(project: Project, capl
     def broken(record: dict[str, Any]) -> None:
         raise ValueError("listener bug")
 
-    with caplog.at_level(logging.ERROR, logger="rho_notebook.run.background"):
+    with caplog.at_level(logging.ERROR, logger="rho_notebook.service.background"):
         handle = _start(project, STEPS, BackgroundRunner(), listeners=[broken])
         assert handle.wait(30).outcome == "success"
     assert "a run listener raised" in caplog.text and "listener bug" in caplog.text
@@ -173,7 +185,7 @@ def test_cancel_from_the_handle_and_from_a_listener(project: Project) -> None:
     project.write("wf.star", LONG)
     plan = project.plan("wf.star")
     runner = BackgroundRunner()
-    again = runner.start_run(project.service, project.service.create_run(plan), wait_started=False)
+    again = runner.start_run(project.service, _create(project.service, plan), wait_started=False)
     again.add_listener(cancel_when_running)
     assert again.wait(15).outcome == "cancellation"
     assert answers and answers[0].cancellation_state == "pending"
@@ -204,10 +216,17 @@ def test_resume_of_a_dead_owner_needs_recovery_then_recovers(project: Project) -
     assert plan_id.returncode == 0, plan_id.stderr
     import json
 
-    dead = project.cli("run", json.loads(plan_id.stdout)["plan_id"], "--yes", "--output", "jsonl", env={"RHO_NOTEBOOK_FAILPOINT": "after_process_started:1"})
+    dead = project.cli(
+        "run",
+        json.loads(plan_id.stdout)["plan_id"],
+        "--yes",
+        "--output",
+        "jsonl",
+        env={"RHO_NOTEBOOK_FAILPOINT": "after_process_started:1"},
+    )
     assert dead.returncode != 0
     run_id = json.loads(dead.stdout.splitlines()[0])["run_id"]
-    assert project.service.status(run_id).lifecycle.value == "needs_recovery"
+    assert asyncio.run(project.service.status(run_id)).lifecycle.value == "needs_recovery"
     runner = BackgroundRunner()
     seen: list[str] = []
     with pytest.raises(NeedsRecovery, match="--recover-uncertain"):

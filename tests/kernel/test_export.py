@@ -14,7 +14,7 @@ from tests.kernel.helpers import C
 
 MODULE = '%%star //lib/steps.star\ndef step(name, text, needs = []):\n    return command(name = name, argv = ["echo", text], needs = needs, timeout_seconds = 10, max_output_bytes = 100)\n'
 AGENT = "%%agent helper\n---\ndescription: Helps with numbers\ntools: [read_file]\n---\nAnswer briefly.\n"
-ENTRY = f'''%%workflow numbers --input 'count=3'
+ENTRY = f"""%%workflow numbers --input 'count=3'
 load("//lib/steps.star", "step")
 
 def build(inputs):
@@ -26,12 +26,16 @@ def build(inputs):
     ])
 
 WORKFLOW = define(inputs = {{"count": input.integer(default = 1)}}, build = build)
-'''
+"""
 OTHER = f'%%workflow other\ndef build(inputs):\n    return workflow(name = "other", nodes = [command(name = "x", argv = ["true"], {C})])\n\nWORKFLOW = define(inputs = {{}}, build = build)\n'
 
 
 def notebook(path: Path, *sources: str) -> Path:
-    cells = [new_markdown_cell("# a notebook")] + [new_code_cell(s) for s in sources] + [new_code_cell("print('plain python')")]
+    cells = (
+        [new_markdown_cell("# a notebook")]
+        + [new_code_cell(s) for s in sources]
+        + [new_code_cell("print('plain python')")]
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(new_notebook(cells=cells), path)
     return path
@@ -58,7 +62,9 @@ def test_export_is_deterministic_and_plans_to_the_same_digest(project: Project) 
     digests = []
     for folder in ("out1", "out2"):
         (project.root / folder / ".rho").mkdir()
-        result = _cli_in(project, project.root / folder, "plan", "numbers.star", "--input", "count=3", "--output", "json")
+        result = _cli_in(
+            project, project.root / folder, "plan", "numbers.star", "--input", "count=3", "--output", "json"
+        )
         assert result.returncode == 0, result.stderr
         digests.append(json.loads(result.stdout)["graph_digest"])
     assert digests[0] == digests[1]
@@ -69,7 +75,9 @@ def _cli_in(project: Project, cwd: Path, *args: str) -> subprocess.CompletedProc
     import sys
 
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "rho_notebook", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "rho_notebook", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_choosing_the_workflow(project: Project) -> None:
@@ -120,7 +128,15 @@ def test_run_notebook_diagnostics_point_at_notebook_cells(project: Project) -> N
     assert ".rho-notebook-export-" not in result.stderr
     assert not list(project.root.glob(".rho-notebook-export-*"))
     bad_agent = AGENT.replace("tools: [read_file]", "tools: bogus")
-    notebook(project.root / "agent.ipynb", MODULE, bad_agent, ENTRY.replace('step("one", "one"),', 'step("one", "one"), agent(name = "ask", agent = "helper", prompt = "hi", ' + C + "),"))
+    notebook(
+        project.root / "agent.ipynb",
+        MODULE,
+        bad_agent,
+        ENTRY.replace(
+            'step("one", "one"),',
+            'step("one", "one"), agent(name = "ask", agent = "helper", prompt = "hi", ' + C + "),",
+        ),
+    )
     result = project.cli("run", "agent.ipynb", "--yes")
     assert result.returncode == 1
     assert "agent.ipynb cell 3:4:1: error[agent.tools]" in result.stderr, result.stderr
@@ -132,12 +148,19 @@ def test_quickstart_notebook_runs_headless_with_the_kernel_digest(tmp_path: Path
     import sys
 
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
-    run = subprocess.run([sys.executable, "-m", "rho_notebook", "run", "notebooks/01_quickstart.ipynb", "--yes"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "rho_notebook", "run", "notebooks/01_quickstart.ipynb", "--yes"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert "run completed: success" in run.stdout
     digest = next(line.split("digest ")[1] for line in run.stdout.splitlines() if line.startswith("plan "))
     # the same cells planned in memory, as the kernel does, freeze to the same graph
-    from rho_notebook.notebook.export import read_cells
+    from rho_notebook.service.export import read_cells
 
     cells = read_cells(REPO / "notebooks" / "01_quickstart.ipynb")
     probe = "\n".join(
@@ -145,13 +168,15 @@ def test_quickstart_notebook_runs_headless_with_the_kernel_digest(tmp_path: Path
             "import json, sys",
             "from pathlib import Path",
             "import rho_notebook as rho",
-            "from rho_notebook.notebook.export import read_cells",
+            "from rho_notebook.service.export import read_cells",
             f"cells = read_cells(Path({str(REPO / 'notebooks' / '01_quickstart.ipynb')!r}))",
             "source = cells.source(cells.workflows['quickstart'], entry_label='//notebooks/quickstart.star', workflow_dir=Path('notebooks').resolve())",
             "print(rho.validate(source).graph_digest)",
         ]
     )
-    kernel_like = subprocess.run([sys.executable, "-c", probe], cwd=REPO / "notebooks", env=env, capture_output=True, text=True, timeout=120)
+    kernel_like = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO / "notebooks", env=env, capture_output=True, text=True, timeout=120
+    )
     assert kernel_like.returncode == 0, kernel_like.stderr
     assert kernel_like.stdout.strip() == digest
     assert "quickstart" in cells.workflows

@@ -22,28 +22,28 @@ from tests.kernel.helpers import C, status_json, workflow_cell
 
 STEPS = workflow_cell(
     "steps",
-    f'''        shell(name = "a", executable = "sh", arguments = ["-c"], command = "sleep 0.5", {C}),
+    f"""        shell(name = "a", executable = "sh", arguments = ["-c"], command = "sleep 0.5", {C}),
         shell(name = "b", executable = "sh", arguments = ["-c"], command = "sleep 0.5", needs = ["a"], {C}),
         shell(name = "c", executable = "sh", arguments = ["-c"], command = "sleep 0.5", needs = ["b"], {C}),
         command(name = "d", argv = ["python3", "-c", "import json; print(json.dumps({{'total': 6, 'parts': [1, 2, 3]}}))"], needs = ["c"],
                 output = schema.stdout_json(schema.record({{"total": schema.integer(), "parts": schema.list(schema.integer())}})), {C}),
-''',
+""",
 )
 
 LONG = workflow_cell(
     "long",
-    f'''        shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 60", {C}),
+    f"""        shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 60", {C}),
         command(name = "after", argv = ["true"], needs = ["long"], {C}),
-''',
+""",
 )
 
 GATED = workflow_cell(
     "gated",
-    f'''        command(name = "first", argv = ["true"], {C}),
+    f"""        command(name = "first", argv = ["true"], {C}),
         shell(name = "wait", executable = "sh", arguments = ["-c"], needs = ["first"],
               command = "while [ ! -e go ]; do sleep 0.05; done; echo released", {C}),
         command(name = "last", argv = ["true"], needs = ["wait"], {C}),
-''',
+""",
 )
 
 
@@ -60,7 +60,9 @@ class Kernel:
         self.client.nb.cells.append(node)
         await self.client.async_execute_cell(node, len(self.client.nb.cells) - 1)
         stdout = "".join(o.get("text", "") for o in node.outputs if o.output_type == "stream" and o.name == "stdout")
-        text = "\n".join(o.data.get("text/plain", "") for o in node.outputs if o.output_type in ("execute_result", "display_data"))
+        text = "\n".join(
+            o.data.get("text/plain", "") for o in node.outputs if o.output_type in ("execute_result", "display_data")
+        )
         stderr = "".join(o.get("text", "") for o in node.outputs if o.output_type == "stream" and o.name == "stderr")
         errors = [(o.ename, o.evalue) for o in node.outputs if o.output_type == "error"]
         if stderr.startswith("UsageError: "):  # IPython prints usage errors, without a traceback
@@ -79,7 +81,9 @@ class Kernel:
 @asynccontextmanager
 async def kernel(project: Project) -> AsyncIterator[Kernel]:
     nb = new_notebook()
-    client = NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True, resources={"metadata": {"path": str(project.root)}})
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=120, allow_errors=True, resources={"metadata": {"path": str(project.root)}}
+    )
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
     async with client.async_setup_kernel(env=env):
         assert client.kc is not None
@@ -96,7 +100,16 @@ async def _maybe(value: Any) -> Any:
 async def cli(project: Project, *args: str) -> tuple[int, str, str, float]:
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "rho_notebook", *args, cwd=project.root, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "rho_notebook",
+        *args,
+        cwd=project.root,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     return proc.returncode or 0, out.decode(), err.decode(), time.monotonic() - started
 
@@ -132,7 +145,9 @@ def test_a_run_progresses_while_later_cells_block_then_is_awaited(ws: Project) -
         async with kernel(ws) as k:
             await k.ok(STEPS)
             await k.ok("run = %workflow run steps --yes")
-            window = await k.json("import json, time\nt0 = time.time()\ntime.sleep(3)\nprint(json.dumps([t0, time.time()]))")
+            window = await k.json(
+                "import json, time\nt0 = time.time()\ntime.sleep(3)\nprint(json.dumps([t0, time.time()]))"
+            )
             data = await k.json("final = await run" + RESULT)
             assert data["outcome"] == "success"
             assert data["d"] == {"total": 6, "parts": [1, 2, 3]}  # a Python value in the kernel
@@ -153,7 +168,7 @@ def test_a_terminal_sees_and_cancels_a_notebook_run_while_a_cell_blocks(ws: Proj
     async def scenario() -> None:
         async with kernel(ws) as k:
             await k.ok(LONG)
-            run_id = (await k.json("run = %workflow run long --yes\nimport json\nprint(json.dumps(run.run_id))"))
+            run_id = await k.json("run = %workflow run long --yes\nimport json\nprint(json.dumps(run.run_id))")
             live = await wait_for_state(ws, run_id, "long", "running")
             assert live["lifecycle"] == "running"
             blocking = asyncio.ensure_future(k.ok("import time\ntime.sleep(10)\nprint('slept')"))
@@ -162,11 +177,15 @@ def test_a_terminal_sees_and_cancels_a_notebook_run_while_a_cell_blocks(ws: Proj
             assert code == 0, err
             answer = json.loads(out)
             assert answer["cancellation_state"] == "acknowledged", answer
-            assert elapsed < 6.0  # acknowledged (within the CLI's 2 s bound) by the kernel's runner thread while the cell sleeps
+            assert (
+                elapsed < 6.0
+            )  # acknowledged (within the CLI's 2 s bound) by the kernel's runner thread while the cell sleeps
             assert not blocking.done()
             assert status_json(ws, run_id)["outcome"] == "cancellation"
             assert (await blocking)["stdout"] == "slept\n"
-            data = await k.json("final = await run\nprint(json.dumps([final.outcome, final.nodes['long'].state.value, final.nodes['after'].state.value]))")
+            data = await k.json(
+                "final = await run\nprint(json.dumps([final.outcome, final.nodes['long'].state.value, final.nodes['after'].state.value]))"
+            )
             assert data == ["cancellation", "cancellation", "blocked"]
 
     asyncio.run(scenario())
@@ -191,7 +210,9 @@ def test_a_kernel_restart_leaves_the_run_to_resume_with_recover_uncertain(ws: Pr
             assert refused["errors"] and refused["errors"][0][0] == "UsageError"
             assert "--recover-uncertain" in refused["errors"][0][1]
             await k.ok(f"resumed = %workflow resume {run_id} --recover-uncertain --yes")
-            data = await k.json("final = await resumed\nimport json\nprint(json.dumps({n: [r.state.value, r.attempt] for n, r in final.nodes.items()}))")
+            data = await k.json(
+                "final = await resumed\nimport json\nprint(json.dumps({n: [r.state.value, r.attempt] for n, r in final.nodes.items()}))"
+            )
             assert data == {"first": ["success", 1], "wait": ["success", 2], "last": ["success", 1]}
         assert status_json(ws, run_id)["outcome"] == "success"
 
@@ -201,7 +222,9 @@ def test_a_kernel_restart_leaves_the_run_to_resume_with_recover_uncertain(ws: Pr
 def test_diagnostics_point_at_the_cell_in_a_kernel(ws: Project) -> None:
     async def scenario() -> None:
         async with kernel(ws) as k:
-            out = await k.cell("%%workflow bad\ndef build(inputs):\n    return workflow(name = 'bad', nodes = [command(name = 'x', argv = ['true'], timeout_seconds = 1.5, max_output_bytes = 1)])\n\nWORKFLOW = define(inputs = {}, build = build)\n")
+            out = await k.cell(
+                "%%workflow bad\ndef build(inputs):\n    return workflow(name = 'bad', nodes = [command(name = 'x', argv = ['true'], timeout_seconds = 1.5, max_output_bytes = 1)])\n\nWORKFLOW = define(inputs = {}, build = build)\n"
+            )
             [(ename, evalue)] = out["errors"]
             assert ename == "UsageError"
             assert "cell In[2]:3:" in evalue and "float" in evalue

@@ -9,32 +9,32 @@ from typing import Any
 import pytest
 
 from rho_notebook.cli.main import build_parser
-from rho_notebook.notebook._args import options_of, verb_parser
+from rho_notebook.service.cell_args import options_of, verb_parser
 from tests.conftest import Project
 from tests.kernel.helpers import C, cell, ok, status_json, usage_error, wait_until, workflow_cell
 
 HELLO = workflow_cell(
     "hello",
-    f'''        command(name = "greet", argv = ["echo", "hello", inputs["who"]], {C}),
+    f"""        command(name = "greet", argv = ["echo", "hello", inputs["who"]], {C}),
         command(name = "count", argv = ["python3", "-c", "print('{{\\"n\\": 3}}')"],
                 output = schema.stdout_json(schema.record({{"n": schema.integer()}})), needs = ["greet"], {C}),
-''',
+""",
     inputs='{"who": input.string(default = "world")}',
 )
 
 SLOW = workflow_cell(
     "slow",
-    f'''        command(name = "first", argv = ["true"], {C}),
+    f"""        command(name = "first", argv = ["true"], {C}),
         shell(name = "wait", executable = "sh", arguments = ["-c"], command = "sleep 3; echo waited",
               needs = ["first"], {C}),
-''',
+""",
 )
 
 LONG = workflow_cell(
     "long",
-    f'''        shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 30", {C}),
+    f"""        shell(name = "long", executable = "sh", arguments = ["-c"], command = "sleep 30", {C}),
         command(name = "after", argv = ["true"], needs = ["long"], {C}),
-''',
+""",
 )
 
 
@@ -45,13 +45,22 @@ def _text(captured: Any) -> str:
 def test_load_registers_and_unload_removes(ip: Any) -> None:
     magics = ip.magics_manager.magics
     assert "workflow" in magics["line"] and {"workflow", "star", "agent"} <= set(magics["cell"])
-    matchers = [m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]
+    matchers = [
+        m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"
+    ]
     assert len(matchers) == 1
     ip.run_line_magic("load_ext", "rho_notebook")  # already loaded: nothing doubles
-    assert len([m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]) == 1
+    assert (
+        len(
+            [m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]
+        )
+        == 1
+    )
     ip.run_line_magic("unload_ext", "rho_notebook")
     assert "workflow" not in magics["line"] and not {"workflow", "star", "agent"} & set(magics["cell"])
-    assert not [m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"]
+    assert not [
+        m for m in ip.Completer.custom_matchers if getattr(m, "matcher_identifier", "") == "rho_notebook.workflow"
+    ]
     ip.run_line_magic("load_ext", "rho_notebook")
 
 
@@ -112,7 +121,10 @@ def test_unnamed_cell_is_held_under_its_workflow_name(ip: Any) -> None:
 
 
 def test_star_modules_load_and_their_errors_point_at_their_cell(ip: Any) -> None:
-    ok(ip, '%%star //lib/common.star\ndef echo(name, text):\n    return command(name = name, argv = ["echo", text], timeout_seconds = 5, max_output_bytes = 100)\n')
+    ok(
+        ip,
+        '%%star //lib/common.star\ndef echo(name, text):\n    return command(name = name, argv = ["echo", text], timeout_seconds = 5, max_output_bytes = 100)\n',
+    )
     uses = '%%workflow uses\nload("//lib/common.star", "echo")\n\ndef build(inputs):\n    return workflow(name = "uses", nodes = [echo("hi", "there")])\n\nWORKFLOW = define(inputs = {}, build = build)\n'
     report, _ = ok(ip, uses)
     assert "hi" in repr(report)
@@ -133,7 +145,9 @@ def test_agent_cells_are_the_first_catalog_root(ip: Any) -> None:
     message = usage_error(ip, "%%agent helper\n---\nid: other\ndescription: x\n---\nBody.\n")
     assert "helper" in message and "other" in message
     ok(ip, definition)
-    flow = workflow_cell("ask", f'        agent(name = "q", agent = "helper", prompt = "hi", access = "read_only", {C}),\n')
+    flow = workflow_cell(
+        "ask", f'        agent(name = "q", agent = "helper", prompt = "hi", access = "read_only", {C}),\n'
+    )
     ok(ip, flow)
     ok(ip, "%workflow plan ask --output json")
     plan = json.loads(ok(ip, "%workflow plan ask --output json")[1].stdout)
@@ -260,7 +274,24 @@ def test_completion(ip: Any, ws: Project) -> None:
     assert _complete(ip, f"%workflow logs {run_id} c") == {"count"}
 
 
-@pytest.mark.parametrize("verb", ["validate", "plan", "run", "resume", "status", "cancel", "runs", "plans", "result", "logs", "approve", "export", "hub"])
+@pytest.mark.parametrize(
+    "verb",
+    [
+        "validate",
+        "plan",
+        "run",
+        "resume",
+        "status",
+        "cancel",
+        "runs",
+        "plans",
+        "result",
+        "logs",
+        "approve",
+        "export",
+        "hub",
+    ],
+)
 def test_every_verb_has_help(verb: str) -> None:
     parser = verb_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[verb]
@@ -291,7 +322,10 @@ def test_cells_run_without_history_are_named_by_their_magic_line(ip: Any) -> Non
 
     with capture_output():
         ip.run_cell("%%agent helper\n---\ndescription: Helps\n---\nBody.\n", store_history=False)
-        result = ip.run_cell("%%workflow broken\ndef build(inputs):\n    return workflow(name = 'broken', nodes = [\n\nWORKFLOW = define(inputs = {}, build = build)\n", store_history=False)
+        result = ip.run_cell(
+            "%%workflow broken\ndef build(inputs):\n    return workflow(name = 'broken', nodes = [\n\nWORKFLOW = define(inputs = {}, build = build)\n",
+            store_history=False,
+        )
     assert isinstance(result.error_in_exec, UsageError)
     assert "cell %%workflow broken:5:10: error[starlark.syntax]" in str(result.error_in_exec)
     with capture_output():

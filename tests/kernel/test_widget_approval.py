@@ -5,13 +5,12 @@ journaled with via=notebook; a denial from the widget ends the launch in denial.
 from __future__ import annotations
 
 import asyncio
-import json
 
 from tests.conftest import Project
 from tests.kernel.helpers import C
 from tests.kernel.test_kernel import kernel
 
-WORKFLOW = f'''
+WORKFLOW = f"""
 def build(inputs):
     return workflow(name = "supervised", nodes = [
         command(name = "write", argv = ["touch", "approved.txt"], {C}),
@@ -19,7 +18,7 @@ def build(inputs):
     ])
 
 WORKFLOW = define(inputs = {{}}, build = build)
-'''
+"""
 
 CLICK = """
 import asyncio
@@ -51,16 +50,18 @@ def test_supervised_run_approved_and_denied_from_the_widget(ws: Project) -> None
             second = await k.json("COMMENT = 'not this one'; APPROVE = False\n" + CLICK)
             assert second["request"] != first["request"] and "denied.txt" in second["facts"]
             final = await k.json(
-                "final = await run\n"
-                "print(json.dumps({n: r.state.value for n, r in final.nodes.items()}))"
+                "final = await run\nprint(json.dumps({n: r.state.value for n, r in final.nodes.items()}))"
             )
             assert final == {"write": "success", "second": "denial"}
             events = await k.json(
-                "from rho_notebook.store.journal import read_journal\nimport rho_notebook.api as rho_api\n"
-                "evs = read_journal(rho_api.service().runs.folder(run.run_id).events).events\n"
+                "from rho_notebook.store.journal import read_journal\nimport rho_notebook.notebook.api as rho_api\n"
+                "evs = read_journal(rho_api.service().run_folder(run.run_id).events).events\n"
                 "print(json.dumps([e for e in evs if e['kind'] == 'approval_decided']))"
             )
-            assert [(e["decision"], e["via"], e["comment"]) for e in events] == [("approve", "notebook", "fine"), ("deny", "notebook", "not this one")]
+            assert [(e["decision"], e["via"], e["comment"]) for e in events] == [
+                ("approve", "notebook", "fine"),
+                ("deny", "notebook", "not this one"),
+            ]
 
     asyncio.run(scenario())
     assert (ws.root / "approved.txt").exists()

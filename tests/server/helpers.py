@@ -11,40 +11,40 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rho_notebook.plan.plan import Plan
+from rho_notebook.model.plan import Plan
 from tests.conftest import REPO, Project, star
 
 C = "timeout_seconds = 60, max_output_bytes = 10000"
 
-QUICK = star(f'''
+QUICK = star(f"""
 return workflow(name = "quick", nodes = [
     command(name = "first", argv = ["true"], {C}),
     command(name = "hello", argv = ["echo", "hi"], needs = ["first"], {C}),
 ])
-''')
+""")
 
-STEPS = star(f'''
+STEPS = star(f"""
 return workflow(name = "steps", nodes = [
     command(name = "a", argv = ["sleep", "0.4"], {C}),
     command(name = "b", argv = ["sleep", "0.4"], needs = ["a"], {C}),
     command(name = "c", argv = ["sleep", "0.4"], needs = ["b"], {C}),
     command(name = "d", argv = ["true"], needs = ["c"], {C}),
 ])
-''')
+""")
 
-LONG = star(f'''
+LONG = star(f"""
 return workflow(name = "long", nodes = [
     command(name = "wait", argv = ["sleep", "30"], {C}),
     command(name = "after", argv = ["true"], needs = ["wait"], {C}),
 ])
-''')
+""")
 
-GATE = star(f'''
+GATE = star(f"""
 return workflow(name = "gate", nodes = [
     approval(name = "ok", prompt = template(["Ship it?"]), timeout_seconds = 60, max_output_bytes = 1000),
     command(name = "ship", argv = ["echo", output("ok", ["by"])], needs = ["ok"], {C}),
 ])
-''')
+""")
 
 
 @dataclass
@@ -102,7 +102,13 @@ def parse_sse(text: str) -> list[Message]:
             fields.setdefault(name, []).append(value.removeprefix(" "))
         if "data" not in fields:
             continue
-        messages.append(Message(id=fields.get("id", [None])[-1], event=fields.get("event", ["message"])[-1], data="\n".join(fields["data"])))
+        messages.append(
+            Message(
+                id=fields.get("id", [None])[-1],
+                event=fields.get("event", ["message"])[-1],
+                data="\n".join(fields["data"]),
+            )
+        )
     return messages
 
 

@@ -85,7 +85,9 @@ async def test_every_route_refuses_requests_without_credentials(raw: Any, ids: d
         response = await raw(method, "rho/api/" + path.format(**ids), headers={"Authorization": "token not-the-token"})
         assert response.code == 403, (method, path, response.code)
     assert store.project.stored_plans() == [ids["plan"]]  # DELETE did nothing
-    assert not (store.project.home / "workflows" / "runs").exists() or not any((store.project.home / "workflows" / "runs").iterdir())
+    assert not (store.project.home / "workflows" / "runs").exists() or not any(
+        (store.project.home / "workflows" / "runs").iterdir()
+    )
 
 
 def _cookies(response: Any) -> dict[str, str]:
@@ -95,7 +97,9 @@ def _cookies(response: Any) -> dict[str, str]:
     return {name: morsel.value for name, morsel in jar.items()}
 
 
-async def test_cookie_authenticated_writes_need_the_xsrf_token(raw: Any, jp_serverapp: Any, ids: dict[str, str], store: Store) -> None:
+async def test_cookie_authenticated_writes_need_the_xsrf_token(
+    raw: Any, jp_serverapp: Any, ids: dict[str, str], store: Store
+) -> None:
     token = jp_serverapp.identity_provider.token
     first = await raw("GET", f"rho/api/plans?token={token}")
     assert first.code == 200
@@ -103,7 +107,9 @@ async def test_cookie_authenticated_writes_need_the_xsrf_token(raw: Any, jp_serv
     assert login, "a token-authenticated request sets the login cookie"
     cookie = "; ".join(f"{k}={v}" for k, v in login.items())
 
-    assert (await raw("GET", "rho/api/plans", headers={"Cookie": cookie})).code == 200  # the cookie alone authenticates reads
+    assert (
+        await raw("GET", "rho/api/plans", headers={"Cookie": cookie})
+    ).code == 200  # the cookie alone authenticates reads
     for method, path in ROUTES:
         if method == "GET":
             continue
@@ -119,6 +125,8 @@ async def test_cookie_authenticated_writes_need_the_xsrf_token(raw: Any, jp_serv
     wrong = {"Cookie": f"{cookie}; _xsrf={xsrf}", "X-XSRFToken": "2|00000000|" + "0" * 32 + "|1"}
     assert (await raw("POST", f"rho/api/plans/{ids['plan']}/runs", headers=wrong)).code == 403
     passed = await raw("POST", f"rho/api/plans/{ids['plan']}/runs", headers=with_xsrf)
-    assert passed.code == 409 and json.loads(passed.body)["rule"] == "confirmation_required"  # past XSRF, into our checks
+    assert (
+        passed.code == 409 and json.loads(passed.body)["rule"] == "confirmation_required"
+    )  # past XSRF, into our checks
     deleted = await raw("DELETE", f"rho/api/plans/{ids['plan']}", headers=with_xsrf)
     assert deleted.code == 200 and store.project.stored_plans() == []

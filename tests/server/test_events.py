@@ -11,23 +11,32 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.simple_httpclient import HTTPStreamClosedError
 
+from tests.conftest import journaled
 from tests.server.helpers import QUICK, STEPS, Message, Store, body, parse_sse, wait_until
 
 
-async def _stream(jp_fetch: Any, run_id: str, *, stop_after: int | None = None, **kwargs: Any) -> list[Message]:
-    """Read the event stream of ``run_id``; with ``stop_after``, hang up after that many records."""
-    received = bytearray()
+async def _stream(
+    jp_fetch: Any, run_id: str, *, stop_after: int | None = None, received: bytearray | None = None, **kwargs: Any
+) -> list[Message]:
+    """Read the event stream of ``run_id``; with ``stop_after``, hang up after that many records.
+    The raw bytes are collected in ``received`` (when given) as they arrive."""
+    received = bytearray() if received is None else received
     hung_up = False
 
     def collect(chunk: bytes) -> None:
         nonlocal hung_up
         received.extend(chunk)
-        if stop_after is not None and sum(1 for m in parse_sse(received.decode()) if m.event == "message") >= stop_after:
+        if (
+            stop_after is not None
+            and sum(1 for m in parse_sse(received.decode()) if m.event == "message") >= stop_after
+        ):
             hung_up = True
             raise ConnectionAbortedError("hang up")  # tornado closes the connection
 
     try:
-        response = await jp_fetch("rho", "api", "runs", run_id, "events", streaming_callback=collect, request_timeout=60, **kwargs)
+        response = await jp_fetch(
+            "rho", "api", "runs", run_id, "events", streaming_callback=collect, request_timeout=60, **kwargs
+        )
     except HTTPStreamClosedError:
         assert hung_up
         messages = parse_sse(received.decode())
@@ -43,7 +52,17 @@ def _ids(messages: list[Message]) -> list[int]:
 
 async def _finished_run(jp_fetch: Any, store: Store) -> str:
     plan = store.plan("quick", QUICK)
-    started = body(await jp_fetch("rho", "api", "plans", plan.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})))
+    started = body(
+        await jp_fetch(
+            "rho",
+            "api",
+            "plans",
+            plan.plan_id,
+            "runs",
+            method="POST",
+            body=json.dumps({"graph_digest": plan.graph_digest}),
+        )
+    )
 
     async def done() -> bool:
         return bool(body(await jp_fetch("rho", "api", "runs", started["run_id"]))["lifecycle"] == "completed")
@@ -61,7 +80,12 @@ async def test_a_finished_run_streams_its_journal_then_ends(jp_fetch: Any, store
     assert [r["seq"] for r in records] == seqs and records[0]["kind"] == "run_created"
     assert "run_completed" in [r["kind"] for r in records]
     assert messages[-1].event == "end" and messages[-1].id is None
-    assert messages[-1].json() == {"run_id": run_id, "last_seq": seqs[-1], "lifecycle": "completed", "outcome": "success"}
+    assert messages[-1].json() == {
+        "run_id": run_id,
+        "last_seq": seqs[-1],
+        "lifecycle": "completed",
+        "outcome": "success",
+    }
 
 
 async def test_resume_after_a_seq_by_header_or_query(jp_fetch: Any, store: Store) -> None:
@@ -82,10 +106,13 @@ async def test_resume_after_a_seq_by_header_or_query(jp_fetch: Any, store: Store
         assert caught.value.code == 400
 
 
-async def test_a_live_terminal_run_is_followed_and_resumed_without_loss_or_duplication(jp_fetch: Any, store: Store) -> None:
+async def test_a_live_terminal_run_is_followed_and_resumed_without_loss_or_duplication(
+    jp_fetch: Any, store: Store
+) -> None:
     plan = store.plan("steps", STEPS)
     proc = store.cli_run(plan)  # the owner is a terminal process, not the server
     try:
+
         async def live() -> str | None:
             rows = body(await jp_fetch("rho", "api", "runs"))
             return str(rows[0]["run_id"]) if rows and rows[0]["lifecycle"] == "running" else None
@@ -109,11 +136,22 @@ async def test_a_live_terminal_run_is_followed_and_resumed_without_loss_or_dupli
 
 async def test_a_stream_opened_before_the_run_starts_waits_for_it(jp_fetch: Any, store: Store) -> None:
     plan = store.plan("quick", QUICK)
-    run_id = store.project.service.create_run(plan)  # created, not started: lifecycle planned
-    reader = asyncio.ensure_future(_stream(jp_fetch, run_id))
-    await asyncio.sleep(0.5)
+    run_id = store.project.create_run(plan)  # created, not started: lifecycle planned
+    created = await journaled(store.project.home, run_id, "run_created")
+    received = bytearray()
+    reader = asyncio.ensure_future(_stream(jp_fetch, run_id, received=received))
+
+    async def sent_created() -> bool:  # the server has read the journal and streamed run_created
+        return created["seq"] in _ids(parse_sse(received.decode())) or reader.done()
+
+    await wait_until(sent_created)
     assert not reader.done()  # a planned run is followed until someone starts it
-    resumed = body(await jp_fetch("rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})))
+    assert "end" not in [m.event for m in parse_sse(received.decode())]
+    resumed = body(
+        await jp_fetch(
+            "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})
+        )
+    )
     assert resumed["run_id"] == run_id
     messages = await asyncio.wait_for(reader, 30)
     assert _ids(messages) == store.journal_seqs(run_id)

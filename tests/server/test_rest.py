@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -11,8 +10,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from tests.conftest import journaled
 from tests.server.helpers import GATE, LONG, QUICK, Store, body, wait_until
-
 
 
 async def _status(jp_fetch: Any, run_id: str) -> dict[str, Any]:
@@ -29,7 +28,9 @@ async def _finished(jp_fetch: Any, run_id: str) -> dict[str, Any]:
 
 
 async def _start(jp_fetch: Any, plan: Any) -> str:
-    response = await jp_fetch("rho", "api", "plans", plan.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": plan.graph_digest}))
+    response = await jp_fetch(
+        "rho", "api", "plans", plan.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})
+    )
     assert response.code == 201
     data = body(response)
     assert response.headers["Location"].endswith(f"/rho/api/runs/{data['run_id']}")
@@ -71,14 +72,23 @@ async def test_plans_list_show_and_delete(jp_fetch: Any, store: Store) -> None:
 async def test_start_needs_the_exact_digest(jp_fetch: Any, store: Store) -> None:
     quick = store.plan("quick", QUICK)
     for sent in ({}, {"graph_digest": "sha256:" + "0" * 64}, {"graph_digest": quick.graph_digest[:20]}):
-        code, error = await _error(jp_fetch, "rho", "api", "plans", quick.plan_id, "runs", method="POST", body=json.dumps(sent))
+        code, error = await _error(
+            jp_fetch, "rho", "api", "plans", quick.plan_id, "runs", method="POST", body=json.dumps(sent)
+        )
         assert code == 409 and error["rule"] == "confirmation_required"
         assert quick.graph_digest in error["message"]
     assert body(await jp_fetch("rho", "api", "runs")) == []  # nothing was created
     code, error = await _error(jp_fetch, "rho", "api", "plans", quick.plan_id, "runs", method="POST", body="[1]")
     assert code == 400 and error["rule"] == "bad_request"
     code, error = await _error(
-        jp_fetch, "rho", "api", "plans", quick.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": quick.graph_digest, "mode": "yolo"})
+        jp_fetch,
+        "rho",
+        "api",
+        "plans",
+        quick.plan_id,
+        "runs",
+        method="POST",
+        body=json.dumps({"graph_digest": quick.graph_digest, "mode": "yolo"}),
     )
     assert code == 400 and "mode" in error["message"]
 
@@ -88,7 +98,13 @@ async def test_run_status_result_view_and_artifacts(jp_fetch: Any, store: Store)
     run_id = await _start(jp_fetch, quick)
     final = await _finished(jp_fetch, run_id)
     assert final["outcome"] == "success" and final["plan_id"] == quick.plan_id
-    assert final["nodes"]["hello"] == {"state": "success", "attempt": 1, "exit_code": 0, "reason": "", "uncertain": False}
+    assert final["nodes"]["hello"] == {
+        "state": "success",
+        "attempt": 1,
+        "exit_code": 0,
+        "reason": "",
+        "uncertain": False,
+    }
     assert final["last_seq"] > 0
 
     rows = body(await jp_fetch("rho", "api", "runs"))
@@ -114,7 +130,9 @@ async def test_run_status_result_view_and_artifacts(jp_fetch: Any, store: Store)
     stdout = await jp_fetch("rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout")
     assert stdout.body == b"hi\n" and stdout.headers["X-Rho-Size"] == "3"
     assert stdout.headers["Content-Type"].startswith("text/plain")
-    part = await jp_fetch("rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"offset": "1", "limit": "1"})
+    part = await jp_fetch(
+        "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"offset": "1", "limit": "1"}
+    )
     assert part.body == b"i" and part.headers["X-Rho-Next-Offset"] == "2"
     exit_record = body(await jp_fetch("rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "exit.json"))
     assert exit_record["kind"] == "exit" and exit_record["code"] == 0
@@ -122,9 +140,13 @@ async def test_run_status_result_view_and_artifacts(jp_fetch: Any, store: Store)
     for name, rule in (("manifest.json", "unknown_artifact"), ("..", "unknown_artifact"), ("value", "not_found")):
         code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", name)
         assert (code, error["rule"]) == (404, rule)
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"limit": str(2 << 20)})
+    code, error = await _error(
+        jp_fetch, "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"limit": str(2 << 20)}
+    )
     assert code == 400
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"attempt": "2"})
+    code, error = await _error(
+        jp_fetch, "rho", "api", "runs", run_id, "nodes", "hello", "artifacts", "stdout", params={"attempt": "2"}
+    )
     assert code == 404
     code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "nodes", "nope", "artifacts", "stdout")
     assert code == 404 and error["rule"] == "not_found"
@@ -164,10 +186,14 @@ async def test_cancel_resume_and_delete(jp_fetch: Any, store: Store) -> None:
     run_id = await _start(jp_fetch, long)
     code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, method="DELETE")
     assert code == 409 and error["rule"] == "live"
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "cancel", method="POST", body=json.dumps({"wait_seconds": 99}))
+    code, error = await _error(
+        jp_fetch, "rho", "api", "runs", run_id, "cancel", method="POST", body=json.dumps({"wait_seconds": 99})
+    )
     assert code == 400
 
-    cancelled = body(await jp_fetch("rho", "api", "runs", run_id, "cancel", method="POST", body=json.dumps({"wait_seconds": 5})))
+    cancelled = body(
+        await jp_fetch("rho", "api", "runs", run_id, "cancel", method="POST", body=json.dumps({"wait_seconds": 5}))
+    )
     assert cancelled["cancellation_state"] == "acknowledged" and cancelled["request_id"]
     final = await _finished(jp_fetch, run_id)
     assert final["outcome"] == "cancellation" and final["nodes"]["wait"]["state"] == "cancellation"
@@ -176,14 +202,27 @@ async def test_cancel_resume_and_delete(jp_fetch: Any, store: Store) -> None:
 
     code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "resume", method="POST", body=b"{}")
     assert code == 409 and error["rule"] == "confirmation_required"
-    resumed = body(await jp_fetch("rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({"graph_digest": long.graph_digest})))
+    resumed = body(
+        await jp_fetch(
+            "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({"graph_digest": long.graph_digest})
+        )
+    )
     assert resumed["lifecycle"] == "running"
 
     async def second_attempt() -> bool:
         return bool((await _status(jp_fetch, run_id))["nodes"]["wait"]["attempt"] == 2)
 
     await wait_until(second_attempt)
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({"graph_digest": long.graph_digest}))
+    code, error = await _error(
+        jp_fetch,
+        "rho",
+        "api",
+        "runs",
+        run_id,
+        "resume",
+        method="POST",
+        body=json.dumps({"graph_digest": long.graph_digest}),
+    )
     assert code == 409 and error["rule"] == "refused"  # owned (by this server) already
 
     await jp_fetch("rho", "api", "runs", run_id, "cancel", method="POST", body=b"{}")
@@ -198,26 +237,51 @@ async def test_resume_after_an_unclean_exit_needs_recover_uncertain(jp_fetch: An
     long = store.plan("long", LONG)
     proc = store.cli_run(long)
     try:
+
         async def running() -> str | None:
             rows = body(await jp_fetch("rho", "api", "runs"))
             return str(rows[0]["run_id"]) if rows and rows[0]["counts"].get("running") else None
 
         run_id = await wait_until(running)
-        await asyncio.sleep(0.3)  # let the launched process get journaled
+        await journaled(store.project.home, run_id, "process_started", node="wait")  # the launched `sleep` is journaled
         os.kill(proc.pid, signal.SIGKILL)  # the terminal owner dies; its `sleep` is left uncertain
         proc.wait()
         assert (await _status(jp_fetch, run_id))["lifecycle"] == "needs_recovery"
         confirm = {"graph_digest": long.graph_digest}
-        code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps(confirm))
+        code, error = await _error(
+            jp_fetch, "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps(confirm)
+        )
         assert code == 409 and error["rule"] == "needs_recovery" and "--recover-uncertain" in error["message"]
-        code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({**confirm, "recover_uncertain": "yes"}))
+        code, error = await _error(
+            jp_fetch,
+            "rho",
+            "api",
+            "runs",
+            run_id,
+            "resume",
+            method="POST",
+            body=json.dumps({**confirm, "recover_uncertain": "yes"}),
+        )
         assert code == 400
-        resumed = body(await jp_fetch("rho", "api", "runs", run_id, "resume", method="POST", body=json.dumps({**confirm, "recover_uncertain": True})))
+        resumed = body(
+            await jp_fetch(
+                "rho",
+                "api",
+                "runs",
+                run_id,
+                "resume",
+                method="POST",
+                body=json.dumps({**confirm, "recover_uncertain": True}),
+            )
+        )
         assert resumed["lifecycle"] == "running"
         await jp_fetch("rho", "api", "runs", run_id, "cancel", method="POST", body=b"{}")
         final = await _finished(jp_fetch, run_id)
         assert final["outcome"] == "cancellation"
-        kinds = [json.loads(line)["kind"] for line in (store.project.home / "workflows" / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+        kinds = [
+            json.loads(line)["kind"]
+            for line in (store.project.home / "workflows" / "runs" / run_id / "events.jsonl").read_text().splitlines()
+        ]
         assert "recovery_confirmed" in kinds
     finally:
         if proc.poll() is None:
@@ -229,7 +293,7 @@ async def test_server_stop_cancels_the_runs_it_owns(jp_serverapp: Any, jp_fetch:
     long = store.plan("long", LONG)
     run_id = await _start(jp_fetch, long)
     await jp_serverapp.cleanup_extensions()
-    data = store.project.service.status(run_id)
+    data = store.project.status(run_id)
     assert data.lifecycle.value == "completed" and data.outcome == "cancellation"
 
 
@@ -250,13 +314,42 @@ async def test_approve_from_the_api(jp_fetch: Any, store: Store) -> None:
     assert (await _status(jp_fetch, run_id))["lifecycle"] == "waiting"
     request_id = requests[0]["request_id"]
 
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "approvals", request_id, method="POST", body=json.dumps({"decision": "maybe"}))
+    code, error = await _error(
+        jp_fetch,
+        "rho",
+        "api",
+        "runs",
+        run_id,
+        "approvals",
+        request_id,
+        method="POST",
+        body=json.dumps({"decision": "maybe"}),
+    )
     assert code == 400
     decided = body(
-        await jp_fetch("rho", "api", "runs", run_id, "approvals", request_id[:13], method="POST", body=json.dumps({"decision": "approve", "comment": "go"}))
+        await jp_fetch(
+            "rho",
+            "api",
+            "runs",
+            run_id,
+            "approvals",
+            request_id[:13],
+            method="POST",
+            body=json.dumps({"decision": "approve", "comment": "go"}),
+        )
     )
     assert decided["decision"] == "approve" and decided["via"] == "server" and decided["comment"] == "go"
-    code, error = await _error(jp_fetch, "rho", "api", "runs", run_id, "approvals", request_id, method="POST", body=json.dumps({"decision": "deny"}))
+    code, error = await _error(
+        jp_fetch,
+        "rho",
+        "api",
+        "runs",
+        run_id,
+        "approvals",
+        request_id,
+        method="POST",
+        body=json.dumps({"decision": "deny"}),
+    )
     assert code == 409 and error["rule"] == "already_decided"
 
     final = await _finished(jp_fetch, run_id)
@@ -272,6 +365,7 @@ async def test_deny_a_run_owned_by_a_terminal(jp_fetch: Any, store: Store) -> No
     gate = store.plan("gate", GATE)
     proc = store.cli_run(gate)
     try:
+
         async def waiting() -> list[dict[str, Any]]:
             rows = body(await jp_fetch("rho", "api", "runs"))
             return [r for r in rows if r["waiting"]]
@@ -280,7 +374,16 @@ async def test_deny_a_run_owned_by_a_terminal(jp_fetch: Any, store: Store) -> No
         assert row["origin"] == "cli" and row["lifecycle"] == "waiting"
         requests = body(await jp_fetch("rho", "api", "runs", row["run_id"], "approvals"))
         decided = body(
-            await jp_fetch("rho", "api", "runs", row["run_id"], "approvals", requests[0]["request_id"], method="POST", body=json.dumps({"decision": "deny"}))
+            await jp_fetch(
+                "rho",
+                "api",
+                "runs",
+                row["run_id"],
+                "approvals",
+                requests[0]["request_id"],
+                method="POST",
+                body=json.dumps({"decision": "deny"}),
+            )
         )
         assert decided["decision"] == "deny"
         final = await _finished(jp_fetch, row["run_id"])

@@ -55,7 +55,13 @@ def test_same_source_same_digest_in_two_processes(project: Project) -> None:
         "import json,sys; from rho_notebook.model.graph import Graph; from rho_notebook.model.canonical import graph_digest;"
         f"print(graph_digest(Graph.model_validate(json.loads(open({str(graph_json)!r}).read()))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() in digests
 
 
@@ -85,9 +91,9 @@ def test_comment_change_keeps_digest_but_source_digest_changes(project: Project)
     [
         ('name = "digest"', 'name = "digest2"'),
         ("timeout_seconds = 5, max_output_bytes = 100)\n    b", "timeout_seconds = 6, max_output_bytes = 100)\n    b"),
-        ('max_output_bytes = 100)\n    return', 'max_output_bytes = 101)\n    return'),
+        ("max_output_bytes = 100)\n    return", "max_output_bytes = 101)\n    return"),
         ('"ok": schema.bool()', '"ok": schema.string()'),
-        ('schema.optional(schema.integer())', 'schema.integer()'),
+        ("schema.optional(schema.integer())", "schema.integer()"),
         ('condition.equals(output("a", ["ok"]), True)', 'condition.equals(output("a", ["ok"]), False)'),
         ('["echo", output("a", ["n"])]', '["echo", "-n", output("a", ["n"])]'),
         ('argv = ["true"]', 'argv = ["false"]'),

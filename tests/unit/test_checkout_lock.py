@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rho_notebook.errors import StoreError
-from rho_notebook.run.checkout import CheckoutLock, FairReadWriteLock
+from rho_notebook.runtime.checkout import CheckoutLock, FairReadWriteLock
 from rho_notebook.store.layout import StoreLayout
 
 KEY = "0123abcd" * 8
@@ -385,9 +385,23 @@ def test_instances_in_one_loop_share_the_fair_lock(layout: StoreLayout) -> None:
 
 def test_other_workspaces_are_independent(layout: StoreLayout) -> None:
     async def scenario() -> None:
-        async with CheckoutLock.for_layout(layout, KEY).write():
-            async with CheckoutLock.for_layout(layout, "f" * 64).write():
-                pass
+        log: list[str] = []
+        mine, other = CheckoutLock.for_layout(layout, KEY), CheckoutLock.for_layout(layout, "f" * 64)
+        held = Holder("mine", mine.write, log)
+        await asyncio.wait_for(held.inside.wait(), 5)
+        same = Holder("same", CheckoutLock.for_layout(layout, KEY).write, log)  # control: this workspace waits
+        elsewhere = Holder("other", other.write, log)
+        await settle()
+        assert elsewhere.entered, "a writer of another workspace waited for this workspace's writer"
+        assert held.entered and not same.entered
+        assert other.path != mine.path
+        assert not probe(mine.path, fcntl.LOCK_SH) and not probe(other.path, fcntl.LOCK_SH)  # both held at once
+        await elsewhere.release()
+        assert probe(other.path, fcntl.LOCK_EX) and not probe(mine.path, fcntl.LOCK_SH)
+        await held.release()
+        await asyncio.wait_for(same.inside.wait(), 5)
+        await same.release()
+        assert log == ["+mine", "+other", "-other", "-mine", "+same", "-same"]
 
     run(scenario)
 
@@ -475,7 +489,13 @@ class OtherProcess:
 
 
 def probe_from_other_process(path: Path, operation: str) -> str:
-    done = subprocess.run([sys.executable, "-c", PROBE_SCRIPT, str(path), operation], capture_output=True, text=True, timeout=30, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE_SCRIPT, str(path), operation],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -507,7 +527,9 @@ def test_writer_waits_for_another_process_holding_the_lock(layout: StoreLayout, 
         other.close()
 
 
-def test_readers_wait_for_another_process_writer_and_share_with_its_readers(layout: StoreLayout, lock_path: Path) -> None:
+def test_readers_wait_for_another_process_writer_and_share_with_its_readers(
+    layout: StoreLayout, lock_path: Path
+) -> None:
     writer = OtherProcess(lock_path, "LOCK_EX")
 
     async def scenario() -> None:

@@ -30,5 +30,9 @@ def test_snapshot_is_a_copy_and_each_launch_gets_its_own_dict() -> None:
 def test_each_policy_is_filtered_on_its_own() -> None:
     snapshot = EnvironmentSnapshot(SOURCE)
     narrow = EnvironmentPolicy(names=("PATH",), prefixes=())
-    assert node_environment(narrow, snapshot, run_id="r", node="n") == {"PATH": "/usr/bin", "RHO_RUN_ID": "r", "RHO_NODE": "n"}
+    assert node_environment(narrow, snapshot, run_id="r", node="n") == {
+        "PATH": "/usr/bin",
+        "RHO_RUN_ID": "r",
+        "RHO_NODE": "n",
+    }
     assert "HOME" in node_environment(EnvironmentPolicy(), snapshot, run_id="r", node="n")

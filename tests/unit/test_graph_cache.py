@@ -53,8 +53,8 @@ def test_in_place_edit_with_restored_mtime_is_verified_again(project: Project) -
 def test_run_created_in_this_process_still_refuses_a_modified_graph(project: Project) -> None:
     path, _ = _graph_file(project)
     service = project.service
-    plan = service.plans.load(path.parent.name)
-    run_id = service.create_run(plan)
+    plan = service.plan_store.load(path.parent.name)
+    run_id = project.create_run(plan)
     store = RunStore(service.layout)
     digest = store.manifest(run_id).graph_digest
     assert store.graph(run_id, expected_digest=digest).nodes[0].timeout_seconds == 10  # remembered at create

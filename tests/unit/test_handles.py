@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rho_notebook.errors import VerificationError
 from rho_notebook.exec import verify
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.process import ProcessSpec, run_process
-from rho_notebook.exec.verify import VerificationError, identity_of
+from rho_notebook.exec.verify import identity_of
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
 
 SCRIPT = b"#!/bin/sh\necho kept\n"
@@ -89,7 +90,9 @@ def test_an_edit_in_place_after_keeping_is_refused(settled_now: None, tool: Path
     handles.close()
 
 
-def test_a_replacement_with_the_same_bytes_is_refused_while_the_old_file_lives_on(settled_now: None, tool: Path, tmp_path: Path) -> None:
+def test_a_replacement_with_the_same_bytes_is_refused_while_the_old_file_lives_on(
+    settled_now: None, tool: Path, tmp_path: Path
+) -> None:
     handles = VerifiedHandles(tmp_path)
     identity = identity_of(tool)
     os.close(asyncio.run(handles.open_file(_frozen(tool), identity=identity)))
@@ -145,10 +148,14 @@ def test_working_directory_kept_then_removed_or_replaced(tmp_path: Path) -> None
     handles.close()
 
 
-def test_launches_through_kept_handles_run_the_verified_script_and_stop_after_an_edit(settled_now: None, tool: Path, tmp_path: Path) -> None:
+def test_launches_through_kept_handles_run_the_verified_script_and_stop_after_an_edit(
+    settled_now: None, tool: Path, tmp_path: Path
+) -> None:
     executable = FrozenExecutable(
         file=FrozenFile(path=str(tool), in_workspace=False, sha256=sha(SCRIPT)),
-        interpreters=(FrozenFile(path=os.path.realpath("/bin/sh"), in_workspace=False, sha256=sha(Path("/bin/sh").read_bytes())),),
+        interpreters=(
+            FrozenFile(path=os.path.realpath("/bin/sh"), in_workspace=False, sha256=sha(Path("/bin/sh").read_bytes())),
+        ),
     )
     spec = ProcessSpec(
         argv=("tool.sh",), executable=executable, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},

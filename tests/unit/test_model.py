@@ -212,7 +212,9 @@ def test_condition_scalars_keep_their_json_type() -> None:
         assert type(built.right) is type(right) and built.right == right
         loaded = Equals.model_validate_json(built.model_dump_json())
         assert type(loaded.right) is type(right) and loaded.right == right
-    loaded_set = IsOneOf.model_validate_json('{"kind":"is_one_of","left":{"kind":"status","node":"a"},"values":[true,1,0,false,null,"x"]}')
+    loaded_set = IsOneOf.model_validate_json(
+        '{"kind":"is_one_of","left":{"kind":"status","node":"a"},"values":[true,1,0,false,null,"x"]}'
+    )
     assert [type(v) for v in loaded_set.values] == [bool, int, int, bool, type(None), str]
 
 
@@ -230,7 +232,12 @@ def test_lookup_is_called_with_the_reference() -> None:
 
 def test_condition_references_and_depth() -> None:
     a, b, c = OutputRef(node="a", path=("x",)), StatusRef(node="b"), ExitCodeRef(node="c")
-    cond = AllOf(items=(Equals(left=a, right=1), Not(item=AnyOf(items=(IsOneOf(left=b, values=("success",)), Equals(left=c, right=0))))))
+    cond = AllOf(
+        items=(
+            Equals(left=a, right=1),
+            Not(item=AnyOf(items=(IsOneOf(left=b, values=("success",)), Equals(left=c, right=0)))),
+        )
+    )
     assert condition_references(cond) == [a, b, c]
     assert condition_depth(Equals(left=a, right=1)) == 1
     assert condition_depth(cond) == 4
@@ -308,20 +315,24 @@ def test_int64_bounds() -> None:
     assert INT64_MAX == 2**63 - 1 and INT64_MIN == -(2**63)
     assert validate_value(INT, INT64_MAX + 1) == [f"$: integer {INT64_MAX + 1} is outside signed 64-bit range"]
     assert validate_value(INT, INT64_MIN - 1) == [f"$: integer {INT64_MIN - 1} is outside signed 64-bit range"]
-    assert validate_value(ListSchema(items=INT), [0, 2**64]) == [f"$[1]: integer {2**64} is outside signed 64-bit range"]
+    assert validate_value(ListSchema(items=INT), [0, 2**64]) == [
+        f"$[1]: integer {2**64} is outside signed 64-bit range"
+    ]
 
 
 def test_enum_members_are_type_strict() -> None:
     schema = EnumSchema(members=("approve", 1, True, None))
     for ok in ("approve", 1, True, None):
         assert validate_value(schema, ok) == [], ok
-    assert validate_value(EnumSchema(members=(1,)), True) == ['$: true is not one of [1]']
+    assert validate_value(EnumSchema(members=(1,)), True) == ["$: true is not one of [1]"]
     assert validate_value(EnumSchema(members=(True,)), 1) == ["$: 1 is not one of [true]"]
     assert validate_value(EnumSchema(members=(0,)), False) == ["$: false is not one of [0]"]
     assert validate_value(EnumSchema(members=(False,)), 0) == ["$: 0 is not one of [false]"]
     assert validate_value(EnumSchema(members=(None,)), 0) == ["$: 0 is not one of [null]"]
     assert validate_value(EnumSchema(members=("1",)), 1) == ['$: 1 is not one of ["1"]']
-    assert validate_value(EnumSchema(members=("approve", "revise")), "reject") == ['$: "reject" is not one of ["approve", "revise"]']
+    assert validate_value(EnumSchema(members=("approve", "revise")), "reject") == [
+        '$: "reject" is not one of ["approve", "revise"]'
+    ]
     assert validate_value(EnumSchema(members=("a",)), ["a"]) != []
     assert validate_value(EnumSchema(members=()), None) != []
 
@@ -342,9 +353,14 @@ def test_record_optional_fields_may_be_absent_or_null() -> None:
 def test_record_required_fields_missing_and_extra_fields() -> None:
     schema = rec(a=INT, b=STR, c=opt(BOOL))
     assert validate_value(schema, {}) == ["$: missing field 'a'", "$: missing field 'b'"]
-    assert validate_value(schema, {"a": 1, "b": "x", "z": 1, "y": 2}) == ["$: unexpected field 'y'", "$: unexpected field 'z'"]
+    assert validate_value(schema, {"a": 1, "b": "x", "z": 1, "y": 2}) == [
+        "$: unexpected field 'y'",
+        "$: unexpected field 'z'",
+    ]
     problems = validate_value(schema, {"b": 1, "extra": None})
-    assert sorted(problems) == sorted(["$: unexpected field 'extra'", "$: missing field 'a'", "$.b: expected string, got integer"])
+    assert sorted(problems) == sorted(
+        ["$: unexpected field 'extra'", "$: missing field 'a'", "$.b: expected string, got integer"]
+    )
 
 
 def test_required_null_field_must_be_present() -> None:
@@ -510,7 +526,12 @@ def test_single_node_outcome(state: NodeState, expected: Outcome) -> None:
 
 
 PRECEDENCE = [S.CANCELLATION, S.DENIAL, S.FAILURE, S.BLOCKED]
-TO_OUTCOME = {S.CANCELLATION: Outcome.CANCELLATION, S.DENIAL: Outcome.DENIAL, S.FAILURE: Outcome.FAILURE, S.BLOCKED: Outcome.BLOCKED}
+TO_OUTCOME = {
+    S.CANCELLATION: Outcome.CANCELLATION,
+    S.DENIAL: Outcome.DENIAL,
+    S.FAILURE: Outcome.FAILURE,
+    S.BLOCKED: Outcome.BLOCKED,
+}
 
 
 @pytest.mark.parametrize("subset", [c for r in range(1, 5) for c in itertools.combinations(PRECEDENCE, r)])
@@ -547,7 +568,17 @@ def test_workflow_outcome_accepts_any_iterable_once() -> None:
 
 def test_outcome_and_state_values() -> None:
     assert {o.value for o in Outcome} == {"success", "failure", "denial", "cancellation", "blocked"}
-    assert {s.value for s in NodeState} == {"pending", "ready", "running", "success", "failure", "denial", "cancellation", "skipped", "blocked"}
+    assert {s.value for s in NodeState} == {
+        "pending",
+        "ready",
+        "running",
+        "success",
+        "failure",
+        "denial",
+        "cancellation",
+        "skipped",
+        "blocked",
+    }
     assert TERMINAL_STATES == {S.SUCCESS, S.FAILURE, S.DENIAL, S.CANCELLATION, S.SKIPPED, S.BLOCKED}
     assert all(s.terminal for s in TERMINAL_STATES)
     assert not any(s.terminal for s in (S.PENDING, S.READY, S.RUNNING))

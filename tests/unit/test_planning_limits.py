@@ -90,14 +90,34 @@ def test_caller_keeps_working_after_a_runaway(project: Project) -> None:
 
 
 def test_limit_error_names_budget_for_graph_counts(project: Project) -> None:
-    project.write("wf.star", star('return workflow(name = "a", nodes = [command(name = "n" + str(i), argv = ["true"], needs = [], timeout_seconds = 1, max_output_bytes = 1) for i in range(2001)])'))
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "a", nodes = [command(name = "n" + str(i), argv = ["true"], needs = [], timeout_seconds = 1, max_output_bytes = 1) for i in range(2001)])'
+        ),
+    )
     with pytest.raises(Exception, match=r"planning budget 'node_count' exceeded: accepted limit 2000, measured 2001"):
         project.plan("wf.star")
 
 
 def test_receipt_has_every_budget_the_planner_uses() -> None:
     limits = load_limits()
-    for name in ("source_bytes", "module_count", "module_depth", "evaluator_ticks", "evaluator_wall_ms",
-                 "evaluator_address_space", "node_count", "edge_count", "condition_depth", "schema_depth",
-                 "graph_bytes", "template_bytes", "argv_bytes", "timeout_seconds", "max_output_bytes", "input_bytes"):
+    for name in (
+        "source_bytes",
+        "module_count",
+        "module_depth",
+        "evaluator_ticks",
+        "evaluator_wall_ms",
+        "evaluator_address_space",
+        "node_count",
+        "edge_count",
+        "condition_depth",
+        "schema_depth",
+        "graph_bytes",
+        "template_bytes",
+        "argv_bytes",
+        "timeout_seconds",
+        "max_output_bytes",
+        "input_bytes",
+    ):
         assert limits.limit(name) > 0

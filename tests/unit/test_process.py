@@ -19,18 +19,16 @@ from typing import Any
 
 import pytest
 
+from rho_notebook.errors import LaunchError, UnsupportedPlatform, VerificationError
 from rho_notebook.exec import process, verify
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import (
-    LaunchError,
     ProcessResult,
     ProcessSpec,
-    UnsupportedPlatform,
     run_process,
 )
 from rho_notebook.exec.verify import (
     FileIdentity,
-    VerificationError,
     identity_of,
     open_verified,
     open_verified_dir,
@@ -75,9 +73,7 @@ def sh(workspace: Path, script: str, **overrides: Any) -> ProcessSpec:
 
 def binary(workspace: Path, path: str, *args: str, **overrides: Any) -> ProcessSpec:
     real = os.path.realpath(path)
-    return make_spec(
-        workspace, (Path(path).name, *args), FrozenExecutable(file=frozen(real)), **overrides
-    )
+    return make_spec(workspace, (Path(path).name, *args), FrozenExecutable(file=frozen(real)), **overrides)
 
 
 def write_script(path: Path, text: str) -> Path:
@@ -560,7 +556,7 @@ def test_paths_replaced_after_verification_cannot_select_other_objects(workspace
     (workspace / "dir").mkdir()
     script = write_script(
         workspace / "tool.sh",
-        "#!/bin/sh\necho original\npwd -P\nfor f in /proc/$$/fd/*; do readlink \"$f\"; done\n",
+        '#!/bin/sh\necho original\npwd -P\nfor f in /proc/$$/fd/*; do readlink "$f"; done\n',
     )
     exe = FrozenExecutable(file=frozen(script, workspace), interpreters=(frozen(DASH),))
     spec = make_spec(workspace, ("tool.sh",), exe, cwd=workspace / "dir")
@@ -732,4 +728,3 @@ def test_spec_validation(workspace: Path) -> None:
         sh(workspace, "true", env={"A=B": "1"})
     with pytest.raises(ValueError, match="absolute"):
         sh(workspace, "true", cwd=Path("relative"))
-

@@ -18,8 +18,8 @@ from rho_notebook.model.graph import (
     SchedulerLimits,
 )
 from rho_notebook.model.reference import Template
+from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState, apply, replay
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.run.state import AttemptRecord, NodeRecord, RunState, apply, replay
 
 S = NodeState
 EXE = FrozenExecutable(file=FrozenFile(path="/bin/true", in_workspace=False, sha256="sha256:00"))
@@ -55,7 +55,13 @@ GRAPH = Graph(
     inputs=(),
     nodes=tuple(
         sorted(
-            [_agent("inspect"), _cmd("check", "inspect"), _cmd("lint", "inspect"), _cmd("fix", "check"), _cmd("deploy", "fix", "lint")],
+            [
+                _agent("inspect"),
+                _cmd("check", "inspect"),
+                _cmd("lint", "inspect"),
+                _cmd("fix", "check"),
+                _cmd("deploy", "fix", "lint"),
+            ],
             key=lambda n: n.name,
         )
     ),
@@ -76,7 +82,12 @@ class Journal:
 
     def __call__(self, kind: str, node: str | None = None, **data: Any) -> dict[str, Any]:
         seq = len(self.records) + 1
-        record: dict[str, Any] = {"seq": seq, "run_id": RUN, "at": f"2025-01-01T00:00:{seq:02d}.000+00:00", "kind": kind}
+        record: dict[str, Any] = {
+            "seq": seq,
+            "run_id": RUN,
+            "at": f"2025-01-01T00:00:{seq:02d}.000+00:00",
+            "kind": kind,
+        }
         if node is not None:
             record["node"] = node
         record.update(data)
@@ -96,7 +107,14 @@ def successful_failing_run() -> list[dict[str, Any]]:
     j("node_launched", "check", attempt=1)
     j("process_started", "check", attempt=1, pid=4242)
     j("output_chunk", "check", attempt=1, stream="stdout", bytes=10)
-    j("node_finished", "check", attempt=1, state="failure", exit={"kind": "exit", "code": 2, "signal": None}, message="exit code 2")
+    j(
+        "node_finished",
+        "check",
+        attempt=1,
+        state="failure",
+        exit={"kind": "exit", "code": 2, "signal": None},
+        message="exit code 2",
+    )
     j("node_blocked", "fix", reason="need 'check' ended in failure")
     j("node_launched", "lint", attempt=1)
     j("process_started", "lint", attempt=1, pid=4343)
@@ -114,7 +132,10 @@ def test_fresh_state_has_one_pending_record_per_node() -> None:
     state = fresh()
     assert state.workflow == "review"
     assert sorted(state.nodes) == ["check", "deploy", "fix", "inspect", "lint"]
-    assert all(r.state is S.PENDING and r.attempts == [] and r.attempt == 0 and r.exit_code() is None for r in state.nodes.values())
+    assert all(
+        r.state is S.PENDING and r.attempts == [] and r.attempt == 0 and r.exit_code() is None
+        for r in state.nodes.values()
+    )
     assert state.lifecycle is Lifecycle.PLANNED
     assert state.outcome is None and state.owner_pid is None and state.last_seq == 0
     assert state.cancel_pending == [] and state.cancel_acknowledged == [] and state.cancelled is False
@@ -180,7 +201,9 @@ def test_lifecycle_and_owner_while_running() -> None:
 
 def test_node_skipped_records_reason() -> None:
     j = Journal()
-    state = replay(fresh(), [j("run_started", pid=1, resumed=False), j("node_skipped", "fix", reason="condition is false")])
+    state = replay(
+        fresh(), [j("run_started", pid=1, resumed=False), j("node_skipped", "fix", reason="condition is false")]
+    )
     assert state.nodes["fix"].state is S.SKIPPED and state.nodes["fix"].reason == "condition is false"
 
 
@@ -216,7 +239,10 @@ def test_exit_code_only_for_integer_process_exits(exit: dict[str, Any] | None, c
     j = Journal()
     state = replay(
         fresh(),
-        [j("node_launched", "check", attempt=1), j("node_finished", "check", attempt=1, state="failure", exit=exit, message="")],
+        [
+            j("node_launched", "check", attempt=1),
+            j("node_finished", "check", attempt=1, state="failure", exit=exit, message=""),
+        ],
     )
     assert state.nodes["check"].exit_code() == code
 
@@ -225,7 +251,10 @@ def test_finish_for_unknown_attempt_still_sets_node_state() -> None:
     j = Journal()
     state = replay(
         fresh(),
-        [j("node_launched", "check", attempt=1), j("node_finished", "check", attempt=9, state="denial", exit=None, message="denied")],
+        [
+            j("node_launched", "check", attempt=1),
+            j("node_finished", "check", attempt=9, state="denial", exit=None, message="denied"),
+        ],
     )
     assert state.nodes["check"].state is S.DENIAL
     assert state.nodes["check"].current is not None and state.nodes["check"].current.state is None
@@ -354,7 +383,13 @@ def test_full_cancel_resume_journal() -> None:
     state = replay(fresh(), records)
     assert state.lifecycle is Lifecycle.COMPLETED and state.outcome == "success"
     assert all(r.state is S.SUCCESS for r in state.nodes.values())
-    assert {n: r.attempt for n, r in state.nodes.items()} == {"inspect": 1, "check": 2, "lint": 1, "fix": 1, "deploy": 1}
+    assert {n: r.attempt for n, r in state.nodes.items()} == {
+        "inspect": 1,
+        "check": 2,
+        "lint": 1,
+        "fix": 1,
+        "deploy": 1,
+    }
     assert state.nodes["check"].exit_code() == 0
     assert state.nodes["check"].attempts[1].pid == 5000
     assert state.nodes["check"].attempts[0].pid == 4242
@@ -391,7 +426,15 @@ def test_cancel_request_lifecycle_transition(lifecycle: Lifecycle, after: Lifecy
 
 def test_same_cancel_request_is_recorded_once() -> None:
     j = Journal()
-    state = replay(fresh(), [j("run_started", pid=1, resumed=False), j("cancel_requested", request_id="r1"), j("cancel_requested", request_id="r1"), j("cancel_requested", request_id="r2")])
+    state = replay(
+        fresh(),
+        [
+            j("run_started", pid=1, resumed=False),
+            j("cancel_requested", request_id="r1"),
+            j("cancel_requested", request_id="r1"),
+            j("cancel_requested", request_id="r2"),
+        ],
+    )
     assert state.cancel_pending == ["r1", "r2"]
 
 
@@ -504,7 +547,13 @@ def test_to_json_shape() -> None:
     }
     attempt = check["attempts"][0]
     assert {k: attempt[k] for k in expected_attempt} == expected_attempt
-    assert data["nodes"]["fix"] == {"state": "blocked", "reason": "need 'check' ended in failure", "attempt": 0, "exit_code": None, "attempts": []}
+    assert data["nodes"]["fix"] == {
+        "state": "blocked",
+        "reason": "need 'check' ended in failure",
+        "attempt": 0,
+        "exit_code": None,
+        "attempts": [],
+    }
     json.dumps(data)  # plain JSON data
 
 
@@ -546,7 +595,17 @@ def test_from_json_defaults_for_optional_keys() -> None:
 
 
 def test_attempt_and_node_record_round_trip() -> None:
-    attempt = AttemptRecord(number=3, started_at="s", ended_at="e", pid=1, state="success", exit={"kind": "exit", "code": 0}, message="m", uncertain=True, abandoned=True)
+    attempt = AttemptRecord(
+        number=3,
+        started_at="s",
+        ended_at="e",
+        pid=1,
+        state="success",
+        exit={"kind": "exit", "code": 0},
+        message="m",
+        uncertain=True,
+        abandoned=True,
+    )
     assert AttemptRecord.from_json(attempt.to_json()) == attempt
     record = NodeRecord(state=S.SUCCESS, reason="r", attempts=[attempt])
     assert NodeRecord.from_json(record.to_json()) == record
@@ -649,13 +708,31 @@ def test_launching_other_work_leaves_waiting() -> None:
 
 def test_approval_decision_is_recorded_and_run_resumes() -> None:
     j = approval_run()
-    j("approval_decided", "check", attempt=1, request_id="ap-1", decision="approve", by="alice", comment="ok", decided_at="t", via="cli", facts_sha256="sha256:f")
+    j(
+        "approval_decided",
+        "check",
+        attempt=1,
+        request_id="ap-1",
+        decision="approve",
+        by="alice",
+        comment="ok",
+        decided_at="t",
+        via="cli",
+        facts_sha256="sha256:f",
+    )
     state = replay(fresh(), j.records)
     assert state.lifecycle is Lifecycle.RUNNING
     assert state.waiting_requests() == {}
     current = state.nodes["check"].current
     assert current is not None and current.pending_approval is None
-    assert current.approval == {"request_id": "ap-1", "decision": "approve", "by": "alice", "comment": "ok", "decided_at": "t", "via": "cli"}
+    assert current.approval == {
+        "request_id": "ap-1",
+        "decision": "approve",
+        "by": "alice",
+        "comment": "ok",
+        "decided_at": "t",
+        "via": "cli",
+    }
     again = RunState.from_json(json.loads(json.dumps(state.to_json())))
     assert again == state
 

@@ -9,7 +9,8 @@ access", "Templates and conditions").
 from __future__ import annotations
 
 import random
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ from rho_notebook.model.graph import (
 )
 from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
-from rho_notebook.run.scheduler import Decision, Scheduler
+from rho_notebook.runtime.scheduler import Decision, Scheduler
 
 S = NodeState
 PENDING, READY, RUNNING = S.PENDING, S.READY, S.RUNNING
@@ -191,7 +192,9 @@ def test_node_with_a_non_terminal_need_stays_pending(waiting: NodeState, other: 
     assert "c" not in verdicts(d)
 
 
-@pytest.mark.parametrize("state", [READY, RUNNING, *sorted(TERMINAL_STATES, key=lambda s: s.value)], ids=lambda s: s.value)
+@pytest.mark.parametrize(
+    "state", [READY, RUNNING, *sorted(TERMINAL_STATES, key=lambda s: s.value)], ids=lambda s: s.value
+)
 def test_only_pending_nodes_are_decided(state: NodeState) -> None:
     g = graph(cmd("a"), cmd("b", "a"))
     d = decide(g, {"a": SUCCESS, "b": state}, launching=False)
@@ -677,7 +680,9 @@ def test_duplicate_ready_names_launch_a_node_once() -> None:
 _NA = object()
 
 
-def ref_lookup(ref: Any, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: Mapping[str, Any]) -> Any:
+def ref_lookup(
+    ref: Any, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: Mapping[str, Any]
+) -> Any:
     state = states[ref.node]
     if state not in TERMINAL_STATES:
         return _NA
@@ -716,7 +721,9 @@ def ref_eval(cond: Condition, get: Any) -> bool | None:
     return True if True in results else (None if None in results else False)
 
 
-def ref_decide_states(g: Graph, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: Mapping[str, Any]) -> dict[str, NodeState]:
+def ref_decide_states(
+    g: Graph, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: Mapping[str, Any]
+) -> dict[str, NodeState]:
     """Sweep in node-ID order until nothing changes; returns the newly decided states."""
     current = dict(states)
     by_name = {n.name: n for n in g.nodes}
@@ -870,7 +877,9 @@ def random_output(rng: random.Random) -> Any:
     return value
 
 
-def random_run_state(rng: random.Random, g: Graph) -> tuple[dict[str, NodeState], dict[str, int | None], dict[str, Any]]:
+def random_run_state(
+    rng: random.Random, g: Graph
+) -> tuple[dict[str, NodeState], dict[str, int | None], dict[str, Any]]:
     """A plausible durable state: a node leaves pending only after every need is terminal."""
     by_name = {n.name: n for n in g.nodes}
     states: dict[str, NodeState] = {}
@@ -894,7 +903,13 @@ def random_run_state(rng: random.Random, g: Graph) -> tuple[dict[str, NodeState]
     return states, exit_codes, outputs
 
 
-def run_decide(g: Graph, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: Mapping[str, Any], **kw: Any) -> Decision:
+def run_decide(
+    g: Graph,
+    states: Mapping[str, NodeState],
+    exit_codes: Mapping[str, int | None],
+    outputs: Mapping[str, Any],
+    **kw: Any,
+) -> Decision:
     return Scheduler(g).decide(states, exit_codes=exit_codes, outputs=lambda n: outputs.get(n, UNAVAILABLE), **kw)
 
 
@@ -909,7 +924,7 @@ def test_random_dag_matches_reference(seed: int) -> None:
     assert len(names) == len(set(names)), "each node is decided at most once per pass"
     assert all(states[n] is PENDING for n in names)
     assert verdicts(d) == expected
-    for name, state, reason in d.decided:
+    for _name, state, reason in d.decided:
         assert (reason == "") == (state is READY)
     after = {**states, **expected}
     assert d.launches == ref_launches(g, after)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from rho_notebook.plan.plan import Plan
+from rho_notebook.model.plan import Plan
 from rho_notebook.widgets._testing import RecordingComm, recording_comms
 from tests.conftest import Project
 from tests.widgets.helpers import SMALL

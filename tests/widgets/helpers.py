@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from rho_notebook.plan.plan import Plan
+from rho_notebook.model.plan import Plan
 from rho_notebook.widgets._testing import RecordingComm, ThreadRunHandle
 from tests.conftest import Project, star
 
@@ -56,5 +57,5 @@ SMALL = star(
 
 def start_run(project: Project, plan: Plan, *, resume: bool = False) -> ThreadRunHandle:
     service = project.service
-    run_id = service.create_run(plan)
+    run_id = project.create_run(plan)
     return ThreadRunHandle(service, run_id, resume=resume)

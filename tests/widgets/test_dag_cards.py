@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import ipywidgets
 import pytest
 
 from rho_notebook import widgets
 from rho_notebook.errors import RhoError
-from rho_notebook.plan.plan import Plan
-from rho_notebook.service import Service
+from rho_notebook.model.plan import Plan
+from rho_notebook.service import Consent, Service, StartRun, default_runner
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._hub import Hub, HubSession
 from rho_notebook.widgets._testing import RecordingComm, ThreadRunHandle
@@ -87,7 +88,8 @@ class FakeSession:
 
     def start_plan(self, plan: Plan) -> Any:
         self.started_plans.append(plan.plan_id)
-        run_id = self.service.create_run(plan)
+        request = StartRun(plan=plan.plan_id, consent=Consent(yes=True))
+        run_id = default_runner().call(self.service.create_run_of(plan, request))
         handle = ThreadRunHandle(self.service, run_id).start()
         self.handles[run_id] = handle
         return handle
@@ -124,14 +126,14 @@ def test_hub_lists_starts_watches_and_deletes(project: Project, small_plan: Plan
     _buttons(hub.runs_box, "Watch")[0].click()
     assert isinstance(hub.detail.children[0], DagWidget)
     _buttons(hub.runs_box, "Delete")[0].click()
-    assert service.runs.ids() == [handle.run_id], "deleted without confirmation"
+    assert service.run_store.ids() == [handle.run_id], "deleted without confirmation"
     keep = _buttons(hub.runs_box, "Keep")
     assert keep
     keep[0].click()
-    assert service.runs.ids() == [handle.run_id]
+    assert service.run_store.ids() == [handle.run_id]
     _buttons(hub.runs_box, "Delete")[0].click()
     _buttons(hub.runs_box, "Delete")[-1].click()  # the confirmation button
-    assert service.runs.ids() == []
+    assert service.run_store.ids() == []
 
     # SAVED PLANS: run again through the plan card (its Run button confirms the digest)
     _buttons(hub.plans_box, "Run plan")[0].click()
@@ -146,10 +148,10 @@ def test_hub_lists_starts_watches_and_deletes(project: Project, small_plan: Plan
 
     # delete the plan after confirmation; the run of it stays
     _buttons(hub.plans_box, "Delete")[0].click()
-    assert service.plans.ids() == [small_plan.plan_id]
+    assert service.plan_store.ids() == [small_plan.plan_id]
     _buttons(hub.plans_box, "Delete")[-1].click()
-    assert service.plans.ids() == []
-    assert len(service.runs.ids()) == 1
+    assert service.plan_store.ids() == []
+    assert len(service.run_store.ids()) == 1
     data, _ = hub._repr_mimebundle_()
     assert "SAVED PLANS" in data["text/html"] and "RUNS" in data["text/html"]
 
@@ -170,14 +172,16 @@ def test_hub_refuses_to_delete_a_live_run_and_cancels_it(project: Project, comms
     hub = widgets.hub_view(FakeSession(service=project.service))
     assert _buttons(hub.runs_box, "Watch running")
     hub._delete_run(handle.run_id)
-    assert "live" in hub.message.value and project.service.runs.ids() == [handle.run_id]
+    assert "live" in hub.message.value and project.service.run_store.ids() == [handle.run_id]
     _buttons(hub.runs_box, "Cancel")[0].click()
     final = handle.wait()
     assert final.outcome == "cancellation"
     assert "cancel of" in hub.message.value
 
 
-def test_hub_without_start_plan_explains(project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_without_start_plan_explains(
+    project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch
+) -> None:
     @dataclass
     class Minimal:
         workflows: Sequence[tuple[str, Callable[[], Any]]] = ()

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import random
+import subprocess
+import sys
+import textwrap
 
 import networkx as nx
 import pytest
 
-from rho_notebook.widgets.layout import Layout, NodeSpec, layered_layout, layout_graph
+from rho_notebook.views.layout import Layout, NodeSpec, layered_layout, layout_graph
+from tests.conftest import REPO
 
 
 def _layout(edges: dict[str, tuple[str, ...]], **kwargs: object) -> Layout:
@@ -75,9 +82,39 @@ def test_left_to_right_direction() -> None:
     assert len({layout.by_name[n].y for n in "abc"}) == 1
 
 
+_LAYOUT_JSON = textwrap.dedent(
+    """
+    import dataclasses, json, sys
+    from rho_notebook.views.layout import NodeSpec, layered_layout
+    edges = json.load(sys.stdin)
+    specs = [NodeSpec(name=n, needs=tuple(sorted(needs))) for n, needs in edges.items()]
+    print(hash("n000"))
+    print(json.dumps(dataclasses.asdict(layered_layout(specs)), sort_keys=True))
+    """
+)
+
+
+def _layout_json_in_process(edges: dict[str, tuple[str, ...]], hash_seed: int) -> tuple[str, str]:
+    """``(hash("n000"), the layout of edges as JSON)`` from a fresh interpreter with ``PYTHONHASHSEED``."""
+    path = f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "PYTHONPATH": path}
+    command = [sys.executable, "-c", _LAYOUT_JSON]
+    done = subprocess.run(
+        command, input=json.dumps(edges), env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    string_hash, layout_json = done.stdout.splitlines()
+    return string_hash, layout_json
+
+
 def test_deterministic() -> None:
     edges = {f"n{i:03d}": tuple(f"n{j:03d}" for j in range(max(0, i - 3), i)) for i in range(60)}
     assert _layout(edges) == _layout(edges)
+    # and across interpreters: str hashing (so set order) differs with PYTHONHASHSEED, the layout must not
+    (hash1, json1), (hash2, json2) = (_layout_json_in_process(edges, seed) for seed in (1, 2))
+    assert hash1 != hash2, "PYTHONHASHSEED did not reach the child interpreters"
+    assert json1 == json2
+    assert json1 == json.dumps(dataclasses.asdict(_layout(edges)), sort_keys=True)
 
 
 def test_cycle_and_unknown_need_are_errors() -> None:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 import time
-import types
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rho_notebook import widgets
-from rho_notebook.plan.plan import Plan
+from rho_notebook.errors import ConfirmationRequired
+from rho_notebook.model.plan import Plan
 from rho_notebook.widgets._run import JournalWatch, RunController
 from rho_notebook.widgets._testing import RecordingComm
-from tests.conftest import Project, star
+from tests.conftest import Project, star, wait_journaled
 from tests.widgets.helpers import comm_of, merge_front_end, start_run, wait_for
 
 
@@ -21,7 +21,46 @@ def _settled(widget: Any, handle: Any) -> bool:
     return handle.done() and widget.run.get("lifecycle") == "completed"
 
 
-def test_run_view_follows_a_run_to_its_final_states(project: Project, small_plan: Plan, comms: list[RecordingComm]) -> None:
+def _front_end_run(comm: RecordingComm) -> dict[str, Any]:
+    """The run view the front end holds: the opening state, then the newest run view sent."""
+    run: dict[str, Any] = dict(comm.open_data["state"]["run"])  # type: ignore[index]
+    for message in comm.custom():
+        sent = message.get("run")
+        if message["kind"] in ("patch", "snapshot") and sent and sent.get("v", 0) >= run.get("v", 0):
+            run = dict(sent)
+    return run
+
+
+def _front_end_saw_completion(project: Project, comm: RecordingComm, run_id: str) -> None:
+    """Wait until the journal's run_completed has reached the front end (the patch carrying it
+    was sent, after every node view and pane detail it depends on)."""
+    completed = wait_journaled(project.home, run_id, "run_completed")
+
+    def seen() -> bool:
+        run = _front_end_run(comm)
+        return run.get("lifecycle") == "completed" and run.get("outcome") == completed["outcome"]
+
+    what = f"the front end to be sent run_completed (seq {completed['seq']}, outcome {completed['outcome']})"
+    wait_for(seen, what=what)
+
+
+class _ManualTimer:
+    """A throttle timer that runs scheduled flushes only when the test says so."""
+
+    def __init__(self) -> None:
+        self.pending: list[Callable[[], None]] = []
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> None:
+        self.pending.append(callback)
+
+    def run_pending(self) -> None:
+        while self.pending:
+            self.pending.pop(0)()
+
+
+def test_run_view_follows_a_run_to_its_final_states(
+    project: Project, small_plan: Plan, comms: list[RecordingComm]
+) -> None:
     handle = start_run(project, small_plan)
     view = widgets.run_view(handle)
     comm = comm_of(comms, view)
@@ -31,7 +70,7 @@ def test_run_view_follows_a_run_to_its_final_states(project: Project, small_plan
     handle.start()
     final = handle.wait()
     wait_for(lambda: _settled(view, handle), what="the final flush")
-    time.sleep(0.25)
+    _front_end_saw_completion(project, comm, handle.run_id)
     expected = {name: record.state.value for name, record in final.nodes.items()}
     assert expected == {"a": "success", "b": "success", "c": "success", "d": "success", "e": "failure", "f": "blocked"}
     assert view.states() == expected
@@ -44,22 +83,29 @@ def test_run_view_follows_a_run_to_its_final_states(project: Project, small_plan
     last: dict[str, Any] = {}
     for patch in patches:
         for name, node in (patch.get("nodes") or {}).items():
-            assert {k: v for k, v in node.items() if k != "v"} != {k: v for k, v in last.get(name, {}).items() if k != "v"}
+            assert {k: v for k, v in node.items() if k != "v"} != {
+                k: v for k, v in last.get(name, {}).items() if k != "v"
+            }
             last[name] = node
     # traits were never re-sent for live changes
     assert not any("nodes" in update for update in comm.updates())
 
 
 def test_patches_are_rate_limited(project: Project, comms: list[RecordingComm]) -> None:
-    nodes = ", ".join(f'command(name = "n{i:03d}", argv = ["true"], timeout_seconds = 10, max_output_bytes = 100)' for i in range(120))
-    project.write("wide.star", star(f"return workflow(name = \"wide\", nodes = [{nodes}], concurrency = {{\"total\": 4, \"command\": 4}})"))
+    nodes = ", ".join(
+        f'command(name = "n{i:03d}", argv = ["true"], timeout_seconds = 10, max_output_bytes = 100)' for i in range(120)
+    )
+    project.write(
+        "wide.star",
+        star(f'return workflow(name = "wide", nodes = [{nodes}], concurrency = {{"total": 4, "command": 4}})'),
+    )
     handle = start_run(project, project.plan("wide.star"))
     view = widgets.run_view(handle)
     comm = comm_of(comms, view)
     handle.start()
     handle.wait()
     wait_for(lambda: _settled(view, handle), what="the final flush")
-    time.sleep(0.25)
+    _front_end_saw_completion(project, comm, handle.run_id)
     times = [t for t, m in comm.custom_timed() if m["kind"] == "patch"]
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert gaps and min(gaps) >= 0.095, gaps
@@ -116,7 +162,7 @@ def test_running_node_output_streams_live(project: Project, comms: list[Recordin
     assert view.detail["live"] is True
     handle.wait()
     wait_for(lambda: _settled(view, handle), what="the final flush")
-    time.sleep(0.25)
+    _front_end_saw_completion(project, comm, handle.run_id)
     chunks = [chunk for m in comm.custom() if m["kind"] == "patch" for chunk in m.get("output", [])]
     assert chunks, "no live output was sent"
     assert all(c["node"] == "slow" and c["stream"] == "stdout" for c in chunks)
@@ -125,7 +171,9 @@ def test_running_node_output_streams_live(project: Project, comms: list[Recordin
     assert view.detail["live"] is False and view.detail["exit"]["code"] == 0
 
 
-def test_cancel_and_resume_buttons(project: Project, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_and_resume_buttons(
+    project: Project, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch
+) -> None:
     project.write(
         "long.star",
         star(
@@ -137,7 +185,19 @@ def test_cancel_and_resume_buttons(project: Project, comms: list[RecordingComm],
         ),
     )
     handle = start_run(project, project.plan("long.star"))
-    controller = RunController(handle)
+    resumed: list[Any] = []
+
+    def resume(run_id: str, digest: str) -> Any:
+        """What the button calls; a refusal (here: a digest other than the run's) is said in the view."""
+        from rho_notebook.widgets._testing import ThreadRunHandle
+
+        if digest != view.run["graph_digest"]:
+            raise ConfirmationRequired(f"you confirmed digest {digest}")
+        found = ThreadRunHandle(project.service, run_id, resume=True)
+        resumed.append(found)
+        return found.start()
+
+    controller = RunController(handle, resume=resume)
     view = controller.widget
     comm = comm_of(comms, view)
     handle.start()
@@ -145,30 +205,22 @@ def test_cancel_and_resume_buttons(project: Project, comms: list[RecordingComm],
     comm.from_front_end({"kind": "action", "action": "cancel"})
     handle.wait()
     wait_for(lambda: _settled(view, handle), what="the cancelled run")
-    wait_for(lambda: "cancel" in view.run.get("message", "") and "…" not in view.run.get("message", ""), what="the cancel result")
+    wait_for(
+        lambda: "cancel" in view.run.get("message", "") and "…" not in view.run.get("message", ""),
+        what="the cancel result",
+    )
     assert view.run["outcome"] == "cancellation" and view.run["can_resume"] is True
     assert view.states()["first"] == "cancellation"
 
-    # without rho_notebook.api.resume the view says what to do instead
-    monkeypatch.setitem(sys.modules, "rho_notebook.api", types.ModuleType("rho_notebook.api"))
+    # a refused resume is said in the view and follows nothing
+    controller.graph_digest = "sha256:" + "0" * 64
     comm.from_front_end({"kind": "action", "action": "resume"})
-    wait_for(lambda: "not available" in view.run.get("message", ""), what="the resume message")
+    wait_for(lambda: "resume refused" in view.run.get("message", ""), what="the refusal message")
+    assert resumed == []
+    controller.graph_digest = view.run["graph_digest"]
 
-    # with it, the view follows the resumed run on the new handle
+    # the view follows the resumed run on the new handle
     project.write("long.star", "")  # resume never reads the source again
-    resumed: list[Any] = []
-
-    def resume(run_id: str, *, confirm_digest: str) -> Any:
-        from rho_notebook.widgets._testing import ThreadRunHandle
-
-        assert confirm_digest == view.run["graph_digest"]
-        found = ThreadRunHandle(project.service, run_id, resume=True)
-        resumed.append(found)
-        return found.start()
-
-    api = types.ModuleType("rho_notebook.api")
-    api.resume = resume  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rho_notebook.api", api)
     # make the resumed attempt quick: the frozen argv is sleep 30, so cancel it again at once
     comm.from_front_end({"kind": "action", "action": "resume"})
     assert resumed, "resume was not called"
@@ -186,13 +238,15 @@ def test_watch_a_run_through_its_journal(project: Project, small_plan: Plan, com
     view = widgets.run_view(watcher, service=project.service)
     handle.wait()
     wait_for(lambda: view.run.get("lifecycle") == "completed", what="the watched run to complete")
-    time.sleep(0.2)
+    _front_end_saw_completion(project, comm_of(comms, view), handle.run_id)
     assert view.states() == {name: r.state.value for name, r in handle.state().nodes.items()}
     finished = widgets.watch_run(handle.run_id, service=project.service)
     assert finished.states() == view.states() and finished.run["outcome"] == "blocked"
 
 
-def test_mimebundle_carries_an_svg_snapshot(project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mimebundle_carries_an_svg_snapshot(
+    project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch
+) -> None:
     handle = start_run(project, small_plan)
     view = widgets.run_view(handle)
     shown: list[tuple[dict[str, Any], str]] = []
@@ -241,27 +295,60 @@ def test_listener_cost_is_small(project: Project, small_plan: Plan, comms: list[
     assert per_event < 0.002, f"{per_event * 1e6:.0f} µs per event"
 
 
-def test_closing_the_view_stops_following_the_run(project: Project, small_plan: Plan, comms: list[RecordingComm]) -> None:
+def test_closing_the_view_stops_following_the_run(
+    project: Project, small_plan: Plan, comms: list[RecordingComm]
+) -> None:
     watcher_handle = start_run(project, small_plan)
-    controller = RunController(watcher_handle)
+    timer = _ManualTimer()
+    controller = RunController(watcher_handle, timer=timer)
     assert controller._listen in watcher_handle._listeners
+    timer.run_pending()
+    assert controller.throttle.flushes == 1  # the opening poke: this timer does run flushes
+    controller.throttle.poke()  # scheduled while open, due after the close below
     watcher_handle.remove_listener = lambda cb: watcher_handle._listeners.remove(cb)  # type: ignore[attr-defined]
     controller.widget.close()
     assert controller._listen not in watcher_handle._listeners
     before = controller.throttle.flushes
     controller.throttle.poke()
-    time.sleep(0.2)
+    timer.run_pending()  # everything that was or could still be scheduled runs now
     assert controller.throttle.flushes == before
 
 
 def test_condition_text_is_what_a_workflow_author_can_write() -> None:
     """The pane shows conditions in the DSL's own spelling (`not_`: `not` is a Starlark keyword)."""
-    from rho_notebook.dagview import condition_text
     from rho_notebook.model.condition import AnyOf, Equals, IsOneOf, Not
     from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef
+    from rho_notebook.views.text import condition_text
 
-    cond = AnyOf(items=(Not(item=Equals(left=ExitCodeRef(node="b"), right=0)), IsOneOf(left=StatusRef(node="a"), values=("success",)), Equals(left=OutputRef(node="s", path=("n",)), right=3)))
+    cond = AnyOf(
+        items=(
+            Not(item=Equals(left=ExitCodeRef(node="b"), right=0)),
+            IsOneOf(left=StatusRef(node="a"), values=("success",)),
+            Equals(left=OutputRef(node="s", path=("n",)), right=3),
+        )
+    )
     assert condition_text(cond) == (
         'condition.any([condition.not_(condition.equals(exit_code("b"), 0)), '
         'condition.is_one_of(status("a"), ["success"]), condition.equals(output("s", ["n"]), 3)])'
     )
+
+
+def test_resume_button_goes_through_the_services_consent_rule(project: Project, comms: list[RecordingComm]) -> None:
+    """Without an injected resume the button resumes through the service: the digest on the
+    button is the consent, checked against the run's frozen graph digest."""
+    project.write(
+        "quick.star",
+        star(
+            'return workflow(name = "quick", nodes = [command(name = "a", argv = ["true"], timeout_seconds = 10, max_output_bytes = 100)])'
+        ),
+    )
+    plan = project.plan("quick.star")
+    handle = start_run(project, plan).start()
+    handle.wait()
+    controller = RunController(handle)
+    view = controller.widget
+    comm = comm_of(comms, view)
+    controller.graph_digest = "sha256:" + "1" * 64
+    comm.from_front_end({"kind": "action", "action": "resume"})
+    wait_for(lambda: "resume refused" in view.run.get("message", ""), what="the refusal message")
+    assert "but the graph digest is " + plan.graph_digest in view.run["message"]

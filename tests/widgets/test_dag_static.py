@@ -6,8 +6,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from rho_notebook.views.layout import NodeSpec, layered_layout
 from rho_notebook.widgets import to_dot
-from rho_notebook.widgets.layout import NodeSpec, layered_layout
 from rho_notebook.widgets.svg import STATE_STYLE, STATES, render_svg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,14 +105,16 @@ def test_nbconvert_html_shows_the_snapshot(project: object, small_plan: object, 
 def test_pane_reads_agent_artifacts(small_plan: object, tmp_path: Path) -> None:
     import json
 
-    from rho_notebook.run.state import AttemptRecord, NodeRecord
+    from rho_notebook.model.run_state import AttemptRecord, NodeRecord
     from rho_notebook.model.state import NodeState
-    from rho_notebook.dagview import load_detail
+    from rho_notebook.views.dag import load_detail
 
     (tmp_path / "answer.md").write_text("# Findings\n\n- **one**\n")
     (tmp_path / "answer.txt").write_text('{"decision": "approve"}')
     (tmp_path / "usage.json").write_text(json.dumps({"model": "m", "tokens": {"input": 10}}))
-    record = NodeRecord(state=NodeState.SUCCESS, attempts=[AttemptRecord(number=1, started_at="2026-01-01T00:00:00+00:00")])
+    record = NodeRecord(
+        state=NodeState.SUCCESS, attempts=[AttemptRecord(number=1, started_at="2026-01-01T00:00:00+00:00")]
+    )
     detail = load_detail(node=small_plan.graph.node("b"), record=record, attempt_dir=tmp_path)  # type: ignore[attr-defined]
     assert detail["answer"]["text"].startswith("# Findings")  # type: ignore[index]
     assert detail["raw_answer"]["text"] == '{"decision": "approve"}'  # type: ignore[index]

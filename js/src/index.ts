@@ -1,0 +1,23 @@
+// @rho-notebook/dagview: what the notebook widget and the JupyterLab sidebar share. The DAG view
+// (renderDag and its helpers), the view model it draws from, the DagSource base class, and the
+// types: the wire types generated from rho_notebook/service/wire.py plus the view's own. The
+// anywidget entry (widget.ts) is not part of the library: build.mjs bundles it for the kernel.
+
+export { jsonTree, markdownHtml, renderDag, STATE_STYLE } from "./dagview";
+export {
+  attemptCells,
+  childrenOf,
+  countStates,
+  curve,
+  dependencyEnds,
+  elapsed,
+  formatDuration,
+  labelChars,
+  nodeLabel,
+  nodeTitle,
+  STATES,
+  stateOf,
+  TERMINAL_STATES,
+} from "./model";
+export { BaseDagSource } from "./source";
+export type * from "./types";

@@ -1,0 +1,132 @@
+// What the DAG view computes from the wire data, as pure functions (no DOM): state names, legend
+// counts, edge and dependency geometry, node labels and tooltips, durations and
+// the rows of the attempts table. dagview.ts draws with them; test/model.test.ts checks them.
+
+import type { AttemptJson, NodeView, StateName, WireLayout, WireNode } from "./types";
+
+export const STATES: readonly StateName[] = [
+  "pending",
+  "ready",
+  "running",
+  "success",
+  "failure",
+  "denial",
+  "cancellation",
+  "skipped",
+  "blocked",
+];
+
+/** The states a node does not leave within a run: they count as done. */
+export const TERMINAL_STATES: readonly StateName[] = ["success", "failure", "denial", "cancellation", "skipped", "blocked"];
+
+const KNOWN = new Set<string>(STATES);
+
+/** The state to draw for a wire state string: itself when the view knows it, else "pending". */
+export function stateOf(state: string | null | undefined): StateName {
+  return state && KNOWN.has(state) ? (state as StateName) : "pending";
+}
+
+/** How many of `names` are in each state (a node without a view is pending), and how many are done. */
+export function countStates(
+  names: Iterable<string>,
+  views: Record<string, NodeView | undefined>,
+): { counts: Map<StateName, number>; done: number; total: number } {
+  const counts = new Map<StateName, number>(STATES.map((s) => [s, 0]));
+  let total = 0;
+  for (const name of names) {
+    const state = stateOf(views[name]?.state);
+    counts.set(state, (counts.get(state) ?? 0) + 1);
+    total += 1;
+  }
+  const done = TERMINAL_STATES.reduce((sum, s) => sum + (counts.get(s) ?? 0), 0);
+  return { counts, done, total };
+}
+
+/** An SVG path through `points`: cubic segments bending along the layout's direction. */
+export function curve(points: number[][], direction: string): string {
+  let d = `M${points[0][0]},${points[0][1]}`;
+  for (let i = 1; i < points.length; i++) {
+    const [px, py] = points[i - 1];
+    const [x, y] = points[i];
+    if (direction === "TB") {
+      const mid = (py + y) / 2;
+      d += `C${px},${mid} ${x},${mid} ${x},${y}`;
+    } else {
+      const mid = (px + x) / 2;
+      d += `C${mid},${py} ${mid},${y} ${x},${y}`;
+    }
+  }
+  return d;
+}
+
+/**
+ * The two ends of the highlight drawn from a dependency to the node that needs it: from the
+ * middle of the dependency's bottom (TB) or right (LR) side to the middle of the node's top or left.
+ */
+export function dependencyEnds(from: WireNode, to: WireNode, layout: WireLayout): [number[], number[]] {
+  const { node_width: w, node_height: nh } = layout;
+  if (layout.direction === "TB") return [[from.x + w / 2, from.y + nh], [to.x + w / 2, to.y]];
+  return [[from.x + w, from.y + nh / 2], [to.x, to.y + nh / 2]];
+}
+
+/** How many characters of a label fit in a node `nodeWidth` wide (icon left, 7 px a character). */
+export function labelChars(nodeWidth: number): number {
+  return Math.floor((nodeWidth - 34) / 7);
+}
+
+/** The node's name as drawn: cut with an ellipsis when longer than `maxChars`. */
+export function nodeLabel(name: string, maxChars: number): string {
+  return name.length <= maxChars ? name : name.slice(0, maxChars - 1) + "\u2026";
+}
+
+/** The tooltip of a node: name, kind, state, attempt and reason. */
+export function nodeTitle(node: WireNode, view: NodeView | undefined): string {
+  const state = stateOf(view?.state);
+  const attempt = view?.attempt ? `, attempt ${view.attempt}` : "";
+  const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
+  return `${node.name} (${node.kind}): ${state}${attempt}${reason}`;
+}
+
+/** need -> the nodes that need it, in layout order. */
+export function childrenOf(layout: WireLayout): Map<string, string[]> {
+  const children = new Map<string, string[]>();
+  for (const node of layout.nodes) {
+    for (const need of node.needs) {
+      const list = children.get(need);
+      if (list) list.push(node.name);
+      else children.set(need, [node.name]);
+    }
+  }
+  return children;
+}
+
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "–";
+  const total = Math.floor(ms / 1000);
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  const seconds = total % 60;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  if (hours > 0) return `${hours}:${pad(minutes)}:${pad(seconds)}`;
+  if (total < 60) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+  return `${minutes}:${pad(seconds)}`;
+}
+
+/** Milliseconds from `start` to `end`, or to now on the kernel's clock (`offset`) while running. */
+export function elapsed(start?: string | null, end?: string | null, offset = 0, now = Date.now()): number {
+  if (!start) return NaN;
+  const from = Date.parse(start);
+  const to = end ? Date.parse(end) : now + offset;
+  return to - from;
+}
+
+/** The cells of one row of the attempts table: #, state, started, duration, exit, message. */
+export function attemptCells(a: AttemptJson): [string, string, string, string, string, string] {
+  const exit = a.exit;
+  const code = exit?.code;
+  const exitText = exit ? `${exit.kind ?? ""}${code !== null && code !== undefined ? ` ${code}` : ""}${exit.signal ? ` sig ${exit.signal}` : ""}` : "";
+  const state = (a.state ?? (a.uncertain ? "uncertain" : "running")) + (a.abandoned ? " (abandoned)" : "");
+  const started = a.started_at ? a.started_at.replace("T", " ").slice(0, 23) : "";
+  const duration = a.started_at && a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "\u2026";
+  return [String(a.number), state, started, duration, exitText, a.message ?? ""];
+}

@@ -1,0 +1,148 @@
+import { describe, expect, it } from "vitest";
+
+import {
+  attemptCells,
+  childrenOf,
+  countStates,
+  curve,
+  dependencyEnds,
+  elapsed,
+  formatDuration,
+  labelChars,
+  nodeLabel,
+  nodeTitle,
+  STATES,
+  stateOf,
+  TERMINAL_STATES,
+} from "../src/model";
+import { STATE_STYLE } from "../src/dagview";
+import type { AttemptJson } from "../src/types";
+import { layoutTB, nodeView } from "./fixtures";
+
+describe("states", () => {
+  it("has a colour and icon for every state and counts all but pending, ready and running as done", () => {
+    expect(Object.keys(STATE_STYLE).sort()).toEqual([...STATES].sort());
+    expect(STATES.filter((s) => !TERMINAL_STATES.includes(s))).toEqual(["pending", "ready", "running"]);
+  });
+
+  it("draws a known wire state as itself and anything else as pending", () => {
+    expect(stateOf("failure")).toBe("failure");
+    expect(stateOf("cancellation")).toBe("cancellation");
+    expect(stateOf("exploded")).toBe("pending");
+    expect(stateOf("")).toBe("pending");
+    expect(stateOf(null)).toBe("pending");
+    expect(stateOf(undefined)).toBe("pending");
+  });
+
+  it("counts the layout's nodes per state, a node without a view as pending", () => {
+    const views = { build: nodeView("success"), test: nodeView("running"), lint: nodeView("skipped"), other: nodeView("failure") };
+    const { counts, done, total } = countStates(["build", "test", "lint", "ship"], views);
+    expect(Object.fromEntries(counts)).toEqual({
+      pending: 1,
+      ready: 0,
+      running: 1,
+      success: 1,
+      failure: 0,
+      denial: 0,
+      cancellation: 0,
+      skipped: 1,
+      blocked: 0,
+    });
+    expect(done).toBe(2);
+    expect(total).toBe(4);
+  });
+});
+
+describe("geometry", () => {
+  it("bends edge segments vertically top to bottom and horizontally left to right", () => {
+    expect(curve([[0, 0], [10, 20]], "TB")).toBe("M0,0C0,10 10,10 10,20");
+    expect(curve([[0, 0], [20, 10]], "LR")).toBe("M0,0C10,0 10,10 20,10");
+    expect(curve([[0, 0], [10, 20], [10, 40]], "TB")).toBe("M0,0C0,10 10,10 10,20C10,30 10,30 10,40");
+    expect(curve([[5, 5]], "TB")).toBe("M5,5");
+  });
+
+  it("joins a dependency's outgoing side to the needing node's incoming side", () => {
+    const layout = layoutTB();
+    const [build, test] = layout.nodes;
+    expect(dependencyEnds(build, test, layout)).toEqual([
+      [120 + 80, 10 + 36],
+      [20 + 80, 80],
+    ]);
+    const lr = { ...layout, direction: "LR" };
+    expect(dependencyEnds(build, test, lr)).toEqual([
+      [120 + 160, 10 + 18],
+      [20, 80 + 18],
+    ]);
+  });
+
+  it("lists the children of every node in layout order", () => {
+    const children = childrenOf(layoutTB());
+    expect(Object.fromEntries(children)).toEqual({ build: ["test", "lint"], test: ["ship"], lint: ["ship"] });
+  });
+});
+
+describe("labels", () => {
+  it("fits a label to the node width with an ellipsis", () => {
+    expect(labelChars(160)).toBe(18);
+    expect(nodeLabel("build", 18)).toBe("build");
+    expect(nodeLabel("x".repeat(18), 18)).toBe("x".repeat(18));
+    expect(nodeLabel("abcdefghijklmnopqrstuvwxyz", 18)).toBe("abcdefghijklmnopq\u2026");
+  });
+
+  it("says name, kind, state, attempt and reason in the tooltip", () => {
+    const [build] = layoutTB().nodes;
+    expect(nodeTitle(build, undefined)).toBe("build (command): pending");
+    expect(nodeTitle(build, nodeView("failure", { attempt: 2, reason: "exit 1" }))).toBe("build (command): failure, attempt 2 \u2014 exit 1");
+    expect(nodeTitle(build, nodeView("ready", { attempt: 0 }))).toBe("build (command): ready");
+  });
+});
+
+describe("durations", () => {
+  it("formats tenths below 10 s, seconds below a minute, then m:ss and h:mm:ss", () => {
+    expect(formatDuration(1234)).toBe("1.2 s");
+    expect(formatDuration(42_000)).toBe("42 s");
+    expect(formatDuration(65_000)).toBe("1:05");
+    expect(formatDuration(3_600_000 + 2 * 60_000 + 3_000)).toBe("1:02:03");
+    expect(formatDuration(-1)).toBe("–");
+    expect(formatDuration(NaN)).toBe("–");
+  });
+
+  it("measures to the end, or to now on the kernel's clock while running", () => {
+    const start = "2025-01-01T00:00:00.000Z";
+    expect(elapsed(start, "2025-01-01T00:00:05.000Z")).toBe(5000);
+    const now = Date.parse("2025-01-01T00:00:10.000Z");
+    expect(elapsed(start, null, 0, now)).toBe(10_000);
+    expect(elapsed(start, null, 2_000, now)).toBe(12_000);
+    expect(elapsed(null, null)).toBeNaN();
+  });
+});
+
+describe("attempt rows", () => {
+  const attempt = (extra: Partial<AttemptJson>): AttemptJson => ({
+    number: 1,
+    started_at: "2025-01-01T10:00:00.000000+00:00",
+    ended_at: "2025-01-01T10:00:02.500000+00:00",
+    pid: 42,
+    state: "failure",
+    exit: { kind: "exited", code: 3, signal: null },
+    message: "exit code 3",
+    uncertain: false,
+    abandoned: false,
+    pending_approval: null,
+    approval: null,
+    ...extra,
+  });
+
+  it("shows number, state, start, duration, exit and message", () => {
+    expect(attemptCells(attempt({}))).toEqual(["1", "failure", "2025-01-01 10:00:00.000", "2.5 s", "exited 3", "exit code 3"]);
+  });
+
+  it("names signals, running, uncertain and abandoned attempts", () => {
+    expect(attemptCells(attempt({ exit: { kind: "signaled", code: null, signal: 9 } }))[4]).toBe("signaled sig 9");
+    const running = attemptCells(attempt({ state: null, ended_at: null, exit: null, message: "" }));
+    expect([running[1], running[3], running[4]]).toEqual(["running", "\u2026", ""]);
+    expect(attemptCells(attempt({ state: null, uncertain: true }))[1]).toBe("uncertain");
+    expect(attemptCells(attempt({ state: null, uncertain: true, abandoned: true }))[1]).toBe("uncertain (abandoned)");
+    expect(attemptCells(attempt({ started_at: null, ended_at: null }))[2]).toBe("");
+  });
+});

@@ -1,0 +1,53 @@
+// Small helpers the sidebar's components share: an element builder, short IDs, local times,
+// error text, and the "show more" item of the run and plan lists.
+
+import { ApiError } from "./api";
+
+/** Items a list shows before "show more", and the most it shows after. */
+export const SHOWN = 8;
+export const SHOWN_ALL = 200;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: (Node | string | null | undefined | false)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child);
+  }
+  return node;
+}
+
+export function shortId(id: string): string {
+  return id.slice(0, 13);
+}
+
+/** A timestamp as local time (today) or local date and time. */
+export function when(iso: string | null | undefined): string {
+  if (!iso) return "";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  const today = new Date().toDateString() === date.toDateString();
+  return today ? date.toLocaleTimeString() : date.toLocaleString();
+}
+
+export function errorText(error: unknown): string {
+  return error instanceof ApiError ? `${error.message} [${error.rule}]` : String(error);
+}
+
+/** The last item of a shortened list: a link that toggles between few and all. */
+export function moreItem(label: string, toggle: () => void): HTMLElement {
+  const button = h("button", { class: "rho-sb-link", type: "button" }, label);
+  button.addEventListener("click", toggle);
+  return h("li", { class: "rho-sb-empty rho-sb-more" }, button);
+}
+
+export function emptyItem(text: string): HTMLElement {
+  return h("li", { class: "rho-sb-empty" }, text);
+}

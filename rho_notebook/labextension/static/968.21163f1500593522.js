@@ -1,0 +1,175 @@
+"use strict";(self.rspackChunkrho_notebook=self.rspackChunkrho_notebook||[]).push([[968],{76(o,r,e){var a=e(645),n=e.n(a),t=e(278),d=(e.n(t))()(n());d.push([o.id,`/* The DAG view (dagview.ts). Colours per state are set inline from STATE_STYLE in the legend;
+   node colours repeat them here so the graph needs no per-node inline style. */
+.rho-dag {
+  --rho-fg: var(--jp-ui-font-color1, #111827);
+  --rho-muted: var(--jp-ui-font-color2, #6b7280);
+  --rho-bg: var(--jp-layout-color1, #ffffff);
+  --rho-line: var(--jp-border-color1, #d1d5db);
+  font-family: var(--jp-ui-font-family, system-ui, sans-serif);
+  font-size: 12px;
+  color: var(--rho-fg);
+  outline: none;
+}
+.rho-dag .rho-toolbar, .rho-dag .rho-legend {
+  display: flex; flex-wrap: wrap; align-items: center; gap: 6px; margin: 2px 0 4px;
+}
+.rho-dag .rho-title { font-weight: 600; font-size: 13px; }
+.rho-dag .rho-spacer { flex: 1; }
+.rho-dag .rho-badge {
+  border: 1px solid var(--rho-line); border-radius: 10px; padding: 0 8px; font-family: var(--jp-code-font-family, monospace);
+}
+.rho-dag .rho-badge-running, .rho-dag .rho-badge-cancelling { border-color: #2563eb; color: #2563eb; }
+.rho-dag .rho-outcome-success { border-color: #16a34a; color: #16a34a; }
+.rho-dag .rho-outcome-failure, .rho-dag .rho-outcome-blocked, .rho-dag .rho-outcome-denial { border-color: #dc2626; color: #dc2626; }
+.rho-dag .rho-outcome-cancellation { border-color: #d97706; color: #d97706; }
+.rho-dag .rho-elapsed { font-family: var(--jp-code-font-family, monospace); color: var(--rho-muted); }
+.rho-dag .rho-message { color: var(--rho-muted); font-style: italic; }
+.rho-dag .rho-btn {
+  border: 1px solid var(--rho-line); background: var(--jp-layout-color2, #f9fafb); color: var(--rho-fg);
+  border-radius: 4px; padding: 1px 8px; cursor: pointer; font-size: 12px; line-height: 18px;
+}
+.rho-dag .rho-btn:hover:not(:disabled) { background: var(--jp-layout-color3, #e5e7eb); }
+.rho-dag .rho-btn:disabled { opacity: 0.5; cursor: default; }
+.rho-dag .rho-cancel { border-color: #d97706; }
+.rho-dag .rho-resume { border-color: #2563eb; }
+.rho-dag .rho-chip {
+  border: 1px solid; border-radius: 10px; padding: 0 6px; color: #111827; white-space: nowrap;
+}
+.rho-dag .rho-chip i { font-style: normal; font-weight: bold; }
+.rho-dag .rho-chip.rho-zero { opacity: 0.45; }
+.rho-dag .rho-edge-note { color: var(--rho-muted); font-size: 11px; }
+.rho-dag .rho-body { display: flex; gap: 8px; align-items: stretch; }
+.rho-dag .rho-viewport {
+  flex: 1 1 60%; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
+  border-radius: 4px; background: var(--rho-bg);
+}
+.rho-dag .rho-pane {
+  flex: 1 1 40%; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
+  border-radius: 4px; padding: 6px 8px; background: var(--rho-bg);
+}
+.rho-dag .rho-pane[hidden] { display: none; }
+.rho-dag svg.rho-graph { display: block; margin: 0 auto; font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
+.rho-dag .rho-edge { fill: none; stroke: #9ca3af; stroke-width: 1.2; }
+.rho-dag .rho-edge-cond { stroke-dasharray: 5 4; }
+.rho-dag .rho-dep { fill: none; stroke: #7c3aed; stroke-width: 2; opacity: 0.85; }
+.rho-dag .rho-node { cursor: pointer; }
+.rho-dag .rho-node rect { stroke-width: 1.5; }
+.rho-dag .rho-node .rho-label { fill: #111827; }
+.rho-dag .rho-node .rho-icon { font-weight: bold; }
+.rho-dag .rho-node .rho-when { fill: #6b7280; font-size: 9px; }
+.rho-dag .rho-node:hover rect { stroke-width: 2.5; }
+.rho-dag .rho-s-pending rect { fill: #f3f4f6; stroke: #9ca3af; } .rho-dag .rho-s-pending .rho-icon { fill: #9ca3af; }
+.rho-dag .rho-s-ready rect { fill: #e0f2fe; stroke: #0ea5e9; } .rho-dag .rho-s-ready .rho-icon { fill: #0ea5e9; }
+.rho-dag .rho-s-running rect { fill: #dbeafe; stroke: #2563eb; animation: rho-pulse 1.2s ease-in-out infinite; }
+.rho-dag .rho-s-running .rho-icon { fill: #2563eb; }
+.rho-dag .rho-s-success rect { fill: #dcfce7; stroke: #16a34a; } .rho-dag .rho-s-success .rho-icon { fill: #16a34a; }
+.rho-dag .rho-s-failure rect { fill: #fee2e2; stroke: #dc2626; } .rho-dag .rho-s-failure .rho-icon { fill: #dc2626; }
+.rho-dag .rho-s-denial rect { fill: #fae8ff; stroke: #a21caf; } .rho-dag .rho-s-denial .rho-icon { fill: #a21caf; }
+.rho-dag .rho-s-cancellation rect { fill: #fef3c7; stroke: #d97706; } .rho-dag .rho-s-cancellation .rho-icon { fill: #d97706; }
+.rho-dag .rho-s-skipped rect { fill: #f8fafc; stroke: #94a3b8; stroke-dasharray: 3 2; } .rho-dag .rho-s-skipped .rho-icon { fill: #94a3b8; }
+.rho-dag .rho-s-blocked rect { fill: #ffedd5; stroke: #ea580c; } .rho-dag .rho-s-blocked .rho-icon { fill: #ea580c; }
+@keyframes rho-pulse { 50% { stroke-opacity: 0.35; } }
+.rho-dag svg.rho-has-sel .rho-node { opacity: 0.45; }
+.rho-dag svg.rho-has-sel .rho-edge { opacity: 0.35; }
+.rho-dag svg.rho-has-sel .rho-node.rho-sel, .rho-dag svg.rho-has-sel .rho-node.rho-need,
+.rho-dag svg.rho-has-sel .rho-node.rho-child { opacity: 1; }
+.rho-dag .rho-node.rho-sel rect { stroke: #7c3aed; stroke-width: 3; }
+.rho-dag .rho-node.rho-need rect { stroke: #7c3aed; stroke-width: 2; }
+.rho-dag .rho-node.rho-child rect { stroke-dasharray: 2 2; }
+.rho-dag .rho-pane-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin-bottom: 4px; }
+.rho-dag .rho-pane-head .rho-close { margin-left: auto; }
+.rho-dag .rho-kind { color: var(--rho-muted); font-family: var(--jp-code-font-family, monospace); }
+.rho-dag .rho-live { color: #2563eb; }
+.rho-dag .rho-reason { color: var(--rho-muted); margin: 2px 0 4px; }
+.rho-dag .rho-section { margin: 4px 0; }
+.rho-dag .rho-section > summary { cursor: pointer; font-weight: 600; }
+.rho-dag pre.rho-stream, .rho-dag .rho-definition pre {
+  margin: 2px 0; padding: 4px 6px; max-height: 260px; overflow: auto; white-space: pre-wrap; word-break: break-all;
+  background: var(--jp-layout-color2, #f9fafb); border-radius: 3px; font-size: 11.5px;
+}
+.rho-dag pre.rho-stderr { color: #b91c1c; }
+.rho-dag .rho-note { color: var(--rho-muted); font-size: 11px; font-style: italic; }
+.rho-dag .rho-truncated { color: #b45309; font-style: normal; font-weight: 600; }
+.rho-dag .rho-markdown { line-height: 1.45; }
+.rho-dag .rho-markdown pre { background: var(--jp-layout-color2, #f9fafb); padding: 4px; overflow: auto; }
+.rho-dag table.rho-attempts { border-collapse: collapse; font-size: 11px; }
+.rho-dag table.rho-attempts td, .rho-dag table.rho-attempts th { border: 1px solid var(--rho-line); padding: 1px 4px; text-align: left; }
+.rho-dag dl.rho-definition { display: grid; grid-template-columns: max-content 1fr; gap: 2px 8px; margin: 2px 0; }
+.rho-dag dl.rho-definition dt { color: var(--rho-muted); }
+.rho-dag dl.rho-definition dd { margin: 0; font-family: var(--jp-code-font-family, monospace); word-break: break-all; }
+.rho-dag .rho-json { font-family: var(--jp-code-font-family, monospace); }
+.rho-dag .rho-json-children { padding-left: 14px; }
+.rho-dag .rho-json-leaf { padding-left: 14px; font-family: var(--jp-code-font-family, monospace); }
+.rho-dag .rho-json-key { color: #7c3aed; }
+.rho-dag .rho-json-string { color: #15803d; }
+.rho-dag .rho-json-number { color: #1d4ed8; }
+.rho-dag .rho-json-boolean, .rho-dag .rho-json-null { color: #b45309; }
+`,""]),e.d(r,{},{A:d})},802(o,r,e){var a=e(645),n=e.n(a),t=e(278),d=e.n(t),i=e(76),h=d()(n());h.i(i.A),h.push([o.id,`/* The Workflows sidebar. The DAG view's own stylesheet comes from the shared workspace package. */
+
+.rho-sidebar {
+  display: flex;
+  flex-direction: column;
+  overflow: auto;
+  padding: 4px 8px 12px;
+  background: var(--jp-layout-color1);
+  color: var(--jp-ui-font-color1);
+  font-family: var(--jp-ui-font-family);
+  font-size: var(--jp-ui-font-size1);
+  min-width: 260px;
+}
+.rho-sidebar code { font-family: var(--jp-code-font-family); font-size: 11px; }
+.rho-sb-head { display: flex; align-items: center; gap: 6px; border-bottom: 1px solid var(--jp-border-color2); }
+.rho-sb-head h2 { font-size: 14px; margin: 6px 0; font-weight: 600; }
+.rho-sb-status { flex: 1; text-align: right; color: var(--jp-ui-font-color2); font-size: 11px; }
+.rho-sb-status.rho-sb-error { color: var(--jp-error-color1); }
+.rho-sb-section h3 { font-size: 12px; margin: 10px 0 4px; text-transform: uppercase; letter-spacing: 0.04em; color: var(--jp-ui-font-color2); }
+.rho-sb-count { font-weight: normal; }
+.rho-sb-list { list-style: none; margin: 0; padding: 0; }
+.rho-sb-list > li { border: 1px solid var(--jp-border-color2); border-radius: 4px; padding: 4px 6px; margin: 3px 0; }
+.rho-sb-list > li.rho-sb-empty { border: none; color: var(--jp-ui-font-color3); font-style: italic; padding: 0 2px; }
+.rho-sb-run { cursor: pointer; }
+.rho-sb-run:hover, .rho-sb-run:focus { background: var(--jp-layout-color2); outline: none; }
+.rho-sb-run.rho-sb-current { border-color: var(--jp-brand-color1); box-shadow: inset 3px 0 0 var(--jp-brand-color1); }
+.rho-sb-line { display: flex; align-items: center; gap: 6px; flex-wrap: wrap; margin: 1px 0; }
+.rho-sb-sub { color: var(--jp-ui-font-color2); font-size: 11px; }
+.rho-sb-name { font-weight: 600; }
+.rho-sb-spacer { flex: 1; }
+.rho-sb-muted { color: var(--jp-ui-font-color2); font-size: 11px; }
+.rho-sb-badge { margin-left: auto; border: 1px solid var(--jp-border-color1); border-radius: 10px; padding: 0 7px; font-size: 11px; font-family: var(--jp-code-font-family); white-space: nowrap; }
+.rho-sb-lc-running, .rho-sb-lc-cancelling { border-color: #2563eb; color: #2563eb; }
+.rho-sb-lc-waiting { border-color: #a21caf; color: #a21caf; }
+.rho-sb-lc-needs_recovery { border-color: #ea580c; color: #ea580c; }
+.rho-sb-oc-success { border-color: #16a34a; color: #16a34a; }
+.rho-sb-oc-failure, .rho-sb-oc-blocked, .rho-sb-oc-denial { border-color: #dc2626; color: #dc2626; }
+.rho-sb-oc-cancellation { border-color: #d97706; color: #d97706; }
+.rho-sb-waiting { color: #a21caf; font-weight: 600; }
+.rho-sb-btn {
+  border: 1px solid var(--jp-border-color1); background: var(--jp-layout-color2); color: var(--jp-ui-font-color1);
+  border-radius: 4px; padding: 1px 7px; cursor: pointer; font-size: 12px; line-height: 18px;
+}
+.rho-sb-btn:hover:not(:disabled) { background: var(--jp-layout-color3); }
+.rho-sb-btn:disabled { opacity: 0.5; cursor: default; }
+.rho-sb-delete { padding: 0 5px; color: var(--jp-ui-font-color2); }
+.rho-sb-approve, .rho-sb-confirm-run { border-color: #16a34a; color: #15803d; font-weight: 600; }
+.rho-sb-deny { border-color: #dc2626; color: #b91c1c; }
+.rho-sb-confirm, .rho-sb-approval {
+  margin: 6px 0 2px; padding: 6px; border: 1px dashed var(--jp-border-color1); border-radius: 4px; background: var(--jp-layout-color2);
+}
+.rho-sb-approval { border: 1px solid #a21caf; }
+.rho-sb-digest { display: block; word-break: break-all; padding: 3px 4px; margin: 3px 0; background: var(--jp-layout-color1); border-radius: 3px; }
+.rho-sb-facts { margin: 4px 0; }
+.rho-sb-facts pre, .rho-sb-inputs { white-space: pre-wrap; word-break: break-all; font-size: 11px; margin: 2px 0; }
+.rho-sb-comment { flex: 1; min-width: 0; font-size: 12px; }
+.rho-sb-authority ul { margin: 2px 0; padding-left: 16px; }
+.rho-sb-preview { margin-top: 6px; }
+.rho-sb-selected { margin-top: 12px; border-top: 2px solid var(--jp-brand-color1); padding-top: 6px; }
+.rho-sb-sel-head { display: flex; align-items: center; gap: 6px; margin-bottom: 4px; }
+/* in the narrow sidebar the node pane goes below the graph instead of beside it */
+.rho-sidebar .rho-dag .rho-body { flex-direction: column; }
+.rho-sidebar .rho-dag .rho-viewport { max-height: 360px; }
+.rho-sidebar .rho-dag .rho-pane { max-height: 420px; }
+.rho-main-run { padding: 8px; overflow: auto; }
+.rho-main-run.rho-dag .rho-viewport, .rho-main-run.rho-dag .rho-pane { max-height: calc(100vh - 200px); }
+.rho-sb-link { border: none; background: none; padding: 0; color: var(--jp-content-link-color); cursor: pointer; font-size: 11px; font-style: normal; }
+.rho-sb-link:hover { text-decoration: underline; }
+`,""]),e.d(r,{},{A:h})},278(o){o.exports=function(o){var r=[];return r.toString=function(){return this.map(function(r){var e="",a=void 0!==r[5];return r[4]&&(e+="@supports (".concat(r[4],") {")),r[2]&&(e+="@media ".concat(r[2]," {")),a&&(e+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),e+=o(r),a&&(e+="}"),r[2]&&(e+="}"),r[4]&&(e+="}"),e}).join("")},r.i=function(o,e,a,n,t){"string"==typeof o&&(o=[[null,o,void 0]]);var d={};if(a)for(var i=0;i<this.length;i++){var h=this[i][0];null!=h&&(d[h]=!0)}for(var l=0;l<o.length;l++){var s=[].concat(o[l]);a&&d[s[0]]||(void 0!==t&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=t),e&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=e),n&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=n):s[4]="".concat(n)),r.push(s))}},r}},645(o){o.exports=function(o){return o[1]}},292(o){var r=[];function e(o){for(var e=-1,a=0;a<r.length;a++)if(r[a].identifier===o){e=a;break}return e}function a(o,a){for(var n={},t=[],d=0;d<o.length;d++){var i=o[d],h=a.base?i[0]+a.base:i[0],l=n[h]||0,s="".concat(h," ").concat(l);n[h]=l+1;var c=e(s),p={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==c)r[c].references++,r[c].updater(p);else{var f=function(o,r){var e=r.domAPI(r);return e.update(o),function(r){r?(r.css!==o.css||r.media!==o.media||r.sourceMap!==o.sourceMap||r.supports!==o.supports||r.layer!==o.layer)&&e.update(o=r):e.remove()}}(p,a);a.byIndex=d,r.splice(d,0,{identifier:s,updater:f,references:1})}t.push(s)}return t}o.exports=function(o,n){var t=a(o=o||[],n=n||{});return function(o){o=o||[];for(var d=0;d<t.length;d++){var i=e(t[d]);r[i].references--}for(var h=a(o,n),l=0;l<t.length;l++){var s=e(t[l]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}t=h}}},383(o){var r={};o.exports=function(o,e){var a=function(o){if(void 0===r[o]){var e=document.querySelector(o);if(window.HTMLIFrameElement&&e instanceof window.HTMLIFrameElement)try{e=e.contentDocument.head}catch(o){e=null}r[o]=e}return r[o]}(o);if(!a)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");a.appendChild(e)}},88(o){o.exports=function(o){var r=document.createElement("style");return o.setAttributes(r,o.attributes),o.insert(r,o.options),r}},884(o,r,e){o.exports=function(o){var r=e.nc;r&&o.setAttribute("nonce",r)}},893(o){o.exports=function(o){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=o.insertStyleElement(o);return{update:function(e){var a,n,t;a="",e.supports&&(a+="@supports (".concat(e.supports,") {")),e.media&&(a+="@media ".concat(e.media," {")),(n=void 0!==e.layer)&&(a+="@layer".concat(e.layer.length>0?" ".concat(e.layer):""," {")),a+=e.css,n&&(a+="}"),e.media&&(a+="}"),e.supports&&(a+="}"),(t=e.sourceMap)&&"u">typeof btoa&&(a+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(t))))," */")),o.styleTagTransform(a,r,o.options)},remove:function(){var o;null===(o=r).parentNode||o.parentNode.removeChild(o)}}}},997(o){o.exports=function(o,r){if(r.styleSheet)r.styleSheet.cssText=o;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(o))}}},619(o,r,e){var a=e(292),n=e.n(a),t=e(893),d=e.n(t),i=e(383),h=e.n(i),l=e(884),s=e.n(l),c=e(88),p=e.n(c),f=e(997),g=e.n(f),b=e(802),u={};u.styleTagTransform=g(),u.setAttributes=s(),u.insert=h().bind(null,"head"),u.domAPI=d(),u.insertStyleElement=p(),n()(b.A,u),b.A&&b.A.locals&&b.A.locals}}]);

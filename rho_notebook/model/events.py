@@ -1,0 +1,109 @@
+"""Every journal event kind, documented once. All writers and readers use these names.
+
+A journal line is one JSON object: ``{"seq", "run_id", "at", "kind", "node"?, "attempt"?, ...}``
+where ``at`` is an ISO-8601 UTC timestamp and extra keys depend on the kind:
+
+run_created          plan_id, graph_digest, mode            the run store was created from a plan
+run_started          pid, resumed (bool)                     an owner began executing (or resuming)
+owner_exited         pid                                     the owner released the run cleanly
+journal_repaired     bytes                                   a torn last line was cut off on open
+node_ready           node                                    dependencies decided: it may launch
+node_skipped         node, reason                            its condition evaluated false / a need was skipped
+node_blocked         node, reason                            a needed value or dependency is unavailable
+node_launched        node, attempt                           an attempt is about to start (durable before launch)
+process_started      node, attempt, pid                      the attempt's process exists
+output_chunk         node, attempt, stream, bytes            bytes retained from stdout/stderr (size only)
+node_finished        node, attempt, state, exit, message     the attempt ended: success, failure, denial, cancellation
+node_reset           node, reason                            resume returned a cancelled/recovered node to pending
+attempt_uncertain    node, attempt                           recovery found an attempt without a journaled result
+orphan_stopped       node, attempt, pid                      recovery stopped a process tree proven to be the run's
+recovery_confirmed   nodes                                   --recover-uncertain accepted the uncertain attempts
+cancel_requested     request_id                              a cancel request was found
+cancel_acknowledged  request_id                              active work stopped and outcomes were stored
+approval_requested   node, attempt, request_id, approval,    a person must decide: an approval node, or a
+                     facts, facts_sha256                     supervised launch (facts = exact process facts)
+approval_decided     node, attempt, request_id, decision,    the decision, who made it, when, through what,
+                     by, comment, decided_at, via,           and the digest of the facts they were shown
+                     facts_sha256
+hook_ran             node, attempt, hook_event, hook,        a before/after_tool_use hook ran: its verdict
+                     verdict, reason
+hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do more than deny (ignored)
+plan_approval        graph_digest, by, approved_at           the plan approval record this run relied on
+artifact_failed      errors                                  non-durable artifact copies (exit.json, a stream
+                                                             folder) could not be written
+run_completed        outcome                                 every node is terminal (or the run was cancelled)
+needs_recovery       nodes                                   an unclean exit left uncertain attempts
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+__all__ = ["EventKind", "event", "now_iso", "describe_event"]
+
+
+class EventKind(str, Enum):
+    RUN_CREATED = "run_created"
+    RUN_STARTED = "run_started"
+    OWNER_EXITED = "owner_exited"
+    JOURNAL_REPAIRED = "journal_repaired"
+    NODE_READY = "node_ready"
+    NODE_SKIPPED = "node_skipped"
+    NODE_BLOCKED = "node_blocked"
+    NODE_LAUNCHED = "node_launched"
+    PROCESS_STARTED = "process_started"
+    OUTPUT_CHUNK = "output_chunk"
+    NODE_FINISHED = "node_finished"
+    NODE_RESET = "node_reset"
+    ATTEMPT_UNCERTAIN = "attempt_uncertain"
+    ORPHAN_STOPPED = "orphan_stopped"
+    RECOVERY_CONFIRMED = "recovery_confirmed"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCEL_ACKNOWLEDGED = "cancel_acknowledged"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    HOOK_RAN = "hook_ran"
+    HOOK_IGNORED = "hook_ignored"
+    PLAN_APPROVAL = "plan_approval"
+    ARTIFACT_FAILED = "artifact_failed"
+    RUN_COMPLETED = "run_completed"
+    NEEDS_RECOVERY = "needs_recovery"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any) -> dict[str, Any]:
+    """A journal record without its seq (the journal assigns it)."""
+    record: dict[str, Any] = {"run_id": run_id, "at": now_iso(), "kind": kind.value}
+    if node is not None:
+        record["node"] = node
+    record.update(data)
+    return record
+
+
+def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebook approve") -> str:
+    """One line for people about a journal record (the live progress of CLI and notebook runs)."""
+    kind = str(record["kind"])
+    if kind == "node_finished":
+        return str(record["state"]) + (f"  {record['message']}" if record.get("message") else "")
+    if kind == "node_launched":
+        return f"running (attempt {record['attempt']})"
+    if kind in ("node_skipped", "node_blocked"):
+        return kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
+    if kind == "run_completed":
+        return f"run completed: {record['outcome']}"
+    if kind == "approval_requested":
+        return (
+            f"waiting for a person: {approve_command} {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"
+        )
+    if kind == "approval_decided":
+        return f"{record['decision']} by {record['by']} via {record['via']}" + (
+            f": {record['comment']}" if record.get("comment") else ""
+        )
+    if kind == "run_started":
+        return f"run {record['run_id']} started (owner pid {record['pid']})"
+    return kind.replace("_", " ") + (f" {record['request_id']}" if "request_id" in record else "")

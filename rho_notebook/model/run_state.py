@@ -1,0 +1,299 @@
+"""The durable state of one run, rebuilt from its journal by a pure reducer.
+
+The journal (events.jsonl) is the source of truth; state.json is an atomically written snapshot
+of :class:`RunState` for cheap reads. :func:`apply` folds one event into the state; replaying a
+journal from the start always gives the same state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.state import Lifecycle, NodeState
+
+__all__ = ["AttemptRecord", "NodeRecord", "RunState", "apply", "replay"]
+
+
+@dataclass
+class AttemptRecord:
+    number: int
+    started_at: str
+    ended_at: str | None = None
+    pid: int | None = None
+    state: str | None = None
+    """Terminal node state this attempt produced; None while unfinished."""
+    exit: dict[str, Any] | None = None
+    """{"kind": exit|signal|timeout|cancelled|abnormal, "code", "signal"} for processes."""
+    message: str = ""
+    uncertain: bool = False
+    abandoned: bool = False
+    pending_approval: str | None = None
+    """Request ID this attempt is waiting on (no process has started while it is set)."""
+    approval: dict[str, Any] | None = None
+    """The decision record once made: decision, by, comment, decided_at, via."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "pid": self.pid,
+            "state": self.state,
+            "exit": dict(self.exit) if self.exit is not None else None,
+            "message": self.message,
+            "uncertain": self.uncertain,
+            "abandoned": self.abandoned,
+            "pending_approval": self.pending_approval,
+            "approval": self.approval,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AttemptRecord:
+        return cls(**data)
+
+
+@dataclass
+class NodeRecord:
+    state: NodeState = NodeState.PENDING
+    reason: str = ""
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> int:
+        return self.attempts[-1].number if self.attempts else 0
+
+    @property
+    def current(self) -> AttemptRecord | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def exit_code(self) -> int | None:
+        current = self.current
+        if current is None or current.exit is None or current.exit.get("kind") != "exit":
+            return None
+        code = current.exit.get("code")
+        return code if isinstance(code, int) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "exit_code": self.exit_code(),
+            "attempts": [a.to_json() for a in self.attempts],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NodeRecord:
+        return cls(
+            state=NodeState(data["state"]),
+            reason=data.get("reason", ""),
+            attempts=[AttemptRecord.from_json(a) for a in data.get("attempts", [])],
+        )
+
+
+@dataclass(repr=False)
+class RunState:
+    run_id: str
+    plan_id: str
+    graph_digest: str
+    workflow: str
+    nodes: dict[str, NodeRecord]
+    lifecycle: Lifecycle = Lifecycle.PLANNED
+    outcome: str | None = None
+    owner_pid: int | None = None
+    last_seq: int = 0
+    updated_at: str = ""
+    cancel_pending: list[str] = field(default_factory=list)
+    cancel_acknowledged: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    """True once a cancel request was applied to this execution (cleared by resume)."""
+    asked: bool = False
+    """True once any approval was requested in this run."""
+
+    @classmethod
+    def fresh(cls, *, run_id: str, plan_id: str, graph: Graph, graph_digest: str) -> RunState:
+        return cls(
+            run_id=run_id,
+            plan_id=plan_id,
+            graph_digest=graph_digest,
+            workflow=graph.name,
+            nodes={node.name: NodeRecord() for node in graph.nodes},
+        )
+
+    def succeeded_attempts(self) -> dict[str, int]:
+        """Node -> number of its attempt that succeeded (the one whose output later nodes read)."""
+        return {
+            name: r.attempt for name, r in self.nodes.items() if r.state is NodeState.SUCCESS and r.current is not None
+        }
+
+    def waiting_requests(self) -> dict[str, str]:
+        """node -> approval request ID, for attempts waiting on a person."""
+        found = {}
+        for name, record in self.nodes.items():
+            current = record.current
+            if record.state is NodeState.RUNNING and current is not None and current.pending_approval:
+                found[name] = current.pending_approval
+        return found
+
+    def __repr__(self) -> str:
+        """One line, whatever the graph's size (asyncio.run reprs the result of its main task when
+        it restores the SIGINT handler; the generated repr of 750 nodes took 1.5 ms)."""
+        counts = Counter(record.state for record in self.nodes.values())
+        shown = ", ".join(sorted(f"{state.value}: {count}" for state, count in counts.items()))
+        outcome = f", outcome={self.outcome!r}" if self.outcome else ""
+        return f"<RunState {self.run_id} {self.lifecycle.value}{outcome} nodes={{{shown}}}>"
+
+    def refresh_waiting(self) -> None:
+        """running <-> waiting: waiting while every running attempt waits for a person."""
+        if self.lifecycle not in (Lifecycle.RUNNING, Lifecycle.WAITING):
+            return
+        if self.lifecycle is Lifecycle.RUNNING and not self.asked:
+            return  # nobody was ever asked in this run: nothing can be waiting (keeps this O(1))
+        running = [r for r in self.nodes.values() if r.state is NodeState.RUNNING]
+        waiting = running and all(r.current is not None and r.current.pending_approval for r in running)
+        self.lifecycle = Lifecycle.WAITING if waiting else Lifecycle.RUNNING
+
+    def uncertain_nodes(self) -> list[str]:
+        return sorted(
+            name
+            for name, record in self.nodes.items()
+            if record.current is not None and record.current.uncertain and not record.current.abandoned
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "plan_id": self.plan_id,
+            "graph_digest": self.graph_digest,
+            "workflow": self.workflow,
+            "lifecycle": self.lifecycle.value,
+            "outcome": self.outcome,
+            "owner_pid": self.owner_pid,
+            "last_seq": self.last_seq,
+            "updated_at": self.updated_at,
+            "cancel_pending": list(self.cancel_pending),
+            "cancel_acknowledged": list(self.cancel_acknowledged),
+            "cancelled": self.cancelled,
+            "asked": self.asked,
+            "nodes": {name: record.to_json() for name, record in sorted(self.nodes.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        return cls(
+            run_id=data["run_id"],
+            plan_id=data["plan_id"],
+            graph_digest=data["graph_digest"],
+            workflow=data["workflow"],
+            nodes={name: NodeRecord.from_json(rec) for name, rec in data["nodes"].items()},
+            lifecycle=Lifecycle(data["lifecycle"]),
+            outcome=data.get("outcome"),
+            owner_pid=data.get("owner_pid"),
+            last_seq=data.get("last_seq", 0),
+            updated_at=data.get("updated_at", ""),
+            cancel_pending=list(data.get("cancel_pending", [])),
+            cancel_acknowledged=list(data.get("cancel_acknowledged", [])),
+            cancelled=data.get("cancelled", False),
+            asked=data.get("asked", False),
+        )
+
+
+def _attempt(state: RunState, ev: dict[str, Any]) -> AttemptRecord | None:
+    record = state.nodes.get(ev.get("node", ""))
+    if record is None:
+        return None
+    for attempt in reversed(record.attempts):
+        if attempt.number == ev.get("attempt"):
+            return attempt
+    return None
+
+
+def apply(state: RunState, ev: dict[str, Any]) -> None:
+    """Fold one journal event into ``state`` (in place)."""
+    kind = ev["kind"]
+    state.last_seq = max(state.last_seq, int(ev.get("seq", 0)))
+    state.updated_at = ev.get("at", state.updated_at)
+    node = state.nodes.get(ev.get("node", ""))
+    if kind == "run_started":
+        state.lifecycle = Lifecycle.RUNNING
+        state.owner_pid = ev.get("pid")
+        state.outcome = None
+        if ev.get("resumed"):
+            state.cancelled = False
+    elif kind == "owner_exited":
+        state.owner_pid = None
+    elif kind == "node_ready" and node is not None:
+        node.state, node.reason = NodeState.READY, ""
+    elif kind in ("node_skipped", "node_blocked") and node is not None:
+        node.state = NodeState.SKIPPED if kind == "node_skipped" else NodeState.BLOCKED
+        node.reason = ev.get("reason", "")
+    elif kind == "node_launched" and node is not None:
+        node.state, node.reason = NodeState.RUNNING, ""
+        node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
+        state.refresh_waiting()
+    elif kind == "process_started":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pid = ev.get("pid")
+    elif kind == "node_finished" and node is not None:
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = None
+        node.state = NodeState(ev["state"])
+        node.reason = ev.get("message", "")
+        if attempt is not None:
+            attempt.ended_at = ev["at"]
+            attempt.state = ev["state"]
+            exit_record = ev.get("exit")
+            attempt.exit = dict(exit_record) if isinstance(exit_record, dict) else None
+            attempt.message = ev.get("message", "")
+        state.refresh_waiting()
+    elif kind == "approval_requested":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = ev["request_id"]
+        state.asked = True
+        state.refresh_waiting()
+    elif kind == "approval_decided":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.pending_approval = None
+            attempt.approval = {k: ev.get(k) for k in ("request_id", "decision", "by", "comment", "decided_at", "via")}
+        state.refresh_waiting()
+    elif kind == "node_reset" and node is not None:
+        node.state, node.reason = NodeState.PENDING, ev.get("reason", "")
+    elif kind == "attempt_uncertain":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.uncertain = True
+    elif kind == "recovery_confirmed":
+        for name in ev.get("nodes", []):
+            record = state.nodes.get(name)
+            if record is not None and record.current is not None:
+                record.current.abandoned = True
+                record.state = NodeState.PENDING
+    elif kind == "cancel_requested":
+        if ev["request_id"] not in state.cancel_pending:
+            state.cancel_pending.append(ev["request_id"])
+        state.cancelled = True
+        if state.lifecycle in (Lifecycle.RUNNING, Lifecycle.WAITING):
+            state.lifecycle = Lifecycle.CANCELLING
+    elif kind == "cancel_acknowledged":
+        if ev["request_id"] in state.cancel_pending:
+            state.cancel_pending.remove(ev["request_id"])
+        state.cancel_acknowledged.append(ev["request_id"])
+    elif kind == "run_completed":
+        state.lifecycle = Lifecycle.COMPLETED
+        state.outcome = ev["outcome"]
+    elif kind == "needs_recovery":
+        state.lifecycle = Lifecycle.NEEDS_RECOVERY
+
+
+def replay(state: RunState, events: Iterable[dict[str, Any]]) -> RunState:
+    for ev in events:
+        apply(state, ev)
+    return state

@@ -1,0 +1,351 @@
+"""The Python API: ``import rho_notebook as rho``.
+
+A thin synchronous facade over :class:`~rho_notebook.service.Service`, safe to call in a running
+Jupyter kernel: every verb is the service's coroutine awaited through ONE bridge, :func:`call`
+(``default_runner().call(service.verb(...))``), on the background runner's own event loop, never
+on the kernel's loop and never with ``asyncio.run``. Runs execute on the runner thread and are
+returned as :class:`RunHandle`\\ s at once. The rules (consent to a digest, listing filters, log
+reading, the result's JSON shape) live in the service; the ``%workflow`` magics are thin wrappers
+of these functions. Nothing here imports IPython or ipywidgets.
+
+=====================================  ==========================================================
+``validate(source_or_path, ...)``      evaluate and check; returns an unsaved :class:`Plan`
+``plan(source_or_path, ...)``          validate, freeze, store; returns the :class:`Plan`
+``run(plan_or_id, yes=...)``           confirm the digest, start in the background: RunHandle
+``resume(run_id, yes=...)``            resume in the background: RunHandle
+``status(run_id)``                     durable :class:`RunState` snapshot
+``result(run_id)``                     :class:`RunResult`: per node state, output, artifacts
+``runs()`` / ``plans()``               what the store holds
+``cancel(run_id)``                     durable cancel request: :class:`CancelResult`
+``logs(run_id, node)``                 a node's retained stdout / stderr
+``approve(run_id, request)``           decide a pending approval
+``export(notebook, out_dir)``          write a notebook's workflow folder
+=====================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, overload
+
+from rho_notebook.errors import ConfirmationRequired, RunRefused
+from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle
+from rho_notebook.service import (
+    ApprovalDecision,
+    ApprovalRequest,
+    CancelResult,
+    Consent,
+    ExportResult,
+    Mode,
+    NotebookSource,
+    PlanRequest,
+    ResumeRun,
+    RunHandle,
+    RunResult,
+    RunsQuery,
+    Service,
+    StartRun,
+    Stream,
+    Workspace,
+    default_runner,
+)
+from rho_notebook.service.results import run_result
+
+__all__ = [
+    "ConfirmationRequired",
+    "NotebookSource",
+    "RunHandle",
+    "RunResult",
+    "SourceLike",
+    "validate",
+    "plan",
+    "run",
+    "resume",
+    "runs",
+    "plans",
+    "status",
+    "result",
+    "cancel",
+    "logs",
+    "approve",
+    "export",
+    "request_for",
+    "consent",
+    "call",
+    "service",
+]
+
+T = TypeVar("T")
+
+SourceLike = Union[str, "os.PathLike[str]", NotebookSource]
+"""A path to an entry ``.star`` file, Starlark source text (a str with a newline), or a
+:class:`~rho_notebook.service.cells.NotebookSource` (what notebook cells plan as)."""
+
+CONSENT_HINT = "pass yes=True or confirm_digest={digest!r} (--yes in a magic)"
+"""How the Python API (and the magics) ask for consent, named in a refusal."""
+
+
+def call(coro: Coroutine[Any, Any, T]) -> T:
+    """The one bridge: await a service coroutine on the background runner's loop and return its
+    result. Safe in a running kernel (the kernel's loop is never used; no ``asyncio.run``)."""
+    return default_runner().call(coro)
+
+
+def service() -> Service:
+    """The service over the default store (``$RHO_NOTEBOOK_HOME``, read at each call)."""
+    return Service.default()
+
+
+def consent(*, yes: bool, confirm_digest: str | None) -> Consent:
+    """The consent ``yes=`` / ``confirm_digest=`` give, with the API's wording when refused."""
+    return Consent(yes=yes, digest=confirm_digest, hint=CONSENT_HINT)
+
+
+def _source(source_or_path: SourceLike) -> Path | str | NotebookSource:
+    if isinstance(source_or_path, (str, NotebookSource)):
+        return source_or_path
+    return Path(os.fspath(source_or_path))
+
+
+def request_for(
+    source_or_path: SourceLike,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    workspace: Workspace | None = None,
+    service: Service | None = None,
+) -> PlanRequest:
+    """The planning request for a path, source text or notebook source (:meth:`Service.request_for`).
+
+    The workspace (module root) defaults to the nearest ancestor of the current directory holding
+    ``.rho/`` or ``.git`` (in a kernel: of the notebook's folder). Explicit ``inputs`` override a
+    notebook source's default inputs key by key.
+    """
+    svc = service or Service.default()
+    return svc.request_for(_source(source_or_path), inputs=inputs, workspace=workspace)
+
+
+def _planned(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None, store: bool) -> Plan:
+    svc = service()
+    source = _source(source_or_path)
+    request = svc.request_for(source, inputs=inputs)
+    if isinstance(source, NotebookSource):
+        return call(svc.plan_source(source, request, store=store))
+    return call(svc.plan(request) if store else svc.validate(request))
+
+
+def validate(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None) -> Plan:
+    """Evaluate the workflow once in the planning worker and check the whole graph.
+
+    Parameters
+    ----------
+    source_or_path
+        An entry ``.star`` path, Starlark source text, or a notebook source.
+    inputs
+        Input values by name (Python values: str, int, bool, None, lists, dicts).
+
+    Returns
+    -------
+    Plan
+        The frozen graph and manifest, with plan ID ``unsaved``; nothing is stored.
+
+    Raises
+    ------
+    InvalidWorkflow
+        With every diagnostic (file or cell, line, column, rule).
+    """
+    return _planned(source_or_path, inputs=inputs, store=False)
+
+
+def plan(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None) -> Plan:
+    """Validate, resolve agents and executables, freeze, and store an immutable plan.
+
+    Returns
+    -------
+    Plan
+        The stored plan: ``plan.plan_id``, ``plan.graph_digest``, ``plan.manifest.authority``.
+
+    Raises
+    ------
+    InvalidWorkflow
+        As :func:`validate`.
+    """
+    return _planned(source_or_path, inputs=inputs, store=True)
+
+
+def run(
+    plan_or_id: Plan | str,
+    *,
+    yes: bool = False,
+    confirm_digest: str | None = None,
+    mode: Mode = "auto",
+    approval_timeout: float = 0.0,
+) -> RunHandle:
+    """Confirm a plan's digest, create a run and execute it in the background.
+
+    Parameters
+    ----------
+    plan_or_id
+        A stored :class:`Plan`, or a plan ID or unique prefix.
+    yes, confirm_digest
+        Consent for this one run: ``yes=True``, or the exact ``sha256:...`` graph digest.
+    mode
+        Permission mode for command launches (recorded in the run).
+    approval_timeout
+        Passed to the driver (a notebook run always has a responder; see docs/notebook.md).
+
+    Returns
+    -------
+    RunHandle
+        At once, once the owner has started; ``await`` it for the final state.
+
+    Raises
+    ------
+    ConfirmationRequired, PlanError, RunRefused
+    """
+    svc = service()
+    agreed = consent(yes=yes, confirm_digest=confirm_digest)
+
+    async def create() -> str:
+        chosen = plan_or_id if isinstance(plan_or_id, Plan) else await svc.load_plan(str(plan_or_id))
+        request = StartRun(plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook")
+        return await svc.create_run_of(chosen, request)
+
+    run_id = call(create())
+    return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
+
+
+def resume(
+    run_id: str,
+    *,
+    recover_uncertain: bool = False,
+    yes: bool = False,
+    confirm_digest: str | None = None,
+    approval_timeout: float = 0.0,
+) -> RunHandle:
+    """Resume a cancelled or interrupted run from its frozen graph, in the background.
+
+    Parameters
+    ----------
+    run_id
+        Run ID or unique prefix.
+    recover_uncertain
+        After inspection: stop leftover processes of the run and rerun attempts that have no
+        journaled result (``--recover-uncertain``).
+    yes, confirm_digest
+        Consent for resuming this exact graph digest, as for :func:`run`.
+
+    Raises
+    ------
+    ConfirmationRequired, NeedsRecovery, RunRefused
+    """
+    svc = service()
+    runner = default_runner()
+    full = call(svc.resolve_run(run_id))
+    live = runner.handle(full)
+    if live is not None and not live.done():
+        msg = f"run {full} is still running in this process; await it, or cancel it before resuming"
+        raise RunRefused(msg)
+    request = ResumeRun(
+        run=full, consent=consent(yes=yes, confirm_digest=confirm_digest), recover_uncertain=recover_uncertain
+    )
+    full = call(svc.check_resume(request))
+    return runner.start_run(
+        svc, full, resume=True, recover_uncertain=recover_uncertain, approval_timeout=approval_timeout
+    )
+
+
+def status(run_id: str) -> RunState:
+    """One durable snapshot of a run (never takes ownership): ``rho-notebook status``."""
+    return call(service().status(run_id))
+
+
+def result(run_id: str) -> RunResult:
+    """Per node: state, attempts, exit, validated output and artifact paths.
+
+    ``rho.result(run_id).to_json()`` is exactly ``rho-notebook result RUN --output json``.
+    """
+    svc = service()
+
+    async def read() -> RunResult:
+        state = await svc.status(run_id)
+        return await asyncio.to_thread(run_result, svc.run_folder(state.run_id), state)
+
+    return call(read())
+
+
+def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState]:
+    """Runs in the store, oldest first; ``state`` filters by lifecycle, ``limit`` keeps the newest."""
+    if state is not None and state not in {lc.value for lc in Lifecycle}:
+        msg = f"unknown lifecycle {state!r}; one of {', '.join(lc.value for lc in Lifecycle)}"
+        raise ValueError(msg)
+    query = RunsQuery(state=Lifecycle(state) if state is not None else None, limit=limit or 0)
+    return call(service().runs(query))
+
+
+def plans() -> list[PlanManifest]:
+    """Saved plans, oldest first."""
+    return call(service().plans())
+
+
+def cancel(run_id: str, *, wait_seconds: float = 2.0) -> CancelResult:
+    """Durably request cancellation and wait up to ``wait_seconds`` for the owner's acknowledgement.
+
+    Works for a run owned by any process (a notebook, a terminal): the same path as
+    ``rho-notebook cancel``.
+    """
+    return call(service().cancel(run_id, wait_seconds=wait_seconds))
+
+
+def logs(run_id: str, node: str, *, stream: Literal["stdout", "stderr", "both"] = "both") -> dict[str, str]:
+    """The retained stdout / stderr of a node's latest attempt (decoded as UTF-8, replacing errors).
+
+    Raises
+    ------
+    NotFound
+        No such run, or the run has no such node.
+    """
+    streams: tuple[Stream, ...] = ("stdout", "stderr") if stream == "both" else (stream,)
+    return call(service().log_text(run_id, node, streams=streams))
+
+
+@overload
+def approve(
+    run_id: str, request: None = None, *, deny: bool = False, comment: str | None = None
+) -> list[ApprovalRequest]: ...
+@overload
+def approve(run_id: str, request: str, *, deny: bool = False, comment: str | None = None) -> ApprovalDecision: ...
+def approve(
+    run_id: str, request: str | None = None, *, deny: bool = False, comment: str | None = None
+) -> list[ApprovalRequest] | ApprovalDecision:
+    """Decide a pending approval (an approval node or a supervised launch) of a run.
+
+    Without ``request``, returns the pending requests. With it, records the decision (the first
+    decision wins) and returns the decision that stands.
+    """
+    svc = service()
+    if request is None:
+        return call(svc.pending_approvals(run_id))
+    _, decision = call(svc.approve(run_id, request, approve=not deny, comment=comment, via="notebook"))
+    return decision
+
+
+def export(
+    notebook_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], workflow: str | None = None
+) -> ExportResult:
+    """Write the workflow folder of a notebook: ``rho-notebook export NOTEBOOK.ipynb DIR``.
+
+    Parameters
+    ----------
+    notebook_path
+        The ``.ipynb`` file (its saved cells are exported, not a kernel's memory).
+    out_dir
+        Target folder (created if missing); see docs/notebook.md for the layout.
+    workflow
+        Which ``%%workflow NAME`` cell; optional when the notebook has one.
+    """
+    return call(service().export(Path(os.fspath(notebook_path)), Path(os.fspath(out_dir)), workflow=workflow))

@@ -1,0 +1,358 @@
+"""Turning the worker's raw tagged values into model objects, and the graph rules.
+
+Graph rules: unique node names, needs that exist, no cycles, references and conditions that point
+to ancestors only, output paths that exist in the referenced node's schema, exit_code() only of
+command and shell nodes, condition and schema depth, node and edge counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rho_notebook.errors import Diagnostic
+from rho_notebook.model.condition import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Equals,
+    IsOneOf,
+    Not,
+    condition_depth,
+    condition_references,
+)
+from rho_notebook.model.reference import ExitCodeRef, OutputRef, Reference, StatusRef, Template, render_value
+from rho_notebook.model.schema import (
+    BoolSchema,
+    EnumSchema,
+    IntegerSchema,
+    ListSchema,
+    NullSchema,
+    OptionalSchema,
+    RecordSchema,
+    Schema,
+    StdoutJsonSchema,
+    StringSchema,
+    schema_at_path,
+    schema_depth,
+)
+from rho_notebook.source.limits import Limits
+
+APPROVAL_OUTPUT = RecordSchema(
+    fields=(("at", StringSchema()), ("by", StringSchema()), ("comment", OptionalSchema(inner=StringSchema())))
+)
+"""The output record of every approval node: who decided, their comment, and when."""
+
+__all__ = ["APPROVAL_OUTPUT", "NodeDraft", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
+
+
+@dataclass
+class NodeDraft:
+    """A node as declared, before executables and agents are resolved."""
+
+    kind: str
+    name: str
+    raw: dict[str, Any]
+    at: tuple[str | None, int | None, int | None]
+    needs: tuple[str, ...] = ()
+    when: Condition | None = None
+    output: Schema | None = None
+    templates: list[Template] = field(default_factory=list)
+
+    def diagnostic(self, rule: str, message: str) -> Diagnostic:
+        return Diagnostic(rule=rule, message=message, file=self.at[0], line=self.at[1], column=self.at[2])
+
+    def references(self) -> list[Reference]:
+        refs: list[Reference] = []
+        if self.when is not None:
+            refs.extend(condition_references(self.when))
+        for tmpl in self.templates:
+            refs.extend(tmpl.references())
+        return refs
+
+
+def to_schema(raw: dict[str, Any]) -> Schema:
+    kind = raw["type"]
+    simple: dict[str, Schema] = {
+        "null": NullSchema(),
+        "bool": BoolSchema(),
+        "integer": IntegerSchema(),
+        "string": StringSchema(),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "enum":
+        return EnumSchema(members=tuple(raw["members"]))
+    if kind == "list":
+        return ListSchema(items=to_schema(raw["inner"]))
+    if kind == "optional":
+        return OptionalSchema(inner=to_schema(raw["inner"]))
+    if kind == "stdout_json":
+        return StdoutJsonSchema(inner=to_schema(raw["inner"]))
+    if kind == "record":
+        return RecordSchema(fields=tuple((k, to_schema(v)) for k, v in sorted(raw["fields"].items())))
+    msg = f"unknown schema type {kind!r}"
+    raise ValueError(msg)
+
+
+def _to_ref(raw: dict[str, Any]) -> Reference:
+    if raw["ref"] == "output":
+        return OutputRef(node=raw["node"], path=tuple(raw.get("path", ())))
+    if raw["ref"] == "status":
+        return StatusRef(node=raw["node"])
+    return ExitCodeRef(node=raw["node"])
+
+
+def to_condition(raw: dict[str, Any]) -> Condition:
+    op = raw["op"]
+    if op == "equals":
+        return Equals(left=_to_ref(raw["left"]), right=raw["right"])
+    if op == "is_one_of":
+        return IsOneOf(left=_to_ref(raw["left"]), values=tuple(raw["values"]))
+    if op == "all":
+        return AllOf(items=tuple(to_condition(c) for c in raw["items"]))
+    if op == "any":
+        return AnyOf(items=tuple(to_condition(c) for c in raw["items"]))
+    if op == "not":
+        return Not(item=to_condition(raw["item"]))
+    msg = f"unknown condition {op!r}"
+    raise ValueError(msg)
+
+
+def to_template(raw: Any) -> Template:
+    """A template from a string, an output reference, or template([...]); adjacent text merged."""
+    if isinstance(raw, str):
+        items: list[Any] = [raw]
+    elif isinstance(raw, dict) and raw.get("__rho__") == "ref":
+        items = [raw]
+    else:
+        items = list(raw["parts"])
+    parts: list[str | OutputRef] = []
+    for item in items:
+        if isinstance(item, dict) and item.get("__rho__") == "ref":
+            ref = _to_ref(item)
+            if not isinstance(ref, OutputRef):
+                msg = "only output() references can be interpolated"
+                raise ValueError(msg)
+            parts.append(ref)
+            continue
+        text = render_value(item)
+        if parts and isinstance(parts[-1], str):
+            parts[-1] = parts[-1] + text
+        else:
+            parts.append(text)
+    return Template(parts=tuple(p for p in parts if p != ""))
+
+
+def drafts_of(raw_nodes: list[dict[str, Any]]) -> list[NodeDraft]:
+    drafts = []
+    for raw in raw_nodes:
+        at = raw.get("at") or [None, None, None]
+        draft = NodeDraft(kind=raw["kind"], name=raw["name"], raw=raw, at=(at[0], at[1], at[2]))
+        draft.needs = tuple(sorted(set(raw.get("needs", []))))
+        if raw.get("when") is not None:
+            draft.when = to_condition(raw["when"])
+        if raw.get("output") is not None:
+            draft.output = to_schema(raw["output"])
+        if raw["kind"] in ("agent", "approval"):
+            draft.templates.append(to_template(raw["prompt"]))
+        if raw["kind"] == "approval":
+            draft.output = APPROVAL_OUTPUT
+        if raw["kind"] == "command":
+            for part in raw["argv"][1:]:
+                if not isinstance(part, str):
+                    draft.templates.append(to_template(part))
+        drafts.append(draft)
+    return drafts
+
+
+def _is_ancestor(drafts: dict[str, NodeDraft], node: str, candidate: str) -> bool:
+    """Whether ``candidate`` is reachable from ``node`` through needs (graph known acyclic)."""
+    stack = list(drafts[node].needs)
+    seen: set[str] = set()
+    while stack:
+        current = stack.pop()
+        if current == candidate:
+            return True
+        if current in seen or current not in drafts:
+            continue
+        seen.add(current)
+        stack.extend(drafts[current].needs)
+    return False
+
+
+def _topological(drafts: dict[str, NodeDraft]) -> list[str]:
+    indegree = {name: 0 for name in drafts}
+    children: dict[str, list[str]] = {name: [] for name in drafts}
+    for name, draft in drafts.items():
+        for need in draft.needs:
+            if need in drafts:
+                indegree[name] += 1
+                children[need].append(name)
+    ready = sorted(n for n, d in indegree.items() if d == 0)
+    order: list[str] = []
+    while ready:
+        name = ready.pop()
+        order.append(name)
+        for child in children[name]:
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                ready.append(child)
+    return order
+
+
+def _cycle(drafts: dict[str, NodeDraft], ordered: set[str]) -> list[str]:
+    """One cycle among the nodes not in the topological order, for the message."""
+    remaining = {n for n in drafts if n not in ordered}
+    start = min(remaining)
+    path = [start]
+    seen = {start: 0}
+    current = start
+    while True:
+        nxt = min(n for n in drafts[current].needs if n in remaining)
+        if nxt in seen:
+            return [*path[seen[nxt] :], nxt]
+        seen[nxt] = len(path)
+        path.append(nxt)
+        current = nxt
+
+
+def check_graph(
+    drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[str | None, int | None, int | None]
+) -> list[Diagnostic]:
+    """Every graph-rule violation, in node order."""
+    found: list[Diagnostic] = []
+
+    def at_workflow(rule: str, message: str) -> Diagnostic:
+        return Diagnostic(rule=rule, message=message, file=workflow_at[0], line=workflow_at[1], column=workflow_at[2])
+
+    if len(drafts) > limits.limit("node_count"):
+        found.append(
+            at_workflow(
+                "limit.node_count",
+                f"planning budget 'node_count' exceeded: accepted limit {limits.limit('node_count')}, measured {len(drafts)}",
+            )
+        )
+    edges = sum(len(d.needs) for d in drafts)
+    if edges > limits.limit("edge_count"):
+        found.append(
+            at_workflow(
+                "limit.edge_count",
+                f"planning budget 'edge_count' exceeded: accepted limit {limits.limit('edge_count')}, measured {edges}",
+            )
+        )
+    by_name: dict[str, NodeDraft] = {}
+    for draft in drafts:
+        if draft.name in by_name:
+            first = by_name[draft.name]
+            found.append(
+                draft.diagnostic(
+                    "node.duplicate", f"node name {draft.name!r} is used twice (first at {first.at[0]}:{first.at[1]})"
+                )
+            )
+            continue
+        by_name[draft.name] = draft
+    for draft in drafts:
+        for need in draft.needs:
+            if need == draft.name:
+                found.append(draft.diagnostic("node.needs", f"node {draft.name!r} needs itself"))
+            elif need not in by_name:
+                found.append(
+                    draft.diagnostic(
+                        "node.needs", f"node {draft.name!r} needs {need!r}, which is not a node of this workflow"
+                    )
+                )
+        if draft.when is not None and condition_depth(draft.when) > limits.limit("condition_depth"):
+            found.append(
+                draft.diagnostic(
+                    "limit.condition_depth",
+                    f"planning budget 'condition_depth' exceeded: accepted limit {limits.limit('condition_depth')}, measured {condition_depth(draft.when)}",
+                )
+            )
+        if draft.output is not None:
+            depth = schema_depth(draft.output)
+            if depth > limits.limit("schema_depth"):
+                found.append(
+                    draft.diagnostic(
+                        "limit.schema_depth",
+                        f"planning budget 'schema_depth' exceeded: accepted limit {limits.limit('schema_depth')}, measured {depth}",
+                    )
+                )
+            size = len(draft.output.model_dump_json())
+            if size > limits.limit("schema_bytes"):
+                found.append(
+                    draft.diagnostic(
+                        "limit.schema_bytes",
+                        f"planning budget 'schema_bytes' exceeded: accepted limit {limits.limit('schema_bytes')}, measured {size}",
+                    )
+                )
+        for field_name, budget in (("timeout_seconds", "timeout_seconds"), ("max_output_bytes", "max_output_bytes")):
+            value = draft.raw[field_name]
+            if value > limits.limit(budget):
+                found.append(
+                    draft.diagnostic(
+                        f"limit.{budget}",
+                        f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {value} (node {draft.name!r})",
+                    )
+                )
+    if found:
+        return found
+    ordered = _topological(by_name)
+    if len(ordered) != len(by_name):
+        cycle = _cycle(by_name, set(ordered))
+        first = by_name[cycle[0]]
+        found.append(
+            first.diagnostic("graph.cycle", f"the needs form a cycle: {' -> '.join(cycle)}; a workflow is a DAG")
+        )
+        return found
+    for draft in drafts:
+        for ref in draft.references():
+            target = by_name.get(ref.node)
+            if target is None:
+                found.append(
+                    draft.diagnostic(
+                        "reference.unknown",
+                        f"node {draft.name!r} refers to {ref.node!r}, which is not a node of this workflow",
+                    )
+                )
+                continue
+            if not _is_ancestor(by_name, draft.name, ref.node):
+                found.append(
+                    draft.diagnostic(
+                        "reference.ancestor",
+                        f"node {draft.name!r} refers to {ref.node!r}, which is not one of its ancestors; add it to needs",
+                    )
+                )
+                continue
+            if isinstance(ref, ExitCodeRef) and target.kind not in ("command", "shell"):
+                found.append(
+                    draft.diagnostic(
+                        "reference.exit_code",
+                        f"exit_code({ref.node!r}): {ref.node!r} is a {target.kind} node; only command and shell nodes have exit codes",
+                    )
+                )
+            if isinstance(ref, OutputRef):
+                if target.output is None:
+                    found.append(
+                        draft.diagnostic(
+                            "reference.output",
+                            f"output({ref.node!r}) reads a node without an output schema; prose cannot be read by conditions or templates (give {ref.node!r} an output schema)",
+                        )
+                    )
+                elif schema_at_path(target.output, ref.path) is None:
+                    found.append(
+                        draft.diagnostic(
+                            "reference.path",
+                            f"output({ref.node!r}, {json.dumps(list(ref.path))}): the path does not exist in {ref.node!r}'s output schema",
+                        )
+                    )
+    total_output = sum(d.raw["max_output_bytes"] for d in drafts) * 2
+    if total_output > limits.limit("total_output_bytes"):
+        found.append(
+            at_workflow(
+                "limit.total_output_bytes",
+                f"planning budget 'total_output_bytes' exceeded: accepted limit {limits.limit('total_output_bytes')}, measured {total_output} (stdout and stderr of every node)",
+            )
+        )
+    return found

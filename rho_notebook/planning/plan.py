@@ -1,0 +1,321 @@
+"""The frozen plan: its manifest model, and turning source + inputs into one (validate / plan).
+
+A plan is the frozen graph (digest-covered) plus a manifest of everything that is recorded but
+not digested: IDs, time, workspace location and key, source labels/sizes/digests, file identities,
+the authority list, planning limits and the planner's format identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
+from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
+from rho_notebook.model.graph import (
+    GRAPH_FORMAT,
+    AgentNode,
+    ApprovalNode,
+    ArgvPart,
+    CommandNode,
+    Graph,
+    InputDecl,
+    Node,
+    SchedulerLimits,
+    ShellNode,
+)
+from rho_notebook.model.plan import PLAN_FORMAT, AuthorityItem, Plan, PlanManifest, SourceRecord
+from rho_notebook.model.reference import Template
+from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of, to_template
+from rho_notebook.planning.resolve import Resolver
+from rho_notebook.source.evaluate import Evaluation, evaluate_source
+from rho_notebook.source.labels import FileSourceReader, SourceText
+from rho_notebook.source.limits import Limits, load_limits
+from rho_notebook.source.workspace import Workspace
+
+__all__ = ["PlanRequest", "build_plan"]
+
+AgentResolver = Any  # (agent_id, workflow_dir, workspace, user_home, overlay) -> (AgentDefinition, Path | None)
+
+
+@dataclass
+class PlanRequest:
+    """Everything planning needs: the entry source, inputs and where to look things up."""
+
+    entry: SourceText
+    workspace: Workspace
+    user_home: Path
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    workflow_dir: Path | None = None
+    """Folder of the entry module (its agents/ folder has the highest agent precedence)."""
+    overlay_sources: Mapping[str, SourceText] = field(default_factory=dict)
+    overlay_agents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    search_path: str = "/usr/local/bin:/usr/bin:/bin"
+    workspace_trusted: bool = False
+    """Recorded in the plan; project settings and hooks apply only to trusted workspaces."""
+
+
+def _argv_part(raw: Any) -> ArgvPart:
+    if isinstance(raw, str):
+        return raw
+    tmpl = to_template(raw)
+    static = tmpl.static_text()
+    return static if static is not None else tmpl
+
+
+def _limit(found: list[Diagnostic], draft: NodeDraft, limits: Limits, budget: str, measured: int) -> None:
+    if measured > limits.limit(budget):
+        found.append(
+            draft.diagnostic(
+                f"limit.{budget}",
+                f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {measured} (node {draft.name!r})",
+            )
+        )
+
+
+def _template_bytes(tmpl: Template) -> int:
+    return sum(len(p.encode()) for p in tmpl.parts if isinstance(p, str))
+
+
+def _freeze_nodes(
+    drafts: list[NodeDraft],
+    *,
+    request: PlanRequest,
+    resolver: Resolver,
+    resolve_agent: AgentResolver,
+    limits: Limits,
+) -> tuple[list[Node], dict[str, AgentDefinition], list[Diagnostic]]:
+    from rho_notebook.agents.resolve import check_agent_provider
+
+    nodes: list[Node] = []
+    agents: dict[str, AgentDefinition] = {}
+    found: list[Diagnostic] = []
+    for draft in sorted(drafts, key=lambda d: d.name):
+        raw = draft.raw
+        common: dict[str, Any] = {
+            "name": draft.name,
+            "needs": draft.needs,
+            "when": draft.when,
+            "allow_failure": raw.get("allow_failure", False),
+            "timeout_seconds": raw["timeout_seconds"],
+            "max_output_bytes": raw["max_output_bytes"],
+            "output": draft.output,
+        }
+        try:
+            if draft.kind == "agent":
+                agent_id = raw["agent"]
+                if agent_id not in agents:
+                    definition, where = resolve_agent(
+                        agent_id,
+                        workflow_dir=request.workflow_dir,
+                        workspace=request.workspace.root,
+                        user_home=request.user_home,
+                        overlay=request.overlay_agents,
+                    )
+                    agents[agent_id] = definition
+                    check_agent_provider(
+                        definition,
+                        user_home=request.user_home,
+                        workspace=request.workspace.root,
+                        trusted=request.workspace_trusted,
+                        file=where,
+                    )
+                definition = agents[agent_id]
+                access = raw.get("access", "mutating")
+                if access == "read_only" and not definition.is_read_only():
+                    mutating = sorted(definition.capability_set() - _read_only_caps())
+                    why = (
+                        "claude-cli agents are always mutating"
+                        if definition.runtime == "claude-cli"
+                        else f"its tools include {', '.join(mutating)}"
+                    )
+                    found.append(
+                        draft.diagnostic(
+                            "agent.access",
+                            f'agent node {draft.name!r} asks for access = "read_only" but agent {agent_id!r} is not read-only: {why}',
+                        )
+                    )
+                    continue
+                prompt = to_template(raw["prompt"])
+                _limit(found, draft, limits, "template_bytes", _template_bytes(prompt) + len(definition.body.encode()))
+                nodes.append(AgentNode(agent=agent_id, prompt=prompt, access=access, **common))
+            elif draft.kind == "approval":
+                prompt = to_template(raw["prompt"])
+                _limit(found, draft, limits, "template_bytes", _template_bytes(prompt))
+                nodes.append(ApprovalNode(prompt=prompt, **common))
+            elif draft.kind == "command":
+                cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
+                argv = tuple(_argv_part(p) for p in raw["argv"])
+                size = sum(len(p.encode()) if isinstance(p, str) else _template_bytes(p) for p in argv)
+                _limit(found, draft, limits, "argv_bytes", size)
+                _limit(found, draft, limits, "argv_items", len(argv))
+                executable = resolver.executable(raw["argv"][0], cwd_label=cwd, node=draft.name)
+                nodes.append(CommandNode(argv=argv, cwd=cwd, executable=executable, **common))
+            elif draft.kind == "shell":
+                cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
+                arguments = tuple(raw.get("arguments", []))
+                size = len(raw["command"].encode()) + sum(len(a.encode()) for a in arguments)
+                _limit(found, draft, limits, "argv_bytes", size)
+                executable = resolver.executable(raw["executable"], cwd_label=cwd, node=draft.name)
+                nodes.append(
+                    ShellNode(executable=executable, arguments=arguments, command=raw["command"], cwd=cwd, **common)
+                )
+        except InvalidWorkflow as err:
+            found.extend(err.diagnostics())
+        except PlanError as err:
+            found.append(draft.diagnostic("resolve", err.message))
+    return nodes, agents, found
+
+
+def _read_only_caps() -> frozenset[str]:
+    from rho_notebook.model.agent import READ_ONLY_TOOLS
+
+    return READ_ONLY_TOOLS
+
+
+def _authority(graph: Graph) -> tuple[AuthorityItem, ...]:
+    items: set[AuthorityItem] = set()
+    for node in graph.nodes:
+        if isinstance(node, (CommandNode, ShellNode)):
+            exe = node.executable
+            items.add(AuthorityItem(kind="executable", value=exe.file.path, detail=exe.file.sha256))
+            for interp in exe.interpreters:
+                items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp.sha256))
+            items.add(AuthorityItem(kind="directory", value=node.cwd, detail="working directory (mutating)"))
+            items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
+        elif isinstance(node, ApprovalNode):
+            items.add(AuthorityItem(kind="capability", value="approval", detail=f"a person decides node {node.name!r}"))
+        elif isinstance(node, AgentNode):
+            agent = graph.agent(node.agent)
+            tools = "all" if agent.tools == "all" else ", ".join(agent.tools)
+            items.add(
+                AuthorityItem(
+                    kind="agent",
+                    value=agent.id,
+                    detail=f"{agent.runtime} agent from {agent.origin}; tools: {tools}; access: {node.access}",
+                )
+            )
+            for cap in sorted(agent.capability_set()):
+                items.add(
+                    AuthorityItem(
+                        kind="capability", value=f"agent:{cap}", detail=f"tool available to agent {agent.id!r}"
+                    )
+                )
+    return tuple(sorted(items, key=lambda i: (i.kind, i.value, i.detail)))
+
+
+def _catalog_resolver(agent_id: str, **where: Any) -> Any:
+    from rho_notebook.agents.catalog import resolve_agent
+
+    return resolve_agent(agent_id, **where)
+
+
+async def build_plan(
+    request: PlanRequest,
+    *,
+    plan_id: str,
+    limits: Limits | None = None,
+    resolve_agent: AgentResolver | None = None,
+) -> Plan:
+    """Evaluate, validate, resolve, normalise and freeze; nothing is stored here.
+
+    Raises
+    ------
+    InvalidWorkflow
+        With every diagnostic found (source, inputs, graph rules, resolution, limits).
+    """
+    limits = limits or load_limits()
+    resolve_agent = resolve_agent or _catalog_resolver
+    reader = FileSourceReader(request.workspace.root, request.overlay_sources)
+    shown = request.entry.display
+
+    def checker(declared: dict[str, Any]) -> dict[str, Any]:
+        if len(declared) > limits.limit("input_count"):
+            raise InvalidWorkflow(
+                [
+                    Diagnostic(
+                        rule="limit.input_count",
+                        message=f"planning budget 'input_count' exceeded: accepted limit {limits.limit('input_count')}, measured {len(declared)}",
+                        file=shown,
+                    )
+                ]
+            )
+        return check_inputs(declared, request.inputs, file=shown)
+
+    evaluation: Evaluation = await evaluate_source(request.entry, reader=reader, check_inputs=checker, limits=limits)
+    raw = evaluation.graph
+    at = raw.get("at") or [None, None, None]
+    drafts = drafts_of(raw["nodes"])
+    for draft in drafts:
+        draft.at = (evaluation.display(draft.at[0]), draft.at[1], draft.at[2])
+    workflow_at = (evaluation.display(at[0]), at[1], at[2])
+    found = check_graph(drafts, limits=limits, workflow_at=workflow_at)
+    if found:
+        raise InvalidWorkflow(found)
+    resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
+    nodes, agents, found = _freeze_nodes(
+        drafts, request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits
+    )
+    if found:
+        raise InvalidWorkflow(found)
+    declared = evaluation.declared_inputs
+    inputs = tuple(
+        InputDecl(
+            name=key,
+            type=decl["type"],
+            choices=tuple(decl.get("choices") or ()),
+            required=decl["required"],
+            default=decl.get("default"),
+            value=evaluation.input_values[key],
+        )
+        for key, decl in sorted(declared.items())
+    )
+    graph = Graph(
+        name=raw["name"],
+        inputs=inputs,
+        nodes=tuple(nodes),
+        agents=tuple(agents[k] for k in sorted(agents)),
+        scheduler=SchedulerLimits(**(raw.get("concurrency") or {})),
+    )
+    encoded = graph_bytes(graph)
+    if len(encoded) > limits.limit("graph_bytes"):
+        raise InvalidWorkflow(
+            [
+                Diagnostic(
+                    rule="limit.graph_bytes",
+                    message=f"planning budget 'graph_bytes' exceeded: accepted limit {limits.limit('graph_bytes')}, measured {len(encoded)}",
+                    file=workflow_at[0],
+                )
+            ]
+        )
+    digest = "sha256:" + hashlib.sha256(encoded).hexdigest()
+    sources = sorted(evaluation.sources, key=lambda s: s.label)
+    manifest = PlanManifest(
+        plan_id=plan_id,
+        created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        graph_digest=digest,
+        workflow=graph.name,
+        entry=request.entry.label,
+        workspace_root=str(request.workspace.root),
+        workspace_key=request.workspace.key,
+        workspace_trusted=request.workspace_trusted,
+        sources=tuple(
+            SourceRecord(
+                label=s.label, size=len(s.text.encode()), sha256="sha256:" + hashlib.sha256(s.text.encode()).hexdigest()
+            )
+            for s in sources
+        ),
+        inputs=graph.input_values(),
+        identities=dict(sorted(resolver.identities.items())),
+        authority=_authority(graph),
+        limits=limits.as_dict(),
+        planner={"graph_format": GRAPH_FORMAT, "encoding_version": ENCODING_VERSION, "plan_format": PLAN_FORMAT},
+        stats={**evaluation.stats, "graph_bytes": len(encoded)},
+    )
+    return Plan(manifest=manifest, graph=graph, sources=sources)

@@ -1,0 +1,614 @@
+"""The run driver: applies scheduler decisions, journals every change and awaits executors.
+
+Durability contract:
+
+- ``node_launched`` and everything before it is fsynced before the attempt's process starts, so
+  after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
+- Other records (process_started, node_finished, decisions) are appended at once and fsynced in
+  groups: at the latest before the next launch, before a cancel acknowledgement and at completion.
+- state.json is an atomic, non-durable snapshot written when the run starts, when a person is
+  asked, at most every ``snapshot_interval`` seconds, and at the end. It is a convenience copy:
+  status folds the journal itself, and the journal is what recovery trusts.
+
+Failpoints: when the owner process starts with ``RHO_NOTEBOOK_FAILPOINT=name:N`` in its
+environment, it SIGKILLs itself the N-th time it reaches the named point (used by the crash tests;
+see ``FAILPOINTS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.exec.base import (
+    AttemptContext,
+    AttemptResult,
+    EnvironmentSnapshot,
+    Executor,
+    UnavailableValue,
+    render_template,
+)
+from rho_notebook.exec.cancel import CancelSignal
+from rho_notebook.exec.command import process_facts
+from rho_notebook.exec.handles import VerifiedHandles
+from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.events import EventKind, event
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
+from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_request, write_request
+from rho_notebook.policy.hooks import HookSpec, HookVerdict, run_hooks
+from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decide_launch
+from rho_notebook.runtime.approval_wait import wait_for_decision
+from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
+from rho_notebook.runtime.checkout import CheckoutLock
+from rho_notebook.runtime.scheduler import Scheduler
+from rho_notebook.runtime.wakeup import OwnerControl
+from rho_notebook.store.artifacts import ArtifactWriter
+from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.ids import new_id
+from rho_notebook.store.journal import JournalWriter
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.runs import RunFolder
+
+__all__ = ["RunDriver", "EventSink", "FAILPOINTS", "failpoint"]
+
+EventSink = Callable[[dict[str, Any]], None]
+
+FAILPOINTS = (
+    "before_launch_sync",
+    "after_launch_sync",
+    "after_process_started",
+    "after_finished_append",
+    "after_decisions_append",
+    "before_snapshot",
+    "after_snapshot",
+    "before_completed",
+    "after_completed",
+    "after_cancel_requested",
+)
+_failpoint_counts: dict[str, int] = {}
+
+REQUEST_RESCAN_SECONDS = 0.5
+"""The owner re-reads its requests folder at least this often (a poke makes it read at once)."""
+
+
+_ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
+"""(point, ":", count) read once at import: failpoints are armed in the environment a test
+starts the owner process with (a lookup per call cost five environment reads per node)."""
+
+
+def failpoint(name: str) -> None:
+    point, _, count = _ARMED
+    if point != name:
+        return
+    _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
+    if _failpoint_counts[name] >= int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class RunDriver:
+    """Executes one run as its owner. Create it with the replayed state and an open journal."""
+
+    run_id: str
+    graph: Graph
+    folder: RunFolder
+    state: RunState
+    journal: JournalWriter
+    executors: Mapping[str, Executor]
+    workspace: Path
+    identities: Mapping[str, FileIdentity]
+    layout: StoreLayout
+    on_event: EventSink | None = None
+    mode: PermissionMode = PermissionMode.AUTO
+    checkout: CheckoutLock | None = None
+    hooks: Mapping[str, list[HookSpec]] = field(default_factory=dict)
+    responder: Callable[[ApprovalRequest], None] | None = None
+    """Someone who can answer approval requests now (terminal prompt, notebook widget)."""
+    approval_timeout: float = 0.0
+    """How long a supervised launch waits when no responder is available, then fails closed."""
+    """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
+    snapshot_interval: float = 1.0
+    outputs: dict[str, Any] = field(default_factory=dict)
+    _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
+    _done: deque[asyncio.Task[tuple[str, int, AttemptResult]]] = field(default_factory=deque)
+    """Attempt tasks that ended and were not yet journaled, in the order they ended."""
+    _rescan: asyncio.TimerHandle | None = None
+    _cancels: dict[str, CancelSignal] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _last_snapshot: float = 0.0
+    _known_requests: set[str] = field(default_factory=set)
+    _requests_due: bool = True
+    _control: OwnerControl | None = None
+    scheduler: Scheduler = field(init=False)
+    _node_states: dict[str, NodeState] = field(init=False)
+    _node_exit_codes: dict[str, int | None] = field(init=False)
+    _ready: set[str] = field(init=False)
+    _environ: EnvironmentSnapshot = field(init=False)
+    artifacts: ArtifactWriter = field(init=False)
+    verified: VerifiedHandles = field(init=False)
+    """Frozen files verified once for this run and re-checked per launch (closed at the end)."""
+
+    def __post_init__(self) -> None:
+        self.scheduler = Scheduler(self.graph)
+        self.artifacts = ArtifactWriter(self.folder.path)
+        self.verified = VerifiedHandles(self.workspace)
+        self._environ = EnvironmentSnapshot(os.environ)  # read once: command nodes get the frozen allowlist of it
+        self._node_states = {name: record.state for name, record in self.state.nodes.items()}
+        self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
+        self._ready = {name for name, st in self._node_states.items() if st is NodeState.READY}
+
+    # -- journaling ---------------------------------------------------------------------------------
+
+    def _emit(self, *records: dict[str, Any]) -> None:
+        for record in self.journal.append(list(records)):
+            apply(self.state, record)
+            name = record.get("node")
+            if name is not None and name in self._node_states:
+                node_record = self.state.nodes[name]
+                self._track(name, node_record.state, node_record.exit_code())
+            if self.on_event is not None:
+                self.on_event(record)
+
+    def _track(self, name: str, new_state: NodeState, exit_code: int | None) -> None:
+        """Keep the per-node maps the scheduler reads in step with the state (O(1) per event)."""
+        self._node_states[name] = new_state
+        self._node_exit_codes[name] = exit_code
+        if new_state is NodeState.READY:
+            self._ready.add(name)
+        else:
+            self._ready.discard(name)
+
+    def _snapshot(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_snapshot < self.snapshot_interval:
+            return
+        failpoint("before_snapshot")
+        atomic_write_json(self.folder.state, self.state.to_json(), durable=False, compact=True)
+        self._last_snapshot = time.monotonic()
+        failpoint("after_snapshot")
+
+    # -- lookups ---------------------------------------------------------------------------------------
+
+    def _output(self, name: str) -> Any:
+        return self.outputs.get(name, UNAVAILABLE)
+
+    # -- control ---------------------------------------------------------------------------------------
+
+    def _poke(self) -> None:
+        self._requests_due = True
+        self._wake.set()
+        self._approval_wake.set()
+
+    def _take_cancel_requests(self) -> list[str]:
+        """New cancel requests, read when a poke said so or the rescan timer fired (every
+        ``REQUEST_RESCAN_SECONDS``), so a lost poke delays a cancel by at most that much."""
+        if not self._requests_due:
+            return []
+        self._requests_due = False
+        fresh = pending_cancel_requests(
+            self.folder.requests, self._known_requests | set(self.state.cancel_acknowledged)
+        )
+        for request_id in fresh:
+            self._known_requests.add(request_id)
+            self._emit(event(EventKind.CANCEL_REQUESTED, self.run_id, request_id=request_id))
+            failpoint("after_cancel_requested")
+        return fresh
+
+    # -- attempts --------------------------------------------------------------------------------------
+
+    async def _decide(
+        self,
+        node: Node,
+        number: int,
+        *,
+        kind: str,
+        facts: dict[str, Any],
+        timeout: float,
+        cancel: asyncio.Event,
+        request_id: str | None,
+    ) -> ApprovalDecision | None | str:
+        """Ask a person; returns their decision, None on timeout, or "cancelled"."""
+        if request_id is None:
+            request = ApprovalRequest(
+                request_id=new_id(),
+                run_id=self.run_id,
+                node=node.name,
+                attempt=number,
+                kind="node" if kind == "node" else "launch",
+                facts=facts,
+                facts_sha256=facts_digest(facts),
+                requested_at=time.time(),
+            )
+            write_request(self.folder.requests, request)
+            self._emit(
+                event(
+                    EventKind.APPROVAL_REQUESTED,
+                    self.run_id,
+                    node=node.name,
+                    attempt=number,
+                    request_id=request.request_id,
+                    approval=request.kind,
+                    facts=facts,
+                    facts_sha256=request.facts_sha256,
+                    timeout_seconds=timeout,
+                )
+            )
+            self.journal.sync()
+            self._snapshot(force=True)
+        else:
+            request = read_request(self.folder.requests, request_id)
+        if self.responder is not None:
+            self.responder(request)
+        decision = await wait_for_decision(
+            self.folder.requests, request, timeout=timeout, cancel=cancel, wake=self._approval_wake
+        )
+        if isinstance(decision, ApprovalDecision):
+            self._emit(
+                event(
+                    EventKind.APPROVAL_DECIDED,
+                    self.run_id,
+                    node=node.name,
+                    attempt=number,
+                    request_id=request.request_id,
+                    decision=decision.decision,
+                    by=decision.by,
+                    comment=decision.comment,
+                    decided_at=decision.at,
+                    via=decision.via,
+                    facts_sha256=request.facts_sha256,
+                )
+            )
+            self.journal.sync()
+        return decision
+
+    def _launch_facts(self, node: Node) -> dict[str, Any]:
+        """What a person or a hook decides on before this node starts."""
+        if isinstance(node, (CommandNode, ShellNode)):
+            return process_facts(node, self._output)
+        if isinstance(node, AgentNode):
+            agent = self.graph.agent(node.agent)
+            return {
+                "agent": agent.id,
+                "runtime": agent.runtime,
+                "tools": agent.tools if agent.tools == "all" else list(agent.tools),
+                "access": node.access,
+                "prompt": render_template(node.prompt, self._output),
+            }
+        return {}
+
+    async def _hooks(self, hook_event: str, node: Node, number: int, payload: dict[str, Any]) -> HookVerdict:
+        specs = self.hooks.get(hook_event, [])
+        if not specs:
+            return HookVerdict()
+        verdict = await run_hooks(hook_event, specs, payload, cwd=self.workspace)  # type: ignore[arg-type]
+        records = []
+        for record in verdict.records:
+            kind = EventKind.HOOK_IGNORED if "keys" in record else EventKind.HOOK_RAN
+            records.append(event(kind, self.run_id, node=node.name, attempt=number, **record))
+        if records:
+            self._emit(*records)
+        return verdict
+
+    async def _attempt(
+        self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
+    ) -> tuple[str, int, AttemptResult]:
+        files = self.artifacts.files(self.folder.attempt_dir(node.name, number))
+
+        async def started(pid: int) -> None:
+            self._emit(event(EventKind.PROCESS_STARTED, self.run_id, node=node.name, attempt=number, pid=pid))
+            failpoint("after_process_started")
+
+        async def output(stream: str, chunk: bytes) -> None:
+            if self.on_event is not None:
+                self.on_event(
+                    event(
+                        EventKind.OUTPUT_CHUNK,
+                        self.run_id,
+                        node=node.name,
+                        attempt=number,
+                        stream=stream,
+                        bytes=len(chunk),
+                    )
+                )
+
+        async def ask(facts: dict[str, Any], timeout: float) -> ApprovalDecision | None | str:
+            return await self._decide(
+                node, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
+            )
+
+        def finish(state: NodeState, message: str) -> tuple[str, int, AttemptResult]:
+            return node.name, number, AttemptResult(state=state, message=message)
+
+        policy = decide_launch(self.mode, node)
+        if policy is LaunchDecision.DENY:
+            return finish(NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: no process was started")
+        executor = self.executors.get(node.kind)
+        if executor is None:
+            return finish(NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook")
+        ctx = AttemptContext(
+            run_id=self.run_id,
+            node=node,
+            attempt=number,
+            attempt_dir=files.path,
+            files=files,
+            workspace=self.workspace,
+            identities=self.identities,
+            environment=self.graph.environment,
+            outputs=self._output,
+            cancel=cancel,
+            on_started=started,
+            on_output=output if self.on_event is not None else None,
+            request_approval=ask,
+            source_environ=self._environ,
+            verified=self.verified,
+        )
+        facts: dict[str, Any] | None = None
+        needs_facts = policy is LaunchDecision.ASK or bool(
+            self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use")
+        )
+        if isinstance(node, AgentNode) or (needs_facts and isinstance(node, (CommandNode, ShellNode))):
+            try:
+                facts = self._launch_facts(node)
+            except UnavailableValue as err:
+                return finish(
+                    NodeState.FAILURE,
+                    f"cannot render {'argv' if not isinstance(node, AgentNode) else 'the prompt'}: {err}",
+                )
+            tool = "workflow_agent" if isinstance(node, AgentNode) else "workflow_command"
+            base = {
+                "tool": tool,
+                "run_id": self.run_id,
+                "node": node.name,
+                "attempt": number,
+                "mode": self.mode.value,
+                "policy": policy.value,
+                "facts": facts,
+            }
+            if resume_request is None:
+                verdict = await self._hooks("before_tool_use", node, number, base)
+                if verdict.denied:
+                    return finish(NodeState.DENIAL, verdict.reason)
+            if policy is LaunchDecision.ASK:
+                timeout = float(node.timeout_seconds) if self.responder is not None else self.approval_timeout
+                decided = await self._decide(
+                    node, number, kind="launch", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
+                )
+                if decided == "cancelled":
+                    return finish(NodeState.CANCELLATION, "cancelled while waiting for approval")
+                if decided is None:
+                    how = "no approval responder is available" if self.responder is None else "nobody decided"
+                    return finish(
+                        NodeState.DENIAL,
+                        f"supervised launch needs approval; {how} within {timeout:g} s, so it fails closed",
+                    )
+                if isinstance(decided, ApprovalDecision) and decided.decision != "approve":
+                    return finish(
+                        NodeState.DENIAL,
+                        f"launch denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
+                    )
+        try:
+            if self.checkout is None or isinstance(node, ApprovalNode):
+                result = await executor.execute(ctx)
+            elif isinstance(node, AgentNode) and node.access == "read_only":
+                async with self.checkout.read():
+                    result = await executor.execute(ctx)
+            else:
+                async with self.checkout.write():
+                    result = await executor.execute(ctx)
+        except Exception as err:  # an executor bug must end the node, not the run
+            result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
+        if facts is not None and self.hooks.get("after_tool_use"):
+            payload = {
+                "tool": "workflow_agent" if isinstance(node, AgentNode) else "workflow_command",
+                "run_id": self.run_id,
+                "node": node.name,
+                "attempt": number,
+                "mode": self.mode.value,
+                "policy": policy.value,
+                "facts": facts,
+                "result": {"state": result.state.value, "exit": result.exit},
+            }
+            verdict = await self._hooks("after_tool_use", node, number, payload)
+            if verdict.denied and result.state is NodeState.SUCCESS:
+                result = AttemptResult(
+                    state=NodeState.FAILURE, message=verdict.reason, exit=result.exit, artifacts=result.artifacts
+                )
+        return node.name, number, result
+
+    def _launch(self, names: list[str]) -> None:
+        records = []
+        for name in names:
+            number = self.state.nodes[name].attempt + 1
+            records.append(event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number))
+        self._emit(*records)
+        failpoint("before_launch_sync")
+        self.journal.sync()
+        failpoint("after_launch_sync")
+        for name in names:
+            cancel = CancelSignal()
+            self._cancels[name] = cancel
+            number = self.state.nodes[name].attempt
+            self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel))
+
+    def _running_names(self) -> list[str]:
+        return list(self._tasks.values())
+
+    def _rejoin_waiting(self) -> None:
+        """Attempts that were waiting for a person when the last owner stopped wait again."""
+        for name, request_id in sorted(self.state.waiting_requests().items()):
+            cancel = CancelSignal()
+            self._cancels[name] = cancel
+            number = self.state.nodes[name].attempt
+            self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
+        self.state.refresh_waiting()
+
+    def _finish(self, name: str, number: int, result: AttemptResult) -> None:
+        self._cancels.pop(name, None)
+        if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
+            self.outputs[name] = result.value
+        self._emit(
+            event(
+                EventKind.NODE_FINISHED,
+                self.run_id,
+                node=name,
+                attempt=number,
+                state=result.state.value,
+                exit=result.exit,
+                message=result.message,
+            )
+        )
+        failpoint("after_finished_append")
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    @property
+    def graph_nodes(self) -> dict[str, Node]:
+        return self.scheduler.nodes
+
+    async def execute(self, *, resumed: bool) -> RunState:
+        """Run until every node is terminal or the run is cancelled; returns the final state."""
+        self._control = OwnerControl(self.run_id, self._poke)
+        await self._control.start()
+        self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
+        try:
+            # not fsynced on its own: the first launch, approval request or completion syncs it
+            # (a run lost before any of those never started anything)
+            self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
+            self._snapshot(force=True)
+            self._rejoin_waiting()
+            await self._loop()
+        finally:
+            if self._rescan is not None:
+                self._rescan.cancel()
+            await self._control.close()
+            self.verified.close()
+            if self.checkout is not None:
+                self.checkout.close_idle()
+            await self.artifacts.aclose()
+        return self.state
+
+    async def _loop(self) -> None:
+        dirty: set[str] | None = None
+        cancelling = False
+        requests: list[str] = []
+        while True:
+            fresh = self._take_cancel_requests()
+            if fresh:
+                requests.extend(fresh)
+                if not cancelling:
+                    cancelling = True
+                    for cancel in self._cancels.values():
+                        cancel.set()
+            decision = self.scheduler.decide(
+                self._node_states,
+                exit_codes=self._node_exit_codes,
+                outputs=self._output,
+                launching=not cancelling,
+                dirty=dirty,
+                ready=self._ready,
+                running=self._running_names(),
+            )
+            dirty = set()
+            decided = []
+            for name, new_state, reason in decision.decided:
+                kind = {NodeState.READY: EventKind.NODE_READY, NodeState.SKIPPED: EventKind.NODE_SKIPPED}.get(
+                    new_state, EventKind.NODE_BLOCKED
+                )
+                decided.append(
+                    event(kind, self.run_id, node=name, reason=reason)
+                    if reason
+                    else event(kind, self.run_id, node=name)
+                )
+            if decided:
+                self._emit(*decided)
+                failpoint("after_decisions_append")
+            if decision.launches:
+                self._launch(decision.launches)
+            if not self._tasks:
+                await self._settle_artifacts()
+                if cancelling or requests:
+                    self._finish_cancellation(requests)
+                    return
+                if all(record.state in TERMINAL_STATES for record in self.state.nodes.values()):
+                    self._complete()
+                    return
+                if not decision.launches and not decision.decided:
+                    self._complete()
+                    return
+                continue
+            self._snapshot()
+            if not self._done and not self._wake.is_set():
+                await self._wake.wait()  # an attempt ended, a poke, or the rescan timer
+            self._wake.clear()
+            while self._done:
+                attempt_task = self._done.popleft()
+                name = self._tasks.pop(attempt_task)
+                finished_name, number, result = attempt_task.result()
+                self._finish(finished_name, number, result)
+                dirty.update(self.scheduler.children[name])
+
+    def _start_attempt(self, name: str, attempt: Awaitable[tuple[str, int, AttemptResult]]) -> None:
+        task = asyncio.ensure_future(attempt)
+        self._tasks[task] = name
+        task.add_done_callback(self._attempt_ended)
+
+    def _attempt_ended(self, task: asyncio.Task[tuple[str, int, AttemptResult]]) -> None:
+        self._done.append(task)
+        self._wake.set()
+
+    def _rescan_soon(self) -> None:
+        """Every REQUEST_RESCAN_SECONDS: re-read the requests folder even without a poke."""
+        self._requests_due = True
+        self._wake.set()
+        self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
+
+    async def _settle_artifacts(self) -> None:
+        """Every queued artifact is on disk before the run can be seen completed."""
+        errors = await self.artifacts.drain()
+        if errors:
+            self._emit(event(EventKind.ARTIFACT_FAILED, self.run_id, errors=errors[:20]))
+
+    def _finish_cancellation(self, requests: list[str]) -> None:
+        resets = [
+            event(EventKind.NODE_RESET, self.run_id, node=name, reason="run cancelled before launch")
+            for name, record in sorted(self.state.nodes.items())
+            if record.state is NodeState.READY
+        ]
+        if resets:
+            self._emit(*resets)
+        outcome = "cancellation"
+        failpoint("before_completed")
+        self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome))
+        self.journal.sync()
+        failpoint("after_completed")
+        for request_id in requests:
+            self._emit(event(EventKind.CANCEL_ACKNOWLEDGED, self.run_id, request_id=request_id))
+        self.journal.sync()
+        for request_id in requests:
+            write_ack(self.folder.requests, request_id, {"lifecycle": Lifecycle.COMPLETED.value, "outcome": outcome})
+            if self._control is not None:
+                self._control.acknowledge(request_id)
+        self._snapshot(force=True)
+
+    def _complete(self) -> None:
+        states = [(record.state, self.graph_nodes[name].allow_failure) for name, record in self.state.nodes.items()]
+        if any(s not in TERMINAL_STATES for s, _ in states):
+            outcome = "blocked"
+        else:
+            outcome = workflow_outcome(states).value
+        failpoint("before_completed")
+        self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome))
+        self.journal.sync()
+        failpoint("after_completed")
+        self._snapshot(force=True)

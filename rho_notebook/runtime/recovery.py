@@ -1,0 +1,105 @@
+"""Recovery of a run whose owner died: uncertain attempts, orphan processes, nodes to re-decide.
+
+An attempt that was launched but has no journaled result is *uncertain*: its process may still be
+running or may have finished. The owner that opens such a run journals the uncertainty and refuses
+(:class:`~rho_notebook.errors.NeedsRecovery`) until the person passes ``--recover-uncertain``;
+then any process tree still carrying the run's ``RHO_RUN_ID`` is stopped and the node gets a new
+attempt. On resume, cancelled nodes are reset for a new attempt and the nodes downstream of every
+reset node that were skipped, blocked or ready are decided again.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rho_notebook.errors import NeedsRecovery
+from rho_notebook.model.events import EventKind, event
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import NodeState
+from rho_notebook.oshelpers import kill_group_of, processes_with_env
+from rho_notebook.runtime.scheduler import Scheduler
+from rho_notebook.store.journal import JournalWriter
+
+__all__ = ["recovery_events"]
+
+
+def _stop_orphans(run_id: str) -> list[int]:
+    """SIGKILL every process (and its group) whose environment proves it belongs to ``run_id``."""
+    pids = processes_with_env("RHO_RUN_ID", run_id)
+    for pid in pids:
+        kill_group_of(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and processes_with_env("RHO_RUN_ID", run_id):
+        time.sleep(0.01)
+    return pids
+
+
+def _descendants_of_reset(graph_children: Mapping[str, list[str]], roots: list[str]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        for child in graph_children.get(name, []):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen
+
+
+def recovery_events(
+    state: RunState,
+    journal: JournalWriter,
+    *,
+    graph: Graph,
+    pending: list[dict[str, Any]],
+    resume: bool,
+    recover_uncertain: bool,
+) -> list[dict[str, Any]]:
+    """The events that open an owned execution: ``pending``, then uncertain attempts, recovery and
+    the resets of a resume (not yet journaled; the caller appends and applies them).
+
+    Raises
+    ------
+    NeedsRecovery
+        When attempts are uncertain and ``recover_uncertain`` is false; ``pending``, the uncertain
+        attempts and the needs_recovery event are journaled (and synced) first.
+    """
+    run_id = state.run_id
+    records = list(pending)
+    waiting = state.waiting_requests()
+    uncertain = [
+        name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.RUNNING and name not in waiting
+    ]
+    for name in uncertain:
+        rec = state.nodes[name]
+        if rec.current is not None and not rec.current.uncertain:
+            records.append(event(EventKind.ATTEMPT_UNCERTAIN, run_id, node=name, attempt=rec.attempt))
+    if uncertain and not recover_uncertain:
+        records.append(event(EventKind.NEEDS_RECOVERY, run_id, nodes=uncertain))
+        journal.append(records)
+        journal.sync()
+        msg = (
+            f"run {run_id} needs recovery: attempts of {', '.join(uncertain)} have no journaled result "
+            "(the owner exited uncleanly). Inspect `rho-notebook status` and the node artifacts, make sure no "
+            "earlier process remains, then resume with --recover-uncertain"
+        )
+        raise NeedsRecovery(msg)
+    if uncertain:
+        for pid in _stop_orphans(run_id):
+            records.append(event(EventKind.ORPHAN_STOPPED, run_id, pid=pid))
+        records.append(event(EventKind.RECOVERY_CONFIRMED, run_id, nodes=uncertain))
+    # cancel requests made while no owner was alive are applied by the driver as it starts
+    if resume:
+        cancelled = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.CANCELLATION]
+        reset = set(cancelled) | set(uncertain)
+        downstream = _descendants_of_reset(Scheduler(graph).children, sorted(reset))
+        for name in sorted(cancelled):
+            records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="new attempt after cancellation"))
+        for name in sorted(downstream):
+            if state.nodes[name].state in (NodeState.SKIPPED, NodeState.BLOCKED, NodeState.READY):
+                records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="re-decided after resume"))
+    return records

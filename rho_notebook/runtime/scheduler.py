@@ -1,0 +1,196 @@
+"""The deterministic scheduler: a pure function of (frozen graph, node states, outputs) -> actions.
+
+One pass:
+
+1. Decide pending nodes whose needs are all terminal, in node-ID order, until nothing changes.
+   A node with ``when`` is decided by its condition alone (true -> ready, false -> skipped,
+   unavailable -> blocked). Without ``when`` it is ready only if every need succeeded; any need
+   that failed, was denied, cancelled or blocked makes it blocked (blocked wins over skipped);
+   otherwise any skipped need makes it skipped.
+2. Walk ready nodes in node-ID order and launch each that fits. The walk *stops* at the first node
+   that does not fit total capacity or the checkout (read-only nodes share it up to
+   ``checkout_readers``; a mutating node needs it alone), and *skips* a node whose kind (agent or
+   command) is at its own limit. Approval nodes need no capacity.
+
+The same states always give the same decision. ``dirty`` and ``ready`` only narrow which nodes
+are looked at; they never change the result for a consistent state.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rho_notebook.model.condition import UNAVAILABLE, evaluate
+from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node
+from rho_notebook.model.reference import MISSING, ExitCodeRef, Reference, StatusRef, walk_path
+from rho_notebook.model.state import TERMINAL_STATES, NodeState
+
+__all__ = ["Decision", "Scheduler", "ValueLookup"]
+
+_BLOCKING = frozenset({NodeState.FAILURE, NodeState.DENIAL, NodeState.CANCELLATION, NodeState.BLOCKED})
+
+ValueLookup = Callable[[str], Any]
+"""Validated output of a successful node (or UNAVAILABLE)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    decided: list[tuple[str, NodeState, str]] = field(default_factory=list)
+    """(node, READY | SKIPPED | BLOCKED, reason) in the order they were decided."""
+    launches: list[str] = field(default_factory=list)
+
+
+def _uses_checkout_alone(node: Node) -> bool:
+    if isinstance(node, ApprovalNode):
+        return False
+    if isinstance(node, AgentNode):
+        return node.access != "read_only"
+    return True
+
+
+class Scheduler:
+    """Static indexes of one frozen graph; :meth:`decide` is pure."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes: dict[str, Node] = {node.name: node for node in graph.nodes}
+        self.children: dict[str, list[str]] = {name: [] for name in self.nodes}
+        for node in graph.nodes:
+            for need in node.needs:
+                self.children[need].append(node.name)
+        self.limits = graph.scheduler
+
+    # -- step 1 ----------------------------------------------------------------------------------
+
+    def _lookup(
+        self, states: Mapping[str, NodeState], exit_codes: Mapping[str, int | None], outputs: ValueLookup
+    ) -> Callable[[Reference], object]:
+        def lookup(ref: Reference) -> object:
+            state = states[ref.node]
+            if state not in TERMINAL_STATES:
+                return UNAVAILABLE
+            if isinstance(ref, StatusRef):
+                return state.value
+            if isinstance(ref, ExitCodeRef):
+                code = exit_codes.get(ref.node)
+                return UNAVAILABLE if code is None else code
+            if state is not NodeState.SUCCESS:
+                return UNAVAILABLE
+            value = outputs(ref.node)
+            if value is UNAVAILABLE:
+                return UNAVAILABLE
+            found = walk_path(value, ref.path)
+            return UNAVAILABLE if found is MISSING else found
+
+        return lookup
+
+    def _decide_one(
+        self, node: Node, states: Mapping[str, NodeState], lookup: Callable[[Reference], object]
+    ) -> tuple[NodeState, str] | None:
+        for need in node.needs:  # the common case on a hot path: some need is still open
+            if states[need] not in TERMINAL_STATES:
+                return None
+        need_states = [states[n] for n in node.needs]
+        if node.when is not None:
+            verdict = evaluate(node.when, lookup)
+            if verdict is True:
+                return NodeState.READY, ""
+            if verdict is False:
+                return NodeState.SKIPPED, "condition is false"
+            return NodeState.BLOCKED, "condition needs a value that is unavailable"
+        bad = [n for n, s in zip(node.needs, need_states) if s in _BLOCKING]
+        if bad:
+            return NodeState.BLOCKED, f"need {bad[0]!r} ended in {states[bad[0]].value}"
+        skipped = [n for n, s in zip(node.needs, need_states) if s is NodeState.SKIPPED]
+        if skipped:
+            return NodeState.SKIPPED, f"need {skipped[0]!r} was skipped"
+        return NodeState.READY, ""
+
+    # -- the pass --------------------------------------------------------------------------------
+
+    def decide(
+        self,
+        states: Mapping[str, NodeState],
+        *,
+        exit_codes: Mapping[str, int | None],
+        outputs: ValueLookup,
+        launching: bool = True,
+        dirty: Iterable[str] | None = None,
+        ready: Iterable[str] | None = None,
+        running: Iterable[str] | None = None,
+    ) -> Decision:
+        """Decide pending nodes, then pick launches (none when ``launching`` is False)."""
+        current = dict(states)
+        lookup = self._lookup(current, exit_codes, outputs)
+        candidates = list(self.nodes) if dirty is None else list(dirty)
+        heap = sorted({n for n in candidates if current[n] is NodeState.PENDING})
+        heapq.heapify(heap)
+        queued = set(heap)
+        decided: list[tuple[str, NodeState, str]] = []
+        while heap:
+            name = heapq.heappop(heap)
+            queued.discard(name)
+            if current[name] is not NodeState.PENDING:
+                continue
+            verdict = self._decide_one(self.nodes[name], current, lookup)
+            if verdict is None:
+                continue
+            current[name] = verdict[0]
+            decided.append((name, verdict[0], verdict[1]))
+            if verdict[0] in TERMINAL_STATES:
+                for child in self.children[name]:
+                    if child not in queued and current[child] is NodeState.PENDING:
+                        heapq.heappush(heap, child)
+                        queued.add(child)
+        if ready is not None:
+            ready = set(ready) | {name for name, new_state, _ in decided if new_state is NodeState.READY}
+        launches = self._launches(current, ready, running) if launching else []
+        return Decision(decided=decided, launches=launches)
+
+    def _launches(
+        self, current: Mapping[str, NodeState], ready: Iterable[str] | None, running_names: Iterable[str] | None
+    ) -> list[str]:
+        if running_names is None:
+            running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
+        running = [self.nodes[n] for n in running_names if current[n] is NodeState.RUNNING]
+        total = sum(1 for n in running if not isinstance(n, ApprovalNode))
+        agents = sum(1 for n in running if isinstance(n, AgentNode))
+        commands = sum(1 for n in running if not isinstance(n, (AgentNode, ApprovalNode)))
+        writers = sum(1 for n in running if _uses_checkout_alone(n))
+        readers = sum(1 for n in running if isinstance(n, AgentNode) and not _uses_checkout_alone(n))
+        names = (
+            sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
+        )
+        names = [n for n in names if current[n] is NodeState.READY]
+        launches: list[str] = []
+        limits = self.limits
+        for name in names:
+            node = self.nodes[name]
+            if isinstance(node, ApprovalNode):
+                launches.append(name)
+                continue
+            if total >= limits.total:
+                break
+            if _uses_checkout_alone(node):
+                if writers or readers:
+                    break
+            elif writers or readers >= limits.checkout_readers:
+                break
+            if isinstance(node, AgentNode):
+                if agents >= limits.agent:
+                    continue
+                agents += 1
+            else:
+                if commands >= limits.command:
+                    continue
+                commands += 1
+            total += 1
+            if _uses_checkout_alone(node):
+                writers += 1
+            else:
+                readers += 1
+            launches.append(name)
+        return launches

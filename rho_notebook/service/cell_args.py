@@ -1,0 +1,213 @@
+"""Argument parsing for the magics: the cell-magic headers and the ``%workflow VERB`` line.
+
+The verbs take the CLI's flags (``rho-notebook VERB --help``), plus a few notebook-only ones
+(``--input`` when ``run`` plans a notebook workflow, ``--wait``). Parsing never exits the
+process: errors raise :class:`ArgumentError` (the magics turn it into ``UsageError``) and
+``--help`` raises :class:`HelpShown` after printing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import NoReturn
+
+__all__ = [
+    "ArgumentError",
+    "HelpShown",
+    "VERBS",
+    "split",
+    "verb_parser",
+    "workflow_header",
+    "star_header",
+    "agent_header",
+    "parse_verb",
+    "options_of",
+]
+
+VERBS = (
+    "validate",
+    "plan",
+    "run",
+    "status",
+    "cancel",
+    "resume",
+    "runs",
+    "plans",
+    "result",
+    "logs",
+    "approve",
+    "export",
+    "hub",
+)
+"""Every ``%workflow`` verb, in the order the help lists them."""
+
+
+class ArgumentError(Exception):
+    """A magic line that does not parse; the message says what to write instead."""
+
+
+class HelpShown(Exception):
+    """``--help`` was asked for and printed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentError(f"{self.prog}: {message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            raise ArgumentError(message.strip())
+        raise HelpShown()
+
+
+def split(line: str) -> list[str]:
+    """Split a magic line like a shell would (quotes protect JSON inputs)."""
+    try:
+        return shlex.split(line, posix=True)
+    except ValueError as err:
+        raise ArgumentError(f"cannot split {line!r}: {err} (close the quote)") from None
+
+
+def _input(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=help)
+
+
+def _build() -> argparse.ArgumentParser:
+    root = _Parser(
+        prog="%workflow",
+        description="Plan, run and watch workflows from a notebook (the rho-notebook verbs).",
+        add_help=True,
+    )
+    verbs = root.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+
+    p = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
+    p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
+    _input(p, "an input value (overrides the cell's --input)")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("plan", help="validate, resolve, freeze and store a plan")
+    p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
+    _input(p, "an input value (overrides the cell's --input)")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("run", help="confirm a plan's digest and start it in the background")
+    p.add_argument("target", help="plan ID (or unique prefix), or a %%%%workflow name (planned first)")
+    _input(p, "with a workflow name: an input value for planning")
+    p.add_argument("--yes", action="store_true", help="confirm the digest (otherwise a plan card asks)")
+    p.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto")
+    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
+    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+
+    p = verbs.add_parser("resume", help="resume a cancelled or interrupted run in the background")
+    p.add_argument("run", help="run ID or unique prefix")
+    p.add_argument("--yes", action="store_true")
+    p.add_argument(
+        "--recover-uncertain",
+        action="store_true",
+        help="after inspection: stop leftover processes and rerun attempts without a journaled result",
+    )
+    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
+    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+
+    p = verbs.add_parser("status", help="one durable snapshot of a run")
+    p.add_argument("run")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("cancel", help="durably request cancellation and wait for the acknowledgement")
+    p.add_argument("run")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait for the acknowledgement (default 2)",
+    )
+
+    p = verbs.add_parser("runs", help="list runs, newest last")
+    p.add_argument("--state", choices=("planned", "running", "waiting", "cancelling", "completed", "needs_recovery"))
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("plans", help="list saved plans")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("result", help="per node: state, attempts, exit, validated output, artifacts")
+    p.add_argument("run")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser("logs", help="a node's stdout and stderr (latest attempt)")
+    p.add_argument("run")
+    p.add_argument("node")
+    p.add_argument("--stream", choices=("stdout", "stderr", "both"), default="both")
+    p.add_argument("--follow", action="store_true", help="keep printing while the node runs (blocks the cell)")
+
+    p = verbs.add_parser("approve", help="decide a pending approval of a run; without REQUEST, list them")
+    p.add_argument("run")
+    p.add_argument("request", nargs="?")
+    p.add_argument("--deny", action="store_true")
+    p.add_argument("--comment")
+
+    p = verbs.add_parser("export", help="write a workflow folder from a notebook (or from this session's cells)")
+    p.add_argument("paths", nargs="+", metavar="[NOTEBOOK.ipynb] DIR")
+    p.add_argument("--workflow", metavar="NAME")
+
+    verbs.add_parser("hub", help="the workflows, plans and runs of this notebook")
+    return root
+
+
+_PARSER: argparse.ArgumentParser | None = None
+
+
+def verb_parser() -> argparse.ArgumentParser:
+    """The ``%workflow`` parser (built on first use)."""
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = _build()
+    return _PARSER
+
+
+def parse_verb(line: str) -> argparse.Namespace:
+    args = verb_parser().parse_args(split(line))
+    return args
+
+
+def workflow_header(line: str) -> tuple[str | None, list[str]]:
+    """``%%workflow [NAME] [--input KEY=JSON]...`` -> (NAME or None, raw inputs)."""
+    parser = _Parser(prog="%%workflow", description="The cell is a workflow entry module (Starlark).")
+    parser.add_argument("name", nargs="?", help="must equal the workflow(name = ...) the cell builds")
+    _input(parser, "an input value, e.g. --input 'target=\"src\"'")
+    args = parser.parse_args(split(line))
+    name: str | None = args.name
+    inputs: list[str] = args.input
+    return name, inputs
+
+
+def star_header(line: str) -> str:
+    """``%%star LABEL`` -> LABEL."""
+    parser = _Parser(prog="%%star", description="The cell is a Starlark module that workflows can load().")
+    parser.add_argument("label", help="root label such as //lib/common.star")
+    args = parser.parse_args(split(line))
+    label: str = args.label
+    return label
+
+
+def agent_header(line: str) -> str:
+    """``%%agent ID`` -> ID."""
+    parser = _Parser(prog="%%agent", description="The cell is an agent definition file (as agents/<ID>.md).")
+    parser.add_argument("id", help="agent id, e.g. reviewer")
+    args = parser.parse_args(split(line))
+    agent_id: str = args.id
+    return agent_id
+
+
+def options_of(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """verb -> option strings (for completion and for the CLI parity test)."""
+    found: dict[str, list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for verb, sub in action.choices.items():
+                found[verb] = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
+    return found

@@ -1,0 +1,270 @@
+"""Workflow cells: what ``%%workflow``, ``%%star`` and ``%%agent`` cells hold, and the source a
+set of them plans as. Pure data (no IPython); the kernel session and the exporter share it.
+
+Module text. A ``%%workflow`` or ``%%star`` cell becomes a Starlark module whose first line is the
+magic line turned into a comment (``# %%workflow quickstart``) followed by the cell body, so that
+line N of the module is line N of the cell: diagnostics, the stored plan source and the exported
+file all number lines as the notebook does. An ``%%agent`` cell's body is the agent file itself
+(it must start with its ``---`` frontmatter), so its diagnostics are shifted down by one line to
+point at the cell.
+
+Labels. A ``%%star LABEL`` module is an overlay at LABEL (relative to the workspace root, like
+every module label); it shadows a file with the same label. The entry module of a
+``%%workflow NAME`` cell is labelled ``//<notebook folder>/<NAME>.star``, its workflow folder is
+the notebook's folder, and the ``%%agent`` cells are the highest-precedence agent catalog root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
+from rho_notebook.errors import Diagnostic, InvalidWorkflow
+from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.planning.inputs import parse_input_args
+from rho_notebook.service.cell_args import ArgumentError, agent_header, star_header, workflow_header
+from rho_notebook.source.labels import SourceText, check_label
+from rho_notebook.source.limits import load_limits
+
+__all__ = [
+    "CellKind",
+    "WorkflowCell",
+    "ModuleCell",
+    "AgentCell",
+    "CellSet",
+    "NotebookSource",
+    "normalize_body",
+    "split_cell",
+    "parse_cell",
+    "agent_definition",
+    "inputs_text",
+    "renumber",
+    "NAME_RE",
+]
+
+CellKind = Literal["workflow", "star", "agent"]
+NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_MAGIC = re.compile(r"^%%(workflow|star|agent)(?:\s+(.*))?$")
+
+
+def normalize_body(body: str) -> str:
+    """One canonical text per cell body: ``\\n`` line ends, no trailing blank lines, final newline."""
+    text = body.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.rstrip("\n")
+    return text + "\n" if text else ""
+
+
+def split_cell(source: str) -> tuple[CellKind, str, str] | None:
+    """(kind, magic arguments, body) of a workflow cell's full source; None for other cells.
+
+    Leading blank lines are ignored, as IPython ignores them before a cell magic.
+    """
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if not lines:
+        return None
+    match = _MAGIC.match(lines[0].rstrip())
+    if match is None:
+        return None
+    kind: CellKind = match.group(1)  # type: ignore[assignment]
+    return kind, (match.group(2) or "").strip(), "\n".join(lines[1:])
+
+
+def _header(kind: str, args: str) -> str:
+    return f"%%{kind} {args}".rstrip()
+
+
+@dataclass(frozen=True)
+class WorkflowCell:
+    """A ``%%workflow [NAME] [--input KEY=JSON]...`` cell."""
+
+    name: str | None
+    """NAME from the magic line (None when omitted; the graph's name is used once validated)."""
+    args: str
+    """The magic's arguments as written."""
+    body: str
+    inputs: dict[str, Any]
+    """Parsed ``--input`` values: the defaults whenever this workflow is validated or planned."""
+    display: str
+    """How diagnostics name this cell (``cell In[3]``, ``01_quickstart.ipynb cell 4``)."""
+
+    @property
+    def text(self) -> str:
+        return f"# {_header('workflow', self.args)}\n{self.body}"
+
+    def named(self, name: str) -> WorkflowCell:
+        return WorkflowCell(name=name, args=self.args, body=self.body, inputs=self.inputs, display=self.display)
+
+
+@dataclass(frozen=True)
+class ModuleCell:
+    """A ``%%star LABEL`` cell: a module that workflows load by LABEL."""
+
+    label: str
+    body: str
+    display: str
+
+    @property
+    def text(self) -> str:
+        return f"# {_header('star', self.label)}\n{self.body}"
+
+    def source(self) -> SourceText:
+        return SourceText(label=self.label, text=self.text, display=self.display)
+
+
+@dataclass(frozen=True)
+class AgentCell:
+    """A ``%%agent ID`` cell: an agent definition file (``agents/<ID>.md``)."""
+
+    agent_id: str
+    body: str
+    display: str
+
+    @property
+    def text(self) -> str:
+        return self.body
+
+
+def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> WorkflowCell | ModuleCell | AgentCell:
+    """Check a cell's magic arguments and build the cell.
+
+    Raises
+    ------
+    ArgumentError
+        The magic line is malformed (bad NAME, label or ID, unparsable ``--input``).
+    """
+    body = normalize_body(body)
+    if kind == "workflow":
+        name, raw_inputs = workflow_header(args)
+        if name is not None and not NAME_RE.match(name):
+            raise ArgumentError(
+                f"%%workflow {name!r}: a workflow name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
+            )
+        try:
+            inputs = parse_input_args(raw_inputs, limits=load_limits())
+        except InvalidWorkflow as err:
+            raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
+        return WorkflowCell(name=name, args=args, body=body, inputs=inputs, display=display)
+    if kind == "star":
+        label = star_header(args)
+        problem = check_label(label)
+        if problem is not None:
+            raise ArgumentError(f"%%star: {problem}")
+        return ModuleCell(label=label, body=body, display=display)
+    agent_id = agent_header(args)
+    if not is_agent_id(agent_id):
+        raise ArgumentError(
+            f"%%agent {agent_id!r}: agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
+        )
+    return AgentCell(agent_id=agent_id, body=body, display=display)
+
+
+def agent_definition(cell: AgentCell) -> AgentDefinition:
+    """Parse an ``%%agent`` cell's definition (so that mistakes can point at the cell at once).
+
+    The returned definition's ``id`` is the frontmatter's ``id:`` when it has one, else the cell's
+    ID; the caller decides what a mismatch means.
+
+    Raises
+    ------
+    InvalidWorkflow
+        The definition is invalid; the diagnostics name the cell and count its lines.
+    """
+    digest = hashlib.sha256(cell.text.encode("utf-8", "surrogatepass")).hexdigest()
+    try:
+        return parse_agent_definition(
+            cell.text, file=cell.display, default_id=cell.agent_id, origin="notebook", content_sha256=digest
+        )
+    except InvalidWorkflow as err:
+        raise InvalidWorkflow(renumber(err.diagnostics(), {cell.display: (cell.display, 1)})) from None
+
+
+@dataclass
+class CellSet:
+    """The workflow cells of a notebook or kernel session; a later cell replaces an earlier one
+    with the same workflow name, module label or agent ID (as running the notebook top to bottom)."""
+
+    workflows: dict[str, WorkflowCell] = field(default_factory=dict)
+    modules: dict[str, ModuleCell] = field(default_factory=dict)
+    agents: dict[str, AgentCell] = field(default_factory=dict)
+    unnamed: list[WorkflowCell] = field(default_factory=list)
+    """``%%workflow`` cells without NAME (a notebook file cannot say their name without evaluating them)."""
+
+    def add(self, cell: WorkflowCell | ModuleCell | AgentCell) -> None:
+        if isinstance(cell, WorkflowCell):
+            if cell.name is None:
+                self.unnamed.append(cell)
+            else:
+                self.workflows[cell.name] = cell
+        elif isinstance(cell, ModuleCell):
+            self.modules[cell.label] = cell
+        else:
+            self.agents[cell.agent_id] = cell
+
+    def locations(self) -> dict[str, tuple[str, int]]:
+        """Diagnostic file label -> (cell display, lines to add so that it counts cell lines)."""
+        return {cell.display: (cell.display, 1) for cell in self.agents.values()}
+
+    def source(self, cell: WorkflowCell, *, entry_label: str, workflow_dir: Path | None) -> NotebookSource:
+        """The source that plans ``cell`` with every module and agent of this set as overlays."""
+        return NotebookSource(
+            entry=SourceText(label=entry_label, text=cell.text, display=cell.display),
+            modules={label: module.source() for label, module in sorted(self.modules.items())},
+            agents={agent_id: (agent.display, agent.text) for agent_id, agent in sorted(self.agents.items())},
+            inputs=dict(cell.inputs),
+            workflow_dir=workflow_dir,
+            locations=self.locations(),
+        )
+
+
+@dataclass(frozen=True)
+class NotebookSource:
+    """An entry module held in memory plus overlays: what a notebook workflow plans as.
+
+    The Python API accepts it wherever it accepts a path (``rho.validate(source)``).
+    """
+
+    entry: SourceText
+    modules: Mapping[str, SourceText] = field(default_factory=dict)
+    """label -> module (overlays the workspace file with that label)."""
+    agents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """agent id -> (display label, definition text); the highest-precedence catalog root."""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """Default input values (a cell's ``--input``); explicit inputs override them key by key."""
+    workflow_dir: Path | None = None
+    locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    """Diagnostic file label -> (cell display, line shift), so diagnostics point at cell lines."""
+
+    def renumber(self, found: Iterable[Diagnostic]) -> list[Diagnostic]:
+        """Diagnostics that name the notebook cells they point at, with the cells' line numbers."""
+        return renumber(found, self.locations)
+
+
+def renumber(found: Iterable[Diagnostic], locations: Mapping[str, tuple[str, int]]) -> list[Diagnostic]:
+    """Rewrite diagnostics whose file is in ``locations`` (file -> (cell display, line shift))."""
+    result = []
+    for diagnostic in found:
+        where = locations.get(diagnostic.file or "")
+        if where is not None:
+            display, shift = where
+            line = diagnostic.line + shift if diagnostic.line is not None else None
+            message = (
+                diagnostic.message.replace(diagnostic.file or "", display) if diagnostic.file else diagnostic.message
+            )
+            diagnostic = Diagnostic(
+                rule=diagnostic.rule, message=message, file=display, line=line, column=diagnostic.column
+            )
+        result.append(diagnostic)
+    return result
+
+
+def inputs_text(inputs: Mapping[str, Any]) -> str:
+    """``key=JSON key=JSON`` in key order (how inputs are shown in summaries)."""
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in sorted(inputs.items()))

@@ -1,0 +1,224 @@
+"""Notebook export: a notebook's workflow cells -> a workflow folder the CLI plans and runs.
+
+Layout of ``export NOTEBOOK.ipynb DIR [--workflow NAME]`` (DIR is laid out as a module root):
+
+=================================  ==============================================================
+``DIR/<NAME>.star``                the ``%%workflow NAME`` cell (its magic line kept as a comment,
+                                   so file lines are cell lines)
+``DIR/<label path>``               each ``%%star //<label path>`` cell, e.g. ``//lib/common.star``
+                                   -> ``DIR/lib/common.star``
+``DIR/agents/<ID>.md``             each ``%%agent ID`` cell, verbatim
+=================================  ==============================================================
+
+Module labels are relative to the module root (the workspace root), so ``load("//lib/common.star")``
+in the exported entry finds ``DIR/lib/common.star`` exactly when DIR is the workspace root. Exporting
+elsewhere still gives a complete, self-describing folder; see docs/notebook.md for planning it.
+
+Deterministic: the same cells give byte-identical files (text is normalised, files are written in
+sorted order through a temporary file and an atomic rename, nothing time- or machine-dependent is
+written). Files in DIR that the export does not produce are left alone. The cells' ``--input``
+values are not part of the folder (inputs are given at plan time); they are returned and printed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import ExportError
+from rho_notebook.service.cell_args import ArgumentError
+from rho_notebook.service.cells import CellSet, NotebookSource, WorkflowCell, parse_cell, split_cell
+from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
+from rho_notebook.source.workspace import Workspace
+
+__all__ = ["ExportResult", "read_cells", "choose_workflow", "export_cells", "export_notebook", "exported_source"]
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    workflow: str
+    out_dir: Path
+    entry: Path
+    files: tuple[Path, ...]
+    """Every file written, in the order written (sorted by relative path)."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """The ``--input`` values of the ``%%workflow`` cell (give them again when planning)."""
+    modules: tuple[str, ...] = ()
+    """Labels of the exported ``%%star`` modules."""
+    agents: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        lines = [f"exported workflow {self.workflow} to {self.out_dir}"]
+        lines += [f"  {path}" for path in self.files]
+        return "\n".join(lines)
+
+
+def read_cells(notebook: Path) -> CellSet:
+    """The workflow cells of a notebook file, in notebook order.
+
+    Raises
+    ------
+    ExportError
+        The file is not a notebook, or a workflow cell's magic line is malformed.
+    """
+    import nbformat
+
+    try:
+        nb = nbformat.read(os.fspath(notebook), as_version=4)  # type: ignore[no-untyped-call]
+    except FileNotFoundError:
+        msg = f"{notebook}: no such notebook"
+        raise ExportError(msg) from None
+    except (OSError, ValueError) as err:  # nbformat raises NotJSONError (a ValueError) and friends
+        msg = f"{notebook}: not a readable notebook ({err})"
+        raise ExportError(msg) from None
+    cells = CellSet()
+    for index, cell in enumerate(nb.cells, start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        split = split_cell(cell.get("source", ""))
+        if split is None:
+            continue
+        kind, args, body = split
+        display = f"{notebook.name} cell {index}"
+        try:
+            cells.add(parse_cell(kind, args, body, display=display))
+        except ArgumentError as err:
+            msg = f"{display}: {err}"
+            raise ExportError(msg) from None
+    return cells
+
+
+def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> WorkflowCell:
+    """The ``%%workflow`` cell to export: ``name``, or the only named one."""
+    names = sorted(cells.workflows)
+    hint = ""
+    if cells.unnamed:
+        shown = ", ".join(c.display for c in cells.unnamed)
+        hint = f"; {shown} {'has' if len(cells.unnamed) == 1 else 'have'} no NAME (write %%workflow NAME to export it)"
+    if name is not None:
+        if name not in cells.workflows:
+            msg = f"{where} has no %%workflow {name} cell; its workflows: {', '.join(names) or 'none'}{hint}"
+            raise ExportError(msg)
+        return cells.workflows[name]
+    if len(names) == 1:
+        return cells.workflows[names[0]]
+    if not names:
+        msg = f"{where} has no %%workflow NAME cell to export{hint}"
+        raise ExportError(msg)
+    msg = f"{where} has several workflows ({', '.join(names)}); choose one with --workflow NAME"
+    raise ExportError(msg)
+
+
+def _files(cells: CellSet, cell: WorkflowCell) -> dict[str, bytes]:
+    if cell.name is None:
+        msg = f"{cell.display}: a %%workflow cell needs a NAME to be exported"
+        raise ExportError(msg)
+    files: dict[str, tuple[bytes, str]] = {f"{cell.name}.star": (cell.text.encode(), cell.display)}
+    for label, module in sorted(cells.modules.items()):
+        relative = label[2:]
+        if relative in files:
+            msg = f"{module.display}: module {label} would overwrite {files[relative][1]} (the entry is written as {cell.name}.star); rename the module"
+            raise ExportError(msg)
+        files[relative] = (module.text.encode(), module.display)
+    for agent_id, agent in sorted(cells.agents.items()):
+        relative = f"agents/{agent_id}.md"
+        if relative in files:
+            msg = f"{agent.display}: agents/{agent_id}.md collides with module {files[relative][1]}"
+            raise ExportError(msg)
+        files[relative] = (agent.text.encode(), agent.display)
+    return {relative: data for relative, (data, _) in sorted(files.items())}
+
+
+def _write(out_dir: Path, relative: str, data: bytes) -> Path:
+    """Write ``out_dir/relative`` atomically, refusing to pass through symlinks below out_dir."""
+    current = out_dir
+    parts = relative.split("/")
+    for part in parts[:-1]:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            os.mkdir(current, 0o755)
+            continue
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            msg = f"{current} is a symlink or not a directory; export writes only real directories under {out_dir}"
+            raise ExportError(msg)
+    target = current / parts[-1]
+    try:
+        if stat.S_ISDIR(os.lstat(target).st_mode):
+            msg = f"{target} is a directory; cannot write a file there"
+            raise ExportError(msg)
+    except FileNotFoundError:
+        pass
+    temporary = target.with_name(f".{target.name}.rho-export-tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, target)
+    return target
+
+
+def export_cells(
+    cells: CellSet, out_dir: Path, *, workflow: str | None = None, where: str = "this notebook"
+) -> ExportResult:
+    """Write the folder of one workflow of ``cells`` into ``out_dir`` (created if missing)."""
+    cell = choose_workflow(cells, workflow, where=where)
+    files = _files(cells, cell)
+    out_dir = Path(os.path.abspath(out_dir))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = tuple(_write(out_dir, relative, data) for relative, data in files.items())
+    name = cell.name or ""
+    return ExportResult(
+        workflow=name,
+        out_dir=out_dir,
+        entry=out_dir / f"{name}.star",
+        files=written,
+        inputs=dict(cell.inputs),
+        modules=tuple(sorted(cells.modules)),
+        agents=tuple(sorted(cells.agents)),
+    )
+
+
+def export_notebook(notebook: Path, out_dir: Path, *, workflow: str | None = None) -> ExportResult:
+    """``rho-notebook export NOTEBOOK.ipynb DIR [--workflow NAME]``."""
+    return export_cells(read_cells(notebook), out_dir, workflow=workflow, where=str(notebook))
+
+
+def exported_source(result: ExportResult, cells: CellSet, *, workspace: Workspace) -> NotebookSource:
+    """Plan an export folder that lies inside ``workspace``: its entry file, its modules as
+    overlays at their labels (the folder is a module root), and its ``agents/`` as the workflow
+    folder's catalog. Diagnostics name the notebook cells the files came from.
+
+    Raises
+    ------
+    SourceError
+        The folder is outside the workspace or a file cannot be read.
+    """
+    cell = cells.workflows[result.workflow]
+    label = label_for_path(result.entry, workspace.root)
+    entry_text = read_regular_file_nofollow(workspace.root, label[2:].split("/"), shown=label[2:]).decode()
+    modules: dict[str, SourceText] = {}
+    for module_label in result.modules:
+        relative = module_label[2:]
+        text = read_regular_file_nofollow(result.out_dir, relative.split("/"), shown=relative).decode()
+        modules[module_label] = SourceText(label=module_label, text=text, display=cells.modules[module_label].display)
+    locations = {
+        str(result.out_dir / "agents" / f"{agent_id}.md"): (cells.agents[agent_id].display, 1)
+        for agent_id in result.agents
+    }
+    return NotebookSource(
+        entry=SourceText(label=label, text=entry_text, display=cell.display),
+        modules=modules,
+        agents={},
+        inputs=dict(cell.inputs),
+        workflow_dir=result.out_dir,
+        locations=locations,
+    )

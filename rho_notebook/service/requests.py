@@ -1,0 +1,91 @@
+"""Typed requests of the service verbs that carry a person's intent: consent, start, resume, listing.
+
+Consent is a value, not a flag scattered through front ends: :class:`Consent` says how one person
+agreed to one exact graph digest (``--yes`` / ``yes=True`` at a prompt they answered, or the digest
+itself typed back), and :meth:`Consent.check` is the one rule every front end shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
+
+from rho_notebook.errors import ConfirmationRequired
+from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.state import Lifecycle
+
+__all__ = ["Consent", "Mode", "StartRun", "ResumeRun", "RunsQuery", "normalize_digest"]
+
+T = TypeVar("T")
+
+Mode = Literal["auto", "plan", "supervised"]
+"""Permission mode for command launches, recorded in the run."""
+
+
+def normalize_digest(given: str) -> str:
+    """A typed-back digest with or without its ``sha256:`` prefix, as the canonical string."""
+    given = given.strip()
+    return given if given.startswith("sha256:") else "sha256:" + given
+
+
+class Consent(FrozenModel):
+    """How a person agreed to run one exact graph digest."""
+
+    yes: bool = False
+    """They said yes to the digest they were shown (``--yes``, ``yes=True``, a prompt answered y)."""
+    digest: str | None = None
+    """Or they typed the digest back (``confirm_digest=``, the server's ``graph_digest``)."""
+    hint: str = "pass --yes"
+    """How this front end asks for consent, named in the refusal (e.g. ``send {"graph_digest": ...}``)."""
+
+    def check(self, digest: str, *, what: str) -> None:
+        """Refuse unless this consent covers ``digest``.
+
+        Raises
+        ------
+        ConfirmationRequired
+            A typed-back digest differs from ``digest``, or there is no consent at all.
+        """
+        if self.digest is not None and self.digest.strip():
+            given = normalize_digest(self.digest)
+            if given != digest:
+                msg = f"{what}: you confirmed digest {given}, but the graph digest is {digest}; nothing was started"
+                raise ConfirmationRequired(msg)
+            return
+        if not self.yes:
+            msg = f"{what} needs confirmation of graph digest {digest}: {self.hint.format(digest=digest)}"
+            raise ConfirmationRequired(msg)
+
+
+class StartRun(FrozenModel):
+    """Create a run of a stored plan (ID or unique prefix) with consent for its digest."""
+
+    plan: str
+    consent: Consent
+    mode: Mode = "auto"
+    origin: Literal["cli", "notebook", "server", "mcp"] = "cli"
+    """Which front end created the run (recorded in its manifest)."""
+
+
+class ResumeRun(FrozenModel):
+    """Resume a cancelled or interrupted run (ID or unique prefix) with consent for its digest."""
+
+    run: str
+    consent: Consent
+    recover_uncertain: bool = False
+    """After inspection: stop leftover processes and rerun attempts without a journaled result."""
+
+
+class RunsQuery(FrozenModel):
+    """Which runs to list: by lifecycle, and how many of the newest (0: all)."""
+
+    state: Lifecycle | None = None
+    limit: int = 0
+
+    def select(self, runs: Sequence[T], lifecycle: Callable[[T], Lifecycle | str]) -> list[T]:
+        """The listing rule, once for every front end: of ``runs`` (oldest first), those in
+        ``state`` (when given), then the newest ``limit`` of them (0: all), oldest first.
+        ``lifecycle`` reads a run's lifecycle (a :class:`Lifecycle` or its value)."""
+        wanted = None if self.state is None else self.state.value
+        kept = [run for run in runs if wanted is None or Lifecycle(lifecycle(run)).value == wanted]
+        return kept[-self.limit :] if self.limit > 0 else kept

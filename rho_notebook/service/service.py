@@ -1,0 +1,707 @@
+"""The application service: every verb of every front end, over one store.
+
+The CLI, the notebook API and magics, the widgets, the jupyter-server handlers and the
+model-facing tool call these verbs and nothing below them, so each rule lives once: consent to a
+digest (:class:`~rho_notebook.service.requests.Consent`), listing with a filter and a limit,
+refusing to delete a live run, reading a node's logs, the one answer shape per verb
+(:mod:`rho_notebook.service.wire`).
+
+Verbs are ``async``. Those that read or write files run in a worker thread (``asyncio.to_thread``)
+so an event loop that awaits them (the server's, the runner's) never blocks; planning awaits the
+supervised planning worker; ``run`` and ``resume`` execute the run as its owner on the awaiting
+loop. Synchronous callers bridge through :func:`rho_notebook.service.background.default_runner`
+(``runner.call(service.status(...))``) in a kernel, or ``asyncio.run`` in the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from rho_notebook.errors import NotFound, PlanError, RhoError, RunRefused, SourceError
+from rho_notebook.model.events import now_iso
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.model.run_state import NodeRecord, RunState
+from rho_notebook.model.source import SourceText
+from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.planning.plan import PlanRequest, build_plan
+from rho_notebook.policy.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    check_decider,
+    list_requests,
+    read_decision,
+    read_request,
+    who_am_i,
+    write_decision,
+)
+from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
+from rho_notebook.policy.trust import TrustStore
+from rho_notebook.runtime.cancel import CancelResult, request_cancel
+from rho_notebook.runtime.driver import EventSink
+from rho_notebook.runtime.owner import create_run, default_executors, execute_run
+from rho_notebook.runtime.status import load_state
+from rho_notebook.runtime.wakeup import poke_owner
+from rho_notebook.service.cells import NotebookSource
+from rho_notebook.service.export import (
+    ExportResult,
+    choose_workflow,
+    export_cells,
+    export_notebook,
+    exported_source,
+    read_cells,
+)
+from rho_notebook.service.requests import ResumeRun, RunsQuery, StartRun
+from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
+from rho_notebook.source.labels import FileSourceReader, label_for_path
+from rho_notebook.source.workspace import Workspace, find_workspace
+from rho_notebook.store.files import check_no_symlink
+from rho_notebook.store.ids import match_id, new_id
+from rho_notebook.store.journal import JournalRead, follow_journal, read_journal
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.plans import PlanStore
+from rho_notebook.store.runs import OwnerLock, RunFolder, RunManifest, RunStore
+
+__all__ = ["Service", "NodeAttempt", "Responder", "RowCache", "Stream", "entry_source"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Responder = Callable[[ApprovalRequest], None]
+"""Called (on the owner's loop) when a run asks a person; it must return at once."""
+
+Stream = Literal["stdout", "stderr"]
+
+_LOG_POLL_SECONDS = 0.1
+
+
+def _in_thread(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """An async verb whose blocking body (file reads and writes) runs in a worker thread."""
+
+    @functools.wraps(method)
+    async def verb(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    return verb
+
+
+def entry_source(path: Path, workspace: Workspace) -> SourceText:
+    """Read an entry module from disk under the label rules (``.star``, under the root, no symlinks)."""
+    label = label_for_path(path, workspace.root)
+    if not label.endswith(".star"):
+        msg = f"{path}: a workflow entry must be a .star file"
+        raise SourceError(msg, rule="load.label", file=str(path))
+    return FileSourceReader(workspace.root).read(label)
+
+
+@dataclass(frozen=True)
+class NodeAttempt:
+    """One attempt of a node and where it keeps its artifacts (:meth:`Service.node_attempt`)."""
+
+    run_id: str
+    node: str
+    attempt: int
+    """0 when the node has not started."""
+    folder: Path | None
+    """None when the node has not started."""
+    record: NodeRecord
+    """The node's record in the snapshot the attempt was read from."""
+
+
+class RowCache:
+    """Rows of finished runs by the size and mtime of their journal (:meth:`Service.run_rows`).
+
+    A front end that lists runs often (the server) keeps one; safe to share between threads.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[tuple[int, int], RunRowJson]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str, key: tuple[int, int]) -> RunRowJson | None:
+        with self._lock:
+            found = self._rows.get(run_id)
+        return found[1] if found is not None and found[0] == key else None
+
+    def put(self, run_id: str, key: tuple[int, int], row: RunRowJson) -> None:
+        with self._lock:
+            self._rows[run_id] = (key, row)
+
+    def keep(self, run_ids: list[str]) -> None:
+        """Forget the runs not in ``run_ids`` (deleted)."""
+        kept = set(run_ids)
+        with self._lock:
+            for gone in [run_id for run_id in self._rows if run_id not in kept]:
+                del self._rows[gone]
+
+
+@dataclass
+class Service:
+    """Every verb over the store at ``layout`` (``$RHO_NOTEBOOK_HOME``)."""
+
+    layout: StoreLayout
+
+    @classmethod
+    def default(cls) -> Service:
+        """The service over the default store (``$RHO_NOTEBOOK_HOME``, read at each call)."""
+        return cls(layout=StoreLayout.default())
+
+    @property
+    def plan_store(self) -> PlanStore:
+        return PlanStore(self.layout)
+
+    @property
+    def run_store(self) -> RunStore:
+        return RunStore(self.layout)
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def request_for(
+        self,
+        source: Path | str | NotebookSource,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        workspace: Workspace | None = None,
+        search_path: str | None = None,
+    ) -> PlanRequest:
+        """The planning request for an entry ``.star`` path, Starlark source text (a str with a
+        newline) or a notebook's workflow cells.
+
+        The workspace (module root) defaults to the nearest ancestor of the current directory
+        holding ``.rho/`` or ``.git``. Explicit ``inputs`` override a notebook source's default
+        inputs key by key.
+        """
+        ws = workspace or find_workspace()
+        given = dict(inputs or {})
+        common: dict[str, Any] = {
+            "workspace": ws,
+            "user_home": self.layout.home,
+            "search_path": search_path if search_path is not None else os.environ.get("PATH", os.defpath),
+            "workspace_trusted": TrustStore(self.layout).is_trusted(ws),
+        }
+        if isinstance(source, NotebookSource):
+            return PlanRequest(
+                entry=source.entry,
+                inputs={**source.inputs, **given},
+                workflow_dir=source.workflow_dir,
+                overlay_sources=dict(source.modules),
+                overlay_agents=dict(source.agents),
+                **common,
+            )
+        if isinstance(source, str) and "\n" in source:
+            folder = Path.cwd().resolve()
+            relative = folder.relative_to(ws.root).as_posix() if folder.is_relative_to(ws.root) else ""
+            label = "//" + (f"{relative}/" if relative and relative != "." else "") + "source.star"
+            entry = SourceText(label=label, text=source, display="<source>")
+            return PlanRequest(entry=entry, inputs=given, workflow_dir=folder, **common)
+        entry = entry_source(Path(source), ws)
+        return PlanRequest(entry=entry, inputs=given, workflow_dir=(ws.root / entry.label[2:]).parent, **common)
+
+    async def validate(self, request: PlanRequest) -> Plan:
+        """Everything ``plan`` does except storing: the returned plan has the ID ``unsaved``."""
+        return await build_plan(request, plan_id="unsaved")
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        """Validate, resolve agents and executables, freeze, and store an immutable plan."""
+        plan = await build_plan(request, plan_id=new_id())
+        await asyncio.to_thread(self.plan_store.save, plan)
+        return plan
+
+    async def plan_notebook(
+        self,
+        notebook: Path,
+        *,
+        workflow: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        where: str | None = None,
+    ) -> Plan:
+        """Plan a saved notebook's workflow exactly as its exported folder would plan.
+
+        The folder is exported to a temporary directory beside the notebook (so it lies inside the
+        workspace and its labels resolve), planned, and removed; the plan keeps the sources.
+        Diagnostics name the notebook's cells. The cell's ``--input`` values are defaults that
+        ``inputs`` override. ``where`` names the notebook in errors (default: its resolved path;
+        the CLI passes the path as typed).
+        """
+        import shutil
+        import tempfile
+
+        notebook = notebook.resolve()
+        where = where or str(notebook)
+        workspace = find_workspace(notebook.parent)
+        cells = await asyncio.to_thread(read_cells, notebook)
+        cell = choose_workflow(cells, workflow, where=where)
+        folder = Path(tempfile.mkdtemp(prefix=".rho-notebook-export-", dir=notebook.parent))
+        try:
+            result = await asyncio.to_thread(export_cells, cells, folder, workflow=cell.name, where=where)
+            source = exported_source(result, cells, workspace=workspace)
+            request = self.request_for(source, inputs=inputs, workspace=workspace)
+            return await self.plan_source(source, request)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    async def plan_source(self, source: NotebookSource, request: PlanRequest, *, store: bool = True) -> Plan:
+        """Plan (or validate) notebook cells; diagnostics are renumbered to the cells' lines."""
+        from rho_notebook.errors import InvalidWorkflow
+
+        try:
+            return await (self.plan(request) if store else self.validate(request))
+        except InvalidWorkflow as err:
+            raise InvalidWorkflow(source.renumber(err.diagnostics())) from None
+
+    @_in_thread
+    def plans(self) -> list[PlanManifest]:
+        """Saved plans, oldest first."""
+        return self.plan_store.list()
+
+    @_in_thread
+    def load_plan(self, plan: str) -> Plan:
+        """A stored plan by ID or unique prefix."""
+        return self.plan_store.load(plan)
+
+    @_in_thread
+    def export(self, notebook: Path, out_dir: Path, *, workflow: str | None = None) -> ExportResult:
+        """Write the workflow folder of a saved notebook (``export NOTEBOOK.ipynb DIR``)."""
+        return export_notebook(notebook, out_dir, workflow=workflow)
+
+    # -- starting and resuming --------------------------------------------------------------------
+
+    async def create_run(self, request: StartRun) -> tuple[Plan, str]:
+        """Check consent for the plan's digest and create (not start) a run: (plan, run ID).
+
+        Raises
+        ------
+        ConfirmationRequired
+            The consent does not cover the plan's graph digest.
+        PlanError
+            The plan was never stored (it came from ``validate``).
+        """
+        plan = await self.load_plan(request.plan)
+        return plan, await self.create_run_of(plan, request)
+
+    async def create_run_of(self, plan: Plan, request: StartRun) -> str:
+        """As :meth:`create_run` for a plan already loaded (``request.plan`` names it)."""
+        if plan.plan_id == "unsaved":
+            msg = "this plan came from validate() and was not stored; create a stored plan with plan(...)"
+            raise PlanError(msg)
+        request.consent.check(plan.graph_digest, what=f"run plan {plan.plan_id[:13]}")
+        return await asyncio.to_thread(create_run, self.layout, plan, mode=request.mode, origin=request.origin)
+
+    async def execute(
+        self,
+        run_id: str,
+        *,
+        resume: bool = False,
+        recover_uncertain: bool = False,
+        on_event: EventSink | None = None,
+        responder: Responder | None = None,
+        approval_timeout: float = 0.0,
+    ) -> RunState:
+        """Execute (or resume) a created run as its owner on this loop, until it ends."""
+        return await execute_run(
+            self.layout,
+            run_id,
+            resume=resume,
+            recover_uncertain=recover_uncertain,
+            on_event=on_event,
+            responder=responder,
+            approval_timeout=approval_timeout,
+        )
+
+    def can_run(self, kind: str) -> bool:
+        """Whether a run started here can execute nodes of ``kind`` (``command``, ``shell``,
+        ``agent``, ``approval``): this installation has an executor for it. Whether an agent
+        node's model endpoint is configured is a separate question (docs/providers.md)."""
+        return kind in default_executors()
+
+    async def check_resume(self, request: ResumeRun) -> str:
+        """Check consent for resuming the run's frozen graph; returns the full run ID.
+
+        Raises
+        ------
+        ConfirmationRequired
+            The consent does not cover the run's graph digest.
+        """
+        run_id = await self.resolve_run(request.run)
+        manifest = await asyncio.to_thread(self.run_store.manifest, run_id)
+        request.consent.check(manifest.graph_digest, what=f"resume run {run_id[:13]}")
+        return run_id
+
+    async def run(
+        self,
+        request: StartRun,
+        *,
+        on_event: EventSink | None = None,
+        responder: Responder | None = None,
+        approval_timeout: float = 0.0,
+    ) -> RunState:
+        """Consent, create and execute a run on this loop until it ends (the CLI's ``run``)."""
+        _, run_id = await self.create_run(request)
+        return await self.execute(run_id, on_event=on_event, responder=responder, approval_timeout=approval_timeout)
+
+    async def resume(
+        self,
+        request: ResumeRun,
+        *,
+        on_event: EventSink | None = None,
+        responder: Responder | None = None,
+        approval_timeout: float = 0.0,
+    ) -> RunState:
+        """Consent and resume a run on this loop until it ends (the CLI's ``resume``)."""
+        run_id = await self.check_resume(request)
+        return await self.execute(
+            run_id,
+            resume=True,
+            recover_uncertain=request.recover_uncertain,
+            on_event=on_event,
+            responder=responder,
+            approval_timeout=approval_timeout,
+        )
+
+    # -- reading runs -----------------------------------------------------------------------------
+
+    @_in_thread
+    def resolve_run(self, run: str) -> str:
+        """The full run ID of an ID or unique prefix."""
+        return self.run_store.resolve(run)
+
+    @_in_thread
+    def status(self, run: str) -> RunState:
+        """One durable snapshot of a run (never takes ownership)."""
+        return load_state(self.layout, self.run_store.resolve(run))
+
+    @_in_thread
+    def manifest(self, run: str) -> RunManifest:
+        """How a run was created: plan, digest, time, front end, permission mode."""
+        return self.run_store.manifest(self.run_store.resolve(run))
+
+    @_in_thread
+    def result(self, run: str) -> ResultJson:
+        """Per node: state, attempts, exit, artifact paths and validated output."""
+        run_id = self.run_store.resolve(run)
+        return result_json(self.run_store.folder(run_id), load_state(self.layout, run_id))
+
+    @_in_thread
+    def runs(self, query: RunsQuery | None = None) -> list[RunState]:
+        """Runs in the store, oldest first (run IDs are time-ordered); a run that cannot be read
+        is left out. ``query.state`` filters by lifecycle; ``query.limit`` keeps the newest."""
+        found = []
+        for run_id in self.run_store.ids():
+            try:
+                found.append(load_state(self.layout, run_id))
+            except (RhoError, OSError):
+                continue
+        return (query or RunsQuery()).select(found, lambda state: state.lifecycle)
+
+    @_in_thread
+    def run_rows(self, query: RunsQuery | None = None, *, cache: RowCache | None = None) -> list[RunRowJson]:
+        """:meth:`runs` as rows of the run list (with how each run was created), by the same
+        listing rule. With ``cache``, the row of a finished run whose journal has not changed
+        (same size and mtime) is not read again: for a front end that polls the list."""
+        ids = self.run_store.ids()
+        if cache is not None:
+            cache.keep(ids)
+        rows = [row for row in (self._run_row(run_id, cache) for run_id in ids) if row is not None]
+        return (query or RunsQuery()).select(rows, lambda row: row["lifecycle"])
+
+    def _run_row(self, run_id: str, cache: RowCache | None) -> RunRowJson | None:
+        key = None
+        if cache is not None:
+            try:
+                info = os.stat(self.run_store.folder(run_id).events, follow_symlinks=False)
+            except OSError:
+                return None
+            key = (info.st_size, info.st_mtime_ns)
+            cached = cache.get(run_id, key)
+            if cached is not None:
+                return cached
+        try:
+            state = load_state(self.layout, run_id)
+            row = run_row_json(state, self.run_store.manifest(run_id))
+        except (RhoError, OSError):
+            return None
+        if (
+            cache is not None
+            and key is not None
+            and state.lifecycle not in LIVE_LIFECYCLES
+            and state.lifecycle is not Lifecycle.PLANNED
+        ):
+            cache.put(run_id, key, row)
+        return row
+
+    @_in_thread
+    def run_graph(self, run: str) -> Graph:
+        """The frozen graph a run executes, checked against the digest it was created with.
+
+        Raises
+        ------
+        StoreError
+            The run's ``graph.json`` was modified.
+        """
+        run_id = self.run_store.resolve(run)
+        return self.run_store.graph(run_id, expected_digest=self.run_store.manifest(run_id).graph_digest)
+
+    @_in_thread
+    def node_attempt(self, run: str, node: str, *, attempt: int = 0) -> NodeAttempt:
+        """One attempt of a node (0: its latest) and the folder of its artifacts (stdout,
+        exit.json, ...), checked to hold no symlinked entry below the store. The folder is None
+        when the latest attempt was asked for and the node has not started.
+
+        Raises
+        ------
+        NotFound
+            The run has no such node, or the node no such attempt.
+        StoreError
+            A symlink stands on the way to the folder.
+        """
+        state = load_state(self.layout, self.run_store.resolve(run))
+        record = state.nodes.get(node)
+        if record is None:
+            msg = f"run {state.run_id} has no node {node!r}; its nodes: {', '.join(sorted(state.nodes))}"
+            raise NotFound(msg)
+        number = attempt or record.attempt
+        if number == 0:
+            return NodeAttempt(run_id=state.run_id, node=node, attempt=0, folder=None, record=record)
+        if number < 1 or number > record.attempt:
+            msg = f"node {node!r} of run {state.run_id} has no attempt {number} (it has {record.attempt})"
+            raise NotFound(msg)
+        folder = self.run_store.folder(state.run_id).attempt_dir(node, number)
+        check_no_symlink(folder, below=self.layout.home)
+        return NodeAttempt(run_id=state.run_id, node=node, attempt=number, folder=folder, record=record)
+
+    def run_ids(self) -> list[str]:
+        """Every run ID in the store, oldest first (cheap: a directory listing)."""
+        return self.run_store.ids()
+
+    def run_folder(self, run_id: str) -> RunFolder:
+        """Where a run's files are (events, attempts, requests): for readers that tail them."""
+        return self.run_store.folder(run_id)
+
+    def is_owned(self, run_id: str) -> bool:
+        """Whether a live owner holds the run now."""
+        return OwnerLock.is_held(self.run_store.folder(run_id).lock)
+
+    @_in_thread
+    def journal(self, run: str, *, after_seq: int = 0) -> JournalRead:
+        """The run's journal records after ``after_seq`` (and whether its last line is torn)."""
+        return read_journal(self.run_store.folder(self.run_store.resolve(run)).events, after_seq=after_seq)
+
+    async def events(
+        self, run: str, *, after_seq: int = 0, follow: bool = False, stop: Callable[[], bool] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The run's journal records after ``after_seq``; with ``follow``, new ones as they are
+        written, until the run is no longer live, or (given ``stop``) until ``stop()`` is true:
+        everything written before that is yielded first."""
+        run_id = await self.resolve_run(run)
+        folder = self.run_store.folder(run_id)
+        if not follow:
+            read = await asyncio.to_thread(read_journal, folder.events, after_seq=after_seq)
+            for record in read.events:
+                yield record
+            return
+
+        def finished() -> bool:
+            return (
+                not OwnerLock.is_held(folder.lock) and load_state(self.layout, run_id).lifecycle not in LIVE_LIFECYCLES
+            )
+
+        async for record in follow_journal(folder.events, after_seq=after_seq, stop=stop or finished):
+            yield record
+
+    async def logs(
+        self, run: str, node: str, *, streams: tuple[Stream, ...] = ("stdout", "stderr"), follow: bool = False
+    ) -> AsyncIterator[tuple[Stream, str]]:
+        """A node's retained output, latest attempt, as (stream, text) pieces decoded as UTF-8
+        (replacing errors); with ``follow``, new output while the node runs.
+
+        Raises
+        ------
+        NotFound
+            The run has no such node.
+        """
+        run_id = await self.resolve_run(run)
+        folder = self.run_store.folder(run_id)
+        offsets = dict.fromkeys(streams, 0)
+        while True:
+            state = await asyncio.to_thread(load_state, self.layout, run_id)
+            if node not in state.nodes:
+                msg = f"run {run_id} has no node {node!r}; its nodes: {', '.join(sorted(state.nodes))}"
+                raise NotFound(msg)
+            record = state.nodes[node]
+            attempt_dir = folder.attempt_dir(node, max(record.attempt, 1))
+            for stream in streams:
+                data = await asyncio.to_thread(_read_from, attempt_dir / stream, offsets[stream])
+                if data:
+                    offsets[stream] += len(data)
+                    yield stream, data.decode("utf-8", "replace")
+            if not follow or record.state not in (NodeState.RUNNING, NodeState.READY, NodeState.PENDING):
+                return
+            if state.lifecycle not in LIVE_LIFECYCLES:
+                return
+            await asyncio.sleep(_LOG_POLL_SECONDS)
+
+    async def log_text(
+        self, run: str, node: str, *, streams: tuple[Stream, ...] = ("stdout", "stderr")
+    ) -> dict[str, str]:
+        """A node's retained output of its latest attempt, whole, by stream ("" when none)."""
+        found: dict[str, str] = dict.fromkeys(streams, "")
+        async for stream, text in self.logs(run, node, streams=streams):
+            found[stream] += text
+        return found
+
+    # -- acting on runs ---------------------------------------------------------------------------
+
+    @_in_thread
+    def cancel(self, run: str, *, wait_seconds: float = 2.0) -> CancelResult:
+        """Durably request cancellation and wait up to ``wait_seconds`` for the owner's
+        acknowledgement; works for a run owned by any process."""
+        return request_cancel(self.layout, self.run_store.resolve(run), wait_seconds=wait_seconds)
+
+    @_in_thread
+    def delete(self, target: str, *, include_plans: bool = True) -> DeletedJson:
+        """Delete a run that no owner holds, or (when no run matches) a saved plan.
+
+        Raises
+        ------
+        RunRefused
+            The run is live: an owner holds it (cancel it first).
+        NotFound
+            Nothing matches ``target``.
+        """
+        try:
+            run_id = self.run_store.resolve(target)
+        except NotFound:
+            if not include_plans:
+                raise
+            return {"kind": "plan", "id": self.plan_store.delete(target), "deleted": True}
+        if self.is_owned(run_id):
+            msg = f"run {run_id} is live (an owner holds it); cancel it first"
+            raise RunRefused(msg)
+        self.run_store.delete(run_id)
+        return {"kind": "run", "id": run_id, "deleted": True}
+
+    @_in_thread
+    def delete_plan(self, plan: str) -> DeletedJson:
+        """Delete a saved plan (its runs keep their own copy of the graph)."""
+        return {"kind": "plan", "id": self.plan_store.delete(plan), "deleted": True}
+
+    @_in_thread
+    def prunable(self, *, older_than_days: float) -> list[str]:
+        """Completed runs last updated more than ``older_than_days`` ago (what ``prune`` deletes)."""
+        cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+        doomed = []
+        for run_id in self.run_store.ids():
+            try:
+                state = load_state(self.layout, run_id)
+            except (RhoError, OSError):
+                continue
+            if (
+                state.lifecycle is Lifecycle.COMPLETED
+                and state.updated_at
+                and datetime.fromisoformat(state.updated_at) < cutoff
+            ):
+                doomed.append(run_id)
+        return doomed
+
+    async def prune(self, run_ids: list[str]) -> list[DeletedJson]:
+        """Delete the runs :meth:`prunable` named (each refused again if it became live)."""
+        return [await self.delete(run_id, include_plans=False) for run_id in run_ids]
+
+    # -- decisions --------------------------------------------------------------------------------
+
+    @_in_thread
+    def pending_approvals(self, run: str) -> list[ApprovalRequest]:
+        """Approval requests of a run that have no decision yet."""
+        folder = self.run_store.folder(self.run_store.resolve(run)).requests
+        return [r for r in list_requests(folder) if read_decision(folder, r.request_id) is None]
+
+    @_in_thread
+    def approval_request(self, run: str, request: str) -> ApprovalRequest:
+        """One approval request of a run by ID or unique prefix."""
+        folder = self.run_store.folder(self.run_store.resolve(run)).requests
+        ids = [r.request_id for r in list_requests(folder)]
+        return read_request(folder, match_id(request, ids, what="approval request"))
+
+    @_in_thread
+    def decision(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """The decision that stands on a request, if any."""
+        return read_decision(self.run_store.folder(request.run_id).requests, request.request_id)
+
+    @_in_thread
+    def decide(self, request: ApprovalRequest, *, approve: bool, comment: str | None, via: str) -> ApprovalDecision:
+        """Record a person's decision (the first decision wins; the one that stands is returned)
+        and wake the owner.
+
+        Raises
+        ------
+        ApprovalRefused
+            The caller is the run's owner process or one of its children (a node cannot approve
+            itself).
+        """
+        state = load_state(self.layout, request.run_id)
+        check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
+        decision = ApprovalDecision(
+            request_id=request.request_id,
+            decision="approve" if approve else "deny",
+            by=who_am_i(),
+            comment=comment,
+            at=now_iso(),
+            via=via,
+            facts_sha256=request.facts_sha256,
+        )
+        standing = write_decision(self.run_store.folder(request.run_id).requests, decision)
+        poke_owner(request.run_id, request.request_id, timeout=0.0)
+        return standing
+
+    async def approve(
+        self, run: str, request: str, *, approve: bool = True, comment: str | None = None, via: str
+    ) -> tuple[ApprovalRequest, ApprovalDecision]:
+        """Decide one pending request of a run: (the request, the decision that stands)."""
+        found = await self.approval_request(run, request)
+        return found, await self.decide(found, approve=approve, comment=comment, via=via)
+
+    @_in_thread
+    def approve_plan(self, target: str) -> tuple[PlanApproval, bool, str | None]:
+        """Approve a graph digest (``sha256:...``) or a plan's digest (ID or prefix) for runs when
+        plan approval is enforced: (the record that stands, whether it is new, the plan ID)."""
+        plan_id = None
+        if target.startswith("sha256:"):
+            digest = target
+        else:
+            try:
+                plan = self.plan_store.load(target)
+            except NotFound:
+                msg = f"{target!r} is neither a plan ID prefix nor a graph digest (sha256:...)"
+                raise NotFound(msg) from None
+            digest, plan_id = plan.graph_digest, plan.plan_id
+        record, new = PlanApprovals(self.layout).approve(digest, by=who_am_i(), plan_id=plan_id)
+        return record, new, plan_id
+
+    @_in_thread
+    def trust(self, path: Path | None = None) -> tuple[Workspace, dict[str, Any]]:
+        """Trust the workspace holding ``path``: its project settings and hooks apply."""
+        workspace = find_workspace(path)
+        return workspace, TrustStore(self.layout).trust(workspace, by=who_am_i())
+
+    @_in_thread
+    def untrust(self, path: Path | None = None) -> tuple[Workspace, bool]:
+        """Stop trusting the workspace holding ``path``: (the workspace, whether it was trusted)."""
+        workspace = find_workspace(path)
+        return workspace, TrustStore(self.layout).untrust(workspace)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read()
+    except FileNotFoundError:
+        return b""

@@ -1,0 +1,452 @@
+"""The one JSON shape of every answer, for every front end that speaks JSON.
+
+``rho-notebook ... --output json``, the Python API's ``to_json()``, the jupyter-server REST API,
+the widgets and the model-facing tool all answer with these shapes, built here and nowhere else.
+Each shape is a ``TypedDict``; :data:`WIRE_TYPES` lists them for the JSON Schema from which the
+TypeScript types are generated (``scripts/gen_wire_types.py``).
+
+The builders are pure functions of records already read from the store, except
+:func:`result_json`, which reads the small ``value.json`` of successful attempts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.policy.approvals import ApprovalRequest
+from rho_notebook.store.files import read_nofollow
+from rho_notebook.store.runs import RunFolder, RunManifest
+
+__all__ = [
+    "LIVE_LIFECYCLES",
+    "WIRE_TYPES",
+    "PlanJson",
+    "PlanSummaryJson",
+    "NodeStatusJson",
+    "StatusJson",
+    "RunRowJson",
+    "AttemptJson",
+    "NodeResultJson",
+    "ResultJson",
+    "ApprovalJson",
+    "CancelJson",
+    "DeletedJson",
+    "EventJson",
+    "plan_json",
+    "plan_summary_json",
+    "status_json",
+    "run_row_json",
+    "result_json",
+    "approval_json",
+    "WireNode",
+    "WireEdge",
+    "WireLayout",
+    "NodeView",
+    "RunView",
+    "StreamView",
+    "Detail",
+]
+
+LIVE_LIFECYCLES = frozenset({Lifecycle.RUNNING, Lifecycle.WAITING, Lifecycle.CANCELLING})
+"""Lifecycles in which an owner is executing the run."""
+
+
+# -- plans ------------------------------------------------------------------------------------------
+
+
+class PlanJson(TypedDict):
+    """A saved plan: identity, digest, inputs, sources and the authority list (no graph)."""
+
+    plan_id: str
+    workflow: str
+    graph_digest: str
+    created_at: str
+    entry: str
+    workspace_root: str
+    workspace_trusted: bool
+    inputs: dict[str, Any]
+    sources: list[dict[str, Any]]
+    authority: list[dict[str, Any]]
+    stats: dict[str, int]
+
+
+def plan_json(manifest: PlanManifest) -> PlanJson:
+    """A row of ``plans`` (and the head of one plan's answer)."""
+    return {
+        "plan_id": manifest.plan_id,
+        "workflow": manifest.workflow,
+        "graph_digest": manifest.graph_digest,
+        "created_at": manifest.created_at,
+        "entry": manifest.entry,
+        "workspace_root": manifest.workspace_root,
+        "workspace_trusted": manifest.workspace_trusted,
+        "inputs": manifest.inputs,
+        "sources": [source.model_dump(mode="json") for source in manifest.sources],
+        "authority": [item.model_dump(mode="json") for item in manifest.authority],
+        "stats": dict(manifest.stats),
+    }
+
+
+class PlanNodeJson(TypedDict):
+    name: str
+    kind: str
+    needs: list[str]
+    conditional: bool
+    allow_failure: bool
+    timeout_seconds: int
+    max_output_bytes: int
+
+
+class PlanSummaryJson(TypedDict):
+    """What ``validate`` and ``plan`` answer: the plan as the person confirming it sees it."""
+
+    plan_id: NotRequired[str]
+    """Absent for ``validate`` (nothing was stored)."""
+    valid: NotRequired[bool]
+    """``validate`` only: True."""
+    graph_digest: str
+    workflow: str
+    workspace: dict[str, Any]
+    authority: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    inputs: dict[str, Any]
+    limits: dict[str, Any]
+    nodes: list[PlanNodeJson]
+    stats: dict[str, int]
+
+
+def plan_summary_json(plan: Plan, *, stored: bool = True) -> PlanSummaryJson:
+    """``plan --output json`` (``stored``), or ``validate --output json`` (no plan ID, ``valid``)."""
+    m = plan.manifest
+    summary: PlanSummaryJson = {
+        "plan_id": m.plan_id,
+        "graph_digest": m.graph_digest,
+        "workflow": m.workflow,
+        "workspace": {"root": m.workspace_root, "key": m.workspace_key, "trusted": m.workspace_trusted},
+        "authority": [a.model_dump() for a in m.authority],
+        "sources": [s.model_dump() for s in m.sources],
+        "inputs": m.inputs,
+        "limits": {"scheduler": plan.graph.scheduler.model_dump(), "planning": m.limits},
+        "nodes": [
+            {
+                "name": n.name,
+                "kind": n.kind,
+                "needs": list(n.needs),
+                "conditional": n.when is not None,
+                "allow_failure": n.allow_failure,
+                "timeout_seconds": n.timeout_seconds,
+                "max_output_bytes": n.max_output_bytes,
+            }
+            for n in plan.graph.nodes
+        ],
+        "stats": m.stats,
+    }
+    if not stored:
+        del summary["plan_id"]
+        summary["valid"] = True
+    return summary
+
+
+# -- runs -------------------------------------------------------------------------------------------
+
+
+class NodeStatusJson(TypedDict):
+    state: str
+    attempt: int
+    exit_code: int | None
+    reason: str
+    uncertain: bool
+
+
+class StatusJson(TypedDict):
+    """One durable snapshot of a run: ``status``."""
+
+    run_id: str
+    plan_id: str
+    graph_digest: str
+    workflow: str
+    lifecycle: str
+    outcome: str | None
+    nodes: dict[str, NodeStatusJson]
+
+
+def status_json(state: RunState) -> StatusJson:
+    """One durable snapshot of a run: ``rho-notebook status --output json``."""
+    nodes: dict[str, NodeStatusJson] = {}
+    for name, record in sorted(state.nodes.items()):
+        current = record.current
+        nodes[name] = {
+            "state": record.state.value,
+            "attempt": record.attempt,
+            "exit_code": record.exit_code(),
+            "reason": record.reason,
+            "uncertain": bool(current and current.uncertain and not current.abandoned),
+        }
+    return {
+        "run_id": state.run_id,
+        "plan_id": state.plan_id,
+        "graph_digest": state.graph_digest,
+        "workflow": state.workflow,
+        "lifecycle": state.lifecycle.value,
+        "outcome": state.outcome,
+        "nodes": nodes,
+    }
+
+
+def _counts(state: RunState) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in state.nodes.values():
+        counts[record.state.value] = counts.get(record.state.value, 0) + 1
+    return {s.value: counts[s.value] for s in NodeState if s.value in counts}
+
+
+class RunRowJson(TypedDict):
+    """A row of the run list (``runs``): identity, lifecycle, counts, and how it was created."""
+
+    run_id: str
+    plan_id: str
+    workflow: str
+    lifecycle: str
+    outcome: str | None
+    updated_at: str | None
+    graph_digest: str
+    live: bool
+    counts: dict[str, int]
+    """Node state -> how many nodes are in it."""
+    total: int
+    waiting: int
+    """How many nodes wait for a person."""
+    last_seq: int
+    created_at: NotRequired[str]
+    """This and ``origin``, ``mode``: how the run was created (absent when its manifest is unreadable)."""
+    origin: NotRequired[str]
+    mode: NotRequired[str]
+
+
+def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRowJson:
+    """A row of the run list; with ``manifest``: when, from which front end and in which
+    permission mode the run was created."""
+    row: RunRowJson = {
+        "run_id": state.run_id,
+        "plan_id": state.plan_id,
+        "workflow": state.workflow,
+        "lifecycle": state.lifecycle.value,
+        "outcome": state.outcome,
+        "updated_at": state.updated_at,
+        "graph_digest": state.graph_digest,
+        "live": state.lifecycle in LIVE_LIFECYCLES,
+        "counts": _counts(state),
+        "total": len(state.nodes),
+        "waiting": len(state.waiting_requests()),
+        "last_seq": state.last_seq,
+    }
+    if manifest is not None:
+        row["created_at"] = manifest.created_at
+        row["origin"] = manifest.origin
+        row["mode"] = manifest.mode
+    return row
+
+
+class AttemptJson(TypedDict):
+    number: int
+    started_at: str | None
+    ended_at: str | None
+    pid: int | None
+    state: str | None
+    exit: dict[str, Any] | None
+    message: str
+    uncertain: bool
+    abandoned: bool
+    pending_approval: str | None
+    approval: dict[str, Any] | None
+
+
+class NodeResultJson(TypedDict):
+    state: str
+    attempts: list[AttemptJson]
+    """Every attempt, oldest first."""
+    exit: NotRequired[dict[str, Any] | None]
+    """The latest attempt's exit record (absent when the node never started)."""
+    artifacts: NotRequired[dict[str, str]]
+    """Artifact key (stdout, stderr, exit, value, answer, ...) -> file of the latest attempt."""
+    output: NotRequired[Any]
+    """The validated output value; present only for successful nodes with an output schema."""
+
+
+class ResultJson(TypedDict):
+    """Per node: state, attempts, exit, artifact paths and validated output: ``result``."""
+
+    run_id: str
+    lifecycle: str
+    outcome: str | None
+    nodes: dict[str, NodeResultJson]
+
+
+def result_json(folder: RunFolder, state: RunState) -> ResultJson:
+    """``rho-notebook result --output json`` (and ``rho.result(id).to_json()``)."""
+    nodes: dict[str, NodeResultJson] = {}
+    for name, record in sorted(state.nodes.items()):
+        attempts: list[AttemptJson] = [a.to_json() for a in record.attempts]  # type: ignore[misc]
+        entry: NodeResultJson = {"state": record.state.value, "attempts": attempts}
+        if record.current is not None:
+            entry["exit"] = record.current.exit
+            found = folder.artifacts(name, record.attempt)
+            entry["artifacts"] = {key: str(path) for key, path in found.items()}
+            if "value" in found and record.state is NodeState.SUCCESS:
+                entry["output"] = json.loads(read_nofollow(found["value"]))
+        nodes[name] = entry
+    return {"run_id": state.run_id, "lifecycle": state.lifecycle.value, "outcome": state.outcome, "nodes": nodes}
+
+
+class ApprovalJson(ApprovalRequest):
+    """A pending approval request, and whether the run's owner is waiting on it now."""
+
+    waiting: bool
+    """False for a request whose node has since ended (e.g. timed out)."""
+
+
+def approval_json(request: ApprovalRequest, *, waiting: bool) -> dict[str, Any]:
+    """A pending approval request in the :class:`ApprovalJson` shape."""
+    return ApprovalJson(**dict(request), waiting=waiting).model_dump(mode="json")
+
+
+class CancelJson(TypedDict):
+    """The answer to ``cancel``: the durable request and whether the owner acknowledged it."""
+
+    run_id: str
+    request_id: str | None
+    cancellation_state: Literal["acknowledged", "pending", "already_completed"]
+    lifecycle: str
+
+
+class DeletedJson(TypedDict):
+    """The answer to ``delete``: what was deleted."""
+
+    kind: Literal["run", "plan"]
+    id: str
+    deleted: bool
+
+
+EventJson = dict[str, Any]
+"""One journal record: ``seq``, ``kind``, ``at`` and the kind's own keys (docs/running.md)."""
+
+
+# -- the DAG view: layout, node and run views, the node pane ---------------------------------------
+
+
+class WireNode(TypedDict):
+    name: str
+    kind: str
+    layer: int
+    x: float
+    y: float
+    needs: list[str]
+    conditional: bool
+
+
+class WireEdge(TypedDict):
+    source: str
+    target: str
+    condition: bool
+    points: list[list[float]]
+
+
+class WireLayout(TypedDict):
+    direction: str
+    width: float
+    height: float
+    node_width: float
+    node_height: float
+    layers: int
+    nodes: list[WireNode]
+    edges: list[WireEdge]
+    edge_count: int
+    reduced_edge_count: int
+
+
+class NodeView(TypedDict):
+    state: str
+    attempt: int
+    started_at: str | None
+    ended_at: str | None
+    reason: str
+    exit_code: int | None
+    uncertain: bool
+    v: int
+    """Version: the tracker's change counter when this view last changed (newest wins)."""
+
+
+class RunView(TypedDict, total=False):
+    run_id: str
+    plan_id: str
+    workflow: str
+    graph_digest: str
+    lifecycle: str
+    outcome: str | None
+    started_at: str | None
+    ended_at: str | None
+    cancel_pending: bool
+    can_cancel: bool
+    can_resume: bool
+    message: str
+    v: int
+
+
+class StreamView(TypedDict):
+    text: str
+    bytes: int
+    """Size of the stream file."""
+    start: int
+    """Byte offset of the first byte shown (0 unless older output was left out)."""
+    end: int
+    """Byte offset just after the last byte shown."""
+    truncated: bool
+    """The runner stopped retaining this stream at max_output_bytes (exit.json says so)."""
+    limit: int
+
+
+class Detail(TypedDict, total=False):
+    node: str
+    kind: str
+    state: str
+    reason: str
+    attempt: int
+    live: bool
+    definition: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    exit: dict[str, Any] | None
+    answer: StreamView | None
+    """answer.md: an agent's final answer (markdown prose; nodes without an output schema)."""
+    raw_answer: StreamView | None
+    """answer.txt: the raw final answer of an agent node with an output schema."""
+    usage: Any
+    """usage.json of an agent attempt (provider, model, tokens, timings)."""
+    stdout: StreamView | None
+    stderr: StreamView | None
+    has_value: bool
+    value: Any
+    error: str
+
+
+WIRE_TYPES: dict[str, Any] = {
+    "PlanJson": PlanJson,
+    "PlanSummaryJson": PlanSummaryJson,
+    "StatusJson": StatusJson,
+    "RunRowJson": RunRowJson,
+    "ResultJson": ResultJson,
+    "ApprovalJson": ApprovalJson,
+    "CancelJson": CancelJson,
+    "DeletedJson": DeletedJson,
+    "WireLayout": WireLayout,
+    "NodeView": NodeView,
+    "RunView": RunView,
+    "StreamView": StreamView,
+    "Detail": Detail,
+}
+"""Every answer shape by its TypeScript name (``scripts/gen_wire_types.py`` generates from these)."""

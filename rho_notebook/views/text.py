@@ -1,0 +1,63 @@
+"""Text forms of frozen graph parts: conditions, templates and schemas as a workflow author writes them.
+
+One spelling everywhere a person reads a frozen graph (the magics' node lines, the DAG view's node
+pane, the server's node answers): ``condition.equals(output("stats", ["verdict"]), "big")``, never
+a private shorthand, so what is shown can be pasted back into a workflow.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
+from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
+from rho_notebook.model.schema import EnumSchema, ListSchema, OptionalSchema, RecordSchema, Schema, StdoutJsonSchema
+
+__all__ = ["condition_text", "template_text", "schema_text", "reference_text"]
+
+
+def reference_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
+    """``output("node", ["path"])``, ``status("node")`` or ``exit_code("node")``."""
+    if isinstance(ref, OutputRef):
+        path = ", ".join(json.dumps(step) for step in ref.path)
+        return f"output({json.dumps(ref.node)}, [{path}])"
+    if isinstance(ref, StatusRef):
+        return f"status({json.dumps(ref.node)})"
+    return f"exit_code({json.dumps(ref.node)})"
+
+
+def condition_text(cond: Condition) -> str:
+    """The Starlark-like source form of a frozen condition."""
+    if isinstance(cond, Equals):
+        return f"condition.equals({reference_text(cond.left)}, {json.dumps(cond.right)})"
+    if isinstance(cond, IsOneOf):
+        return f"condition.is_one_of({reference_text(cond.left)}, {json.dumps(list(cond.values))})"
+    if isinstance(cond, AllOf):
+        return "condition.all([" + ", ".join(condition_text(c) for c in cond.items) + "])"
+    if isinstance(cond, AnyOf):
+        return "condition.any([" + ", ".join(condition_text(c) for c in cond.items) + "])"
+    if isinstance(cond, Not):
+        return f"condition.not_({condition_text(cond.item)})"  # `not` is a keyword in starlark-rust
+    return repr(cond)
+
+
+def template_text(template: Template | str) -> str:
+    """Literal text with references shown as ``{output("node", ["path"])}``."""
+    if isinstance(template, str):
+        return template
+    return "".join(part if isinstance(part, str) else "{" + reference_text(part) + "}" for part in template.parts)
+
+
+def schema_text(schema: Schema) -> str:
+    """The schema constructor call that builds ``schema``."""
+    if isinstance(schema, EnumSchema):
+        return f"enum_({json.dumps(list(schema.members))})"
+    if isinstance(schema, ListSchema):
+        return f"list({schema_text(schema.items)})"
+    if isinstance(schema, OptionalSchema):
+        return f"optional({schema_text(schema.inner)})"
+    if isinstance(schema, StdoutJsonSchema):
+        return f"stdout_json({schema_text(schema.inner)})"
+    if isinstance(schema, RecordSchema):
+        return "record({" + ", ".join(f"{json.dumps(k)}: {schema_text(v)}" for k, v in schema.fields) + "})"
+    return f"{schema.kind}()"
