@@ -3,6 +3,12 @@
 Graph rules: unique node names, needs that exist, no cycles, references and conditions that point
 to ancestors only, output paths that exist in the referenced node's schema, exit_code() only of
 command and shell nodes, condition and schema depth, node and edge counts.
+
+Condition comparands are checked against what their reference can hold, as Rho does: a
+``status()`` against the terminal states (a condition sees a state only once the node finished),
+an ``output()`` against the schema at its path (Rho's ``validate_condition_schemas``), an
+``exit_code()`` against the signed 32-bit range (Rho's ``json_i32``). A comparand that can never
+match is an error, not a branch that is silently never taken.
 """
 
 from __future__ import annotations
@@ -31,12 +37,15 @@ from rho_notebook.model.schema import (
     NullSchema,
     OptionalSchema,
     RecordSchema,
+    Scalar,
     Schema,
     StdoutJsonSchema,
     StringSchema,
     schema_at_path,
     schema_depth,
+    validate_value,
 )
+from rho_notebook.model.state import TERMINAL_STATES, NodeState
 from rho_notebook.source.limits import Limits
 
 APPROVAL_OUTPUT = RecordSchema(
@@ -44,7 +53,27 @@ APPROVAL_OUTPUT = RecordSchema(
 )
 """The output record of every approval node: who decided, their comment, and when."""
 
-__all__ = ["APPROVAL_OUTPUT", "NodeDraft", "to_schema", "to_condition", "to_template", "drafts_of", "check_graph"]
+__all__ = [
+    "APPROVAL_OUTPUT",
+    "NodeDraft",
+    "to_schema",
+    "to_condition",
+    "to_template",
+    "drafts_of",
+    "check_graph",
+    "describe_schema",
+    "STATUS_VALUES",
+    "EXIT_CODE_MIN",
+    "EXIT_CODE_MAX",
+]
+
+STATUS_VALUES = tuple(state.value for state in NodeState if state in TERMINAL_STATES)
+"""The states a ``status()`` comparand may name: the terminal ones, in declaration order. A
+condition reads a status only after that node finished, so pending, ready and running never match."""
+
+EXIT_CODE_MIN = -(2**31)
+EXIT_CODE_MAX = 2**31 - 1
+"""``exit_code()`` comparands are signed 32-bit integers, as in Rho."""
 
 
 @dataclass
@@ -347,6 +376,8 @@ def check_graph(
                             f"output({ref.node!r}, {json.dumps(list(ref.path))}): the path does not exist in {ref.node!r}'s output schema",
                         )
                     )
+        if draft.when is not None:
+            found.extend(_comparand_problems(draft, draft.when, by_name))
     total_output = sum(d.raw["max_output_bytes"] for d in drafts) * 2
     if total_output > limits.limit("total_output_bytes"):
         found.append(
@@ -355,4 +386,81 @@ def check_graph(
                 f"planning budget 'total_output_bytes' exceeded: accepted limit {limits.limit('total_output_bytes')}, measured {total_output} (stdout and stderr of every node)",
             )
         )
+    return found
+
+
+def _show(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def describe_schema(schema: Schema, limit: int = 200) -> str:
+    """A schema in source-like notation for diagnostics, e.g. ``enum_(["approve", "revise"])``."""
+    text = _describe(schema)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(schema: Schema) -> str:
+    if isinstance(schema, EnumSchema):
+        return f"enum_([{', '.join(_show(m) for m in schema.members)}])"
+    if isinstance(schema, ListSchema):
+        return f"list({_describe(schema.items)})"
+    if isinstance(schema, (OptionalSchema, StdoutJsonSchema)):
+        return f"{schema.kind}({_describe(schema.inner)})"
+    if isinstance(schema, RecordSchema):
+        return "record({" + ", ".join(f"{_show(name)}: {_describe(sub)}" for name, sub in schema.fields) + "})"
+    return schema.kind
+
+
+def _comparand_problems(draft: NodeDraft, cond: Condition, by_name: dict[str, NodeDraft]) -> list[Diagnostic]:
+    """Each comparand of ``cond`` that its reference can never equal, one diagnostic per value.
+
+    References that are wrong themselves (unknown node, no schema, bad path, exit_code of an agent)
+    are reported by the reference rules and skipped here.
+    """
+    if isinstance(cond, (AllOf, AnyOf)):
+        return [d for item in cond.items for d in _comparand_problems(draft, item, by_name)]
+    if isinstance(cond, Not):
+        return _comparand_problems(draft, cond.item, by_name)
+    values: tuple[Scalar, ...] = (cond.right,) if isinstance(cond, Equals) else cond.values
+    ref = cond.left
+    target = by_name.get(ref.node)
+    if target is None:
+        return []
+    found: list[Diagnostic] = []
+    where = f"node {draft.name!r}: condition compares"
+    if isinstance(ref, StatusRef):
+        for value in values:
+            if not (isinstance(value, str) and value in STATUS_VALUES):
+                found.append(
+                    draft.diagnostic(
+                        "condition.status",
+                        f"{where} status({ref.node!r}) with {_show(value)}, which is not a terminal state; a condition reads status({ref.node!r}) only after {ref.node!r} finished (never pending, ready or running), so compare with one of: {', '.join(STATUS_VALUES)}",
+                    )
+                )
+    elif isinstance(ref, ExitCodeRef):
+        if target.kind not in ("command", "shell"):
+            return []
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, int) or not EXIT_CODE_MIN <= value <= EXIT_CODE_MAX:
+                found.append(
+                    draft.diagnostic(
+                        "condition.exit_code",
+                        f"{where} exit_code({ref.node!r}) with {_show(value)}; an exit code is a signed 32-bit integer ({EXIT_CODE_MIN}..{EXIT_CODE_MAX}), so it can never match",
+                    )
+                )
+    else:
+        schema = schema_at_path(target.output, ref.path) if target.output is not None else None
+        if schema is None:
+            return []
+        reference = f"output({ref.node!r}, {json.dumps(list(ref.path))})"
+        for value in values:
+            problems = validate_value(schema, value, where="")
+            if problems:
+                why = "; ".join(p.removeprefix(": ") for p in problems)
+                found.append(
+                    draft.diagnostic(
+                        "condition.schema",
+                        f"{where} {reference} with {_show(value)}, which its schema {describe_schema(schema)} does not allow ({why}), so it can never match",
+                    )
+                )
     return found

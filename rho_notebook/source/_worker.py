@@ -5,8 +5,10 @@ stdout is moved to a private descriptor and fd 1 is pointed at stderr, so nothin
 write into the channel). It applies RLIMIT_AS and RLIMIT_CPU to itself before it reads any
 source, asks the parent for every module it loads (the parent owns the filesystem and the label
 rules), asks the parent to validate the declared inputs, calls ``build`` once, and returns the
-raw tagged graph. It never touches the filesystem, the network, the clock as a value, the
-environment or randomness on Starlark's behalf.
+raw tagged graph. As in Rho, every loaded module is frozen when its evaluation ends, but the entry
+module is frozen only after ``build`` returns, so ``build`` may still change its globals. It never
+touches the filesystem, the network, the clock as a value, the environment or randomness on
+Starlark's behalf.
 
 Frames, parent -> worker:
     {"op": "evaluate", "entry": LABEL, "text": SRC, "limits": {...}}
@@ -185,6 +187,13 @@ class Session:
                 self.fail("value.int64", f"integer literal {tok.string} is outside signed 64-bit range", at)
 
     def eval_module(self, label: str, text: str) -> sl.FrozenModule:
+        """Evaluate a loaded module and freeze it (loaded modules are frozen, as in Rho)."""
+        frozen = self.eval_unfrozen(label, text).freeze()
+        self.modules[label] = frozen
+        return frozen
+
+    def eval_unfrozen(self, label: str, text: str) -> sl.Module:
+        """Evaluate a module's top level; its globals stay mutable until the caller freezes it."""
         self.source_bytes += len(text.encode())
         if self.source_bytes > self.limits["source_bytes"]:
             self.over("source_bytes", self.limits["source_bytes"], self.source_bytes, label)
@@ -204,9 +213,12 @@ class Session:
             sl.eval_with(self.options(), module, ast, self.globals, sl.FileLoader(self.load))
         finally:
             self.loading.pop()
-        frozen = module.freeze()
-        self.modules[label] = frozen
-        return frozen
+        return module
+
+    def run_in(self, module: sl.Module, source: str) -> Any:
+        """Evaluate driver ``source`` inside ``module`` (same budgets); the value of its last
+        expression, converted to Python."""
+        return sl.eval_with(self.options(), module, sl.parse(DRIVER, source), self.globals).value
 
     def load(self, label: str) -> sl.FrozenModule:
         if label in self.modules:
@@ -727,15 +739,16 @@ def approval(**kwargs):
     return _node("approval", call_stack(), kwargs)
 """
 
-DRIVER_SOURCE = """
-load("{entry}", "WORKFLOW")
-def declared():
-    if type(WORKFLOW) != "dict" or WORKFLOW.get("__rho__") != "define":
-        fail("WORKFLOW must be the value of define(inputs = ..., build = ...)")
-    return WORKFLOW["inputs"]
-def build(inputs):
-    return WORKFLOW["build"](inputs)
+# The driver runs inside the entry module, before it is frozen, so that ``build`` sees the entry
+# module's globals still mutable (Rho calls build, then freezes); loaded modules are frozen already.
+DRIVER = "<driver>"
+INPUTS_GLOBAL = "_rho_build_inputs"
+DECLARED_SOURCE = """
+WORKFLOW["inputs"] if type(WORKFLOW) == "dict" and WORKFLOW.get("__rho__") == "define" else fail(
+    "WORKFLOW must be the value of define(inputs = ..., build = ...)")
 """
+BUILD_SOURCE = f'WORKFLOW["build"]({INPUTS_GLOBAL})'
+_NO_WORKFLOW = "Variable `WORKFLOW` not found"
 
 _SPAN = re.compile(r"--> (.+?):(\d+):(\d+)")
 _FRAME = re.compile(r"\* (.+?):(\d+), in ")
@@ -773,10 +786,10 @@ def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
 
 def location_of(text: str) -> list[Any]:
     spans = _SPAN.findall(text)
-    if spans and spans[-1][0] not in (PRELUDE, "<driver>"):
+    if spans and spans[-1][0] not in (PRELUDE, DRIVER):
         file, line, col = spans[-1]
         return [file, int(line), int(col)]
-    frames = [f for f in _FRAME.findall(text) if f[0] not in (PRELUDE, "<driver>")]
+    frames = [f for f in _FRAME.findall(text) if f[0] not in (PRELUDE, DRIVER)]
     if frames:
         return [frames[-1][0], int(frames[-1][1]), None]
     return [None, None, None]
@@ -810,28 +823,34 @@ def serve(channel: Channel, request: dict[str, Any]) -> None:
     session = Session(channel, request["limits"])
     entry = request["entry"]
     try:
-        session.eval_module(entry, request["text"])
-        driver = sl.Module()
-        sl.eval(
-            driver,
-            sl.parse("<driver>", DRIVER_SOURCE.format(entry=entry)),
-            session.globals,
-            sl.FileLoader(session.load),
-        )
-        frozen = driver.freeze()
-        declared = frozen.call_with(session.options(), "declared").value
+        module = session.eval_unfrozen(entry, request["text"])
+        try:
+            declared = session.run_in(module, DECLARED_SOURCE)
+        except sl.StarlarkError as err:
+            if _NO_WORKFLOW not in str(err):
+                raise
+            session.fail(
+                "starlark.error",
+                "Module has no symbol `WORKFLOW`; the entry module must set WORKFLOW = define(...)",
+                [entry, None, None],
+            )
         channel.send({"op": "declared", "inputs": declared})
         reply = channel.receive()
         if reply["op"] == "inputs_error":
             channel.send({"op": "done"})
             return
-        result = frozen.call_with(session.options(), "build", reply["values"]).value
+        module[INPUTS_GLOBAL] = reply["values"]
+        result = session.run_in(module, BUILD_SOURCE)
+        module.freeze()  # as in Rho: the entry module is frozen once build has returned
         session.check_value(result, "build() result")
         if not is_tag(result, "workflow"):
             session.fail("define.build", "build(inputs) must return workflow(name = ..., nodes = [...])", [entry, 1, 1])
         channel.send({"op": "result", "graph": result, "stats": stats(session)})
     except (sl.StarlarkError, RhoBuiltinError, Budget) as err:
-        channel.send({"op": "error", "diagnostic": diagnose(err, session), "stats": stats(session)})
+        found = diagnose(err, session)
+        if found["file"] is None and "budget" not in found:
+            found["file"] = entry  # raised by the driver (WORKFLOW itself is wrong): the entry's fault
+        channel.send({"op": "error", "diagnostic": found, "stats": stats(session)})
     except BaseException as err:  # MemoryError, or pyo3's PanicException("out of memory")
         if not isinstance(err, MemoryError) and "out of memory" not in str(err):
             raise
