@@ -45,10 +45,12 @@ function esc(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
 }
 
-function h<K extends keyof HTMLElementTagNameMap>(
+/** An element with attributes (``class`` sets className) and children; null, undefined and false
+ * children are left out. The sidebar builds its parts with it too. */
+export function h<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   attrs: Record<string, string> = {},
-  ...children: (Node | string | null | undefined)[]
+  ...children: (Node | string | null | undefined | false)[]
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -56,7 +58,7 @@ function h<K extends keyof HTMLElementTagNameMap>(
     else node.setAttribute(key, value);
   }
   for (const child of children) {
-    if (child === null || child === undefined) continue;
+    if (child === null || child === undefined || child === false) continue;
     node.append(child);
   }
   return node;

@@ -1,28 +1,15 @@
-// Small helpers the sidebar's components share: an element builder, short IDs, local times,
+// Small helpers the sidebar's components share: the DAG view's element builder, short IDs, local times,
 // error text, and the "show more" item of the run and plan lists.
 
+import { h } from "@rho-notebook/dagview";
+
 import { ApiError } from "./api";
+
+export { h };
 
 /** Items a list shows before "show more", and the most it shows after. */
 export const SHOWN = 8;
 export const SHOWN_ALL = 200;
-
-export function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string> = {},
-  ...children: (Node | string | null | undefined | false)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") node.className = value;
-    else node.setAttribute(key, value);
-  }
-  for (const child of children) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child);
-  }
-  return node;
-}
 
 export function shortId(id: string): string {
   return id.slice(0, 13);

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
-from rho_notebook.model.events import describe_event
+from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -129,23 +129,6 @@ def register(verbs: Any) -> None:
 # -- output ----------------------------------------------------------------------------------------
 
 
-_TEXT_KINDS = {
-    "node_launched",
-    "node_finished",
-    "node_skipped",
-    "node_blocked",
-    "run_completed",
-    "cancel_requested",
-    "cancel_acknowledged",
-    "needs_recovery",
-    "run_started",
-    "approval_requested",
-    "approval_decided",
-    "hook_ran",
-    "hook_ignored",
-}
-
-
 class _Printer:
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -157,7 +140,7 @@ class _Printer:
         if self.mode == "jsonl":
             print(json.dumps(record, separators=(",", ":")), flush=True)
             return
-        if record["kind"] not in _TEXT_KINDS:
+        if record["kind"] not in TERMINAL_PROGRESS_KINDS:
             return
         elapsed = time.monotonic() - self.start
         node = record.get("node", "")

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-__all__ = ["EventKind", "event", "now_iso", "describe_event"]
+__all__ = ["EventKind", "event", "now_iso", "describe_event", "PROGRESS_KINDS", "TERMINAL_PROGRESS_KINDS"]
 
 
 class EventKind(str, Enum):
@@ -83,6 +83,26 @@ def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any)
         record["node"] = node
     record.update(data)
     return record
+
+
+PROGRESS_KINDS = frozenset(
+    {
+        "node_launched",
+        "node_finished",
+        "node_skipped",
+        "node_blocked",
+        "run_completed",
+        "cancel_requested",
+        "cancel_acknowledged",
+        "needs_recovery",
+        "approval_requested",
+        "approval_decided",
+    }
+)
+"""Journal kinds a progress display gives one line (:func:`describe_event`): what a notebook shows."""
+
+TERMINAL_PROGRESS_KINDS = PROGRESS_KINDS | {"run_started", "hook_ran", "hook_ignored"}
+"""A terminal also shows when the owner started and every hook it ran or ignored."""
 
 
 def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebook approve") -> str:

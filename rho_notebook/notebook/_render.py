@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from rho_notebook.model.events import describe_event
+from rho_notebook.model.events import PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
@@ -177,20 +177,6 @@ def plans_report(manifests: Iterable[PlanManifest]) -> Report:
     )
 
 
-_SHOWN = {
-    "node_launched",
-    "node_finished",
-    "node_skipped",
-    "node_blocked",
-    "run_completed",
-    "cancel_requested",
-    "cancel_acknowledged",
-    "needs_recovery",
-    "approval_requested",
-    "approval_decided",
-}
-
-
 class Progress:
     """Prints run events like ``rho-notebook run --output text|jsonl`` (called on one thread)."""
 
@@ -207,7 +193,7 @@ class Progress:
         if self.output == "jsonl":
             print(json.dumps(record, separators=(",", ":")), file=self.stream, flush=True)
             return
-        if kind not in _SHOWN:
+        if kind not in PROGRESS_KINDS:
             return
         node = record.get("node", "")
         detail = describe_event(record, approve_command="%workflow approve")
