@@ -13,6 +13,12 @@ root's ``node_modules/`` and links ``js/`` there as ``@rho-notebook/dagview``, t
 sidebar imports; on a fresh clone nothing else is needed. This hook checks the link afterwards
 (an older npm would not make it) and says what to do when it is missing.
 
+The output is committed and must not depend on where the repository is checked out: a rebuild in
+a clean clone gives the committed bytes again, so ``git status`` stays clean after
+``pip install -e .``. ``labextension/rspack.config.js`` (named module ids) keeps the absolute
+checkout path out of ``remoteEntry.*.js``; ``tests/unit/test_lab_bundle.py`` builds at another
+path and compares byte for byte.
+
 Without Node.js and npm the committed build in ``rho_notebook/labextension/`` is installed as it
 is, and a warning says so (``pip install -v`` shows build output).
 """

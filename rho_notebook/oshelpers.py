@@ -1,10 +1,13 @@
 """Low-level operating-system helpers every layer shares: no-follow file reads and process groups.
 
-No-follow reads. A path is opened with ``O_NOFOLLOW | O_CLOEXEC``, so a symbolic link as its last
-component fails with ``ELOOP`` instead of being followed, and the open descriptor is checked with
-``fstat`` to be a regular file (:class:`NotRegularFile` otherwise). Callers that must also refuse
-links in the directories above walk the path with :func:`lstat_components`. Each caller turns the
-``OSError`` it gets into its own error (``StoreError``, ``SourceError``, ...) with its own advice.
+No-follow reads. A path is opened with ``O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC``, so a symbolic link
+as its last component fails with ``ELOOP`` instead of being followed, a FIFO or a device cannot
+block the open (a FIFO with no writer would hang it forever), and the open descriptor is checked
+with ``fstat`` to be a regular file (:class:`NotRegularFile` naming the path otherwise). Only
+then is ``O_NONBLOCK`` cleared again, so the caller gets an ordinary descriptor. Callers that
+must also refuse links in the directories above walk the path with :func:`lstat_components`.
+Each caller turns the ``OSError`` it gets into its own error (``StoreError``, ``SourceError``,
+...) with its own advice.
 
 Process groups. Commands, agents and hooks start their children as leaders of a new session and
 process group, so stopping one stops everything it started: :func:`signal_group`,
@@ -17,6 +20,7 @@ This module imports only the standard library.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -56,7 +60,8 @@ def open_regular_nofollow(
     path
         The file; relative to ``dir_fd`` when that is given.
     flags
-        ``os.open`` flags; ``O_NOFOLLOW | O_CLOEXEC`` are added.
+        ``os.open`` flags; ``O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`` are added (``O_NONBLOCK`` is
+        cleared again once the file is known to be regular).
     mode
         Permissions when ``flags`` create the file.
     dir_fd
@@ -72,20 +77,43 @@ def open_regular_nofollow(
     FileNotFoundError
         ``path`` does not exist (and ``flags`` do not create it).
     NotRegularFile
-        ``path`` is not a regular file (the descriptor is closed).
+        ``path`` is not a regular file (the descriptor is closed). A FIFO opened for writing with
+        no reader fails the same way (``ENXIO`` from the non-blocking open).
     OSError
         Any other failure to open, e.g. ``ELOOP`` when ``path`` is a symbolic link.
     """
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO without a reader, or a device that is absent
+            msg = f"{os.fspath(path)} is not a regular file (a FIFO without a reader, or a device)"
+            raise NotRegularFile(msg) from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            msg = f"{os.fspath(path)} is not a regular file"
+            msg = f"{os.fspath(path)} is not a regular file ({_kind(info.st_mode)})"
             raise NotRegularFile(msg)
+        if not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd, info
+
+
+def _kind(mode: int) -> str:
+    """What kind of entry a non-regular ``st_mode`` names, for messages."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def read_fd(fd: int) -> bytes:
@@ -99,11 +127,12 @@ def read_fd(fd: int) -> bytes:
 def read_regular_nofollow(path: PathLike, *, nonblock: bool = False, dir_fd: int | None = None) -> bytes:
     """The bytes of the regular file ``path``, refusing a final symbolic link.
 
-    ``nonblock`` opens with ``O_NONBLOCK`` so that a path swapped for a FIFO cannot block the
-    caller. Raises as :func:`open_regular_nofollow` does.
+    Every open is non-blocking (see :func:`open_regular_nofollow`), so a path swapped for a FIFO
+    cannot block the caller; ``nonblock`` is kept for existing callers and changes nothing.
+    Raises as :func:`open_regular_nofollow` does.
     """
-    flags = os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0)
-    fd, _ = open_regular_nofollow(path, flags, dir_fd=dir_fd)
+    del nonblock
+    fd, _ = open_regular_nofollow(path, os.O_RDONLY, dir_fd=dir_fd)
     try:
         return read_fd(fd)
     finally:

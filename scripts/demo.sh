@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: venv, install, then run the quickstart notebook headless
-# (export its %%workflow cell, plan it, show and confirm the digest, run with live progress).
+# (export its %%workflow cell, plan it, show and confirm the digest, run with live progress, then
+# a summary: each node's state, allowed failures marked, and the validated output values).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

@@ -9,16 +9,23 @@ import { marked } from "marked";
 import {
   attemptCells,
   childrenOf,
+  clampZoom,
   countStates,
   curve,
   dependencyEnds,
   elapsed,
+  fitZoom,
   formatDuration,
+  initialZoom,
   labelChars,
   nodeLabel,
   nodeTitle,
+  panePlacement,
   STATES,
   stateOf,
+  stepZoom,
+  wheelFactor,
+  zoomScroll,
 } from "./model";
 import type { AttemptJson, Change, DagSource, Detail, StateName, StreamView, WireLayout, WireNode } from "./types";
 
@@ -94,6 +101,15 @@ export function jsonTree(value: unknown, key?: string, depth = 0): HTMLElement {
   );
 }
 
+export interface DagViewOptions {
+  /**
+   * When the wheel zooms the graph: "ctrl" (default) with Ctrl or ⌘ held (and trackpad pinch),
+   * so a plain wheel still scrolls the notebook or sidebar; "always" for a view that has the
+   * wheel to itself (the main-area tab).
+   */
+  wheelZoom?: "ctrl" | "always";
+}
+
 interface NodeElements {
   group: SVGGElement;
   icon: SVGTextElement;
@@ -101,8 +117,16 @@ interface NodeElements {
   data: WireNode;
 }
 
-/** Draw the DAG of `source` into `el`; returns a function that removes listeners and timers. */
-export function renderDag(el: HTMLElement, source: DagSource): () => void {
+/**
+ * Draw the DAG of `source` into `el`; returns a function that removes listeners and timers.
+ *
+ * The graph starts at the zoom that shows it whole, but never below the zoom at which labels are
+ * 11 px; larger graphs are panned: drag the background, or scroll. The wheel zooms around the
+ * pointer (see DagViewOptions.wheelZoom), − / fit / + zoom from the toolbar. The node pane goes
+ * beside the graph when the view is at least PANE_SIDE_MIN_WIDTH wide, below it otherwise.
+ */
+export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOptions = {}): () => void {
+  const wheelAlways = options.wheelZoom === "always";
   const started = performance.now();
   el.classList.add("rho-dag");
   el.replaceChildren();
@@ -114,10 +138,15 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
   const cancelButton = h("button", { class: "rho-btn rho-cancel", type: "button", title: "request cancellation of this run" }, "\u25a0 Cancel");
   const resumeButton = h("button", { class: "rho-btn rho-resume", type: "button", title: "resume this run from its frozen graph" }, "\u21bb Resume");
   const zoomOut = h("button", { class: "rho-btn rho-zoom", type: "button", title: "zoom out" }, "\u2212");
-  const zoomFit = h("button", { class: "rho-btn rho-zoom", type: "button", title: "fit width" }, "fit");
-  const zoomIn = h("button", { class: "rho-btn rho-zoom", type: "button", title: "zoom in" }, "+");
+  const zoomFit = h("button", { class: "rho-btn rho-zoom rho-zoom-fit", type: "button", title: "fit the whole graph into the view" }, "fit");
+  const zoomIn = h("button", { class: "rho-btn rho-zoom rho-zoom-in", type: "button", title: "zoom in" }, "+");
+  zoomOut.classList.add("rho-zoom-out");
+  const zoomLevel = h("span", {
+    class: "rho-zoom-level",
+    title: wheelAlways ? "zoom: wheel over the graph; drag to pan" : "zoom: Ctrl/\u2318 + wheel over the graph; drag to pan",
+  });
   const message = h("span", { class: "rho-message" });
-  toolbar.append(titleEl, badge, elapsedEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomFit, zoomIn);
+  toolbar.append(titleEl, badge, elapsedEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomLevel, zoomFit, zoomIn);
 
   const legend = h("div", { class: "rho-legend", title: "node states: count" });
   const legendCounts = new Map<StateName, HTMLElement>();
@@ -137,9 +166,12 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
   const pane = h("div", { class: "rho-pane", hidden: "" });
   const body = h("div", { class: "rho-body" }, viewport, pane);
   el.append(toolbar, legend, body);
+  el.dataset.pane = "below";
 
   let layout: WireLayout = source.layout();
   let zoom = 1;
+  /** Whether the zoom was set by the reader (then a resize keeps it). */
+  let zoomChosen = false;
   let svg: SVGSVGElement = document.createElementNS(SVG_NS, "svg");
   let overlay: SVGGElement = document.createElementNS(SVG_NS, "g");
   const elements = new Map<string, NodeElements>();
@@ -191,18 +223,57 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     viewport.replaceChildren(svg);
     edgeNote.textContent = `${layout.nodes.length} nodes \u00b7 ${layout.reduced_edge_count} of ${layout.edge_count} edges drawn (transitive reduction) \u00b7 dashed: condition`;
     applyZoom();
+    autoZoom();
     updateNodes("all");
   }
 
   function applyZoom(): void {
     svg.setAttribute("width", String(Math.max(1, layout.width * zoom)));
     svg.setAttribute("height", String(Math.max(1, layout.height * zoom)));
+    zoomLevel.textContent = `${Math.round(zoom * 100)}%`;
+    el.dataset.zoom = zoom.toFixed(3);
   }
 
-  function fitWidth(): void {
-    const available = viewport.clientWidth || el.clientWidth || 800;
-    zoom = Math.min(1, Math.max(0.1, (available - 4) / Math.max(layout.width, 1)));
+  function viewSize(): { width: number; height: number } {
+    // a viewport without a height of its own (the notebook's) may grow up to its max-height
+    const max = parseFloat(getComputedStyle(viewport).maxHeight);
+    const height = Number.isFinite(max) && max > 0 ? Math.max(viewport.clientHeight, max) : viewport.clientHeight;
+    return { width: viewport.clientWidth, height };
+  }
+
+  /** Zoom to `next`, keeping the graph point under (px, py) (viewport pixels) in place. */
+  function setZoom(next: number, px?: number, py?: number): void {
+    next = clampZoom(next);
+    if (next === zoom) return;
+    const x = px ?? viewport.clientWidth / 2;
+    const y = py ?? viewport.clientHeight / 2;
+    const left = zoomScroll(zoom, next, x, viewport.scrollLeft);
+    const top = zoomScroll(zoom, next, y, viewport.scrollTop);
+    zoom = next;
     applyZoom();
+    viewport.scrollLeft = left;
+    viewport.scrollTop = top;
+  }
+
+  function fitAll(): void {
+    zoomChosen = true;
+    setZoom(fitZoom({ width: layout.width, height: layout.height }, viewSize()));
+  }
+
+  /** The starting zoom, for the view's current size (until the reader zooms). */
+  function autoZoom(): void {
+    if (zoomChosen) return;
+    const size = viewSize();
+    if (!size.width) return;
+    zoom = initialZoom({ width: layout.width, height: layout.height }, size);
+    applyZoom();
+  }
+
+  function placePane(): void {
+    const width = el.clientWidth;
+    if (!width) return;
+    const place = panePlacement(width);
+    if (el.dataset.pane !== place) el.dataset.pane = place;
   }
 
   function updateNodes(which: string[] | "all"): void {
@@ -325,7 +396,8 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     const table = h("table", { class: "rho-attempts" });
     table.append(h("tr", {}, h("th", {}, "#"), h("th", {}, "state"), h("th", {}, "started"), h("th", {}, "duration"), h("th", {}, "exit"), h("th", {}, "message")));
     for (const a of attempts) table.append(h("tr", {}, ...attemptCells(a).map((cell) => h("td", {}, cell))));
-    return table;
+    // a narrow pane scrolls the table sideways instead of squeezing or cutting columns
+    return h("div", { class: "rho-table-scroll" }, table);
   }
 
   function definitionBlock(definition: Record<string, unknown>): HTMLElement {
@@ -424,6 +496,58 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
   function onKey(event: KeyboardEvent): void {
     if (event.key === "Escape" && source.selected()) source.select("");
   }
+  // drag the graph to pan (a drag of more than a few pixels is not a click on a node)
+  let drag: { x: number; y: number; left: number; top: number; moved: boolean } | null = null;
+  let suppressClick = false;
+  function onPointerDown(event: PointerEvent): void {
+    if (event.button !== 0) return;
+    const box = viewport.getBoundingClientRect();
+    // not on the scrollbars
+    const { clientWidth: cw, clientHeight: ch } = viewport;
+    if ((cw && event.clientX - box.left >= cw) || (ch && event.clientY - box.top >= ch)) return;
+    drag = { x: event.clientX, y: event.clientY, left: viewport.scrollLeft, top: viewport.scrollTop, moved: false };
+    window.addEventListener("pointermove", onPointerMove);
+    window.addEventListener("pointerup", onPointerUp);
+  }
+  function onPointerMove(event: PointerEvent): void {
+    if (!drag) return;
+    const dx = event.clientX - drag.x;
+    const dy = event.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!drag.moved) {
+      drag.moved = true;
+      viewport.classList.add("rho-panning");
+    }
+    viewport.scrollLeft = drag.left - dx;
+    viewport.scrollTop = drag.top - dy;
+    event.preventDefault();
+  }
+  function onPointerUp(): void {
+    window.removeEventListener("pointermove", onPointerMove);
+    window.removeEventListener("pointerup", onPointerUp);
+    if (drag?.moved) {
+      suppressClick = true;
+      window.setTimeout(() => (suppressClick = false), 0);
+    }
+    viewport.classList.remove("rho-panning");
+    drag = null;
+  }
+  function onClickCapture(event: MouseEvent): void {
+    if (!suppressClick) return;
+    suppressClick = false;
+    event.stopPropagation();
+    event.preventDefault();
+  }
+  function onWheel(event: WheelEvent): void {
+    if (!wheelAlways && !event.ctrlKey && !event.metaKey) return;
+    event.preventDefault();
+    zoomChosen = true;
+    const box = viewport.getBoundingClientRect();
+    setZoom(zoom * wheelFactor(event.deltaY, event.deltaMode), event.clientX - box.left, event.clientY - box.top);
+  }
+  viewport.addEventListener("pointerdown", onPointerDown);
+  viewport.addEventListener("click", onClickCapture, true);
+  viewport.addEventListener("wheel", onWheel, { passive: false });
   viewport.addEventListener("click", onClick);
   el.addEventListener("keydown", onKey);
   el.tabIndex = 0;
@@ -436,14 +560,14 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
     source.action("resume");
   });
   zoomIn.addEventListener("click", () => {
-    zoom = Math.min(3, zoom * 1.25);
-    applyZoom();
+    zoomChosen = true;
+    setZoom(stepZoom(zoom, 1));
   });
   zoomOut.addEventListener("click", () => {
-    zoom = Math.max(0.05, zoom / 1.25);
-    applyZoom();
+    zoomChosen = true;
+    setZoom(stepZoom(zoom, -1));
   });
-  zoomFit.addEventListener("click", fitWidth);
+  zoomFit.addEventListener("click", fitAll);
 
   const unsubscribe = source.subscribe((change: Change) => {
     if (change.layout) {
@@ -470,16 +594,25 @@ export function renderDag(el: HTMLElement, source: DagSource): () => void {
   highlight();
   renderPane();
   const timer = window.setInterval(tick, 1000);
-  // fit wide graphs to the cell once the element has a size
+  // the starting zoom and the pane's place once the element has a size, and again when it changes
+  const resized = (): void => {
+    placePane();
+    autoZoom();
+  };
+  // (in the next frame: resizing the graph from the observer's callback could resize `el` again)
+  const observer = typeof ResizeObserver === "function" ? new ResizeObserver(() => requestAnimationFrame(resized)) : null;
+  observer?.observe(el);
   requestAnimationFrame(() => {
-    if (layout.width > (viewport.clientWidth || Infinity)) fitWidth();
+    resized();
     el.dataset.renderMs = (performance.now() - started).toFixed(1);
   });
   el.dataset.renderSyncMs = (performance.now() - started).toFixed(1);
 
   return () => {
     window.clearInterval(timer);
+    observer?.disconnect();
     unsubscribe();
+    onPointerUp();
     el.removeEventListener("keydown", onKey);
   };
 }

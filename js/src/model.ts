@@ -130,3 +130,73 @@ export function attemptCells(a: AttemptJson): [string, string, string, string, s
   const duration = a.started_at && a.ended_at ? formatDuration(Date.parse(a.ended_at) - Date.parse(a.started_at)) : "\u2026";
   return [String(a.number), state, started, duration, exitText, a.message ?? ""];
 }
+
+// -- scale: zoom, fit, pan ------------------------------------------------------------------------
+
+/** The zoom range of the view (1 = one layout unit a CSS pixel). */
+export const ZOOM_MIN = 0.1;
+export const ZOOM_MAX = 4;
+/** The font size of node labels in layout units (dagview.css), and the smallest size drawn by default. */
+export const LABEL_PX = 12;
+export const READABLE_PX = 11;
+/** One click of + or −. */
+export const ZOOM_STEP = 1.25;
+/** From this width of the view on, the node pane sits beside the graph; below it otherwise. */
+export const PANE_SIDE_MIN_WIDTH = 900;
+
+export interface Size {
+  width: number;
+  height: number;
+}
+
+export function clampZoom(zoom: number, min = ZOOM_MIN, max = ZOOM_MAX): number {
+  if (!Number.isFinite(zoom)) return 1;
+  return Math.min(max, Math.max(min, zoom));
+}
+
+/** The smallest zoom at which labels of `labelPx` layout units are drawn at least `minPx` CSS pixels. */
+export function readableZoom(labelPx = LABEL_PX, minPx = READABLE_PX): number {
+  return minPx / labelPx;
+}
+
+/** The zoom that shows all of `content` in `view` (less `pad` pixels each way). */
+export function fitZoom(content: Size, view: Size, pad = 8): number {
+  const w = Math.max(1, content.width);
+  const h = Math.max(1, content.height);
+  const byWidth = view.width > pad ? (view.width - pad) / w : Infinity;
+  const byHeight = view.height > pad ? (view.height - pad) / h : Infinity;
+  const fit = Math.min(byWidth, byHeight);
+  return clampZoom(Number.isFinite(fit) ? fit : 1);
+}
+
+/**
+ * The zoom a view starts at: the whole graph when it fits at up to 1:1, never smaller than the
+ * readable zoom (a larger graph is then panned, not shrunk until its labels cannot be read).
+ */
+export function initialZoom(content: Size, view: Size, readable = readableZoom()): number {
+  return clampZoom(Math.max(readable, Math.min(1, fitZoom(content, view))));
+}
+
+/** `zoom` one step in (`steps` > 0) or out (< 0). */
+export function stepZoom(zoom: number, steps: number): number {
+  return clampZoom(zoom * ZOOM_STEP ** steps);
+}
+
+/** The zoom factor of one wheel event (deltaMode 1 counts lines, 2 pages). */
+export function wheelFactor(deltaY: number, deltaMode = 0): number {
+  const pixels = deltaY * (deltaMode === 1 ? 16 : deltaMode === 2 ? 400 : 1);
+  return Math.exp(-Math.max(-300, Math.min(300, pixels)) * 0.002);
+}
+
+/**
+ * The scroll offset that keeps the content point under `pointer` (relative to the viewport's
+ * corner) under it when the zoom goes from `from` to `to`; one axis.
+ */
+export function zoomScroll(from: number, to: number, pointer: number, scroll: number): number {
+  return Math.max(0, ((scroll + pointer) * to) / from - pointer);
+}
+
+/** Where the node pane goes in a view `width` CSS pixels wide. */
+export function panePlacement(width: number, sideMin = PANE_SIDE_MIN_WIDTH): "side" | "below" {
+  return width >= sideMin ? "side" : "below";
+}

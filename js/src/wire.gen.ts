@@ -80,6 +80,10 @@ export interface StatusJson {
   nodes: {
     [k: string]: NodeStatusJson;
   };
+  /**
+   * Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part).
+   */
+  damage?: string;
 }
 
 /**
@@ -112,6 +116,10 @@ export interface RunRowJson {
   created_at?: string;
   origin?: string;
   mode?: string;
+  /**
+   * Lifecycle ``damaged`` only: what the journal contradicts.
+   */
+  damage?: string;
 }
 
 /**

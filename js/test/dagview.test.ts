@@ -244,6 +244,7 @@ describe("selection and the node pane", () => {
     expect(pane.querySelector(".rho-section-stdout pre")?.textContent).toBe("42 passed\n");
     expect(pane.querySelector(".rho-section-stderr")?.textContent).toContain("the first 2000 bytes are not shown");
     expect(pane.querySelector(".rho-section-stderr .rho-truncated")?.textContent).toContain("kept 2004 bytes");
+    expect(pane.querySelector(".rho-section-attempts > .rho-table-scroll > table.rho-attempts")).not.toBeNull();
     const cells = Array.from(pane.querySelectorAll(".rho-attempts tr:nth-child(2) td")).map((td) => td.textContent);
     expect(cells).toEqual(["1", "failure", "2025-01-01 10:00:00.000", "1.0 s", "exited 3", "exit code 3"]);
     expect(pane.querySelector(".rho-definition")?.textContent).toContain('["sh","-c","exit 3"]');
@@ -274,6 +275,70 @@ describe("selection and the node pane", () => {
     source.announce({ output: [{ node: "other", attempt: 1, stream: "stdout", start: 0, end: 3, text: "no\n" }] });
     source.announce({ output: [{ node: "test", attempt: 1, stream: "stdout", start: 6, end: 12, text: "world\n" }] });
     expect(pre.textContent).toBe("hello\nworld\n");
+  });
+});
+
+describe("zoom and pan", () => {
+  const svg = () => el.querySelector("svg.rho-graph") as SVGSVGElement;
+  const viewport = () => el.querySelector(".rho-viewport") as HTMLElement;
+
+  it("zooms by steps from the toolbar and shows the zoom", () => {
+    render(new TestSource());
+    expect(el.dataset.zoom).toBe("1.000");
+    expect(svg().getAttribute("width")).toBe("400");
+    button("rho-zoom-in").click();
+    expect(el.dataset.zoom).toBe("1.250");
+    expect([svg().getAttribute("width"), svg().getAttribute("height")]).toEqual(["500", "250"]);
+    expect(el.querySelector(".rho-zoom-level")?.textContent).toBe("125%");
+    button("rho-zoom-out").click();
+    button("rho-zoom-out").click();
+    expect(el.dataset.zoom).toBe("0.800");
+  });
+
+  it("zooms with Ctrl + wheel only, unless the view has the wheel to itself", () => {
+    render(new TestSource());
+    const plain = new WheelEvent("wheel", { deltaY: -100, cancelable: true, bubbles: true });
+    viewport().dispatchEvent(plain);
+    expect(el.dataset.zoom).toBe("1.000");
+    expect(plain.defaultPrevented).toBe(false);
+    const ctrl = new WheelEvent("wheel", { deltaY: -100, ctrlKey: true, cancelable: true, bubbles: true });
+    viewport().dispatchEvent(ctrl);
+    expect(Number(el.dataset.zoom)).toBeGreaterThan(1);
+    expect(ctrl.defaultPrevented).toBe(true);
+
+    const other = document.createElement("div");
+    document.body.append(other);
+    cleanups.push(renderDag(other, new TestSource(), { wheelZoom: "always" }));
+    other.querySelector(".rho-viewport")?.dispatchEvent(new WheelEvent("wheel", { deltaY: 100, cancelable: true, bubbles: true }));
+    expect(Number(other.dataset.zoom)).toBeLessThan(1);
+    other.remove();
+  });
+
+  it("fits the graph into the viewport", () => {
+    render(new TestSource());
+    Object.defineProperty(viewport(), "clientWidth", { configurable: true, value: 208 });
+    Object.defineProperty(viewport(), "clientHeight", { configurable: true, value: 400 });
+    button("rho-zoom-fit").click();
+    expect(el.dataset.zoom).toBe("0.500");
+    expect(svg().getAttribute("width")).toBe("200");
+  });
+
+  it("does not take a drag for a click on a node", () => {
+    const source = new TestSource();
+    render(source);
+    const target = node("test");
+    target.dispatchEvent(new MouseEvent("pointerdown", { button: 0, clientX: 10, clientY: 10, bubbles: true }));
+    window.dispatchEvent(new MouseEvent("pointermove", { clientX: 60, clientY: 40, bubbles: true }));
+    window.dispatchEvent(new MouseEvent("pointerup", { clientX: 60, clientY: 40, bubbles: true }));
+    target.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(source.selects).toEqual([]);
+    target.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(source.selects).toEqual(["test"]);
+  });
+
+  it("starts with the pane below the graph", () => {
+    render(new TestSource());
+    expect(el.dataset.pane).toBe("below");
   });
 });
 

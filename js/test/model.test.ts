@@ -3,6 +3,18 @@ import { describe, expect, it } from "vitest";
 import {
   attemptCells,
   childrenOf,
+  clampZoom,
+  fitZoom,
+  initialZoom,
+  LABEL_PX,
+  panePlacement,
+  readableZoom,
+  READABLE_PX,
+  stepZoom,
+  wheelFactor,
+  ZOOM_MAX,
+  ZOOM_MIN,
+  zoomScroll,
   countStates,
   curve,
   dependencyEnds,
@@ -144,5 +156,62 @@ describe("attempt rows", () => {
     expect(attemptCells(attempt({ state: null, uncertain: true }))[1]).toBe("uncertain");
     expect(attemptCells(attempt({ state: null, uncertain: true, abandoned: true }))[1]).toBe("uncertain (abandoned)");
     expect(attemptCells(attempt({ started_at: null, ended_at: null }))[2]).toBe("");
+  });
+});
+
+describe("zoom and fit", () => {
+  it("keeps the zoom within its range", () => {
+    expect(clampZoom(0.01)).toBe(ZOOM_MIN);
+    expect(clampZoom(99)).toBe(ZOOM_MAX);
+    expect(clampZoom(1.5)).toBe(1.5);
+    expect(clampZoom(NaN)).toBe(1);
+  });
+
+  it("draws labels at 11 px from the readable zoom on", () => {
+    expect(readableZoom()).toBeCloseTo(11 / 12);
+    expect(LABEL_PX * readableZoom()).toBeCloseTo(READABLE_PX);
+    expect(readableZoom(10, 12)).toBeCloseTo(1.2);
+  });
+
+  it("fits the whole graph by its tighter side, less a margin", () => {
+    expect(fitZoom({ width: 400, height: 200 }, { width: 208, height: 1000 })).toBeCloseTo(0.5);
+    expect(fitZoom({ width: 400, height: 200 }, { width: 1000, height: 108 })).toBeCloseTo(0.5);
+    expect(fitZoom({ width: 100, height: 100 }, { width: 10000, height: 10000 })).toBe(ZOOM_MAX);
+    // a side the view has no size for yet does not count
+    expect(fitZoom({ width: 400, height: 200 }, { width: 808, height: 0 })).toBeCloseTo(2);
+  });
+
+  it("starts whole when the graph fits at up to 1:1, and never below the readable zoom", () => {
+    expect(initialZoom({ width: 400, height: 300 }, { width: 900, height: 600 })).toBe(1);
+    expect(initialZoom({ width: 400, height: 300 }, { width: 380, height: 600 })).toBeCloseTo(372 / 400);
+    // the case of the report: a 620 px wide DAG in a 300 px sidebar used to shrink to labels of 6 px
+    const narrow = initialZoom({ width: 620, height: 420 }, { width: 300, height: 500 });
+    expect(narrow).toBeCloseTo(readableZoom());
+    expect(LABEL_PX * narrow).toBeGreaterThanOrEqual(READABLE_PX - 1e-9);
+  });
+
+  it("steps by a quarter and turns the wheel into a bounded factor", () => {
+    expect(stepZoom(1, 1)).toBeCloseTo(1.25);
+    expect(stepZoom(1, -1)).toBeCloseTo(0.8);
+    expect(stepZoom(ZOOM_MAX, 1)).toBe(ZOOM_MAX);
+    expect(wheelFactor(-100)).toBeGreaterThan(1);
+    expect(wheelFactor(100)).toBeLessThan(1);
+    expect(wheelFactor(100) * wheelFactor(-100)).toBeCloseTo(1);
+    expect(wheelFactor(3, 1)).toBeCloseTo(wheelFactor(48));
+    expect(wheelFactor(100000)).toBeCloseTo(wheelFactor(300));
+  });
+
+  it("keeps the point under the pointer in place while zooming", () => {
+    // content x under the pointer: (scroll + pointer) / zoom, before and after
+    const scroll = zoomScroll(1, 2, 100, 50);
+    expect((scroll + 100) / 2).toBeCloseTo((50 + 100) / 1);
+    expect(zoomScroll(2, 1, 100, 0)).toBe(0);
+  });
+
+  it("puts the node pane beside the graph only in a wide view", () => {
+    expect(panePlacement(620)).toBe("below");
+    expect(panePlacement(899)).toBe("below");
+    expect(panePlacement(900)).toBe("side");
+    expect(panePlacement(500, 400)).toBe("side");
   });
 });

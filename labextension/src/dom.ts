@@ -38,3 +38,31 @@ export function moreItem(label: string, toggle: () => void): HTMLElement {
 export function emptyItem(text: string): HTMLElement {
   return h("li", { class: "rho-sb-empty" }, text);
 }
+
+/**
+ * A list section whose heading folds it: a click (or Enter / Space) on the heading hides or shows
+ * everything after it. `data-collapsed` on the section says which.
+ */
+export function collapsibleSection(title: string, count: HTMLElement, ...content: HTMLElement[]): HTMLElement {
+  const caret = h("span", { class: "rho-sb-caret", "aria-hidden": "true" }, "\u25be");
+  const heading = h("h3", { class: "rho-sb-fold", role: "button", tabindex: "0", "aria-expanded": "true", title: "fold or unfold this list" }, caret, `${title} `, count);
+  const section = h("section", { class: "rho-sb-section", "data-collapsed": "false" }, heading, ...content);
+  const toggle = (): void => setCollapsed(section, section.dataset.collapsed !== "true");
+  heading.addEventListener("click", toggle);
+  heading.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      toggle();
+    }
+  });
+  return section;
+}
+
+export function setCollapsed(section: HTMLElement, collapsed: boolean): void {
+  section.dataset.collapsed = String(collapsed);
+  section.querySelector(".rho-sb-fold")?.setAttribute("aria-expanded", String(!collapsed));
+}
+
+export function isCollapsed(section: HTMLElement): boolean {
+  return section.dataset.collapsed === "true";
+}

@@ -6,7 +6,7 @@ import { Dialog, showDialog, showErrorMessage } from "@jupyterlab/apputils";
 import { renderDag, type PlanJson } from "@rho-notebook/dagview";
 
 import type { RhoApi } from "./api";
-import { emptyItem, errorText, h, moreItem, shortId, SHOWN, SHOWN_ALL, when } from "./dom";
+import { collapsibleSection, emptyItem, errorText, h, moreItem, shortId, SHOWN, SHOWN_ALL, when } from "./dom";
 import { PlanSource } from "./source";
 
 export interface PlanListOptions {
@@ -29,7 +29,7 @@ export class PlanList {
   private previewCleanup: (() => void) | null = null;
 
   constructor(private readonly options: PlanListOptions) {
-    this.section = h("section", { class: "rho-sb-section" }, h("h3", {}, "Saved plans ", this.count), this.list);
+    this.section = collapsibleSection("Saved plans", this.count, this.list);
   }
 
   /** Show the API's plans (oldest first); nothing is redrawn while the set of plan IDs is unchanged. */

@@ -17,7 +17,8 @@ export class RunMainView extends Widget {
   constructor(private readonly source: RunSource) {
     super();
     this.addClass("rho-main-run");
-    this.cleanup = renderDag(this.node, source);
+    // the tab has the wheel to itself: it zooms without Ctrl
+    this.cleanup = renderDag(this.node, source, { wheelZoom: "always" });
   }
 
   dispose(): void {

@@ -7,7 +7,7 @@ import { Dialog, showDialog, showErrorMessage } from "@jupyterlab/apputils";
 import { TERMINAL_STATES, type RunRowJson } from "@rho-notebook/dagview";
 
 import type { RhoApi } from "./api";
-import { emptyItem, errorText, h, moreItem, shortId, SHOWN, SHOWN_ALL, when } from "./dom";
+import { collapsibleSection, emptyItem, errorText, h, moreItem, shortId, SHOWN, SHOWN_ALL, when } from "./dom";
 
 /** Live, or planned and about to start: listed with the live runs, never deletable. */
 export function isActive(row: RunRowJson): boolean {
@@ -35,8 +35,8 @@ export class RunList {
 
   constructor(private readonly options: RunListOptions) {
     this.sections = [
-      h("section", { class: "rho-sb-section" }, h("h3", {}, "Live runs ", this.liveCount), this.liveList),
-      h("section", { class: "rho-sb-section" }, h("h3", {}, "Finished runs ", this.finishedCount), this.finishedList),
+      collapsibleSection("Live runs", this.liveCount, this.liveList),
+      collapsibleSection("Finished runs", this.finishedCount, this.finishedList),
     ];
   }
 
@@ -59,6 +59,9 @@ export class RunList {
     this.selectedId = runId;
     if (runId) {
       this.render();
+      // the lists are shortened while a run is shown: keep its row in sight
+      const row = this.sections[0].parentElement?.querySelector<HTMLElement>(".rho-sb-current");
+      row?.scrollIntoView?.({ block: "nearest" });
       return;
     }
     for (const list of [this.liveList, this.finishedList]) {

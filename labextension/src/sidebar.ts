@@ -5,6 +5,11 @@
 // by the shared DAG view (@rho-notebook/dagview), whose toolbar offers Cancel and Resume and whose
 // pane shows node outputs.
 //
+// Layout: the lists sit in one scrolling block above the selected run. While a run is selected
+// the sidebar is in "focus" (class rho-sb-focus): the lists are shortened to about a third of the
+// height, Saved plans is folded (each list's heading folds and unfolds it), and the run's approvals
+// and DAG take the rest of the height; "Open" shows the run in a main-area tab.
+//
 // This panel only polls and wires its parts together: RunList (runList.ts), PlanList
 // (planList.ts), SelectedRun with its ApprovalsPanel (runDetail.ts, approvals.ts), and the Cancel /
 // Resume requests (runActions.ts).
@@ -14,7 +19,7 @@ import { Widget } from "@lumino/widgets";
 import type { RunRowJson } from "@rho-notebook/dagview";
 
 import { RhoApi, type JournalRecord } from "./api";
-import { errorText, h, shortId } from "./dom";
+import { errorText, h, isCollapsed, setCollapsed, shortId } from "./dom";
 import { PlanList } from "./planList";
 import { runAction } from "./runActions";
 import { RunMainView, SelectedRun } from "./runDetail";
@@ -36,6 +41,8 @@ export class WorkflowsPanel extends Widget {
   private runsTimer: number | null = null;
   private plansTimer: number | null = null;
   private polling = false;
+  /** Whether Saved plans was folded before a run was selected (restored when none is). */
+  private plansFolded: boolean | null = null;
 
   constructor(options: { api?: RhoApi; openMain: (widget: Widget) => void }) {
     super();
@@ -74,8 +81,7 @@ export class WorkflowsPanel extends Widget {
     });
     this.node.append(
       h("header", { class: "rho-sb-head" }, h("h2", {}, "Workflows"), this.status, refresh),
-      ...this.runs.sections,
-      this.plans.section,
+      h("div", { class: "rho-sb-lists" }, ...this.runs.sections, this.plans.section),
       this.selected.node,
     );
   }
@@ -164,6 +170,7 @@ export class WorkflowsPanel extends Widget {
   async select(runId: string): Promise<void> {
     if (runId === this.selected.runId && this.selected.source) return;
     this.closeSelected();
+    this.giveRoom(true);
     this.runs.setSelected(runId);
     await this.selected.open(runId, this.runs.find(runId));
   }
@@ -171,6 +178,20 @@ export class WorkflowsPanel extends Widget {
   private closeSelected(): void {
     this.selected.close();
     this.runs.setSelected("");
+    this.giveRoom(false);
+  }
+
+  /** Give the selected run the room (shorten the lists, fold the plans), or give it back. */
+  private giveRoom(on: boolean): void {
+    if (on === this.node.classList.contains("rho-sb-focus")) return;
+    this.node.classList.toggle("rho-sb-focus", on);
+    if (on) {
+      this.plansFolded = isCollapsed(this.plans.section);
+      setCollapsed(this.plans.section, true);
+    } else if (this.plansFolded !== null) {
+      setCollapsed(this.plans.section, this.plansFolded);
+      this.plansFolded = null;
+    }
   }
 
   private async openInMain(runId: string): Promise<void> {

@@ -1,26 +1,33 @@
 """``rho-notebook`` entry point: argument parsing and dispatch to the verb modules.
 
 Exit codes: 0 valid / success, 1 invalid workflow or unsuccessful outcome, 2 usage error,
-3 refused (e.g. no confirmation). An error's code is its class's ``exit_code``
-(:mod:`rho_notebook.errors`); every verb goes through :class:`rho_notebook.service.Service`.
+3 refused (e.g. no confirmation), 141 the reader of standard output went away
+(``rho-notebook events RUN | head -2``: quietly, as a process killed by SIGPIPE). An error's code
+is its class's ``exit_code`` (:mod:`rho_notebook.errors`); every verb goes through
+:class:`rho_notebook.service.Service`. Warnings the package logs are printed to stderr as
+``rho-notebook: warning: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from rho_notebook.cli import notebook_verbs, plan_verbs, policy_verbs, run_verbs
 from rho_notebook.errors import InvalidWorkflow, RhoError
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED"]
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a writer whose pipe's reader went away."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,9 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Everything imported so far lives for the whole process: move it out of the collector's
     # way, which also makes interpreter exit (the last step of a cancelled run) ~60 ms faster.
     gc.freeze()
+    _warnings_to_stderr()
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
         return code
+    except BrokenPipeError:
+        return _reader_gone()
     except InvalidWorkflow as err:
         for found in err.diagnostics():
             print(found.render(), file=sys.stderr)
@@ -61,3 +72,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+class _StderrWarnings(logging.Handler):
+    """The package's logged warnings (e.g. a run ``runs`` refuses to list) on stderr, as
+    ``rho-notebook: warning: ...``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"rho-notebook: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+
+
+def _warnings_to_stderr() -> None:
+    """Install :class:`_StderrWarnings` on the package's logger, once per process."""
+    log = logging.getLogger("rho_notebook")
+    if not any(isinstance(handler, _StderrWarnings) for handler in log.handlers):
+        log.addHandler(_StderrWarnings(logging.WARNING))
+
+
+def _reader_gone() -> int:
+    """Standard output's reader went away: exit quietly. As the Python docs recommend
+    (``signal`` module, "Note on SIGPIPE"), point standard output at devnull so the interpreter's
+    final flush of what is still buffered cannot fail again and print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE

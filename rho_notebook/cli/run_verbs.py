@@ -20,6 +20,7 @@ from typing import Any
 
 from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
+from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -123,6 +124,11 @@ def register(verbs: Any) -> None:
     prune = verbs.add_parser("prune", help="delete finished runs older than DAYS")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS")
     prune.add_argument("--yes", action="store_true")
+    prune.add_argument(
+        "--include-damaged",
+        action="store_true",
+        help="also delete damaged runs older than DAYS (their journal contradicts what was fsynced)",
+    )
     prune.set_defaults(handler=run_prune)
 
 
@@ -130,8 +136,12 @@ def register(verbs: Any) -> None:
 
 
 class _Printer:
-    def __init__(self, mode: str) -> None:
+    """Live progress; a failure of a node with ``allow_failure = True`` is shown as allowed (the
+    journal records the state, the graph says the failure does not fail the run)."""
+
+    def __init__(self, mode: str, *, allowed: frozenset[str] = frozenset()) -> None:
         self.mode = mode
+        self.allowed = allowed
         self.start = time.monotonic()
 
     def __call__(self, record: dict[str, Any]) -> None:
@@ -145,7 +155,34 @@ class _Printer:
         elapsed = time.monotonic() - self.start
         node = record.get("node", "")
         detail = describe_event(record)
+        if record["kind"] == "node_finished" and record.get("state") == "failure" and node in self.allowed:
+            detail = "failure (allowed)" + detail.removeprefix("failure")
         print(f"[{elapsed:7.2f}s] {node:<24} {detail}", flush=True)
+
+
+_OUTPUT_WIDTH = 100
+"""Characters of a node's output value shown in the end-of-run summary (``result`` shows it all)."""
+
+
+def _allowed_failures(graph: Graph) -> frozenset[str]:
+    return frozenset(node.name for node in graph.nodes if node.allow_failure)
+
+
+def _summary(service: Service, run_id: str, graph: Graph) -> None:
+    """After ``run ... outcome ...``: each node's state and its validated output, one line each,
+    in graph order (``rho-notebook result RUN`` has the attempts and artifacts)."""
+    data = asyncio.run(service.result(run_id))
+    allowed = _allowed_failures(graph)
+    names = [node.name for node in graph.nodes if node.name in data["nodes"]]
+    width = max((len(name) for name in names), default=0)
+    for name in names:
+        node = data["nodes"][name]
+        state = node["state"] + (" (allowed)" if node["state"] == "failure" and name in allowed else "")
+        line = f"  {name:<{width}}  {state:<17}"
+        if "output" in node:
+            value = json.dumps(node["output"], ensure_ascii=False)
+            line += " " + (value if len(value) <= _OUTPUT_WIDTH else value[: _OUTPUT_WIDTH - 1] + "…")
+        print(line.rstrip())
 
 
 # -- consent ---------------------------------------------------------------------------------------
@@ -210,14 +247,14 @@ def _execute(
     *,
     digest: str,
     what: str,
+    graph: Graph,
 ) -> int:
-    """Start (or resume) a run with ``start(on_event=..., responder=..., approval_timeout=...)``
-    and print its progress until it ends."""
+    """Start (or resume) a run of ``graph`` with ``start(on_event=..., responder=...,
+    approval_timeout=...)``, print its progress until it ends, then (text) a result summary."""
     responder = _terminal_responder(service) if sys.stdin.isatty() else None
+    printer = _Printer(args.output, allowed=_allowed_failures(graph))
     try:
-        state = asyncio.run(
-            start(on_event=_Printer(args.output), responder=responder, approval_timeout=args.approval_timeout)
-        )
+        state = asyncio.run(start(on_event=printer, responder=responder, approval_timeout=args.approval_timeout))
     except ConfirmationRequired as err:
         return _refused(args, err, digest=digest, what=what)
     except RunRefused as err:  # NeedsRecovery too: both exit 3 (refused)
@@ -225,6 +262,7 @@ def _execute(
         return err.exit_code
     if args.output == "text":
         print(f"run {state.run_id}  outcome {state.outcome}")
+        _summary(service, state.run_id, graph)
     return _exit_for(state)
 
 
@@ -238,7 +276,7 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
         run_id = await service.create_run_of(plan, request)
         return await service.execute(run_id, **options)
 
-    return _execute(service, args, start, digest=plan.graph_digest, what=what)
+    return _execute(service, args, start, digest=plan.graph_digest, what=what, graph=plan.graph)
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -258,6 +296,7 @@ def run_resume(args: argparse.Namespace) -> int:
     service = Service.default()
     manifest = asyncio.run(service.manifest(args.run))
     run_id = manifest.run_id
+    graph = asyncio.run(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
     given = consent(args, digest=manifest.graph_digest, what=what)
     request = ResumeRun(run=run_id, consent=given, recover_uncertain=args.recover_uncertain)
@@ -265,7 +304,7 @@ def run_resume(args: argparse.Namespace) -> int:
     async def start(**options: Any) -> RunState:
         return await service.resume(request, **options)
 
-    return _execute(service, args, start, digest=manifest.graph_digest, what=what)
+    return _execute(service, args, start, digest=manifest.graph_digest, what=what, graph=graph)
 
 
 # -- reading runs ----------------------------------------------------------------------------------
@@ -281,6 +320,9 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"workflow   {state.workflow}   plan {state.plan_id}")
     print(f"digest     {state.graph_digest}")
     print(f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""))
+    if state.damage is not None:
+        print(f"damage     {state.damage}")
+        print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
     for name, node in data["nodes"].items():
         extra = f"  exit {node['exit_code']}" if node["exit_code"] is not None else ""
         note = "  UNCERTAIN" if node["uncertain"] else ""
@@ -344,6 +386,12 @@ def run_events(args: argparse.Namespace) -> int:
             "rho-notebook: the journal's last line is torn (an owner was interrupted mid-write); it was skipped",
             file=sys.stderr,
         )
+    if read.damage is not None:
+        print(
+            f"rho-notebook: the journal is damaged; the events above are its readable part: {read.damage}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -402,11 +450,12 @@ def run_delete(args: argparse.Namespace) -> int:
 
 def run_prune(args: argparse.Namespace) -> int:
     service = Service.default()
-    doomed = asyncio.run(service.prunable(older_than_days=args.older_than))
+    doomed = asyncio.run(service.prunable(older_than_days=args.older_than, include_damaged=args.include_damaged))
     if not doomed:
         print("nothing to prune")
         return 0
-    if not args.yes and not _ask(f"delete {len(doomed)} completed runs older than {args.older_than} days?"):
+    which = "completed or damaged" if args.include_damaged else "completed"
+    if not args.yes and not _ask(f"delete {len(doomed)} {which} runs older than {args.older_than} days?"):
         return EXIT_REFUSED
     try:
         deleted = asyncio.run(service.prune(doomed))

@@ -113,6 +113,9 @@ class RunState:
     """True once a cancel request was applied to this execution (cleared by resume)."""
     asked: bool = False
     """True once any approval was requested in this run."""
+    damage: str | None = None
+    """Why the journal cannot be trusted (lifecycle ``damaged``); set when read, never journaled.
+    The rest of the state is then the readable prefix of the journal."""
 
     @classmethod
     def fresh(cls, *, run_id: str, plan_id: str, graph: Graph, graph_digest: str) -> RunState:
@@ -165,7 +168,7 @@ class RunState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "run_id": self.run_id,
             "plan_id": self.plan_id,
             "graph_digest": self.graph_digest,
@@ -181,6 +184,9 @@ class RunState:
             "asked": self.asked,
             "nodes": {name: record.to_json() for name, record in sorted(self.nodes.items())},
         }
+        if self.damage is not None:
+            data["damage"] = self.damage
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunState:
@@ -199,6 +205,7 @@ class RunState:
             cancel_acknowledged=list(data.get("cancel_acknowledged", [])),
             cancelled=data.get("cancelled", False),
             asked=data.get("asked", False),
+            damage=data.get("damage"),
         )
 
 

@@ -45,12 +45,17 @@ class Outcome(str, Enum):
 
 
 class Lifecycle(str, Enum):
+    """Where a run is. All but ``damaged`` follow from journaled events; ``damaged`` is a verdict
+    made when the run is read (its journal contradicts what was fsynced: docs/running.md) and is
+    never journaled."""
+
     PLANNED = "planned"
     RUNNING = "running"
     WAITING = "waiting"
     CANCELLING = "cancelling"
     COMPLETED = "completed"
     NEEDS_RECOVERY = "needs_recovery"
+    DAMAGED = "damaged"
 
 
 def workflow_outcome(states: Iterable[tuple[NodeState, bool]]) -> Outcome:

@@ -20,7 +20,7 @@ _VALUE_FLAGS = {
     "--output": ("text", "json", "jsonl"),
     "--mode": ("auto", "plan", "supervised"),
     "--stream": ("stdout", "stderr", "both"),
-    "--state": ("planned", "running", "waiting", "cancelling", "completed", "needs_recovery"),
+    "--state": ("planned", "running", "waiting", "cancelling", "completed", "needs_recovery", "damaged"),
     "--limit": (),
     "--comment": (),
     "--workflow": (),

@@ -46,6 +46,9 @@ def _view(factory_name: str, *args: Any, static: bool = False, **kwargs: Any) ->
     factory = getattr(widgets, factory_name, None) if widgets is not None else None
     if factory is None:
         return {}
+    guard = getattr(widgets, "guard_kernel_parent", None)
+    if callable(guard):  # before any widget's comm traffic: see rho_notebook.widgets._parent
+        guard()
     widget = factory(*args, **kwargs)
     bundle = getattr(widget, "_repr_mimebundle_", None)
     data = bundle() if callable(bundle) else None

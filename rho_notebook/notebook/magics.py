@@ -3,14 +3,17 @@
 Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
 without a traceback); anything else is a bug and keeps its traceback. Magic lines are taken
-literally (no ``$var`` / ``{expr}`` expansion), because JSON inputs contain braces; use the
-Python API (``rho.status(run.run_id)``) with variables.
+literally (no ``$var`` / ``{expr}`` expansion), because JSON inputs and cell bodies contain braces,
+with one exception: where a ``%workflow`` verb takes a run, plan or request ID (``status RUN``,
+``run PLAN``, ``approve RUN REQUEST``, ...), ``{expr}`` and ``$name`` are expanded by IPython's
+rules in the user namespace, so ``%workflow status {run.run_id}`` works.
 """
 
 from __future__ import annotations
 
 import json
 import queue
+import re
 import shlex
 import sys
 import time
@@ -19,6 +22,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
+from IPython.utils.text import DollarFormatter
 
 from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.plan import Plan
@@ -43,9 +47,24 @@ from rho_notebook.service.wire import plan_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowMagics", "diagnostics_text"]
 
+_ID_ARGUMENTS = ("run", "request")
+"""The verb arguments that hold a run or request ID (``run``'s ``target`` holds a plan ID or a name)."""
 
-def diagnostics_text(err: InvalidWorkflow, *, what: str) -> str:
+
+_MISSING_INPUT = re.compile(r"^missing required input '([^']+)' \(([^)]+)\)")
+
+
+def diagnostics_text(err: InvalidWorkflow, *, what: str, retry: str | None = None) -> str:
+    """The problems of ``what``, one per line; when the only problems are required inputs that were
+    not given and ``retry`` is the magic line to run again, say that and how to pass them."""
     found = err.diagnostics()
+    missing = [_MISSING_INPUT.match(d.message) if d.rule == "input.missing" else None for d in found]
+    if retry is not None and found and all(missing):
+        named = [m for m in missing if m is not None]
+        noun = "input" if len(named) == 1 else "inputs"
+        which = ", ".join(f"{m[1]!r} ({m[2]})" for m in named)
+        flags = " ".join(f"--input '{m[1]}=JSON'" for m in named)
+        return f"{what} needs the required {noun} {which}; pass {'it' if len(named) == 1 else 'them'} on the magic line: {retry} {flags}"
     head = f"{what} is not valid ({len(found)} problem{'s' if len(found) != 1 else ''}):"
     return "\n".join([head, *(d.render() for d in found)])
 
@@ -115,7 +134,8 @@ class WorkflowMagics(Magics):
         result = self.session.define_workflow(parsed, validate=api.validate)
         if result.error is not None:
             what = f"%%workflow {parsed.name} ({parsed.display})" if parsed.name else f"%%workflow ({parsed.display})"
-            raise UsageError(diagnostics_text(result.error, what=what))
+            retry = f"%%workflow {parsed.args}".rstrip()
+            raise UsageError(diagnostics_text(result.error, what=what, retry=retry))
         if result.plan is None:  # pragma: no cover - define_workflow returns a plan or an error
             raise RuntimeError("validation returned neither a plan nor diagnostics")
         show_graph(result.plan)
@@ -156,8 +176,25 @@ class WorkflowMagics(Magics):
 
     def _verb(self, line: str) -> Any:
         args = parse_verb(line)
+        for name in (*_ID_ARGUMENTS, "target") if args.verb == "run" else _ID_ARGUMENTS:
+            value = getattr(args, name, None)
+            if isinstance(value, str):
+                setattr(args, name, self._expand_id(value))
         handler = getattr(self, "_verb_" + args.verb.replace("-", "_"))
         return handler(args)
+
+    def _expand_id(self, value: str) -> str:
+        """``{expr}`` and ``$name`` in an ID argument, evaluated in the user namespace (IPython's
+        rules, as for magics without ``@no_var_expand``; ``$$`` and ``{{`` escape)."""
+        if "{" not in value and "$" not in value:
+            return value
+        if self.shell is None:  # pragma: no cover - magics are registered with a shell
+            raise RuntimeError("the %workflow magic has no shell")
+        try:
+            return str(DollarFormatter().vformat(value, args=[], kwargs=self.shell.user_ns))
+        except Exception as err:  # the user's expression failed: say which, without a traceback
+            msg = f"cannot expand {value!r} in the notebook's namespace: {type(err).__name__}: {err}"
+            raise UsageError(msg) from None
 
     def _inputs(self, raw: list[str]) -> dict[str, Any]:
         return parse_input_args(raw, limits=load_limits())
@@ -170,7 +207,8 @@ class WorkflowMagics(Magics):
             try:
                 plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
             except InvalidWorkflow as err:
-                raise UsageError(diagnostics_text(err, what=what)) from None
+                retry = f"%workflow {'plan' if store else 'validate'} {target}"
+                raise UsageError(diagnostics_text(err, what=what, retry=retry)) from None
             if store:
                 self.session.planned[target] = plan
             else:

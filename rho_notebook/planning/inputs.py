@@ -13,12 +13,61 @@ from rho_notebook.source.limits import Limits
 __all__ = ["parse_input_args", "check_inputs"]
 
 
-def _too_deep(value: Any, depth: int = 0) -> int:
-    if isinstance(value, list):
-        return max((_too_deep(v, depth + 1) for v in value), default=depth + 1)
-    if isinstance(value, dict):
-        return max((_too_deep(v, depth + 1) for v in value.values()), default=depth + 1)
-    return depth
+def _too_deep(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (0 for a scalar), without recursing."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | dict):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _text_depth(raw: str) -> int:
+    """How deeply the JSON text ``raw`` nests brackets (outside strings): measured before parsing,
+    so a value nested thousands deep is refused by the limit, not by the parser's recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _bad_text(value: Any) -> str | None:
+    """What makes a string inside ``value`` (a key or an item, at any depth) unusable: a NUL
+    byte (no command argument, path or environment value can hold one) or a lone surrogate (not
+    Unicode text: an argument that was not UTF-8, or a ``\\ud800`` escape); None when none does."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL byte (\\u0000), which no argument, path or environment value can hold"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "is not valid UTF-8 text"
+    return None
 
 
 def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
@@ -36,10 +85,24 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
                 )
             )
             continue
-        total += len(raw.encode())
+        try:
+            total += len(raw.encode("utf-8"))
+        except UnicodeEncodeError:
+            problems.append(
+                Diagnostic(rule="input.encoding", message=f"--input {key!r}: the value is not valid UTF-8 text")
+            )
+            continue
+        if _text_depth(raw) > limits.limit("value_depth"):
+            problems.append(
+                Diagnostic(
+                    rule="limit.input_depth",
+                    message=f"--input {key} is nested deeper than {limits.limit('value_depth')} levels",
+                )
+            )
+            continue
         try:
             value = json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
-        except (json.JSONDecodeError, ValueError) as err:
+        except (json.JSONDecodeError, ValueError, RecursionError) as err:
             hint = (
                 f" (strings need JSON quotes: --input '{key}=\"{raw}\"')"
                 if raw and raw[0] not in '"[{tn0123456789-'
@@ -91,10 +154,19 @@ def check_inputs(
 ) -> dict[str, Any]:
     """The values ``build`` receives: supplied values checked against the declaration, plus defaults.
 
-    Rejects missing required inputs, unknown inputs, wrong types and values outside an enum.
+    Rejects a string holding a NUL byte or a lone surrogate anywhere in a supplied value (named
+    by its input), then missing required inputs, unknown inputs, wrong types and values outside
+    an enum.
     """
     problems: list[Diagnostic] = []
     values: dict[str, Any] = {}
+    for key in sorted(supplied):
+        bad = _bad_text(key) or _bad_text(supplied[key])
+        if bad is not None:
+            shown = key.encode("utf-8", "backslashreplace").decode() if isinstance(key, str) else repr(key)
+            problems.append(Diagnostic(rule="input.text", message=f"input {shown!r} {bad}", file=file))
+    if problems:
+        raise InputError(problems)
     for key in sorted(set(supplied) - set(declared)):
         known = ", ".join(sorted(declared)) or "none"
         problems.append(

@@ -216,7 +216,7 @@ def _topological(drafts: dict[str, NodeDraft]) -> list[str]:
     children: dict[str, list[str]] = {name: [] for name in drafts}
     for name, draft in drafts.items():
         for need in draft.needs:
-            if need in drafts:
+            if need in drafts and need != name:  # a node that needs itself is reported as such
                 indegree[name] += 1
                 children[need].append(name)
     ready = sorted(n for n, d in indegree.items() if d == 0)
@@ -239,12 +239,52 @@ def _cycle(drafts: dict[str, NodeDraft], ordered: set[str]) -> list[str]:
     seen = {start: 0}
     current = start
     while True:
-        nxt = min(n for n in drafts[current].needs if n in remaining)
+        nxt = min(n for n in drafts[current].needs if n in remaining and n != current)
         if nxt in seen:
             return [*path[seen[nxt] :], nxt]
         seen[nxt] = len(path)
         path.append(nxt)
         current = nxt
+
+
+def _budget_problem(draft: NodeDraft, field_name: str) -> Diagnostic | None:
+    """``timeout_seconds`` / ``max_output_bytes``: required, a positive integer (no default)."""
+    where = f"{draft.kind} {draft.name!r}"
+    if field_name not in draft.raw:
+        return draft.diagnostic(
+            f"node.{field_name}", f"{where} needs {field_name} (a positive integer); there is no default"
+        )
+    value = draft.raw[field_name]
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return draft.diagnostic(
+            f"node.{field_name}", f"{where}: {field_name} must be a positive integer, got {json.dumps(value)}"
+        )
+    return None
+
+
+def _nul_problems(draft: NodeDraft) -> list[Diagnostic]:
+    """A NUL byte in a command's argv, cwd or environment text, or in shell source, cannot reach
+    a process (the operating system ends a C string there): refuse it at plan time, not at launch."""
+    raw = draft.raw
+    texts: list[tuple[str, Any]] = []
+    if draft.kind == "command":
+        texts += [(f"argv[{index}]", part) for index, part in enumerate(raw.get("argv", []))]
+    if draft.kind == "shell":
+        texts.append(("command", raw.get("command")))
+        texts += [(f"arguments[{index}]", part) for index, part in enumerate(raw.get("arguments", []) or [])]
+    texts.append(("cwd", raw.get("cwd")))
+    found = []
+    for where, value in texts:
+        if isinstance(value, dict):  # a template: its literal parts
+            value = "".join(part for part in value.get("parts", []) if isinstance(part, str))
+        if isinstance(value, str) and "\x00" in value:
+            found.append(
+                draft.diagnostic(
+                    "node.nul",
+                    f"node {draft.name!r}: {where} contains a NUL byte, which no process can receive; remove it",
+                )
+            )
+    return found
 
 
 def check_graph(
@@ -271,6 +311,8 @@ def check_graph(
                 f"planning budget 'edge_count' exceeded: accepted limit {limits.limit('edge_count')}, measured {edges}",
             )
         )
+    for draft in drafts:
+        found.extend(_nul_problems(draft))
     by_name: dict[str, NodeDraft] = {}
     for draft in drafts:
         if draft.name in by_name:
@@ -316,8 +358,12 @@ def check_graph(
                         f"planning budget 'schema_bytes' exceeded: accepted limit {limits.limit('schema_bytes')}, measured {size}",
                     )
                 )
-        for field_name, budget in (("timeout_seconds", "timeout_seconds"), ("max_output_bytes", "max_output_bytes")):
-            value = draft.raw[field_name]
+        for budget in ("timeout_seconds", "max_output_bytes"):
+            problem = _budget_problem(draft, budget)
+            if problem is not None:
+                found.append(problem)
+                continue
+            value = draft.raw[budget]
             if value > limits.limit(budget):
                 found.append(
                     draft.diagnostic(
@@ -325,8 +371,8 @@ def check_graph(
                         f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {value} (node {draft.name!r})",
                     )
                 )
-    if found:
-        return found
+    # Every check below stands on its own: a problem found above (a missing timeout, an unknown
+    # need, a budget) does not hide a cycle or a bad reference in the same graph.
     ordered = _topological(by_name)
     if len(ordered) != len(by_name):
         cycle = _cycle(by_name, set(ordered))
@@ -334,7 +380,6 @@ def check_graph(
         found.append(
             first.diagnostic("graph.cycle", f"the needs form a cycle: {' -> '.join(cycle)}; a workflow is a DAG")
         )
-        return found
     for draft in drafts:
         for ref in draft.references():
             target = by_name.get(ref.node)
@@ -378,7 +423,7 @@ def check_graph(
                     )
         if draft.when is not None:
             found.extend(_comparand_problems(draft, draft.when, by_name))
-    total_output = sum(d.raw["max_output_bytes"] for d in drafts) * 2
+    total_output = sum(d.raw["max_output_bytes"] for d in drafts if _budget_problem(d, "max_output_bytes") is None) * 2
     if total_output > limits.limit("total_output_bytes"):
         found.append(
             at_workflow(

@@ -7,10 +7,12 @@ the authority list, planning limits and the planner's format identity.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from rho_notebook.model.graph import (
 )
 from rho_notebook.model.plan import PLAN_FORMAT, AuthorityItem, Plan, PlanManifest, SourceRecord
 from rho_notebook.model.reference import Template
+from rho_notebook.planning.code_args import code_argument_problem
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of, to_template
 from rho_notebook.planning.resolve import Resolver
@@ -156,6 +159,15 @@ def _freeze_nodes(
                 _limit(found, draft, limits, "argv_bytes", size)
                 _limit(found, draft, limits, "argv_items", len(argv))
                 executable = resolver.executable(raw["argv"][0], cwd_label=cwd, node=draft.name)
+                problem = code_argument_problem(
+                    argv,
+                    resolved=executable.file.path,
+                    lookup=partial(resolver.canonical_name, cwd_label=cwd),
+                    node=draft.name,
+                )
+                if problem is not None:
+                    found.append(draft.diagnostic("argv.code", problem[1]))
+                    continue
                 nodes.append(CommandNode(argv=argv, cwd=cwd, executable=executable, **common))
             elif draft.kind == "shell":
                 cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
@@ -179,14 +191,16 @@ def _read_only_caps() -> frozenset[str]:
     return READ_ONLY_TOOLS
 
 
-def _authority(graph: Graph) -> tuple[AuthorityItem, ...]:
+def _authority(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
     items: set[AuthorityItem] = set()
     for node in graph.nodes:
         if isinstance(node, (CommandNode, ShellNode)):
             exe = node.executable
-            items.add(AuthorityItem(kind="executable", value=exe.file.path, detail=exe.file.sha256))
+            detail = "; ".join((exe.file.sha256, *resolver.via(exe.file.path)))
+            items.add(AuthorityItem(kind="executable", value=exe.file.path, detail=detail))
             for interp in exe.interpreters:
-                items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp.sha256))
+                interp_detail = "; ".join((interp.sha256, *resolver.via(interp.path)))
+                items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp_detail))
             items.add(AuthorityItem(kind="directory", value=node.cwd, detail="working directory (mutating)"))
             items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
         elif isinstance(node, ApprovalNode):
@@ -259,8 +273,9 @@ async def build_plan(
     if found:
         raise InvalidWorkflow(found)
     resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
-    nodes, agents, found = _freeze_nodes(
-        drafts, request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits
+    # Resolution hashes files and may ask a version manager about a shim: off the event loop.
+    nodes, agents, found = await asyncio.to_thread(
+        _freeze_nodes, drafts, request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits
     )
     if found:
         raise InvalidWorkflow(found)
@@ -313,7 +328,7 @@ async def build_plan(
         ),
         inputs=graph.input_values(),
         identities=dict(sorted(resolver.identities.items())),
-        authority=_authority(graph),
+        authority=_authority(graph, resolver),
         limits=limits.as_dict(),
         planner={"graph_format": GRAPH_FORMAT, "encoding_version": ENCODING_VERSION, "plan_format": PLAN_FORMAT},
         stats={**evaluation.stats, "graph_bytes": len(encoded)},

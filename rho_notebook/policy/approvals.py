@@ -24,7 +24,7 @@ from typing import Any, Literal
 from rho_notebook.errors import ApprovalRefused, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.oshelpers import ancestors
-from rho_notebook.store.files import atomic_write_json, fsync_dir
+from rho_notebook.store.files import atomic_write_json, fsync_dir, read_nofollow
 
 __all__ = [
     "ApprovalRequest",
@@ -93,8 +93,7 @@ def write_request(folder: Path, request: ApprovalRequest) -> None:
 
 def read_request(folder: Path, request_id: str) -> ApprovalRequest:
     try:
-        with open(_request_path(folder, request_id), "rb") as handle:
-            return ApprovalRequest.model_validate_json(handle.read())
+        return ApprovalRequest.model_validate_json(read_nofollow(_request_path(folder, request_id)))
     except FileNotFoundError:
         msg = f"no approval request {request_id!r} in this run"
         raise ApprovalRefused(msg) from None
@@ -114,8 +113,7 @@ def list_requests(folder: Path) -> list[ApprovalRequest]:
 
 def read_decision(folder: Path, request_id: str) -> ApprovalDecision | None:
     try:
-        with open(_decision_path(folder, request_id), "rb") as handle:
-            data = handle.read()
+        data = read_nofollow(_decision_path(folder, request_id))
     except FileNotFoundError:
         return None
     if not data:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rho_notebook.errors import PlanNotApproved
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.settings import settings_documents
 
@@ -50,8 +51,7 @@ class PlanApprovals:
 
     def get(self, digest: str) -> PlanApproval | None:
         try:
-            with open(self._path(digest), "rb") as handle:
-                return PlanApproval.model_validate_json(handle.read())
+            return PlanApproval.model_validate_json(read_nofollow(self._path(digest)))
         except FileNotFoundError:
             return None
 

@@ -20,7 +20,7 @@ from typing import Any
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.runtime.status import load_state
 from rho_notebook.runtime.wakeup import poke_owner
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write_json, read_nofollow
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import RunStore
@@ -65,9 +65,8 @@ def write_ack(requests_dir: Path, request_id: str, data: dict[str, Any]) -> None
 
 def read_ack(requests_dir: Path, request_id: str) -> dict[str, Any] | None:
     try:
-        with open(requests_dir / f"cancel-{request_id}.ack.json", "rb") as handle:
-            data: dict[str, Any] = json.loads(handle.read())
-            return data
+        data: dict[str, Any] = json.loads(read_nofollow(requests_dir / f"cancel-{request_id}.ack.json"))
+        return data
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 

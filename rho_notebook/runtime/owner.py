@@ -1,7 +1,9 @@
 """Owning a run: create it from a plan, then execute or resume it as its owner.
 
 Ownership: the process executing a run holds the exclusive owner lock (mutation.lock) for the
-whole execution. Status never takes it (:mod:`rho_notebook.runtime.status`). Resume replays the
+whole execution. A run whose journal is damaged (:func:`rho_notebook.runtime.status.journal_state`)
+is never owned: nothing can say which of its nodes finished, so it is refused before anything is
+written. Status never takes it (:mod:`rho_notebook.runtime.status`). Resume replays the
 journal; attempts of a dead owner are settled by :mod:`rho_notebook.runtime.recovery` before the
 driver starts, and cancel requests by :mod:`rho_notebook.runtime.cancel`.
 """
@@ -18,7 +20,7 @@ from rho_notebook.errors import PlanError, RunRefused
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.plan import Plan
-from rho_notebook.model.run_state import RunState, apply, replay
+from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.policy.hooks import load_hooks
@@ -28,10 +30,11 @@ from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import EventSink, RunDriver
 from rho_notebook.runtime.recovery import recovery_events
+from rho_notebook.runtime.status import journal_state
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.ids import new_id
-from rho_notebook.store.journal import JournalWriter, read_journal
+from rho_notebook.store.journal import CHAINED, JournalWriter
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import OwnerLock, RunManifest, RunStore
 
@@ -97,9 +100,10 @@ def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: s
         identities=plan.manifest.identities,
         mode=mode,
         origin=origin,
+        journal_format=CHAINED,
     )
     folder = RunStore(layout).create(manifest, plan.graph)
-    journal = JournalWriter.open(folder.events)
+    journal = JournalWriter.open(folder.events, mark=folder.mark)
     try:
         records = [
             event(EventKind.RUN_CREATED, run_id, plan_id=plan.plan_id, graph_digest=plan.graph_digest, mode=mode)
@@ -143,9 +147,16 @@ async def execute_run(
         raise RunRefused(msg)
     journal: JournalWriter | None = None
     try:
-        journal = JournalWriter.open(folder.events)
-        state = RunState.fresh(run_id=run_id, plan_id=manifest.plan_id, graph=graph, graph_digest=manifest.graph_digest)
-        replay(state, read_journal(folder.events).events)
+        # checked before the writer opens (it would create a deleted journal and cut a torn tail)
+        state = journal_state(layout, run_id)
+        if state.damage is not None:
+            msg = (
+                f"run {run_id} is damaged and cannot be resumed or owned: {state.damage}. Its finished work "
+                f"cannot be told from unfinished work, so nothing is rerun. Inspect it with `rho-notebook status`, "
+                f"`events` and `logs`, then restore the run folder from a backup or `rho-notebook delete {run_id[:13]}`"
+            )
+            raise RunRefused(msg)
+        journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
         outputs = folder.output_values(state.succeeded_attempts())
         records: list[dict[str, Any]] = []

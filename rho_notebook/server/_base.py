@@ -1,5 +1,10 @@
 """The base handler of every route: authentication, JSON bodies and JSON errors with a rule.
 
+Request bodies are small JSON objects (a digest, a decision, a comment), so a body is capped at
+:data:`MAX_BODY_BYTES` (1 MiB): a larger ``Content-Length`` is answered 413 before a byte of the
+body is read, and a body without one (chunked) stops being kept past the cap and is answered 413
+too. A body that is not a JSON object, or nests too deeply to parse, is answered 400.
+
 Every error answer is ``{"message": ..., "rule": ...}`` (plus jupyter-server's ``reason``), whether
 it comes from our own checks, from the service (a :class:`~rho_notebook.errors.RhoError` carries
 its rule and its ``http_status``) or from jupyter-server itself (403 for a missing token or ``_xsrf``).
@@ -19,7 +24,10 @@ from tornado import web
 from rho_notebook.errors import RhoError
 from rho_notebook.server._context import CONTEXT_KEY, ServerContext
 
-__all__ = ["ApiError", "RhoHandler"]
+__all__ = ["ApiError", "RhoHandler", "MAX_BODY_BYTES"]
+
+MAX_BODY_BYTES = 1 << 20
+"""The largest request body the API accepts (1 MiB); larger ones are answered 413."""
 
 T = TypeVar("T")
 
@@ -30,6 +38,7 @@ _HTTP_RULES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "body_too_large",
 }
 
 
@@ -42,13 +51,37 @@ class ApiError(web.HTTPError):
         self.message = message
 
 
+@web.stream_request_body
 class RhoHandler(APIHandler):
     """Base of the /rho/api/ handlers. Subclasses decorate every method with
     ``@web.authenticated`` and ``@authorized``; tornado checks ``_xsrf`` on POST and DELETE for
-    cookie-authenticated requests (jupyter-server skips it only for token-authenticated ones)."""
+    cookie-authenticated requests (jupyter-server skips it only for token-authenticated ones).
+
+    The body is streamed (:meth:`data_received`) so that its size is checked before it is read:
+    :meth:`prepare` refuses a ``Content-Length`` above :data:`MAX_BODY_BYTES`."""
 
     auth_resource = "rho"
     """The resource name jupyter-server's Authorizer is asked about."""
+
+    _body: bytearray
+    _body_too_large: bool
+
+    async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler.prepare (no _redirect_to_login)
+        self._body = bytearray()
+        self._body_too_large = False
+        await super().prepare()
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise _too_large(int(declared))
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._body_too_large:
+            return
+        if len(self._body) + len(chunk) > MAX_BODY_BYTES:
+            self._body_too_large = True
+            self._body.clear()
+            return
+        self._body.extend(chunk)
 
     @property
     def ctx(self) -> ServerContext:
@@ -66,14 +99,26 @@ class RhoHandler(APIHandler):
         self.finish(json.dumps(value))
 
     def json_body(self) -> dict[str, Any]:
-        """The request body as a JSON object ({} when empty)."""
-        raw = self.request.body or b""
+        """The request body as a JSON object ({} when empty).
+
+        Raises
+        ------
+        ApiError
+            413 when the body was larger than :data:`MAX_BODY_BYTES`; 400 when it is not valid
+            JSON, nests too deeply to parse, or is not an object.
+        """
+        if self._body_too_large:
+            raise _too_large(None)
+        raw = bytes(self._body)
         if not raw.strip():
             return {}
         try:
             value = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ApiError(400, f"the request body is not valid JSON: {err}", rule="bad_request") from None
+        except RecursionError:
+            msg = "the request body nests too deeply to parse; send a flat JSON object"
+            raise ApiError(400, msg, rule="bad_request") from None
         if not isinstance(value, dict):
             raise ApiError(400, "the request body must be a JSON object", rule="bad_request")
         return value
@@ -119,3 +164,9 @@ class RhoHandler(APIHandler):
                 message, rule = "internal error in rho_notebook (see the server log)", "internal"
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": message, "rule": rule, "reason": reason}))
+
+
+def _too_large(declared: int | None) -> ApiError:
+    size = f" ({declared} bytes)" if declared is not None else ""
+    msg = f"the request body{size} is larger than the {MAX_BODY_BYTES} bytes the API accepts"
+    return ApiError(413, msg, rule="body_too_large")

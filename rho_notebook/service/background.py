@@ -19,6 +19,8 @@ are short (fsync, ``os.write``, ``Popen``).
 - ``outputs`` maps node name -> validated output value, read from the run store.
 - ``cancel()`` writes the same durable cancel request as ``rho-notebook cancel``.
 - ``await handle`` (from any asyncio loop, e.g. a notebook cell) returns the final ``RunState``.
+- ``await handle.until(node, state)`` (blocking twin ``wait_until``) returns once the node is in
+  that state or the run has ended, woken by the journal events themselves: notebooks never poll.
 
 Strong references: the runner keeps every task it created and every future it handed out until
 they finish, and every handle it started, so nothing is garbage collected mid-flight.
@@ -467,6 +469,129 @@ class RunHandle:
         if error is not None:
             raise error
         return self.state()
+
+    async def until(self, node: str, state: NodeState | str) -> RunState:
+        """Wait until ``node`` is in ``state`` or the run has ended, whichever comes first.
+
+        ``await run.until("slow", "running")`` replaces a polling loop: it is woken by the run's
+        own journal events (a listener on the runner thread), never by a timer, and it cannot hang
+        on a run that ended first (``prepare`` failed, the run was cancelled). Check the answer to
+        see which happened::
+
+            state = await run.until("slow", "running")
+            if state.nodes["slow"].state.value != "running":
+                ...  # the run ended first; state is its final state
+
+        Cancelling the await (an interrupted cell) stops the wait, never the run.
+
+        Parameters
+        ----------
+        node
+            A node of the run.
+        state
+            A :class:`~rho_notebook.model.state.NodeState` or its value (``"running"``).
+
+        Returns
+        -------
+        RunState
+            A copy of the run state taken when ``node`` was first seen in ``state`` (the node
+            may have moved on since), or the final state when the run ended first.
+
+        Raises
+        ------
+        KeyError
+            The run has no node ``node``.
+        ValueError
+            ``state`` is not a node state.
+        RunRefused, NeedsRecovery
+            The owner stopped with that error before ``node`` reached ``state`` (as ``await run``).
+        """
+        waiter = self._until(node, state)
+        return await asyncio.wrap_future(waiter)
+
+    def wait_until(self, node: str, state: NodeState | str, *, timeout: float | None = None) -> RunState:
+        """Block this thread until ``node`` is in ``state`` or the run has ended: the blocking
+        twin of :meth:`until` (same answer, same errors).
+
+        Raises
+        ------
+        TimeoutError
+            When ``timeout`` seconds pass first (the run goes on).
+        RuntimeError
+            When called from the runner thread (a listener), which would wait on itself.
+        """
+        if self._runner.in_runner_thread():
+            msg = "RunHandle.wait_until() from the runner thread would deadlock; use a listener instead"
+            raise RuntimeError(msg)
+        waiter = self._until(node, state)
+        try:
+            return waiter.result(timeout)
+        except concurrent.futures.TimeoutError:
+            waiter.cancel()
+            target = NodeState(state).value
+            now = self.state()
+            msg = (
+                f"node {node!r} of run {self._run_id} is still {now.nodes[node].state.value}, not {target}, "
+                f"after {timeout} s (the run is {now.lifecycle.value})"
+            )
+            raise TimeoutError(msg) from None
+
+    def _until(self, node: str, state: NodeState | str) -> concurrent.futures.Future[RunState]:
+        """A private future answered on the runner thread by a listener (the node reached
+        ``state``) or by the settle callback (the run ended); cancelling it only stops watching."""
+        if self._future is None:
+            msg = f"run {self._run_id} was never started"
+            raise RuntimeError(msg)
+        try:
+            target = NodeState(state)
+        except ValueError:
+            known = ", ".join(s.value for s in NodeState)
+            msg = f"{state!r} is not a node state; use one of: {known}"
+            raise ValueError(msg) from None
+        with self._lock:
+            if node not in self._state.nodes:
+                msg = f"run {self._run_id} has no node {node!r}; its nodes: {', '.join(sorted(self._state.nodes))}"
+                raise KeyError(msg)
+        waiter: concurrent.futures.Future[RunState] = concurrent.futures.Future()
+        owner = self._future
+
+        def answer(snapshot: RunState | None, error: BaseException | None) -> None:
+            if not waiter.set_running_or_notify_cancel():  # cancelled, or already answered
+                return
+            if error is not None:
+                waiter.set_exception(error)
+            elif snapshot is not None:
+                waiter.set_result(snapshot)
+
+        def reached() -> RunState | None:
+            with self._lock:
+                if self._state.nodes[node].state is target:
+                    return copy.deepcopy(self._state)
+            return None
+
+        def listen(_record: dict[str, Any]) -> None:
+            if waiter.done():
+                return
+            snapshot = reached()  # the record is already folded into the mirror
+            if snapshot is not None:
+                answer(snapshot, None)
+
+        def ended() -> None:
+            if waiter.done():
+                return
+            snapshot = reached()
+            error = None if snapshot is not None else owner.exception()
+            answer(snapshot if snapshot is not None else self.state(), error)
+
+        remove = self.add_listener(listen)
+        waiter.add_done_callback(lambda _done: remove())
+        # listener first, then the snapshot: a change in between is seen by one or the other
+        snapshot = reached()
+        if snapshot is not None:
+            answer(snapshot, None)
+        else:
+            self._when_settled(ended)
+        return waiter
 
     @property
     def outputs(self) -> RunOutputs:

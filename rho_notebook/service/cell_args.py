@@ -127,7 +127,9 @@ def _build() -> argparse.ArgumentParser:
     )
 
     p = verbs.add_parser("runs", help="list runs, newest last")
-    p.add_argument("--state", choices=("planned", "running", "waiting", "cancelling", "completed", "needs_recovery"))
+    p.add_argument(
+        "--state", choices=("planned", "running", "waiting", "cancelling", "completed", "needs_recovery", "damaged")
+    )
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--output", choices=("text", "json"), default="text")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
@@ -32,6 +33,7 @@ from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.source import SourceText
 from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.oshelpers import read_fd
 from rho_notebook.planning.plan import PlanRequest, build_plan
 from rho_notebook.policy.approvals import (
     ApprovalDecision,
@@ -63,14 +65,18 @@ from rho_notebook.service.requests import ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
 from rho_notebook.source.labels import FileSourceReader, label_for_path
 from rho_notebook.source.workspace import Workspace, find_workspace
-from rho_notebook.store.files import check_no_symlink
+from rho_notebook.store.files import check_no_symlink, open_regular, refused_dir_entry
 from rho_notebook.store.ids import match_id, new_id
-from rho_notebook.store.journal import JournalRead, follow_journal, read_journal
+from rho_notebook.store.journal import JournalRead, check_journal, follow_journal, read_journal
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
 from rho_notebook.store.runs import OwnerLock, RunFolder, RunManifest, RunStore
 
 __all__ = ["Service", "NodeAttempt", "Responder", "RowCache", "Stream", "entry_source"]
+
+_log = logging.getLogger(__name__)
+_REPORTED_REFUSALS: set[str] = set()
+"""Refused run directory entries already warned about in this process."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -117,21 +123,22 @@ class NodeAttempt:
 
 
 class RowCache:
-    """Rows of finished runs by the size and mtime of their journal (:meth:`Service.run_rows`).
+    """Rows of finished runs by the size and mtime of their journal and the mtime of its
+    watermark (:meth:`Service.run_rows`).
 
     A front end that lists runs often (the server) keeps one; safe to share between threads.
     """
 
     def __init__(self) -> None:
-        self._rows: dict[str, tuple[tuple[int, int], RunRowJson]] = {}
+        self._rows: dict[str, tuple[tuple[int, ...], RunRowJson]] = {}
         self._lock = threading.Lock()
 
-    def get(self, run_id: str, key: tuple[int, int]) -> RunRowJson | None:
+    def get(self, run_id: str, key: tuple[int, ...]) -> RunRowJson | None:
         with self._lock:
             found = self._rows.get(run_id)
         return found[1] if found is not None and found[0] == key else None
 
-    def put(self, run_id: str, key: tuple[int, int], row: RunRowJson) -> None:
+    def put(self, run_id: str, key: tuple[int, ...], row: RunRowJson) -> None:
         with self._lock:
             self._rows[run_id] = (key, row)
 
@@ -391,10 +398,11 @@ class Service:
 
     @_in_thread
     def runs(self, query: RunsQuery | None = None) -> list[RunState]:
-        """Runs in the store, oldest first (run IDs are time-ordered); a run that cannot be read
-        is left out. ``query.state`` filters by lifecycle; ``query.limit`` keeps the newest."""
+        """Runs in the store, oldest first (run IDs are time-ordered); a run whose journal is
+        damaged is listed as ``damaged``, one that cannot be read at all is left out.
+        ``query.state`` filters by lifecycle; ``query.limit`` keeps the newest."""
         found = []
-        for run_id in self.run_store.ids():
+        for run_id in self._listable_run_ids():
             try:
                 found.append(load_state(self.layout, run_id))
             except (RhoError, OSError):
@@ -406,21 +414,32 @@ class Service:
         """:meth:`runs` as rows of the run list (with how each run was created), by the same
         listing rule. With ``cache``, the row of a finished run whose journal has not changed
         (same size and mtime) is not read again: for a front end that polls the list."""
-        ids = self.run_store.ids()
+        ids = self._listable_run_ids()
         if cache is not None:
             cache.keep(ids)
         rows = [row for row in (self._run_row(run_id, cache) for run_id in ids) if row is not None]
         return (query or RunsQuery()).select(rows, lambda row: row["lifecycle"])
 
+    def _listable_run_ids(self) -> list[str]:
+        """The store's run IDs but those whose directory entry is refused (a symlink, not a
+        directory): each of those is reported as a warning (``rho-notebook: warning: ...`` in
+        the CLI, the server's log; once per process and entry, as the sidebar polls the list),
+        never silently left out."""
+        ids = []
+        for run_id in self.run_store.ids():
+            refused = refused_dir_entry(self.layout.run_dir(run_id))
+            if refused is None:
+                ids.append(run_id)
+            elif refused not in _REPORTED_REFUSALS:
+                _REPORTED_REFUSALS.add(refused)
+                _log.warning("run %s refused: %s", run_id, refused)
+        return ids
+
     def _run_row(self, run_id: str, cache: RowCache | None) -> RunRowJson | None:
         key = None
         if cache is not None:
-            try:
-                info = os.stat(self.run_store.folder(run_id).events, follow_symlinks=False)
-            except OSError:
-                return None
-            key = (info.st_size, info.st_mtime_ns)
-            cached = cache.get(run_id, key)
+            key = self._row_key(run_id)
+            cached = cache.get(run_id, key) if key is not None else None
             if cached is not None:
                 return cached
         try:
@@ -436,6 +455,21 @@ class Service:
         ):
             cache.put(run_id, key, row)
         return row
+
+    def _row_key(self, run_id: str) -> tuple[int, ...] | None:
+        """What a cached row is valid for: the journal's size and mtime and (chained runs) the
+        watermark's mtime, so deleting or editing either is seen; None when the journal cannot be
+        stat'ed (the row is then read, not cached: a deleted journal lists as damaged)."""
+        folder = self.run_store.folder(run_id)
+        try:
+            info = os.stat(folder.events, follow_symlinks=False)
+        except OSError:
+            return None
+        try:
+            mark = os.stat(folder.mark, follow_symlinks=False).st_mtime_ns
+        except OSError:
+            mark = -1
+        return (info.st_size, info.st_mtime_ns, mark)
 
     @_in_thread
     def run_graph(self, run: str) -> Graph:
@@ -491,8 +525,14 @@ class Service:
 
     @_in_thread
     def journal(self, run: str, *, after_seq: int = 0) -> JournalRead:
-        """The run's journal records after ``after_seq`` (and whether its last line is torn)."""
-        return read_journal(self.run_store.folder(self.run_store.resolve(run)).events, after_seq=after_seq)
+        """The run's journal records after ``after_seq`` (and whether its last line is torn); for a
+        chained run, checked against its chain and watermark: with ``damage`` set, the records are
+        the readable part before it."""
+        run_id = self.run_store.resolve(run)
+        folder = self.run_store.folder(run_id)
+        if self.run_store.manifest(run_id).chained:
+            return check_journal(folder.events, mark=folder.mark, after_seq=after_seq)
+        return read_journal(folder.events, after_seq=after_seq)
 
     async def events(
         self, run: str, *, after_seq: int = 0, follow: bool = False, stop: Callable[[], bool] | None = None
@@ -594,20 +634,26 @@ class Service:
         return {"kind": "plan", "id": self.plan_store.delete(plan), "deleted": True}
 
     @_in_thread
-    def prunable(self, *, older_than_days: float) -> list[str]:
-        """Completed runs last updated more than ``older_than_days`` ago (what ``prune`` deletes)."""
+    def prunable(self, *, older_than_days: float, include_damaged: bool = False) -> list[str]:
+        """Completed runs last updated more than ``older_than_days`` ago (what ``prune`` deletes);
+        with ``include_damaged``, damaged runs too (aged by their last readable event, else by
+        their creation)."""
         cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
         doomed = []
         for run_id in self.run_store.ids():
             try:
                 state = load_state(self.layout, run_id)
+                if state.lifecycle is Lifecycle.DAMAGED:
+                    if not include_damaged:
+                        continue
+                    when = state.updated_at or self.run_store.manifest(run_id).created_at
+                elif state.lifecycle is Lifecycle.COMPLETED:
+                    when = state.updated_at
+                else:
+                    continue
             except (RhoError, OSError):
                 continue
-            if (
-                state.lifecycle is Lifecycle.COMPLETED
-                and state.updated_at
-                and datetime.fromisoformat(state.updated_at) < cutoff
-            ):
+            if when and datetime.fromisoformat(when) < cutoff:
                 doomed.append(run_id)
         return doomed
 
@@ -699,9 +745,15 @@ class Service:
 
 
 def _read_from(path: Path, offset: int) -> bytes:
+    """The bytes of the attempt file ``path`` from ``offset`` (b"" while it does not exist);
+    opened non-blocking and without following a symlink, so a FIFO there is refused (StoreError),
+    not waited on."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            return handle.read()
+        fd, _ = open_regular(path)
     except FileNotFoundError:
         return b""
+    try:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return read_fd(fd)
+    finally:
+        os.close(fd)

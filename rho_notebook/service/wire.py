@@ -174,6 +174,8 @@ class StatusJson(TypedDict):
     lifecycle: str
     outcome: str | None
     nodes: dict[str, NodeStatusJson]
+    damage: NotRequired[str]
+    """Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part)."""
 
 
 def status_json(state: RunState) -> StatusJson:
@@ -188,7 +190,7 @@ def status_json(state: RunState) -> StatusJson:
             "reason": record.reason,
             "uncertain": bool(current and current.uncertain and not current.abandoned),
         }
-    return {
+    status: StatusJson = {
         "run_id": state.run_id,
         "plan_id": state.plan_id,
         "graph_digest": state.graph_digest,
@@ -197,6 +199,9 @@ def status_json(state: RunState) -> StatusJson:
         "outcome": state.outcome,
         "nodes": nodes,
     }
+    if state.damage is not None:
+        status["damage"] = state.damage
+    return status
 
 
 def _counts(state: RunState) -> dict[str, int]:
@@ -227,6 +232,8 @@ class RunRowJson(TypedDict):
     """This and ``origin``, ``mode``: how the run was created (absent when its manifest is unreadable)."""
     origin: NotRequired[str]
     mode: NotRequired[str]
+    damage: NotRequired[str]
+    """Lifecycle ``damaged`` only: what the journal contradicts."""
 
 
 def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRowJson:
@@ -246,6 +253,8 @@ def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRow
         "waiting": len(state.waiting_requests()),
         "last_seq": state.last_seq,
     }
+    if state.damage is not None:
+        row["damage"] = state.damage
     if manifest is not None:
         row["created_at"] = manifest.created_at
         row["origin"] = manifest.origin

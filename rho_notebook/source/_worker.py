@@ -537,15 +537,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             at,
         )
         where = f"{kind} {name!r}"
-        for field in ("timeout_seconds", "max_output_bytes"):
-            value = kw.get(field)
-            need(field in kw, f"node.{field}", f"{where} needs {field} (a positive integer); there is no default", at)
-            need(
-                isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                f"node.{field}",
-                f"{where}: {field} must be a positive integer, got {json.dumps(value)}",
-                at,
-            )
+        # timeout_seconds and max_output_bytes (required, positive integers) are checked with the
+        # graph rules (planning/normalize.py), so that a missing one does not hide other problems.
         missing = sorted(f for f in required[kind] if f not in kw)
         need(not missing, "node.argument", f"{where} needs {', '.join(missing)}", at)
         needs = kw.get("needs", [])
@@ -751,6 +744,44 @@ BUILD_SOURCE = f'WORKFLOW["build"]({INPUTS_GLOBAL})'
 _NO_WORKFLOW = "Variable `WORKFLOW` not found"
 
 _SPAN = re.compile(r"--> (.+?):(\d+):(\d+)")
+_PARSE_ERROR = re.compile(r"^(Parse error: unexpected .+? here), expected one of (.+)$", re.S)
+_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_EXPRESSION_START = frozenset(
+    {"(", "+", "-", "~", "...", "[", "{", "FLOAT", "FSTRING", "IDENTIFIER", "INTEGER", "STRING", "lambda", "not"}
+)
+# What a person most often meant to type where a token was unexpected, most likely first.
+_WORTH_NAMING = (",", "]", ")", "}", ":", "=", "\\n", "(", "[", ".", "for", "if", "else", "in")
+_SHOWN_TOKENS = 5
+
+
+def short_parse_error(message: str) -> str:
+    """A parse error with the few expected tokens that matter, not the parser's whole list.
+
+    starlark-rust lists every token the grammar allows (up to ~50: each operator and augmented
+    assignment); a list that long hides the one a person forgot. An expression-start set becomes
+    "an expression"; otherwise the separators and closing brackets are named, at most five.
+    """
+    match = _PARSE_ERROR.match(message)
+    if match is None:
+        return message
+    head, listed = match.groups()
+    tokens = _TOKEN.findall(listed)
+    if len(tokens) <= _SHOWN_TOKENS:
+        return message
+
+    def join(names: list[str]) -> str:
+        quoted = [f'"{name}"' for name in names]
+        return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+    if "IDENTIFIER" in tokens and _EXPRESSION_START & set(tokens) >= {"IDENTIFIER", "INTEGER", "STRING"}:
+        others = [t for t in _WORTH_NAMING if t in tokens and t not in _EXPRESSION_START][: _SHOWN_TOKENS - 1]
+        tail = f" or {join(others)}" if others else ""
+        return f"{head}, expected an expression (a name, number, string, list, dict or call){tail}"
+    named = [t for t in _WORTH_NAMING if t in tokens][:_SHOWN_TOKENS] or tokens[:_SHOWN_TOKENS]
+    rest = len(tokens) - len(named)
+    return f"{head}, expected {join(named)} (or one of {rest} other operators and keywords)"
+
+
 _FRAME = re.compile(r"\* (.+?):(\d+), in ")
 
 
@@ -775,6 +806,8 @@ def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
     at = location_of(text)
     message = next((ln[len("error: ") :] for ln in text.splitlines() if ln.startswith("error: ")), text.strip())
     rule = "starlark.syntax" if "Parse error" in message else "starlark.error"
+    if rule == "starlark.syntax":
+        message = short_parse_error(message)
     if "serde::serialize" in message and "function" in message:
         message = "a function cannot be used as a workflow value (only None, bool, int, string, list and dict)"
         rule = "value.type"

@@ -7,6 +7,7 @@ prefix, and no symlink anywhere on the way from the root to the file.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Mapping
@@ -86,8 +87,17 @@ def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: 
         raise SourceError(msg, rule="load.missing", file=shown) from None
     try:
         return read_regular_nofollow(current)
-    except NotRegularFile:
-        msg = f"{shown}: not a regular file"
+    except NotRegularFile as err:
+        msg = f"{shown}: {err}; workflow sources must be regular .star files"
+        raise SourceError(msg, rule="load.missing", file=shown) from None
+    except FileNotFoundError:
+        msg = f"{shown}: no such file"
+        raise SourceError(msg, rule="load.missing", file=shown) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # became a symlink after the walk above
+            msg = f"{shown}: {current} is a symlink; workflow sources may not pass through symlinks"
+            raise SourceError(msg, rule="load.symlink", file=shown) from None
+        msg = f"{shown}: cannot read {current}: {err.strerror}"
         raise SourceError(msg, rule="load.missing", file=shown) from None
 
 

@@ -19,6 +19,8 @@ from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regula
 
 __all__ = [
     "fsync_dir",
+    "check_store_root",
+    "refused_dir_entry",
     "ensure_private_dir",
     "atomic_write",
     "atomic_write_json",
@@ -47,12 +49,58 @@ def check_no_symlink(path: Path, *, below: Path) -> None:
         return
 
 
-def ensure_private_dir(path: Path, *, below: Path) -> Path:
-    """Create ``path`` (and parents up from ``below``) as 0700 directories, refusing symlinks."""
-    below.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.path.islink(below):
-        msg = f"the store root {below} is a symlink; point RHO_NOTEBOOK_HOME at a real directory"
+def check_store_root(root: Path) -> None:
+    """Refuse a store root that is a symlink, not a directory, or writable by group or others.
+
+    Whoever can write the root can plant or swap plans and runs (and the settings that choose
+    providers and hooks), so a root another user can write is refused, never used: the message
+    names the path and the fix (``chmod 700 PATH``). A root that does not exist yet is fine (it
+    is created 0700). Group- or world-*readable* is allowed: that exposes, it does not subvert.
+    """
+    try:
+        info = os.lstat(root)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        msg = f"the store root {root} is a symlink; point RHO_NOTEBOOK_HOME at a real directory"
         raise StoreError(msg)
+    if not stat.S_ISDIR(info.st_mode):
+        msg = f"the store root {root} is not a directory; point RHO_NOTEBOOK_HOME at a directory"
+        raise StoreError(msg)
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = (
+            "group- and world-"
+            if info.st_mode & stat.S_IWGRP and info.st_mode & stat.S_IWOTH
+            else ("group-" if info.st_mode & stat.S_IWGRP else "world-")
+        )
+        msg = (
+            f"the store root {root} is {who}writable (mode {stat.S_IMODE(info.st_mode):04o}), so other users "
+            f"could plant or replace plans and runs; refusing to use it. Fix: chmod 700 {root}"
+        )
+        raise StoreError(msg)
+
+
+def refused_dir_entry(path: Path) -> str | None:
+    """Why the store refuses the directory entry ``path`` itself (a symlink, or not a directory),
+    or None when it is a real directory (or gone). For listings that must report such an entry
+    rather than leave it out silently."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return f"store entry {path} is a symlink; the store rejects symlinked entries (remove it)"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"store entry {path} should be a directory (remove it)"
+    return None
+
+
+def ensure_private_dir(path: Path, *, below: Path) -> Path:
+    """Create ``path`` (and parents up from ``below``) as 0700 directories, refusing symlinks and
+    a store root (``below``) others can write (:func:`check_store_root`)."""
+    check_store_root(below)
+    below.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_store_root(below)
     current = below
     for part in path.relative_to(below).parts:
         current = current / part
@@ -130,8 +178,8 @@ def open_regular(path: Path) -> tuple[int, os.stat_result]:
         return open_regular_nofollow(path)
     except FileNotFoundError:
         raise
-    except NotRegularFile:
-        msg = f"store entry {path} is not a regular file"
+    except NotRegularFile as err:
+        msg = f"store entry {err}; the store expects a regular file there (remove it)"
         raise StoreError(msg) from None
     except OSError as err:
         if os.path.islink(path):

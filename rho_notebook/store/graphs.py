@@ -35,11 +35,16 @@ _lock = threading.Lock()
 def load_graph(path: Path, *, below: Path) -> tuple[Graph, str]:
     """The graph stored at ``path`` and its digest (refusing symlinks between ``below`` and it).
 
-    Raises FileNotFoundError when there is no file, StoreError when it is not a regular file or
-    not a valid graph. Comparing the digest with the expected one is the caller's job.
+    Raises StoreError naming the file when it is missing, not a regular file or not a valid
+    graph (a plan or run directory always holds its graph, so a missing one is damage). Comparing
+    the digest with the expected one is the caller's job.
     """
     check_no_symlink(path, below=below)
-    fd, info = open_regular(path)
+    try:
+        fd, info = open_regular(path)
+    except FileNotFoundError:
+        msg = f"{path} is missing; the store entry is damaged (its frozen graph is gone; delete it and plan again)"
+        raise StoreError(msg) from None
     try:
         key = (str(path), file_version(info))
         with _lock:

@@ -16,14 +16,27 @@ newline, or bytes that are not a valid record). Only the last line may be torn:
 
 A valid record is a JSON object whose ``seq`` is a positive integer. Symlinked journals are
 refused everywhere.
+
+Integrity (``chained-v1``, recorded in the run manifest as ``journal_format``): every record
+ends with ``"h"``, the first 16 hex digits of ``sha256(previous h + "\n" + the line without its
+h)`` (the first record chains to ``""``), so an edited, removed or inserted record breaks the
+chain at that line. After every fsync the writer also replaces a small *watermark* file
+(``journal.mark``: the last fsynced seq and its ``h``, temp file + fsync + rename), so a journal
+that was deleted, emptied or cut short below what was fsynced is told apart from a torn tail
+(which lies past the watermark). :func:`check_journal` reads a journal against both and reports
+damage with the readable prefix instead of raising. Journals written before (no
+``journal_format``) are read as before, without either check. This detects accidental and casual
+edits, not someone who rewrites the whole chain and the watermark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +44,28 @@ from typing import Any
 
 from rho_notebook.errors import StoreError
 from rho_notebook.oshelpers import NotRegularFile, open_regular_nofollow
-from rho_notebook.store.files import read_nofollow
+from rho_notebook.store.files import atomic_write, read_nofollow
 
-__all__ = ["JournalWriter", "JournalRead", "read_journal", "follow_journal"]
+__all__ = [
+    "CHAINED",
+    "JournalWriter",
+    "JournalRead",
+    "Watermark",
+    "read_journal",
+    "check_journal",
+    "read_watermark",
+    "write_watermark",
+    "follow_journal",
+]
+
+MARK_DURABLE_SECONDS = 1.0
+"""Between fsyncs of the journal that end or open an execution, the watermark is made durable at
+most this often (it is still rewritten, not fdatasynced, at every journal fsync)."""
+_MARK_SIZE = 128
+_DURABLE_MARK_KINDS = frozenset({"run_started", "run_completed", "cancel_acknowledged", "needs_recovery"})
+
+CHAINED = "chained-v1"
+"""The ``journal_format`` of a run whose records carry a hash chain and whose folder keeps a watermark."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -56,6 +88,34 @@ def _parse_record(line: bytes) -> dict[str, Any] | None:
     if type(seq) is not int or seq < 1:
         return None
     return value
+
+
+_H_PREFIX = b',"h":"'
+_H_LEN = 16
+_H_SUFFIX_LEN = len(_H_PREFIX) + _H_LEN + 2  # ,"h":"<16 hex>"}
+
+
+def _chain(prev: str, body: bytes) -> str:
+    """The ``h`` of a record whose line without ``h`` is ``body``, after a record whose ``h`` is ``prev``."""
+    return hashlib.sha256(prev.encode() + b"\n" + body).hexdigest()[:_H_LEN]
+
+
+def _chained_line(prev: str, record: dict[str, Any]) -> tuple[str, str]:
+    """(the line of ``record`` with its ``h`` appended as the last key, that ``h``)."""
+    body = _ENCODER.encode(record)
+    h = _chain(prev, body.encode())
+    return f'{body[:-1]},"h":"{h}"}}', h
+
+
+def _verify_chain(line: bytes, record: dict[str, Any], prev: str) -> str | None:
+    """Why ``line`` does not chain to ``prev`` (None if it does)."""
+    h = record.get("h")
+    if not isinstance(h, str) or line[-_H_SUFFIX_LEN : -_H_LEN - 2] != _H_PREFIX or not line.endswith(b'"}'):
+        return f"record seq {record['seq']} carries no chain hash in a chained journal"
+    body = line[:-_H_SUFFIX_LEN] + b"}"
+    if _chain(prev, body) != h or line[-_H_LEN - 2 : -2].decode("ascii", "replace") != h:
+        return f"record seq {record['seq']} does not match its chain hash (it was edited, or a record before it was removed)"
+    return None
 
 
 def _symlink_error(path: Path) -> StoreError:
@@ -98,6 +158,8 @@ class _Tail:
     valid_end: int
     """File offset just past the last complete valid line (where appends continue)."""
     last_seq: int
+    last_h: str = ""
+    """The chain hash of the last valid record ("" if none, or unchained)."""
 
 
 def _read_tail(fd: int, size: int) -> tuple[int, bytes]:
@@ -143,7 +205,7 @@ def _scan_tail(path: Path, fd: int, size: int) -> _Tail:
         last_start, last_end = spans[-1]
         record = _parse_record(data[last_start - base : last_end - base])
         if record is not None:
-            return _Tail(valid_end=size, last_seq=record["seq"])
+            return _Tail(valid_end=size, last_seq=record["seq"], last_h=_h_of(record))
         spans.pop()  # the last complete line is the torn one
         valid_end = last_start
     else:
@@ -154,7 +216,12 @@ def _scan_tail(path: Path, fd: int, size: int) -> _Tail:
     record = _parse_record(data[start - base : end - base])
     if record is None:
         raise _damaged(path, _line_number(fd, start), "line is not a valid journal record")
-    return _Tail(valid_end=valid_end, last_seq=record["seq"])
+    return _Tail(valid_end=valid_end, last_seq=record["seq"], last_h=_h_of(record))
+
+
+def _h_of(record: dict[str, Any]) -> str:
+    h = record.get("h")
+    return h if isinstance(h, str) else ""
 
 
 def _line_number(fd: int, offset: int) -> int:
@@ -172,18 +239,31 @@ class JournalWriter:
     fsync_count: int
     """How many fsyncs :meth:`sync` has issued (for benchmarks and tests)."""
 
-    def __init__(self, path: Path, *, fd: int, tail: _Tail, repaired_bytes: int) -> None:
+    def __init__(
+        self, path: Path, *, fd: int, tail: _Tail, repaired_bytes: int, mark: tuple[Path, int] | None = None
+    ) -> None:
         self._path = path
         self._fd: int | None = fd
+        self._mark = mark[0] if mark is not None else None
+        self._mark_fd = mark[1] if mark is not None else None
+        self._mark_durable_at = -MARK_DURABLE_SECONDS
+        self._mark_pending = False
+        """The watermark was last written without fdatasync."""
+        self._closing_kind = False
         self._last_seq = tail.last_seq
+        self._last_h = tail.last_h
         self._size = tail.valid_end
         self._repaired_bytes = repaired_bytes
         self._dirty = repaired_bytes > 0
         self.fsync_count = 0
 
     @classmethod
-    def open(cls, path: Path) -> JournalWriter:
+    def open(cls, path: Path, *, mark: Path | None = None) -> JournalWriter:
         """Open (creating 0600) the journal at ``path`` for appending, repairing a torn tail.
+
+        With ``mark`` (a ``chained-v1`` run: its existing watermark file) every record carries
+        its chain hash and every :meth:`sync` that fsyncs also rewrites the watermark. Check the
+        journal with :func:`check_journal` first: opening does not verify the chain.
 
         Raises
         ------
@@ -195,12 +275,21 @@ class JournalWriter:
         except FileNotFoundError:
             msg = f"cannot create journal {path}: its directory does not exist"
             raise StoreError(msg) from None
+        mark_fd = None
         try:
             tail, repaired = _scan_and_repair(path, fd)
+            if mark is not None:
+                mark_fd = _open_mark(mark)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd=fd, tail=tail, repaired_bytes=repaired)
+        return cls(
+            path,
+            fd=fd,
+            tail=tail,
+            repaired_bytes=repaired,
+            mark=(mark, mark_fd) if mark is not None and mark_fd is not None else None,
+        )
 
     @property
     def path(self) -> Path:
@@ -230,31 +319,77 @@ class JournalWriter:
         stamped = _stamp(records, first_seq=self._last_seq + 1)
         if not stamped:
             return []
-        data = "".join([_ENCODER.encode(r) + "\n" for r in stamped]).encode()
+        last_h = self._last_h
+        if self._mark is None:
+            data = "".join([_ENCODER.encode(r) + "\n" for r in stamped]).encode()
+        else:
+            lines = []
+            for record in stamped:
+                line, last_h = _chained_line(last_h, record)
+                record["h"] = last_h
+                lines.append(line + "\n")
+            data = "".join(lines).encode()
+            self._closing_kind = self._closing_kind or any(r.get("kind") in _DURABLE_MARK_KINDS for r in stamped)
         self._write_all(fd, data)
         self._last_seq = stamped[-1]["seq"]
+        self._last_h = last_h
         self._size += len(data)
         self._dirty = True
         return stamped
 
     def sync(self) -> None:
-        """fsync the journal if anything was written (or repaired) since the last sync."""
+        """fsync the journal if anything was written (or repaired) since the last sync; then
+        (chained runs) rewrite the watermark with the last seq and hash.
+
+        The watermark is rewritten in place at every such sync (it survives the owner being
+        killed) and made durable (``fdatasync``) when the batch ends or opens an execution
+        (:data:`_DURABLE_MARK_KINDS`), at :meth:`close`, and otherwise at most every
+        :data:`MARK_DURABLE_SECONDS`: a durable rename per launch doubled its cost.
+        """
         fd = self._require_open()
         if not self._dirty:
             return
         os.fsync(fd)
         self.fsync_count += 1
         self._dirty = False
+        if self._mark_fd is not None:
+            now = time.monotonic()
+            durable = self._closing_kind or now - self._mark_durable_at >= MARK_DURABLE_SECONDS
+            self._write_mark(durable=durable)
+            self._closing_kind = False
+            if durable:
+                self._mark_durable_at = now
+
+    def _write_mark(self, *, durable: bool) -> None:
+        if self._mark_fd is None:
+            return
+        data = _mark_bytes(Watermark(seq=self._last_seq, h=self._last_h))
+        try:
+            os.pwrite(self._mark_fd, data, 0)
+            if durable:
+                os.fdatasync(self._mark_fd)
+        except OSError as err:
+            msg = f"cannot write the journal watermark {self._mark}: {err.strerror}"
+            raise StoreError(msg) from err
+        self._mark_pending = not durable
 
     def close(self) -> None:
-        """Sync pending writes, then close. Closing twice is harmless."""
+        """Sync pending writes (and make the watermark durable), then close. Closing twice is harmless."""
         if self._fd is None:
             return
         try:
             self.sync()
+            if self._mark_pending:
+                self._write_mark(durable=True)
         finally:
             fd, self._fd = self._fd, None
             os.close(fd)
+            self._close_mark()
+
+    def _close_mark(self) -> None:
+        mark_fd, self._mark_fd = self._mark_fd, None
+        if mark_fd is not None:
+            os.close(mark_fd)
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -289,6 +424,7 @@ class JournalWriter:
             # The tail stays torn; the next open() repairs it. Refuse further appends meanwhile.
             self._fd = None
             os.close(fd)
+            self._close_mark()
 
 
 def _scan_and_repair(path: Path, fd: int) -> tuple[_Tail, int]:
@@ -327,38 +463,141 @@ def _stamp(records: Sequence[dict[str, Any]], *, first_seq: int) -> list[dict[st
 
 @dataclass(frozen=True)
 class JournalRead:
-    """The result of :func:`read_journal`."""
+    """The result of :func:`read_journal` and :func:`check_journal`."""
 
     events: list[dict[str, Any]]
-    """Records with ``seq > after_seq``, in order."""
+    """Records with ``seq > after_seq``, in order (with damage: those before it)."""
     torn: bool
     """True if a torn last line was skipped."""
     last_seq: int
     """The seq of the last valid record in the whole journal (0 if none)."""
+    damage: str | None = None
+    """Why the journal cannot be trusted past ``events`` (only from :func:`check_journal`)."""
+
+
+class _Damage(Exception):
+    def __init__(self, line_no: int, why: str) -> None:
+        super().__init__(why)
+        self.line_no = line_no
+        self.why = why
 
 
 class _SeqChecker:
-    """Validates lines in order: each a record, each seq greater than the one before."""
+    """Validates lines in order: each a record, each seq greater than the one before, and (chained)
+    each record's hash chained to the one before."""
 
-    def __init__(self, path: Path, *, line_no: int = 0, last_seq: int = 0) -> None:
+    def __init__(self, path: Path, *, line_no: int = 0, last_seq: int = 0, chained: bool = False) -> None:
         self.path = path
         self.line_no = line_no
         self.last_seq = last_seq
+        self.chained = chained
+        self.last_h = ""
 
     def check(self, line: bytes) -> dict[str, Any]:
+        try:
+            return self.check_or_damage(line)
+        except _Damage as err:
+            raise _damaged(self.path, err.line_no, err.why) from None
+
+    def check_or_damage(self, line: bytes) -> dict[str, Any]:
+        """:meth:`check`, raising :class:`_Damage` (line and reason) instead of a StoreError."""
         self.line_no += 1
         record = _parse_record(line)
         if record is None:
-            raise _damaged(self.path, self.line_no, "line is not a valid journal record")
+            raise _Damage(self.line_no, "line is not a valid journal record")
         if record["seq"] <= self.last_seq:
-            why = f"seq {record['seq']} does not follow seq {self.last_seq}"
-            raise _damaged(self.path, self.line_no, why)
+            raise _Damage(self.line_no, f"seq {record['seq']} does not follow seq {self.last_seq}")
+        if self.chained:
+            why = _verify_chain(line, record, self.last_h)
+            if why is not None:
+                raise _Damage(self.line_no, why)
+            self.last_h = record["h"]
         self.last_seq = record["seq"]
         return record
 
 
+@dataclass(frozen=True)
+class Watermark:
+    """What a chained journal is known to hold durably: its last fsynced seq and that record's hash."""
+
+    seq: int
+    h: str
+
+
+def _mark_check(seq: int, h: str) -> str:
+    return hashlib.sha256(f"{seq}:{h}".encode()).hexdigest()[:8]
+
+
+def _mark_bytes(mark: Watermark) -> bytes:
+    """The watermark as one fixed-size line (overwritten in place, within one disk sector)."""
+    text = _ENCODER.encode({"seq": mark.seq, "h": mark.h, "c": _mark_check(mark.seq, mark.h)})
+    return text.ljust(_MARK_SIZE - 1).encode() + b"\n"
+
+
+def _open_mark(path: Path) -> int:
+    try:
+        fd, _ = open_regular_nofollow(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        msg = f"journal watermark {path} is missing; the run is damaged"
+        raise StoreError(msg) from None
+    except (NotRegularFile, OSError):
+        msg = f"journal watermark {path} is not a regular file"
+        raise StoreError(msg) from None
+    return fd
+
+
+def write_watermark(path: Path, mark: Watermark) -> None:
+    """Create or replace the watermark durably (temp file, fsync, rename, directory fsync)."""
+    try:
+        atomic_write(path, _mark_bytes(mark))
+    except OSError as err:
+        msg = f"cannot write the journal watermark {path}: {err.strerror}"
+        raise StoreError(msg) from err
+
+
+def read_watermark(path: Path) -> Watermark | None:
+    """The watermark at ``path``; None when it does not exist.
+
+    Raises
+    ------
+    StoreError
+        If it is a symlink, not a regular file, or not a watermark.
+    """
+    for _ in range(3):  # a read racing the owner's in-place rewrite fails its check: read again
+        try:
+            data = read_nofollow(path)
+        except FileNotFoundError:
+            return None
+        try:
+            value = json.loads(data)
+        except ValueError:
+            value = None
+        if (
+            isinstance(value, dict)
+            and type(value.get("seq")) is int
+            and value["seq"] >= 0
+            and isinstance(value.get("h"), str)
+            and value.get("c") == _mark_check(value["seq"], value["h"])
+        ):
+            return Watermark(seq=value["seq"], h=value["h"])
+    msg = f"journal watermark {path} is not a watermark ({data[:60]!r})"
+    raise StoreError(msg)
+
+
+def _split(data: bytes) -> tuple[list[bytes], bool]:
+    """The complete lines of a journal and whether a torn last line was dropped."""
+    lines = data.split(b"\n")
+    final = lines.pop()  # b"" when the file ends with a newline
+    torn = final != b""
+    if not torn and lines and _parse_record(lines[-1]) is None:
+        lines.pop()
+        torn = True
+    return lines, torn
+
+
 def read_journal(path: Path, *, after_seq: int = 0) -> JournalRead:
-    """Read every valid record of the journal at ``path``.
+    """Read every valid record of the journal at ``path`` (the chain, if any, is not checked:
+    :func:`check_journal` does that).
 
     Parameters
     ----------
@@ -377,15 +616,66 @@ def read_journal(path: Path, *, after_seq: int = 0) -> JournalRead:
     except FileNotFoundError:
         msg = f"journal {path} does not exist; was the run created?"
         raise StoreError(msg) from None
-    lines = data.split(b"\n")
-    final = lines.pop()  # b"" when the file ends with a newline
-    torn = final != b""
-    if not torn and lines and _parse_record(lines[-1]) is None:
-        lines.pop()
-        torn = True
+    lines, torn = _split(data)
     checker = _SeqChecker(path)
     events = [r for r in map(checker.check, lines) if r["seq"] > after_seq]
     return JournalRead(events=events, torn=torn, last_seq=checker.last_seq)
+
+
+def check_journal(path: Path, *, mark: Path, after_seq: int = 0) -> JournalRead:
+    """Read a ``chained-v1`` journal against its chain and its watermark ``mark``.
+
+    Damage is reported, not raised: :attr:`JournalRead.damage` says what is wrong and
+    :attr:`JournalRead.events` holds the records before it (what is still readable). Damage is
+    only what contradicts fsynced records: a broken chain or an unreadable line before the last,
+    a journal that is missing or ends before the watermark's seq, a record at that seq whose hash
+    differs, or a missing watermark. A torn last line past the watermark is not damage.
+
+    The watermark is read first: an owner appending meanwhile only moves the journal past it.
+
+    Raises
+    ------
+    StoreError
+        If the journal or the watermark is a symlink or not a regular file.
+    """
+    try:
+        found = read_watermark(mark)
+    except StoreError as err:
+        return JournalRead(events=[], torn=False, last_seq=0, damage=err.message)
+    try:
+        data = read_nofollow(path)
+    except FileNotFoundError:
+        if found is None:
+            why = f"journal {path} and its watermark {mark.name} are both missing"
+            return JournalRead(events=[], torn=False, last_seq=0, damage=why)
+        if found.seq == 0:  # created, nothing journaled yet
+            msg = f"journal {path} does not exist; was the run created?"
+            raise StoreError(msg) from None
+        why = f"journal {path} is missing but seq {found.seq} was fsynced (hash {found.h})"
+        return JournalRead(events=[], torn=False, last_seq=0, damage=why)
+    lines, torn = _split(data)
+    checker = _SeqChecker(path, chained=True)
+    events: list[dict[str, Any]] = []
+    damage = None
+    h_at_mark = ""
+    for line in lines:
+        try:
+            record = checker.check_or_damage(line)
+        except _Damage as err:
+            damage = f"{path}:{err.line_no}: {err.why}"
+            break
+        if found is not None and record["seq"] == found.seq:
+            h_at_mark = record["h"]
+        if record["seq"] > after_seq:
+            events.append(record)
+    if damage is None:
+        if found is None:
+            damage = f"journal watermark {mark} is missing (it is written when the run is created), so a cut journal cannot be told from a whole one"
+        elif checker.last_seq < found.seq:
+            damage = f"journal {path} ends at seq {checker.last_seq} but seq {found.seq} was fsynced (hash {found.h})"
+        elif found.seq and h_at_mark != found.h:
+            damage = f"journal {path}: record seq {found.seq} has hash {h_at_mark or 'none'} but {found.h} was fsynced (the journal was rewritten)"
+    return JournalRead(events=events, torn=torn and damage is None, last_seq=checker.last_seq, damage=damage)
 
 
 # --------------------------------------------------------------------------- follower

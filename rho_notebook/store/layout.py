@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rho_notebook.store.files import ensure_private_dir
+from rho_notebook.store.files import check_store_root, ensure_private_dir
 
 __all__ = ["StoreLayout", "default_home"]
 
@@ -32,7 +32,11 @@ class StoreLayout:
 
     @classmethod
     def default(cls) -> StoreLayout:
-        return cls(home=default_home())
+        """The store at ``$RHO_NOTEBOOK_HOME`` (or ``~/.rho-notebook``), refused when another user
+        could write it (:func:`~rho_notebook.store.files.check_store_root`)."""
+        home = default_home()
+        check_store_root(home)
+        return cls(home=home)
 
     @property
     def workflows(self) -> Path:

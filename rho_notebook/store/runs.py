@@ -1,5 +1,5 @@
 """Runs on disk: runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl,
-mutation.lock, requests/, nodes/<NODE>/attempts/<N>/...}.
+journal.mark, mutation.lock, requests/, nodes/<NODE>/attempts/<N>/...}.
 
 The run copies the frozen graph and the plan facts it needs, so deleting the plan never breaks
 status or resume. The owner of a run holds an exclusive flock on mutation.lock for as long as it
@@ -21,9 +21,11 @@ from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
+from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
+from rho_notebook.store.journal import CHAINED, Watermark, write_watermark
 from rho_notebook.store.layout import StoreLayout
 
 __all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS"]
@@ -59,6 +61,13 @@ class RunManifest(FrozenModel):
     """Permission mode chosen for this run."""
     origin: str = "cli"
     """Which front end started it (cli, notebook, server)."""
+    journal_format: str = ""
+    """``chained-v1``: journal records carry a hash chain and the folder keeps ``journal.mark``
+    (:mod:`rho_notebook.store.journal`); empty for runs created before, read without either."""
+
+    @property
+    def chained(self) -> bool:
+        return self.journal_format == CHAINED
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,11 @@ class RunFolder:
     @property
     def events(self) -> Path:
         return self.path / "events.jsonl"
+
+    @property
+    def mark(self) -> Path:
+        """The journal watermark of a chained run: last fsynced seq and hash."""
+        return self.path / "journal.mark"
 
     @property
     def lock(self) -> Path:
@@ -131,7 +145,7 @@ class OwnerLock:
         self.fd: int | None = None
 
     def try_acquire(self) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _lock_fd(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -150,7 +164,7 @@ class OwnerLock:
     def is_held(path: Path) -> bool:
         """Whether some process owns the run now (probes without taking ownership)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = _lock_fd(path, os.O_RDONLY)
         except FileNotFoundError:
             return False
         try:
@@ -160,6 +174,18 @@ class OwnerLock:
         finally:
             os.close(fd)
         return False
+
+
+def _lock_fd(path: Path, flags: int) -> int:
+    """Open a run's lock file: a regular file, never through a link, never blocking on a FIFO."""
+    try:
+        fd, _ = open_regular_nofollow(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        msg = f"run lock {path} cannot be used: {err}; the store expects a regular file there (remove it)"
+        raise StoreError(msg) from None
+    return fd
 
 
 class RunStore:
@@ -179,6 +205,8 @@ class RunStore:
         self.layout.ensure(folder.path / "nodes")
         atomic_write(folder.graph, graph.model_dump_json().encode() + b"\n")
         remember_graph(folder.graph, graph, manifest.graph_digest)  # the plan's graph, verified already
+        if manifest.chained:  # before the manifest: a chained run without a watermark is damaged
+            write_watermark(folder.mark, Watermark(seq=0, h=""))
         atomic_write_json(folder.manifest, manifest.model_dump(mode="json"))
         return folder
 

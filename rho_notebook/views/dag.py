@@ -29,6 +29,7 @@ from rho_notebook.model.events import now_iso
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.model.state import NodeState
+from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.service import Service
 from rho_notebook.service.wire import LIVE_LIFECYCLES, Detail, NodeView, RunView, StreamView, WireLayout
 from rho_notebook.views.layout import Layout, layout_graph
@@ -339,8 +340,8 @@ class StreamTail:
     def read(self, *, limit: int = PANE_BYTES) -> tuple[int, str]:
         """New text since the last read: (offset it starts at, text); at most ``limit`` bytes."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except (FileNotFoundError, OSError):
+            fd, _ = open_regular_nofollow(self.path)
+        except OSError:  # absent, a symlink, or not a regular file (a FIFO would block a read)
             return self.offset, ""
         try:
             size = os.fstat(fd).st_size
@@ -379,8 +380,8 @@ def _read_stream(path: Path, *, limit: int, truncated: bool, node_limit: int) ->
 
 def _read_json(path: Path) -> tuple[bool, Any]:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+        fd, _ = open_regular_nofollow(path)
+    except OSError:
         return False, None
     try:
         with os.fdopen(fd, "rb") as handle:

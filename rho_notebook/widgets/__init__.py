@@ -26,7 +26,16 @@ if TYPE_CHECKING:
     from rho_notebook.widgets._plan import PlanCard
     from rho_notebook.widgets._run import RunHandleLike
 
-__all__ = ["graph_view", "plan_card", "run_view", "approvals_view", "hub_view", "to_dot", "watch_run"]
+__all__ = [
+    "graph_view",
+    "plan_card",
+    "run_view",
+    "approvals_view",
+    "hub_view",
+    "to_dot",
+    "watch_run",
+    "guard_kernel_parent",
+]
 
 
 def graph_view(
@@ -112,6 +121,15 @@ def to_dot(graph: Plan | Graph, *, states: Mapping[str, str] | None = None, redu
     from rho_notebook.widgets.dot import to_dot as _to_dot
 
     return _to_dot(graph.graph if isinstance(graph, Plan) else graph, states=states, reduced=reduced)
+
+
+def guard_kernel_parent() -> bool:
+    """Guard the running kernel against ipykernel's stale parent restore after a comm message
+    handled while a cell awaits (which leaves the next cell at ``[*]`` in JupyterLab); once per
+    kernel, False outside a kernel. See :mod:`rho_notebook.widgets._parent`."""
+    from rho_notebook.widgets._parent import guard_kernel_parent as _guard
+
+    return _guard()
 
 
 def __getattr__(name: str) -> Any:

@@ -10,10 +10,15 @@ on the kernel's main thread (construction and front-end message handlers).
 Messages, front end -> kernel: ``{"kind": "hello"}`` (answered with a ``snapshot``),
 ``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``.
 Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``).
+
+Parent headers: the widget remembers the cell that created it; what it sends from another thread
+(patches from the pump, the final snapshot's ``update_display``) carries that cell's parent,
+never whichever cell is current, and never changes the kernel's current parent (``_parent.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import uuid
@@ -27,6 +32,7 @@ import traitlets
 
 from rho_notebook.views.dag import DagView
 from rho_notebook.widgets._call import with_static_views
+from rho_notebook.widgets._parent import current_parent, guard_kernel_parent, owner_parent, send_comm_msg
 from rho_notebook.widgets.svg import counts_line, render_svg
 
 __all__ = ["DagWidget", "STATIC"]
@@ -69,6 +75,10 @@ class DagWidget(anywidget.AnyWidget):
         self.on_close: Callable[[], None] | None = None
         self.messages_sent = 0
         """Custom messages sent (patches and snapshots), for measurements."""
+        self.owner_parent = current_parent()
+        """The parent request of the cell that created the widget: messages sent from other
+        threads carry it."""
+        guard_kernel_parent()
         super().__init__(
             mode=view.mode,
             title=view.title,
@@ -105,6 +115,15 @@ class DagWidget(anywidget.AnyWidget):
         """Send one patch (built under :attr:`lock` by the caller); safe from any thread."""
         self.send({"kind": "patch", **patch})
         self.messages_sent += 1
+
+    def send(self, content: dict[str, Any], buffers: Any = None) -> None:
+        """A custom message; from a thread other than the kernel's main thread it carries the
+        parent of the cell that created the widget (see the module docstring)."""
+        if threading.current_thread() is not threading.main_thread() and self.comm is not None:
+            message = {"method": "custom", "content": content}
+            if send_comm_msg(self.comm, message, parent=self.owner_parent, buffers=buffers):
+                return
+        super().send(content, buffers)
 
     def _snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -182,5 +201,7 @@ class DagWidget(anywidget.AnyWidget):
         from IPython.display import update_display
 
         data, metadata = self._repr_mimebundle_()
-        for display_id in self._display_ids:
-            update_display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+        off_main = threading.current_thread() is not threading.main_thread()
+        with owner_parent(self.owner_parent) if off_main else contextlib.nullcontext():
+            for display_id in self._display_ids:
+                update_display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]

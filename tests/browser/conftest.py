@@ -2,7 +2,8 @@
 that the test starts on 127.0.0.1 with private runtime/config/IPython/store directories.
 
 The ``browser`` marker is registered here (pyproject.toml stays untouched). The tests skip only
-when /usr/bin/chromium is missing and CI is unset; in CI a missing chromium is a failure.
+when /usr/bin/chromium is missing and CI is unset (``scripts/test.sh`` then ends with a notice that
+they did not run); with CI set, as ``.ci/run`` does, a missing chromium is a failure.
 """
 
 from __future__ import annotations
@@ -69,8 +70,13 @@ class Lab:
 def chromium() -> Path:
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing in CI; .ci/run must install Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
+            pytest.fail(
+                f"{CHROMIUM} is missing and CI is set, so the browser tests fail rather than skip; "
+                "as root: apt-get update && apt-get install -y chromium (.ci/run does this itself when it can)"
+            )
+        pytest.skip(
+            f"{CHROMIUM} is not installed, so no UI was tested; as root: apt-get update && apt-get install -y chromium"
+        )
     return CHROMIUM
 
 

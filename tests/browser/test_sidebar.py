@@ -44,6 +44,25 @@ return workflow(name = "hello", nodes = [
 """)
 
 
+PIPELINE = star(f"""
+return workflow(name = "pipeline", nodes = [
+    command(name = "fetch-sources", argv = ["echo", "fetched 12 repositories"], {C}),
+    command(name = "compile-backend", argv = ["echo", "backend built"], needs = ["fetch-sources"], {C}),
+    command(name = "compile-frontend", argv = ["echo", "frontend built"], needs = ["fetch-sources"], {C}),
+    command(name = "integration-tests", argv = ["sh", "-c", "echo 128 passed; echo 2 skipped >&2"],
+        needs = ["compile-backend", "compile-frontend"], {C}),
+    command(name = "package-release", argv = ["echo", "packaged"], needs = ["integration-tests"], {C}),
+    command(name = "publish-artifacts", argv = ["echo", "published"], needs = ["package-release"], {C}),
+])
+""")
+
+# the page's size (conftest's browser context) and the smallest DAG the selected run may get
+PAGE_W, PAGE_H = 1500, 1000
+MIN_DAG_HEIGHT = 220
+MIN_LABEL_PX = 11
+DOCS_IMG = REPO / "docs" / "img"
+
+
 def _cli(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(lab.home), "PYTHONPATH": str(REPO)}
     return subprocess.run(
@@ -139,6 +158,7 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
         assert "Ship" in card.locator(".rho-sb-facts").inner_text() and "production" in card.inner_text()
         card.locator(".rho-sb-comment").fill("green across the board")
         page.screenshot(path=str(_artifact("sidebar-approval.png")))
+        _shot(page, "jupyterlab-sidebar.png")
         card.locator(".rho-sb-approve").click()
 
         finished = page.locator(f".rho-sb-finished-runs .rho-sb-run[data-run-id='{run_id}'][data-outcome='success']")
@@ -176,8 +196,13 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
     main.locator(".rho-pane .rho-section-value").wait_for(timeout=15_000)
     assert "green across the board" in main.locator(".rho-pane").inner_text()
     page.screenshot(path=str(_artifact("sidebar.png")))
+    _shot(page, "jupyterlab-run-view.png")
 
-    # a saved plan runs from the sidebar only after its exact digest is shown and confirmed
+    # a saved plan runs from the sidebar only after its exact digest is shown and confirmed; while a
+    # run is shown, Saved plans is folded: unfold it first
+    plans = page.locator(".rho-sb-section:has(.rho-sb-plans)")
+    assert plans.get_attribute("data-collapsed") == "true"
+    plans.locator("> h3").click()
     plan_row = page.locator(f".rho-sb-plan[data-plan-id='{hello['plan_id']}']")
     plan_row.locator(".rho-sb-run-plan").click()
     confirm = plan_row.locator(".rho-sb-confirm")
@@ -196,6 +221,231 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
     )
     manifest = json.loads((lab.home / "workflows" / "runs" / server_run / "manifest.json").read_text())
     assert manifest["origin"] == "server" and manifest["graph_digest"] == hello["graph_digest"]
+
+    errors = [m for m in page.console_messages if m.startswith("pageerror")]  # type: ignore[attr-defined]
+    assert not errors, errors
+
+
+# -- layout: the selected run gets the room -------------------------------------------------------
+
+
+def _box(locator: Any) -> dict[str, float]:
+    box = locator.bounding_box()
+    assert box is not None, f"{locator} has no box (not visible)"
+    return dict(box)
+
+
+def _intersection(a: dict[str, float], b: dict[str, float]) -> dict[str, float] | None:
+    x0, y0 = max(a["x"], b["x"]), max(a["y"], b["y"])
+    x1 = min(a["x"] + a["width"], b["x"] + b["width"])
+    y1 = min(a["y"] + a["height"], b["y"] + b["height"])
+    if x1 - x0 < 0.5 or y1 - y0 < 0.5:
+        return None
+    return {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}
+
+
+def _label_px(dag: Any) -> float:
+    """The drawn size of node labels: their CSS font size times the graph's scale on screen."""
+    return float(
+        dag.evaluate(
+            """(el) => {
+                const svg = el.querySelector('svg.rho-graph');
+                const label = svg.querySelector('text.rho-label');
+                const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+                return parseFloat(getComputedStyle(label).fontSize) * scale;
+            }"""
+        )
+    )
+
+
+def _assert_dag_readable(dag: Any) -> dict[str, float]:
+    view = _box(dag.locator(".rho-viewport"))
+    assert view["x"] >= 0 and view["y"] >= 0, view
+    assert view["x"] + view["width"] <= PAGE_W + 0.5 and view["y"] + view["height"] <= PAGE_H + 0.5, view
+    assert view["height"] >= MIN_DAG_HEIGHT, view
+    assert _label_px(dag) >= MIN_LABEL_PX
+    return view
+
+
+def _assert_pane_hides_no_node(dag: Any) -> None:
+    """The node pane's box overlaps no node where the node is shown (inside the graph's viewport)."""
+    pane = _box(dag.locator(".rho-pane"))
+    view = _box(dag.locator(".rho-viewport"))
+    nodes = dag.locator("g.rho-node")
+    seen = 0
+    for i in range(nodes.count()):
+        shown = _intersection(_box(nodes.nth(i).locator("rect")), view)
+        if shown is None:
+            continue
+        seen += 1
+        assert _intersection(shown, pane) is None, (nodes.nth(i).get_attribute("data-name"), shown, pane)
+    assert seen, "no node in sight"
+
+
+def _zoom(dag: Any) -> float:
+    return float(dag.get_attribute("data-zoom") or "nan")
+
+
+def _widen(page: Any, width: float) -> None:
+    """Drag the splitter between the left area and the main area to `width` px from the page's left."""
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle:visible").first
+    box = _box(handle)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 300)
+    page.mouse.down()
+    page.mouse.move(width, box["y"] + 300, steps=6)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    sidebar = _box(page.locator(".rho-sidebar"))
+    assert abs(sidebar["x"] + sidebar["width"] - width) < 40, (box, sidebar, width)
+
+
+def _shot(page: Any, name: str, clip: dict[str, float] | None = None) -> None:
+    """A screenshot into test-artifacts/, and into docs/img/ with RHO_DOCS_SCREENSHOTS=1."""
+    targets = [_artifact(name)]
+    if os.environ.get("RHO_DOCS_SCREENSHOTS"):
+        targets.append(DOCS_IMG / name)
+    for target in targets:
+        page.screenshot(path=str(target), clip=clip)
+
+
+def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: Any) -> None:
+    _installed(lab)
+    pipeline = _plan(lab, "pipeline", PIPELINE)
+    _plan(lab, "hello", HELLO)
+    for _ in range(6):
+        ran = _cli(lab, "run", pipeline["plan_id"], "--yes", "--output", "jsonl")
+        assert ran.returncode == 0, ran.stderr
+    runs = [r for r in lab.api("/rho/api/runs") if r.get("workflow") == "pipeline"]
+    assert len(runs) >= 6
+
+    page.goto(lab.tree("pipeline.star"))
+    tab = page.locator(".jp-SideBar .lm-TabBar-tab[data-id='rho-workflows']")
+    tab.wait_for(timeout=60_000)
+    tab.click()
+    sidebar = page.locator(".rho-sidebar")
+    sidebar.wait_for(state="visible")
+    finished = page.locator(".rho-sb-finished-runs .rho-sb-run")
+    page.wait_for_function("document.querySelectorAll('.rho-sb-finished-runs .rho-sb-run').length >= 6", timeout=20_000)
+    _widen(page, 620)
+    plans = page.locator(".rho-sb-section:has(.rho-sb-plans)")
+    assert plans.get_attribute("data-collapsed") == "false"
+
+    # select a run far down the list: the lists shorten, the plans fold, the DAG gets the room
+    finished.nth(5).click()
+    selected = page.locator(".rho-sb-selected[data-run-id]")
+    dag = selected.locator(".rho-dag[data-lifecycle='completed']")
+    dag.locator("svg.rho-graph").wait_for(timeout=15_000)
+    page.wait_for_timeout(300)
+    assert "rho-sb-focus" in (sidebar.get_attribute("class") or "")
+    assert plans.get_attribute("data-collapsed") == "true"
+    view = _assert_dag_readable(dag)
+    lists = _box(page.locator(".rho-sb-lists"))
+    assert lists["height"] <= 0.4 * _box(sidebar)["height"], lists
+    _shot(page, "jupyterlab-sidebar-runs.png")
+
+    # folding a list gives the DAG more height; unfolding gives it back
+    live_heading = page.locator(".rho-sb-section:has(.rho-sb-live-runs) > h3")
+    finished_heading = page.locator(".rho-sb-section:has(.rho-sb-finished-runs) > h3")
+    live_heading.click()
+    finished_heading.click()
+    page.wait_for_timeout(200)
+    assert finished.first.is_hidden()
+    assert _box(dag.locator(".rho-viewport"))["height"] > view["height"]
+    live_heading.click()
+    finished_heading.click()
+    finished.first.wait_for(state="visible")
+
+    # zoom: + and Ctrl+wheel scale the graph up, drag pans, fit shows it whole
+    before = _zoom(dag)
+    label_before = _label_px(dag)
+    dag.locator(".rho-zoom-in").click()
+    assert _zoom(dag) > before and _label_px(dag) > label_before
+    viewport = dag.locator(".rho-viewport")
+    view = _box(viewport)
+    page.mouse.move(view["x"] + view["width"] / 2, view["y"] + view["height"] / 2)
+    stepped = _zoom(dag)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    page.wait_for_function(f"Number(document.querySelector('.rho-sb-selected .rho-dag').dataset.zoom) > {stepped}")
+    scroll = viewport.evaluate(
+        "(v) => [v.scrollLeft, v.scrollTop, v.scrollWidth > v.clientWidth || v.scrollHeight > v.clientHeight]"
+    )
+    assert scroll[2], "zoomed in, the graph is larger than its viewport"
+    page.mouse.down()
+    page.mouse.move(view["x"] + view["width"] / 2 + 90, view["y"] + view["height"] / 2 + 70, steps=6)
+    page.mouse.up()
+    panned = viewport.evaluate("(v) => [v.scrollLeft, v.scrollTop]")
+    assert panned != scroll[:2], (scroll, panned)
+    assert dag.locator(".rho-pane").is_hidden(), "a drag is not a click on a node"
+    dag.locator(".rho-zoom-fit").click()
+    graph = _box(dag.locator("svg.rho-graph"))
+    view = _box(viewport)
+    assert graph["width"] <= view["width"] + 1 and graph["height"] <= view["height"] + 1, (graph, view)
+    fitted = _zoom(dag)
+    dag.locator(".rho-zoom-out").click()
+    assert _zoom(dag) < fitted
+    # closed and selected again, the run's view starts at the readable zoom again
+    selected.locator(".rho-sb-close").click()
+    assert "rho-sb-focus" not in (sidebar.get_attribute("class") or "")
+    assert plans.get_attribute("data-collapsed") == "false"
+    finished.nth(5).click()
+    dag.locator("svg.rho-graph").wait_for(timeout=15_000)
+    page.wait_for_timeout(300)
+    _assert_dag_readable(dag)
+
+    # the node pane goes below the graph in the sidebar and hides no node
+    dag.locator("g.rho-node[data-name='integration-tests']").click()
+    pane = dag.locator(".rho-pane")
+    pane.locator(".rho-section-stdout pre").wait_for(timeout=15_000)
+    assert dag.get_attribute("data-pane") == "below"
+    _assert_pane_hides_no_node(dag)
+    assert _label_px(dag) >= MIN_LABEL_PX
+    _shot(page, "jupyterlab-sidebar-node-pane.png")
+
+    # a wide sidebar puts the pane beside the graph; the attempts table scrolls, it keeps its columns
+    _widen(page, 1250)
+    page.wait_for_function("document.querySelector('.rho-sb-selected .rho-dag').dataset.pane === 'side'", timeout=5_000)
+    _assert_pane_hides_no_node(dag)
+    _assert_dag_readable(dag)
+    attempts = pane.locator(".rho-section-attempts")
+    attempts.wait_for(timeout=15_000)
+    _shot(page, "jupyterlab-sidebar-wide.png")
+    wrap = attempts.locator(".rho-table-scroll")
+    assert wrap.evaluate("(w) => getComputedStyle(w).overflowX") == "auto"
+    headers = attempts.locator("th")
+    assert headers.count() == 6
+    widths = [_box(headers.nth(i))["width"] for i in range(6)]
+    assert min(widths) > 8, widths
+    # squeezed narrow, the table scrolls instead of dropping columns
+    _widen(page, 700)
+    page.wait_for_function(
+        "document.querySelector('.rho-sb-selected .rho-dag').dataset.pane === 'below'", timeout=5_000
+    )
+    _assert_pane_hides_no_node(dag)
+    cells = wrap.evaluate("(w) => Array.from(w.querySelectorAll('th')).map((th) => th.getBoundingClientRect().width)")
+    assert len(cells) == 6 and min(cells) > 8, cells
+
+    # the run in a main-area tab: the graph fills the tab, readable, the pane beside it; plain wheel zooms
+    selected.locator(".rho-sb-open").click()
+    main = page.locator(".rho-main-run.rho-dag[data-lifecycle='completed']")
+    main.locator("svg.rho-graph").wait_for(timeout=15_000)
+    page.wait_for_timeout(300)
+    assert _label_px(main) >= MIN_LABEL_PX
+    main_view = _box(main.locator(".rho-viewport"))
+    assert main_view["height"] >= 400 and main_view["y"] + main_view["height"] <= PAGE_H, main_view
+    zoom = _zoom(main)
+    page.mouse.move(main_view["x"] + main_view["width"] / 2, main_view["y"] + main_view["height"] / 2)
+    page.mouse.wheel(0, -200)
+    page.wait_for_function(f"Number(document.querySelector('.rho-main-run').dataset.zoom) > {zoom}")
+    main.locator("g.rho-node[data-name='integration-tests']").click()
+    main.locator(".rho-pane .rho-section-attempts").wait_for(timeout=15_000)
+    main.locator(".rho-zoom-fit").click()
+    graph = _box(main.locator("svg.rho-graph"))
+    main_view = _box(main.locator(".rho-viewport"))
+    assert graph["height"] <= main_view["height"] + 1 and graph["width"] <= main_view["width"] + 1
+    _assert_pane_hides_no_node(main)
+    _shot(page, "jupyterlab-run-tab.png")
 
     errors = [m for m in page.console_messages if m.startswith("pageerror")]  # type: ignore[attr-defined]
     assert not errors, errors

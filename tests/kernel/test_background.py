@@ -236,3 +236,60 @@ def test_resume_of_a_dead_owner_needs_recovery_then_recovers(project: Project) -
     final = handle.wait(30)
     assert final.outcome == "success"
     assert final.nodes["a"].attempt == 2
+
+
+FAILS_FIRST = star(
+    f"""
+return workflow(name = "fails_first", nodes = [
+    command(name = "prepare", argv = ["false"], {C}),
+    shell(name = "slow", executable = "sh", arguments = ["-c"], command = "sleep 30", needs = ["prepare"], {C}),
+])
+"""
+)
+
+
+def test_until_returns_when_the_node_reaches_the_state(project: Project) -> None:
+    handle = _start(project, LONG, BackgroundRunner())
+
+    async def reached() -> Any:
+        return await asyncio.wait_for(handle.until("long", "running"), timeout=15)
+
+    state = asyncio.run(reached())
+    assert state.nodes["long"].state.value == "running" and state.lifecycle.value == "running"
+    again = handle.wait_until("long", "running", timeout=5)  # already there: answers at once
+    assert again.nodes["long"].state.value == "running"
+    handle.cancel()
+    assert handle.wait(10).outcome == "cancellation"
+    assert not handle._listeners  # every waiter removed its listener
+
+
+def test_until_returns_promptly_when_the_run_ends_first(project: Project) -> None:
+    handle = _start(project, FAILS_FIRST, BackgroundRunner())
+    begin = time.monotonic()
+
+    async def first() -> Any:
+        return await asyncio.wait_for(handle.until("slow", "running"), timeout=15)
+
+    state = asyncio.run(first())
+    assert time.monotonic() - begin < 10
+    assert state.lifecycle.value == "completed" and state.outcome == "failure"
+    assert state.nodes["prepare"].state.value == "failure"
+    assert state.nodes["slow"].state.value != "running"
+    ended = handle.wait_until("slow", "running", timeout=5)  # after the end: the final state, at once
+    assert ended.outcome == "failure"
+    with pytest.raises(KeyError, match="no node 'nope'"):
+        handle.wait_until("nope", "running")
+    with pytest.raises(ValueError, match="not a node state"):
+        handle.wait_until("slow", "sprinting")
+
+
+def test_wait_until_times_out_and_leaves_the_run_alone(project: Project) -> None:
+    handle = _start(project, LONG, BackgroundRunner())
+    begin = time.monotonic()
+    with pytest.raises(TimeoutError, match="node .after. of run .* is still pending, not success, after 0.3 s"):
+        handle.wait_until("after", "success", timeout=0.3)
+    assert time.monotonic() - begin < 5
+    assert not handle.done()
+    handle.cancel()
+    assert handle.wait(10).outcome == "cancellation"
+    assert not handle._listeners

@@ -331,3 +331,42 @@ def test_cells_run_without_history_are_named_by_their_magic_line(ip: Any) -> Non
     with capture_output():
         result = ip.run_cell("%%agent helper\n---\ndescription: Helps\ntools: bogus\n---\nBody.\n", store_history=False)
     assert "cell %%agent helper:4:1: error[agent.tools]" in str(result.error_in_exec)
+
+
+def test_run_and_plan_ids_expand_like_ipython_only_in_id_positions(ip: Any, ws: Project) -> None:
+    """``{expr}`` and ``$name`` are evaluated in the user namespace where a verb takes a RUN_ID or
+    PLAN_ID; ``--input`` values and cell bodies stay literal."""
+    ok(ip, HELLO)
+    ip.user_ns["plan"] = json.loads(ok(ip, "%workflow plan hello --output json")[1].stdout)["plan_id"]
+    ok(ip, "run = %workflow run $plan --yes")
+    handle = ip.user_ns["run"]
+    assert handle.wait(30).outcome == "success"
+    report, _ = ok(ip, "%workflow status {run.run_id}")
+    assert f"run        {handle.run_id}" in repr(report) or handle.run_id in repr(report)
+    ip.user_ns["rid"] = handle.run_id
+    _, captured = ok(ip, "%workflow result $rid --output json")
+    assert json.loads(captured.stdout)["run_id"] == handle.run_id
+    _, captured = ok(ip, "%workflow logs {rid[:13]} greet --stream stdout")
+    assert captured.stdout == "hello world\n"
+    ip.user_ns["x"] = "EXPANDED"
+    report, _ = ok(ip, "%workflow validate hello --input 'who=\"{x} $x\"'")
+    assert 'who="{x} $x"' in repr(report)  # inputs stay literal
+    message = usage_error(ip, "%workflow status {nothing_here.run_id}")
+    assert "{nothing_here.run_id}" in message and "nothing_here" in message and "no run matches" not in message
+    ip.user_ns.pop("rid", None)
+    ip.user_ns.pop("plan", None)
+
+
+def test_missing_required_input_names_it_and_how_to_pass_it(ip: Any) -> None:
+    needy = workflow_cell(
+        "needy",
+        f'        command(name = "a", argv = ["echo", inputs["who"]], {C}),\n',
+        inputs='{"who": input.string()}',
+    )
+    result, captured = cell(ip, needy)
+    message = str(result.error_in_exec)
+    assert "UsageError" in type(result.error_in_exec).__name__
+    assert "not valid" not in message and "problem" not in message
+    assert "'who'" in message and "%%workflow needy --input 'who=JSON'" in message
+    assert captured.stdout == "" and captured.outputs == []
+    assert captured.stderr.strip() == f"UsageError: {message}"  # nothing but the message: no empty output

@@ -211,3 +211,24 @@ def test_exit_code_comparand_must_be_a_32_bit_integer(project: Project, when: st
 
 def test_exit_code_bounds_are_accepted(project: Project) -> None:
     accepted(project, two_nodes("", 'condition.is_one_of(exit_code("a"), [-2147483648, 0, 2147483647])'))
+
+
+# -- NUL bytes never reach a launch ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("node", "field"),
+    [
+        ('command(name = "a", argv = ["echo", "x\\x00y"], timeout_seconds = 5, max_output_bytes = 100)', "argv[1]"),
+        ('command(name = "a", argv = ["true"], cwd = "a\\x00b", timeout_seconds = 5, max_output_bytes = 100)', "cwd"),
+        (
+            'shell(name = "a", executable = "sh", command = "echo \\x00", timeout_seconds = 5, max_output_bytes = 100)',
+            "command",
+        ),
+    ],
+)
+def test_a_nul_byte_is_refused_at_plan_time_naming_the_node_and_field(project: Project, node: str, field: str) -> None:
+    found = rejected(project, star(f'return workflow(name = "nul", nodes = [{node}])'))
+    nul = [d for d in found if d.rule == "node.nul"]
+    assert len(nul) == 1, "\n".join(d.render() for d in found)
+    assert "node 'a'" in nul[0].message and field in nul[0].message

@@ -1,4 +1,4 @@
-"use strict";(self.rspackChunkrho_notebook=self.rspackChunkrho_notebook||[]).push([[968],{76(o,r,e){var a=e(645),n=e.n(a),t=e(278),d=(e.n(t))()(n());d.push([o.id,`/* The DAG view (dagview.ts). Colours per state are set inline from STATE_STYLE in the legend;
+"use strict";(self.rspackChunkrho_notebook=self.rspackChunkrho_notebook||[]).push([[968],{"../node_modules/css-loader/dist/cjs.js!../js/src/dagview.css"(o,r,e){var a=e("../node_modules/css-loader/dist/runtime/noSourceMaps.js"),t=e.n(a),n=e("../node_modules/css-loader/dist/runtime/api.js"),d=(e.n(n))()(t());d.push([o.id,`/* The DAG view (dagview.ts). Colours per state are set inline from STATE_STYLE in the legend;
    node colours repeat them here so the graph needs no per-node inline style. */
 .rho-dag {
   --rho-fg: var(--jp-ui-font-color1, #111827);
@@ -38,14 +38,23 @@
 .rho-dag .rho-chip i { font-style: normal; font-weight: bold; }
 .rho-dag .rho-chip.rho-zero { opacity: 0.45; }
 .rho-dag .rho-edge-note { color: var(--rho-muted); font-size: 11px; }
-.rho-dag .rho-body { display: flex; gap: 8px; align-items: stretch; }
+/* The node pane sits below the graph, or beside it when the view is wide (data-pane, set by
+   dagview.ts from the view's width): it never lies over the graph. */
+.rho-dag .rho-body { display: flex; flex-direction: column; gap: 8px; align-items: stretch; }
+.rho-dag[data-pane="side"] .rho-body { flex-direction: row; }
 .rho-dag .rho-viewport {
-  flex: 1 1 60%; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
-  border-radius: 4px; background: var(--rho-bg);
+  flex: 1 1 auto; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
+  border-radius: 4px; background: var(--rho-bg); cursor: grab; user-select: none; -webkit-user-select: none;
 }
+.rho-dag .rho-viewport.rho-panning { cursor: grabbing; }
 .rho-dag .rho-pane {
-  flex: 1 1 40%; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
+  flex: 0 1 auto; min-width: 0; max-height: 560px; overflow: auto; border: 1px solid var(--rho-line);
   border-radius: 4px; padding: 6px 8px; background: var(--rho-bg);
+}
+.rho-dag[data-pane="side"] .rho-viewport { flex: 1 1 60%; }
+.rho-dag[data-pane="side"] .rho-pane { flex: 1 1 40%; }
+.rho-dag .rho-zoom-level {
+  min-width: 3.2em; text-align: center; color: var(--rho-muted); font-family: var(--jp-code-font-family, monospace); font-size: 11px;
 }
 .rho-dag .rho-pane[hidden] { display: none; }
 .rho-dag svg.rho-graph { display: block; margin: 0 auto; font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
@@ -92,7 +101,8 @@
 .rho-dag .rho-truncated { color: #b45309; font-style: normal; font-weight: 600; }
 .rho-dag .rho-markdown { line-height: 1.45; }
 .rho-dag .rho-markdown pre { background: var(--jp-layout-color2, #f9fafb); padding: 4px; overflow: auto; }
-.rho-dag table.rho-attempts { border-collapse: collapse; font-size: 11px; }
+.rho-dag .rho-table-scroll { overflow-x: auto; max-width: 100%; }
+.rho-dag table.rho-attempts { border-collapse: collapse; font-size: 11px; white-space: nowrap; }
 .rho-dag table.rho-attempts td, .rho-dag table.rho-attempts th { border: 1px solid var(--rho-line); padding: 1px 4px; text-align: left; }
 .rho-dag dl.rho-definition { display: grid; grid-template-columns: max-content 1fr; gap: 2px 8px; margin: 2px 0; }
 .rho-dag dl.rho-definition dt { color: var(--rho-muted); }
@@ -104,8 +114,10 @@
 .rho-dag .rho-json-string { color: #15803d; }
 .rho-dag .rho-json-number { color: #1d4ed8; }
 .rho-dag .rho-json-boolean, .rho-dag .rho-json-null { color: #b45309; }
-`,""]),e.d(r,{},{A:d})},802(o,r,e){var a=e(645),n=e.n(a),t=e(278),d=e.n(t),i=e(76),h=d()(n());h.i(i.A),h.push([o.id,`/* The Workflows sidebar. The DAG view's own stylesheet comes from the shared workspace package. */
+`,""]),e.d(r,{},{A:d})},"../node_modules/css-loader/dist/cjs.js!./style/index.css"(o,r,e){var a=e("../node_modules/css-loader/dist/runtime/noSourceMaps.js"),t=e.n(a),n=e("../node_modules/css-loader/dist/runtime/api.js"),d=e.n(n),s=e("../node_modules/css-loader/dist/cjs.js!../js/src/dagview.css"),i=d()(t());i.i(s.A),i.push([o.id,`/* The Workflows sidebar. The DAG view's own stylesheet comes from the shared workspace package. */
 
+/* Layout: header, the lists (one scrolling block), the selected run. With a run selected
+   (.rho-sb-focus) the lists shrink to about a third of the height and the run takes the rest. */
 .rho-sidebar {
   display: flex;
   flex-direction: column;
@@ -122,7 +134,14 @@
 .rho-sb-head h2 { font-size: 14px; margin: 6px 0; font-weight: 600; }
 .rho-sb-status { flex: 1; text-align: right; color: var(--jp-ui-font-color2); font-size: 11px; }
 .rho-sb-status.rho-sb-error { color: var(--jp-error-color1); }
+.rho-sb-lists { flex: 1 1 auto; min-height: 0; overflow: auto; }
+.rho-sidebar.rho-sb-focus .rho-sb-lists { flex: 0 1 auto; max-height: 32%; min-height: 90px; border-bottom: 1px solid var(--jp-border-color2); }
 .rho-sb-section h3 { font-size: 12px; margin: 10px 0 4px; text-transform: uppercase; letter-spacing: 0.04em; color: var(--jp-ui-font-color2); }
+.rho-sb-fold { cursor: pointer; user-select: none; }
+.rho-sb-fold:hover, .rho-sb-fold:focus { color: var(--jp-ui-font-color1); outline: none; }
+.rho-sb-caret { display: inline-block; width: 1em; transition: transform 0.1s; }
+.rho-sb-section[data-collapsed="true"] .rho-sb-caret { transform: rotate(-90deg); }
+.rho-sb-section[data-collapsed="true"] > :not(h3) { display: none; }
 .rho-sb-count { font-weight: normal; }
 .rho-sb-list { list-style: none; margin: 0; padding: 0; }
 .rho-sb-list > li { border: 1px solid var(--jp-border-color2); border-radius: 4px; padding: 4px 6px; margin: 3px 0; }
@@ -162,14 +181,28 @@
 .rho-sb-comment { flex: 1; min-width: 0; font-size: 12px; }
 .rho-sb-authority ul { margin: 2px 0; padding-left: 16px; }
 .rho-sb-preview { margin-top: 6px; }
-.rho-sb-selected { margin-top: 12px; border-top: 2px solid var(--jp-brand-color1); padding-top: 6px; }
+/* the selected run fills what the lists leave; its DAG view fills the run's section: the graph
+   gets the height, the node pane (below it, or beside it when the sidebar is wide) at most 38% */
+.rho-sb-selected {
+  flex: 1 0 auto; display: flex; flex-direction: column; min-height: 380px;
+  margin-top: 8px; border-top: 2px solid var(--jp-brand-color1); padding-top: 6px;
+}
+.rho-sb-selected[hidden] { display: none; }
 .rho-sb-sel-head { display: flex; align-items: center; gap: 6px; margin-bottom: 4px; }
-/* in the narrow sidebar the node pane goes below the graph instead of beside it */
-.rho-sidebar .rho-dag .rho-body { flex-direction: column; }
-.rho-sidebar .rho-dag .rho-viewport { max-height: 360px; }
-.rho-sidebar .rho-dag .rho-pane { max-height: 420px; }
-.rho-main-run { padding: 8px; overflow: auto; }
-.rho-main-run.rho-dag .rho-viewport, .rho-main-run.rho-dag .rho-pane { max-height: calc(100vh - 200px); }
+.rho-sb-selected .rho-sb-dag { flex: 1 1 0; min-height: 320px; display: flex; flex-direction: column; }
+.rho-sidebar .rho-dag .rho-body { flex: 1 1 0; min-height: 0; }
+.rho-sidebar .rho-dag .rho-viewport { flex: 1 1 0; min-height: 240px; max-height: none; }
+.rho-sidebar .rho-dag[data-pane="below"] .rho-pane { flex: 0 0 auto; max-height: 38vh; }
+.rho-sidebar .rho-dag[data-pane="side"] .rho-pane { max-height: none; }
+.rho-sidebar .rho-dag .rho-chip.rho-zero { display: none; }
+.rho-sidebar .rho-sb-preview .rho-viewport { flex: none; min-height: 0; max-height: 320px; }
+/* the run in a main-area tab: the graph fills the tab */
+.rho-main-run { padding: 8px; display: flex; flex-direction: column; overflow: hidden; }
+.rho-main-run.rho-dag .rho-body { flex: 1 1 0; min-height: 0; }
+.rho-main-run.rho-dag .rho-viewport { flex: 1 1 0; max-height: none; min-height: 200px; }
+.rho-main-run.rho-dag[data-pane="side"] .rho-viewport { flex: 1 1 60%; }
+.rho-main-run.rho-dag[data-pane="below"] .rho-pane { flex: 0 0 auto; max-height: 40%; }
+.rho-main-run.rho-dag[data-pane="side"] .rho-pane { flex: 1 1 40%; max-height: none; }
 .rho-sb-link { border: none; background: none; padding: 0; color: var(--jp-content-link-color); cursor: pointer; font-size: 11px; font-style: normal; }
 .rho-sb-link:hover { text-decoration: underline; }
-`,""]),e.d(r,{},{A:h})},278(o){o.exports=function(o){var r=[];return r.toString=function(){return this.map(function(r){var e="",a=void 0!==r[5];return r[4]&&(e+="@supports (".concat(r[4],") {")),r[2]&&(e+="@media ".concat(r[2]," {")),a&&(e+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),e+=o(r),a&&(e+="}"),r[2]&&(e+="}"),r[4]&&(e+="}"),e}).join("")},r.i=function(o,e,a,n,t){"string"==typeof o&&(o=[[null,o,void 0]]);var d={};if(a)for(var i=0;i<this.length;i++){var h=this[i][0];null!=h&&(d[h]=!0)}for(var l=0;l<o.length;l++){var s=[].concat(o[l]);a&&d[s[0]]||(void 0!==t&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=t),e&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=e),n&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=n):s[4]="".concat(n)),r.push(s))}},r}},645(o){o.exports=function(o){return o[1]}},292(o){var r=[];function e(o){for(var e=-1,a=0;a<r.length;a++)if(r[a].identifier===o){e=a;break}return e}function a(o,a){for(var n={},t=[],d=0;d<o.length;d++){var i=o[d],h=a.base?i[0]+a.base:i[0],l=n[h]||0,s="".concat(h," ").concat(l);n[h]=l+1;var c=e(s),p={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==c)r[c].references++,r[c].updater(p);else{var f=function(o,r){var e=r.domAPI(r);return e.update(o),function(r){r?(r.css!==o.css||r.media!==o.media||r.sourceMap!==o.sourceMap||r.supports!==o.supports||r.layer!==o.layer)&&e.update(o=r):e.remove()}}(p,a);a.byIndex=d,r.splice(d,0,{identifier:s,updater:f,references:1})}t.push(s)}return t}o.exports=function(o,n){var t=a(o=o||[],n=n||{});return function(o){o=o||[];for(var d=0;d<t.length;d++){var i=e(t[d]);r[i].references--}for(var h=a(o,n),l=0;l<t.length;l++){var s=e(t[l]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}t=h}}},383(o){var r={};o.exports=function(o,e){var a=function(o){if(void 0===r[o]){var e=document.querySelector(o);if(window.HTMLIFrameElement&&e instanceof window.HTMLIFrameElement)try{e=e.contentDocument.head}catch(o){e=null}r[o]=e}return r[o]}(o);if(!a)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");a.appendChild(e)}},88(o){o.exports=function(o){var r=document.createElement("style");return o.setAttributes(r,o.attributes),o.insert(r,o.options),r}},884(o,r,e){o.exports=function(o){var r=e.nc;r&&o.setAttribute("nonce",r)}},893(o){o.exports=function(o){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=o.insertStyleElement(o);return{update:function(e){var a,n,t;a="",e.supports&&(a+="@supports (".concat(e.supports,") {")),e.media&&(a+="@media ".concat(e.media," {")),(n=void 0!==e.layer)&&(a+="@layer".concat(e.layer.length>0?" ".concat(e.layer):""," {")),a+=e.css,n&&(a+="}"),e.media&&(a+="}"),e.supports&&(a+="}"),(t=e.sourceMap)&&"u">typeof btoa&&(a+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(t))))," */")),o.styleTagTransform(a,r,o.options)},remove:function(){var o;null===(o=r).parentNode||o.parentNode.removeChild(o)}}}},997(o){o.exports=function(o,r){if(r.styleSheet)r.styleSheet.cssText=o;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(o))}}},619(o,r,e){var a=e(292),n=e.n(a),t=e(893),d=e.n(t),i=e(383),h=e.n(i),l=e(884),s=e.n(l),c=e(88),p=e.n(c),f=e(997),g=e.n(f),b=e(802),u={};u.styleTagTransform=g(),u.setAttributes=s(),u.insert=h().bind(null,"head"),u.domAPI=d(),u.insertStyleElement=p(),n()(b.A,u),b.A&&b.A.locals&&b.A.locals}}]);
+`,""]),e.d(r,{},{A:i})},"../node_modules/css-loader/dist/runtime/api.js"(o){o.exports=function(o){var r=[];return r.toString=function(){return this.map(function(r){var e="",a=void 0!==r[5];return r[4]&&(e+="@supports (".concat(r[4],") {")),r[2]&&(e+="@media ".concat(r[2]," {")),a&&(e+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),e+=o(r),a&&(e+="}"),r[2]&&(e+="}"),r[4]&&(e+="}"),e}).join("")},r.i=function(o,e,a,t,n){"string"==typeof o&&(o=[[null,o,void 0]]);var d={};if(a)for(var s=0;s<this.length;s++){var i=this[s][0];null!=i&&(d[i]=!0)}for(var l=0;l<o.length;l++){var h=[].concat(o[l]);a&&d[h[0]]||(void 0!==n&&(void 0===h[5]||(h[1]="@layer".concat(h[5].length>0?" ".concat(h[5]):""," {").concat(h[1],"}")),h[5]=n),e&&(h[2]&&(h[1]="@media ".concat(h[2]," {").concat(h[1],"}")),h[2]=e),t&&(h[4]?(h[1]="@supports (".concat(h[4],") {").concat(h[1],"}"),h[4]=t):h[4]="".concat(t)),r.push(h))}},r}},"../node_modules/css-loader/dist/runtime/noSourceMaps.js"(o){o.exports=function(o){return o[1]}},"../node_modules/style-loader/dist/runtime/injectStylesIntoStyleTag.js"(o){var r=[];function e(o){for(var e=-1,a=0;a<r.length;a++)if(r[a].identifier===o){e=a;break}return e}function a(o,a){for(var t={},n=[],d=0;d<o.length;d++){var s=o[d],i=a.base?s[0]+a.base:s[0],l=t[i]||0,h="".concat(i," ").concat(l);t[i]=l+1;var c=e(h),p={css:s[1],media:s[2],sourceMap:s[3],supports:s[4],layer:s[5]};if(-1!==c)r[c].references++,r[c].updater(p);else{var f=function(o,r){var e=r.domAPI(r);return e.update(o),function(r){r?(r.css!==o.css||r.media!==o.media||r.sourceMap!==o.sourceMap||r.supports!==o.supports||r.layer!==o.layer)&&e.update(o=r):e.remove()}}(p,a);a.byIndex=d,r.splice(d,0,{identifier:h,updater:f,references:1})}n.push(h)}return n}o.exports=function(o,t){var n=a(o=o||[],t=t||{});return function(o){o=o||[];for(var d=0;d<n.length;d++){var s=e(n[d]);r[s].references--}for(var i=a(o,t),l=0;l<n.length;l++){var h=e(n[l]);0===r[h].references&&(r[h].updater(),r.splice(h,1))}n=i}}},"../node_modules/style-loader/dist/runtime/insertBySelector.js"(o){var r={};o.exports=function(o,e){var a=function(o){if(void 0===r[o]){var e=document.querySelector(o);if(window.HTMLIFrameElement&&e instanceof window.HTMLIFrameElement)try{e=e.contentDocument.head}catch(o){e=null}r[o]=e}return r[o]}(o);if(!a)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");a.appendChild(e)}},"../node_modules/style-loader/dist/runtime/insertStyleElement.js"(o){o.exports=function(o){var r=document.createElement("style");return o.setAttributes(r,o.attributes),o.insert(r,o.options),r}},"../node_modules/style-loader/dist/runtime/setAttributesWithoutAttributes.js"(o,r,e){o.exports=function(o){var r=e.nc;r&&o.setAttribute("nonce",r)}},"../node_modules/style-loader/dist/runtime/styleDomAPI.js"(o){o.exports=function(o){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=o.insertStyleElement(o);return{update:function(e){var a,t,n;a="",e.supports&&(a+="@supports (".concat(e.supports,") {")),e.media&&(a+="@media ".concat(e.media," {")),(t=void 0!==e.layer)&&(a+="@layer".concat(e.layer.length>0?" ".concat(e.layer):""," {")),a+=e.css,t&&(a+="}"),e.media&&(a+="}"),e.supports&&(a+="}"),(n=e.sourceMap)&&"u">typeof btoa&&(a+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(n))))," */")),o.styleTagTransform(a,r,o.options)},remove:function(){var o;null===(o=r).parentNode||o.parentNode.removeChild(o)}}}},"../node_modules/style-loader/dist/runtime/styleTagTransform.js"(o){o.exports=function(o,r){if(r.styleSheet)r.styleSheet.cssText=o;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(o))}}},"./style/index.js"(o,r,e){var a=e("../node_modules/style-loader/dist/runtime/injectStylesIntoStyleTag.js"),t=e.n(a),n=e("../node_modules/style-loader/dist/runtime/styleDomAPI.js"),d=e.n(n),s=e("../node_modules/style-loader/dist/runtime/insertBySelector.js"),i=e.n(s),l=e("../node_modules/style-loader/dist/runtime/setAttributesWithoutAttributes.js"),h=e.n(l),c=e("../node_modules/style-loader/dist/runtime/insertStyleElement.js"),p=e.n(c),f=e("../node_modules/style-loader/dist/runtime/styleTagTransform.js"),g=e.n(f),u=e("../node_modules/css-loader/dist/cjs.js!./style/index.css"),b={};b.styleTagTransform=g(),b.setAttributes=h(),b.insert=i().bind(null,"head"),b.domAPI=d(),b.insertStyleElement=p(),t()(u.A,b),u.A&&u.A.locals&&u.A.locals}}]);
