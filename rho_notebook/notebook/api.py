@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, overload
 
@@ -53,6 +53,7 @@ from rho_notebook.service import (
     Stream,
     Workspace,
     default_runner,
+    wait_for,
 )
 from rho_notebook.service.results import run_result
 
@@ -90,10 +91,9 @@ CONSENT_HINT = "pass yes=True or confirm_digest={digest!r} (--yes in a magic)"
 """How the Python API (and the magics) ask for consent, named in a refusal."""
 
 
-def call(coro: Coroutine[Any, Any, T]) -> T:
-    """The one bridge: await a service coroutine on the background runner's loop and return its
-    result. Safe in a running kernel (the kernel's loop is never used; no ``asyncio.run``)."""
-    return default_runner().call(coro)
+call = wait_for
+"""The one bridge: await a service coroutine on the background runner's loop and return its result
+(safe in a running kernel: the kernel's loop is never used, no ``asyncio.run``)."""
 
 
 def service() -> Service:

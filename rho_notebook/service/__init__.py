@@ -11,7 +11,7 @@ from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.planning.plan import PlanRequest
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, describe_request
 from rho_notebook.runtime.cancel import CancelResult
-from rho_notebook.service.background import BackgroundRunner, Listener, RunHandle, RunOutputs, default_runner
+from rho_notebook.service.background import BackgroundRunner, Listener, RunHandle, RunOutputs, default_runner, wait_for
 from rho_notebook.service.cells import NotebookSource
 from rho_notebook.service.export import ExportResult
 from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun
@@ -58,4 +58,5 @@ __all__ = [
     "find_workspace",
     "load_limits",
     "parse_input_args",
+    "wait_for",
 ]

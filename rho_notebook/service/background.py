@@ -53,6 +53,7 @@ __all__ = [
     "RunOutputs",
     "Listener",
     "default_runner",
+    "wait_for",
     "run_outputs",
 ]
 
@@ -273,6 +274,21 @@ def default_runner() -> BackgroundRunner:
                 os.register_at_fork(after_in_child=_reset_after_fork)
                 _fork_hook = True
         return _default
+
+
+def wait_for(coro: Coroutine[Any, Any, T]) -> T:
+    """The one bridge for synchronous callers (the notebook API, magics, widgets): run a service
+    coroutine on the process-wide runner's loop and return its result.
+
+    Safe in a running kernel (the kernel's loop is never used, never ``asyncio.run`` on it). From
+    the runner thread itself (a run listener), which cannot wait on its own loop, the coroutine runs
+    on a short-lived loop in a helper thread instead.
+    """
+    runner = default_runner()
+    if not runner.in_runner_thread():
+        return runner.call(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rho-wait-for") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 # -- outputs and results -----------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import asyncio
 import functools
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from rho_notebook.errors import NotFound, PlanError, RhoError, RunRefused, SourceError
+from rho_notebook.errors import InvalidWorkflow, NotFound, PlanError, RhoError, RunRefused, SourceError
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan, PlanManifest
@@ -238,9 +240,6 @@ class Service:
         ``inputs`` override. ``where`` names the notebook in errors (default: its resolved path;
         the CLI passes the path as typed).
         """
-        import shutil
-        import tempfile
-
         notebook = notebook.resolve()
         where = where or str(notebook)
         workspace = find_workspace(notebook.parent)
@@ -257,8 +256,6 @@ class Service:
 
     async def plan_source(self, source: NotebookSource, request: PlanRequest, *, store: bool = True) -> Plan:
         """Plan (or validate) notebook cells; diagnostics are renumbered to the cells' lines."""
-        from rho_notebook.errors import InvalidWorkflow
-
         try:
             return await (self.plan(request) if store else self.validate(request))
         except InvalidWorkflow as err:

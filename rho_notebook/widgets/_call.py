@@ -1,37 +1,19 @@
 """The service's verbs from a widget's threads, and the static views widgets add to their bundle.
 
 The service's verbs are ``async``. A widget is driven from threads that are not running the
-kernel's loop for it (button callbacks on the kernel's main thread, flushes on the pump thread),
-so it awaits a verb on the process-wide background runner's loop, exactly as the notebook API
-does: never on the kernel's own event loop, never through ``asyncio.run`` on a thread whose loop
-is running.
+kernel's loop for it (button callbacks on the kernel's main thread, flushes on the pump thread,
+run listeners on the runner thread), so it waits for a verb through the same bridge as the
+notebook API, :func:`rho_notebook.service.wait_for` (re-exported here as :func:`call`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from rho_notebook.service import default_runner
+from rho_notebook.service import wait_for as call
 
 __all__ = ["call", "with_static_views"]
-
-T = TypeVar("T")
-
-
-def call(verb: Coroutine[Any, Any, T]) -> T:
-    """Wait for ``verb`` (a service call such as ``service.status(run_id)``) and return its result.
-
-    From the runner thread itself (a run listener), which cannot wait on its own loop, the verb
-    runs on a short-lived loop in a helper thread.
-    """
-    runner = default_runner()
-    if not runner.in_runner_thread():
-        return runner.call(verb)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rho-widget-call") as pool:
-        return pool.submit(asyncio.run, verb).result()
 
 
 def with_static_views(bundle: Any, static: Callable[[], Mapping[str, str]]) -> Any:

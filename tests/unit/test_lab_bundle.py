@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.node_workspace import NODE_MODULES, REPO, ensure_installed, node
+from tests.unit.node_workspace import NODE_MODULES, REPO, ensure_installed, missing_tool, node
 
 BUNDLE = REPO / "rho_notebook" / "labextension"
 # what `npm run build:prod` in labextension/ reads, relative to the repository (the workspace root)
@@ -75,7 +75,7 @@ def test_lab_bundle_builds_byte_for_byte_at_another_path(tmp_path: Path) -> None
     node()
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip("npm is not installed: building the JupyterLab extension needs Node.js 20+ with npm")
+        missing_tool("npm is not installed: building the JupyterLab extension needs Node.js 20+ with npm")
     scripts = Path(sys.executable).parent
     if shutil.which("jupyter-builder", path=f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}") is None:
         pytest.fail("jupyter-builder (a dependency of jupyterlab) is not installed next to this Python or on PATH")
