@@ -11,6 +11,8 @@ node_ready           node                                    dependencies decide
 node_skipped         node, reason                            its condition evaluated false / a need was skipped
 node_blocked         node, reason                            a needed value or dependency is unavailable
 node_launched        node, attempt                           an attempt is about to start (durable before launch)
+node_reused          node, attempt, source_run, source_node,  a read-only node with reuse = True took a stored
+                     source_attempt, reuse_key               success with the same reuse key: nothing launched
 process_started      node, attempt, pid                      the attempt's process exists
 output_chunk         node, attempt, stream, bytes            bytes retained from stdout/stderr (size only)
 node_finished        node, attempt, state, exit, message     the attempt ended: success, failure, denial, cancellation
@@ -25,6 +27,8 @@ approval_requested   node, attempt, request_id, approval,    a person must decid
 approval_decided     node, attempt, request_id, decision,    the decision, who made it, when, through what,
                      by, comment, decided_at, via,           and the digest of the facts they were shown
                      facts_sha256
+approval_carried     node, attempt, facts_sha256, from_run,  a supervised launch approved earlier in this
+                     by, decided_at                          workspace with the same facts digest: not asked
 hook_ran             node, attempt, hook_event, hook,        a before/after_tool_use hook ran: its verdict
                      verdict, reason
 hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do more than deny (ignored)
@@ -53,6 +57,7 @@ class EventKind(str, Enum):
     NODE_SKIPPED = "node_skipped"
     NODE_BLOCKED = "node_blocked"
     NODE_LAUNCHED = "node_launched"
+    NODE_REUSED = "node_reused"
     PROCESS_STARTED = "process_started"
     OUTPUT_CHUNK = "output_chunk"
     NODE_FINISHED = "node_finished"
@@ -64,6 +69,7 @@ class EventKind(str, Enum):
     CANCEL_ACKNOWLEDGED = "cancel_acknowledged"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_CARRIED = "approval_carried"
     HOOK_RAN = "hook_ran"
     HOOK_IGNORED = "hook_ignored"
     PLAN_APPROVAL = "plan_approval"
@@ -88,6 +94,7 @@ def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any)
 PROGRESS_KINDS = frozenset(
     {
         "node_launched",
+        "node_reused",
         "node_finished",
         "node_skipped",
         "node_blocked",
@@ -97,6 +104,7 @@ PROGRESS_KINDS = frozenset(
         "needs_recovery",
         "approval_requested",
         "approval_decided",
+        "approval_carried",
     }
 )
 """Journal kinds a progress display gives one line (:func:`describe_event`): what a notebook shows."""
@@ -112,6 +120,10 @@ def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebo
         return str(record["state"]) + (f"  {record['message']}" if record.get("message") else "")
     if kind == "node_launched":
         return f"running (attempt {record['attempt']})"
+    if kind == "node_reused":
+        return f"reused from run {record['source_run']} ({record['source_node']}, attempt {record['source_attempt']})"
+    if kind == "approval_carried":
+        return f"launch approved earlier by {record['by']} in run {record['from_run']} (same facts): not asked again"
     if kind in ("node_skipped", "node_blocked"):
         return kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
     if kind == "run_completed":

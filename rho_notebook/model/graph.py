@@ -7,14 +7,14 @@ modification times) live in the plan manifest instead, never here.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field
 
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.condition import Condition
-from rho_notebook.model.reference import Template
+from rho_notebook.model.reference import OutputRef, Template
 from rho_notebook.model.schema import Scalar, Schema
 
 __all__ = [
@@ -26,6 +26,10 @@ __all__ = [
     "CommandNode",
     "ShellNode",
     "ApprovalNode",
+    "PythonArg",
+    "PythonModule",
+    "PythonNode",
+    "PythonRuntime",
     "Node",
     "ArgvPart",
     "EnvironmentPolicy",
@@ -81,12 +85,26 @@ class _NodeBase(FrozenModel):
     output: Schema | None = None
 
 
+def _is_false(value: object) -> bool:
+    return value is False
+
+
+def _is_empty(value: object) -> bool:
+    return value is None or value == ()
+
+
+# Fields added after graphs were first stored are left out of the canonical encoding at their
+# default (``exclude_if``), so every plan stored before them keeps its digest.
+
+
 class AgentNode(_NodeBase):
     kind: Literal["agent"] = "agent"
     agent: str
     """ID of the resolved agent in ``Graph.agents``."""
     prompt: Template
     access: Literal["read_only", "mutating"] = "mutating"
+    reuse: bool = Field(default=False, exclude_if=_is_false)
+    """Read-only nodes only: a stored success with the same reuse key is taken instead of a launch."""
 
 
 ArgvPart = Union[str, Template]
@@ -114,7 +132,66 @@ class ApprovalNode(_NodeBase):
     prompt: Template
 
 
-Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode, Field(discriminator="kind")]
+class PythonArg(FrozenModel):
+    """One keyword argument of a Python node's function: a literal JSON value or an output reference."""
+
+    name: str
+    value: Any = None
+    """The literal (JSON-shaped, no floats) when ``ref`` is None."""
+    ref: OutputRef | None = Field(default=None, exclude_if=_is_empty)
+
+
+class PythonModule(FrozenModel):
+    """A Python module frozen into the plan: a ``%%py`` cell or a project file, by label."""
+
+    label: str
+    """``//nodes/stats.py``."""
+    name: str
+    """The dotted import name under the workspace root: ``nodes.stats``."""
+    sha256: str
+    text: str
+
+
+class PythonRuntime(FrozenModel):
+    """The interpreter every Python node of the graph runs in, and what its environment holds."""
+
+    interpreter: FrozenExecutable
+    version: str
+    """``platform.python_version()`` of the interpreter, e.g. ``3.11.9``."""
+    sys_path: tuple[str, ...] = ()
+    """The interpreter's own ``sys.path`` when started by its path with ``-I``. The node's process
+    is launched through a verified handle (``/proc/self/fd/N``), from which a venv's interpreter
+    cannot find its ``pyvenv.cfg``, so the harness sets this path itself."""
+    site_dirs: tuple[str, ...] = ()
+    """The site directories in ``sys_path`` (their ``.pth`` files are processed by the harness)."""
+    distributions: tuple[tuple[str, str], ...] = ()
+    """(name, version) of every distribution installed in that environment, sorted."""
+    harness_sha256: str
+    """Digest of ``rho_notebook/exec/_py_harness.py`` at plan time; a different harness fails closed."""
+
+
+class PythonNode(_NodeBase):
+    kind: Literal["python"] = "python"
+    module: str
+    """Label of the module that defines ``function`` (one of ``Graph.python_modules``)."""
+    function: str
+    args: tuple[PythonArg, ...] = ()
+    """Sorted by name."""
+    cwd: str
+    """Working directory, ``//``-relative to the workspace."""
+    access: Literal["read_only", "mutating"] = "mutating"
+    """For Python nodes read-only is the author's declaration; it is not verified."""
+    modules: tuple[str, ...]
+    """Labels of the frozen modules this node may import (its module and what it imports by label)."""
+    reuse: bool = Field(default=False, exclude_if=_is_false)
+    reuse_inputs: tuple[FrozenFile, ...] = Field(default=(), exclude_if=_is_empty)
+    """Workspace files whose content joins the reuse key (digests re-read at launch)."""
+
+    def references(self) -> tuple[OutputRef, ...]:
+        return tuple(arg.ref for arg in self.args if arg.ref is not None)
+
+
+Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode | PythonNode, Field(discriminator="kind")]
 
 
 class EnvironmentPolicy(FrozenModel):
@@ -146,6 +223,17 @@ class Graph(FrozenModel):
     """Resolved definitions of every agent a node names, sorted by id."""
     environment: EnvironmentPolicy = EnvironmentPolicy()
     scheduler: SchedulerLimits = SchedulerLimits()
+    python: PythonRuntime | None = Field(default=None, exclude_if=_is_empty)
+    """The interpreter of the Python nodes; None when the graph has none."""
+    python_modules: tuple[PythonModule, ...] = Field(default=(), exclude_if=_is_empty)
+    """Every Python module a node may import, sorted by label."""
+
+    def python_module(self, label: str) -> PythonModule:
+        for module in self.python_modules:
+            if module.label == label:
+                return module
+        msg = f"no Python module {label!r} frozen in workflow {self.name!r}"
+        raise KeyError(msg)
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

@@ -35,8 +35,11 @@ class AttemptRecord:
     """Request ID this attempt is waiting on (no process has started while it is set)."""
     approval: dict[str, Any] | None = None
     """The decision record once made: decision, by, comment, decided_at, via."""
+    reused_from: dict[str, Any] | None = None
+    """For a reused attempt (no launch): {"run_id", "node", "attempt"} of the stored success."""
 
     def to_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"reused_from": dict(self.reused_from)} if self.reused_from is not None else {}
         return {
             "number": self.number,
             "started_at": self.started_at,
@@ -49,6 +52,7 @@ class AttemptRecord:
             "abandoned": self.abandoned,
             "pending_approval": self.pending_approval,
             "approval": self.approval,
+            **extra,
         }
 
     @classmethod
@@ -242,6 +246,21 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
         node.state, node.reason = NodeState.RUNNING, ""
         node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
         state.refresh_waiting()
+    elif kind == "node_reused" and node is not None:
+        node.state, node.reason = NodeState.RUNNING, ""
+        source = {"run_id": ev["source_run"], "node": ev["source_node"], "attempt": ev["source_attempt"]}
+        node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], reused_from=source))
+    elif kind == "approval_carried":
+        attempt = _attempt(state, ev)
+        if attempt is not None:
+            attempt.approval = {
+                "request_id": None,
+                "decision": "approve",
+                "by": ev.get("by"),
+                "comment": f"carried from run {ev.get('from_run')}",
+                "decided_at": ev.get("decided_at"),
+                "via": "carried",
+            }
     elif kind == "process_started":
         attempt = _attempt(state, ev)
         if attempt is not None:

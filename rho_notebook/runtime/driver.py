@@ -40,7 +40,7 @@ from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
@@ -400,7 +400,7 @@ class RunDriver:
         try:
             if self.checkout is None or isinstance(node, ApprovalNode):
                 result = await executor.execute(ctx)
-            elif isinstance(node, AgentNode) and node.access == "read_only":
+            elif isinstance(node, (AgentNode, PythonNode)) and node.access == "read_only":
                 async with self.checkout.read():
                     result = await executor.execute(ctx)
             else:

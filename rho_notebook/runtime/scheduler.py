@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rho_notebook.model.condition import UNAVAILABLE, evaluate
-from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node
+from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node, PythonNode
 from rho_notebook.model.reference import MISSING, ExitCodeRef, Reference, StatusRef, walk_path
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
 
@@ -46,7 +46,7 @@ class Decision:
 def _uses_checkout_alone(node: Node) -> bool:
     if isinstance(node, ApprovalNode):
         return False
-    if isinstance(node, AgentNode):
+    if isinstance(node, (AgentNode, PythonNode)):
         return node.access != "read_only"
     return True
 

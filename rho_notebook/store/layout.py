@@ -55,6 +55,21 @@ class StoreLayout:
         return self.workflows / "checkout-locks"
 
     @property
+    def reuse_index(self) -> Path:
+        """reuse/<key[:2]>/<key>.json: where a successful reusable attempt is (store/reuse.py)."""
+        return self.workflows / "reuse"
+
+    @property
+    def plan_index(self) -> Path:
+        """plan-index/<workspace key>/<graph digest>/<sources digest>: one plan per graph."""
+        return self.workflows / "plan-index"
+
+    @property
+    def carried_approvals(self) -> Path:
+        """carried-approvals/<workspace key>/<facts digest>.json: launch approvals that carry over."""
+        return self.workflows / "carried-approvals"
+
+    @property
     def agents(self) -> Path:
         return self.home / "agents"
 
