@@ -2,7 +2,7 @@
 
 ``import rho_notebook as rho`` gives the Python API (:mod:`rho_notebook.notebook.api`): ``rho.validate``,
 ``rho.plan``, ``rho.run``, ``rho.runs``, ``rho.plans``, ``rho.status``, ``rho.cancel``,
-``rho.resume``, ``rho.result``, ``rho.logs``, ``rho.approve`` and ``rho.export``, with
+``rho.resume``, ``rho.result``, ``rho.logs``, ``rho.approve``, ``rho.export`` and ``rho.show``, with
 ``rho.RunHandle``, ``rho.RunResult``, ``rho.NotebookSource`` and ``rho.ConfirmationRequired``. Every
 such name is imported from that module on first use, so importing the package loads nothing but
 the standard library (in particular neither IPython nor ipywidgets).
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         resume,
         run,
         runs,
+        show,
         status,
         validate,
     )
@@ -56,6 +57,7 @@ __all__ = [
     "logs",
     "approve",
     "export",
+    "show",
     "RunHandle",
     "RunResult",
     "NotebookSource",

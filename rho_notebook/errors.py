@@ -35,6 +35,7 @@ __all__ = [
     "ApprovalRefused",
     "RunRefused",
     "NeedsRecovery",
+    "TryRefused",
     "SettingsError",
     "ProviderError",
     "ProviderErrorKind",
@@ -259,6 +260,18 @@ class NeedsRecovery(RunRefused):
     """Uncertain attempts exist; resume needs --recover-uncertain after inspection."""
 
     rule = "needs_recovery"
+
+
+class TryRefused(RunRefused):
+    """``try NODE`` cannot take its upstream values from the source run: an ancestor's definition
+    changed since (``fields`` names what), is missing there, or did not succeed there."""
+
+    rule = "try.upstream"
+
+    def __init__(self, message: str, *, node: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.node = node
+        self.fields = fields
 
 
 # -- agents ------------------------------------------------------------------------------------------

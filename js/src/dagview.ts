@@ -8,6 +8,7 @@ import { marked } from "marked";
 
 import {
   attemptCells,
+  carriedText,
   childrenOf,
   clampZoom,
   countStates,
@@ -21,6 +22,7 @@ import {
   nodeLabel,
   nodeTitle,
   panePlacement,
+  reusedText,
   STATES,
   stateOf,
   stepZoom,
@@ -113,6 +115,7 @@ export interface DagViewOptions {
 interface NodeElements {
   group: SVGGElement;
   icon: SVGTextElement;
+  reused: SVGTextElement;
   title: SVGTitleElement;
   data: WireNode;
 }
@@ -201,6 +204,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
           `<text class="rho-icon" x="10" y="${nh / 2 + 4}">${STATE_STYLE.pending[2]}</text>` +
           `<text class="rho-label" x="26" y="${nh / 2 + 4}">${esc(nodeLabel(node.name, maxChars))}</text>` +
           (node.conditional ? `<text class="rho-when" x="${w - 8}" y="11" text-anchor="end">when</text>` : "") +
+          `<text class="rho-reused-mark" x="${w - 8}" y="${nh - 4}" text-anchor="end"></text>` +
           `</g>`,
       );
     }
@@ -216,6 +220,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       elements.set(name, {
         group,
         icon: group.querySelector("text.rho-icon") as SVGTextElement,
+        reused: group.querySelector("text.rho-reused-mark") as SVGTextElement,
         title: group.querySelector("title") as unknown as SVGTitleElement,
         data: byName.get(name) as WireNode,
       });
@@ -290,6 +295,11 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
         found.group.dataset.state = state;
         found.icon.textContent = STATE_STYLE[state][2];
       }
+      // a reused node (nothing launched: a stored success of the same reuse key) keeps its
+      // state colour and gets a mark; the tooltip and the pane name the source run
+      const reused = Boolean(view?.reused_from);
+      found.group.classList.toggle("rho-reused", reused);
+      found.reused.textContent = reused ? "\u21ba reused" : "";
       found.title.textContent = nodeTitle(found.data, view);
     }
     updateCounts();
@@ -444,6 +454,12 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     );
     const blocks: (HTMLElement | null)[] = [head];
     if (detail.reason || view?.reason) blocks.push(h("div", { class: "rho-reason" }, detail.reason || view?.reason || ""));
+    const reusedFrom = detail.reused_from ?? view?.reused_from;
+    const reasonText = detail.reason || view?.reason || "";
+    // the runner's reason may name the source run already; then the reason is the one line
+    if (reusedFrom && !reasonText.includes(reusedFrom.run_id)) blocks.push(h("div", { class: "rho-provenance rho-reused-from" }, `\u21ba ${reusedText(reusedFrom)}: nothing was launched in this run`));
+    const carried = carriedText(detail.approval);
+    if (carried) blocks.push(h("div", { class: "rho-provenance rho-carried" }, `\u2713 ${carried}`));
     if (detail.answer) {
       const answer = h("div", { class: "rho-markdown" });
       answer.innerHTML = markdownHtml(detail.answer.text);

@@ -2,7 +2,7 @@
 // counts, edge and dependency geometry, node labels and tooltips, durations and
 // the rows of the attempts table. dagview.ts draws with them; test/model.test.ts checks them.
 
-import type { AttemptJson, NodeView, StateName, WireLayout, WireNode } from "./types";
+import type { AttemptJson, NodeView, ReusedFromJson, StateName, WireLayout, WireNode } from "./types";
 
 export const STATES: readonly StateName[] = [
   "pending",
@@ -79,12 +79,28 @@ export function nodeLabel(name: string, maxChars: number): string {
   return name.length <= maxChars ? name : name.slice(0, maxChars - 1) + "\u2026";
 }
 
-/** The tooltip of a node: name, kind, state, attempt and reason. */
+/** `reused from run R (node N, attempt A)`: where a reused attempt's success came from. */
+export function reusedText(source: ReusedFromJson): string {
+  return `reused from run ${source.run_id} (node ${source.node}, attempt ${source.attempt})`;
+}
+
+/** `approval carried from run R by P` for a launch approved in an earlier run; else "". */
+export function carriedText(approval: Record<string, unknown> | null | undefined): string {
+  if (!approval || approval.via !== "carried") return "";
+  const comment = typeof approval.comment === "string" && approval.comment ? approval.comment : "carried";
+  const by = typeof approval.by === "string" && approval.by ? approval.by : "unknown";
+  return `approval ${comment} by ${by}`;
+}
+
+/** The tooltip of a node: name, kind, state, attempt, where a reused result came from, and reason. */
 export function nodeTitle(node: WireNode, view: NodeView | undefined): string {
   const state = stateOf(view?.state);
   const attempt = view?.attempt ? `, attempt ${view.attempt}` : "";
+  const source = view?.reused_from;
+  // the runner's reason may name the source run already: then it is said once
+  const reused = source && !(view?.reason ?? "").includes(source.run_id) ? `\n${reusedText(source)}` : "";
   const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
-  return `${node.name} (${node.kind}): ${state}${attempt}${reason}`;
+  return `${node.name} (${node.kind}): ${state}${attempt}${reason}${reused}`;
 }
 
 /** need -> the nodes that need it, in layout order. */

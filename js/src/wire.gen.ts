@@ -68,6 +68,31 @@ export interface PlanSummaryJson {
 }
 
 /**
+ * What ``diff OLD NEW`` answers: nodes added, removed and changed from OLD to NEW.
+ */
+export interface DiffJson {
+  old: DiffSideJson;
+  new: DiffSideJson;
+  same: boolean;
+  added: string[];
+  removed: string[];
+  changed: NodeChangeJson[];
+  unchanged: string[];
+  /**
+   * Graph-level fields that differ: name, inputs, environment, concurrency, interpreter.
+   */
+  graph: string[];
+  /**
+   * NEW's nodes a run started now would take from a stored success (``reuse = True``).
+   */
+  will_reuse?: string[];
+  /**
+   * NEW's other nodes.
+   */
+  will_launch?: string[];
+}
+
+/**
  * One durable snapshot of a run: ``status``.
  */
 export interface StatusJson {
@@ -186,6 +211,15 @@ export interface WireLayout {
   reduced_edge_count: number;
 }
 
+/**
+ * Where a reused attempt's success came from (no process was launched for it).
+ */
+export interface ReusedFromJson {
+  run_id: string;
+  node: string;
+  attempt: number;
+}
+
 export interface NodeView {
   state: string;
   attempt: number;
@@ -194,6 +228,7 @@ export interface NodeView {
   reason: string;
   exit_code: number | null;
   uncertain: boolean;
+  reused_from?: ReusedFromJson;
   /**
    * Version: the tracker's change counter when this view last changed (newest wins).
    */
@@ -269,6 +304,18 @@ export interface Detail {
   stderr?: StreamView | null;
   has_value?: boolean;
   value?: unknown;
+  /**
+   * The latest attempt reused this stored success (its artifacts are read from there when the
+   * attempt has none of its own).
+   */
+  reused_from?: ReusedFromJson | null;
+  /**
+   * The latest attempt's approval record (decision, by, comment, decided_at, via); ``via`` is
+   * ``carried`` for a launch approval carried over from an earlier run.
+   */
+  approval?: {
+    [k: string]: unknown;
+  } | null;
   error?: string;
 }
 
@@ -288,6 +335,24 @@ export interface AttemptJson {
   approval: {
     [k: string]: unknown;
   } | null;
+}
+
+/**
+ * One side of a diff: the plan or run an argument named.
+ */
+export interface DiffSideJson {
+  kind: "plan" | "run";
+  id: string;
+  graph_digest: string;
+  workflow: string;
+}
+
+export interface NodeChangeJson {
+  node: string;
+  /**
+   * Changed fields by their Starlark names (argv, module, module source, output, needs, when, ...).
+   */
+  fields: string[];
 }
 
 export interface NodeResultJson {
@@ -320,6 +385,7 @@ export interface NodeStatusJson {
   exit_code: number | null;
   reason: string;
   uncertain: boolean;
+  reused_from?: ReusedFromJson;
 }
 
 export interface PlanNodeJson {

@@ -107,6 +107,20 @@ describe("node states", () => {
     render(new TestSource().set({ nodes: { lint: nodeView("skipped", { attempt: 0, reason: "condition false" }) } }));
     expect(node("lint").querySelector("title")?.textContent).toBe("lint (agent): skipped \u2014 condition false");
   });
+
+  it("marks a reused node and names its source run in the tooltip, until a later view is not reused", () => {
+    const reused_from = { run_id: "01SOURCE", node: "test", attempt: 2 };
+    const source = new TestSource().set({ nodes: { test: nodeView("success", { reused_from }), build: nodeView("success") } });
+    render(source);
+    expect(classes("test")).toEqual(expect.arrayContaining(["rho-s-success", "rho-reused"]));
+    expect(node("test").querySelector("text.rho-reused-mark")?.textContent).toBe("\u21ba reused");
+    expect(node("test").querySelector("title")?.textContent).toBe("test (command): success, attempt 1\nreused from run 01SOURCE (node test, attempt 2)");
+    expect(classes("build")).not.toContain("rho-reused");
+    expect(node("build").querySelector("text.rho-reused-mark")?.textContent).toBe("");
+    source.set({ nodes: { test: nodeView("running", { attempt: 2 }) } });
+    source.announce({ nodes: ["test"] });
+    expect(classes("test")).not.toContain("rho-reused");
+  });
 });
 
 describe("the run toolbar", () => {
@@ -249,6 +263,27 @@ describe("selection and the node pane", () => {
     expect(cells).toEqual(["1", "failure", "2025-01-01 10:00:00.000", "1.0 s", "exited 3", "exit code 3"]);
     expect(pane.querySelector(".rho-definition")?.textContent).toContain('["sh","-c","exit 3"]');
     expect(pane.querySelector(".rho-section-value .rho-json-number")?.textContent).toBe("42");
+  });
+
+  it("says where a reused result came from and who approved a carried launch", () => {
+    const reused_from = { run_id: "01SOURCE", node: "test", attempt: 2 };
+    const source = new TestSource().set({ nodes: { test: nodeView("success", { reused_from }) } });
+    render(source);
+    source.select("test");
+    source.set({ detail: { node: "test", kind: "python", state: "success", attempt: 1, reused_from, has_value: true, value: { n: 1 } } });
+    source.announce({ detail: true });
+    const pane = el.querySelector(".rho-pane") as HTMLElement;
+    expect(pane.querySelector(".rho-reused-from")?.textContent).toBe("\u21ba reused from run 01SOURCE (node test, attempt 2): nothing was launched in this run");
+    expect(pane.querySelector(".rho-carried")).toBeNull();
+    source.set({ detail: { node: "test", kind: "python", state: "success", attempt: 1, reused_from, reason: "reused from run 01SOURCE (node test, attempt 2)" } });
+    source.announce({ detail: true });
+    expect(pane.querySelector(".rho-reused-from")).toBeNull();
+    expect(pane.querySelector(".rho-reason")?.textContent).toBe("reused from run 01SOURCE (node test, attempt 2)");
+    source.set({
+      detail: { node: "test", kind: "command", state: "success", attempt: 1, approval: { via: "carried", by: "ada", comment: "carried from run 01EARLIER" } },
+    });
+    source.announce({ detail: true });
+    expect(pane.querySelector(".rho-carried")?.textContent).toBe("\u2713 approval carried from run 01EARLIER by ada");
   });
 
   it("renders an agent's answer as sanitized markdown", () => {

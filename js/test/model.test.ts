@@ -106,6 +106,10 @@ describe("labels", () => {
     expect(nodeTitle(build, undefined)).toBe("build (command): pending");
     expect(nodeTitle(build, nodeView("failure", { attempt: 2, reason: "exit 1" }))).toBe("build (command): failure, attempt 2 \u2014 exit 1");
     expect(nodeTitle(build, nodeView("ready", { attempt: 0 }))).toBe("build (command): ready");
+    const reused_from = { run_id: "01SOURCE", node: "build", attempt: 3 };
+    expect(nodeTitle(build, nodeView("success", { reused_from }))).toBe("build (command): success, attempt 1\nreused from run 01SOURCE (node build, attempt 3)");
+    const said = nodeView("success", { reused_from, reason: "reused from run 01SOURCE (node build, attempt 3)" });
+    expect(nodeTitle(build, said)).toBe("build (command): success, attempt 1 \u2014 reused from run 01SOURCE (node build, attempt 3)");
   });
 });
 

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rho_notebook.cli import notebook_verbs, plan_verbs, policy_verbs, run_verbs
+from rho_notebook.cli import diff_verbs, notebook_verbs, plan_verbs, policy_verbs, run_verbs
 from rho_notebook.errors import InvalidWorkflow, RhoError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
     plan_verbs.register(verbs)
+    diff_verbs.register(verbs)
     run_verbs.register(verbs)
     notebook_verbs.register(verbs)
     policy_verbs.register(verbs)

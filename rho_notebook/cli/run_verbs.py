@@ -36,6 +36,7 @@ from rho_notebook.service import (
     describe_request,
 )
 from rho_notebook.service.wire import status_json
+from rho_notebook.views.text import node_status_line
 
 __all__ = ["register", "EXIT_REFUSED", "consent", "start_plan"]
 
@@ -61,6 +62,11 @@ def register(verbs: Any) -> None:
         default=0.0,
         metavar="SECONDS",
         help="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing closed (default 0)",
+    )
+    run.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="launch every node, even a `reuse = True` node whose stored success has the same reuse key",
     )
     run.set_defaults(handler=run_run)
 
@@ -268,9 +274,19 @@ def _execute(
 
 def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: str) -> int:
     """Ask for consent to ``plan``'s digest, then create and run it (``run PLAN`` and
-    ``run NOTEBOOK.ipynb``)."""
-    given = consent(args, digest=plan.graph_digest, what=what)
-    request = StartRun(plan=plan.plan_id, consent=given, mode=args.mode, origin="cli")
+    ``run NOTEBOOK.ipynb``). A person's ``approve-plan`` record of this exact digest is the
+    confirmation: then it starts without ``--yes`` or a prompt, and says why."""
+    approval = None if args.yes else asyncio.run(service.plan_approval(plan.graph_digest))
+    if approval is not None:
+        print(
+            f"starting without --yes: graph digest {plan.graph_digest} was approved by {approval.by} "
+            f"at {approval.at} (rho-notebook approve-plan)",
+            file=sys.stdout if args.output == "text" else sys.stderr,
+        )
+        given = Consent(plan_approved=True)
+    else:
+        given = consent(args, digest=plan.graph_digest, what=what)
+    request = StartRun(plan=plan.plan_id, consent=given, mode=args.mode, origin="cli", reuse=not args.no_reuse)
 
     async def start(**options: Any) -> RunState:
         run_id = await service.create_run_of(plan, request)
@@ -323,11 +339,8 @@ def run_status(args: argparse.Namespace) -> int:
     if state.damage is not None:
         print(f"damage     {state.damage}")
         print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
-    for name, node in data["nodes"].items():
-        extra = f"  exit {node['exit_code']}" if node["exit_code"] is not None else ""
-        note = "  UNCERTAIN" if node["uncertain"] else ""
-        reason = f"  ({node['reason']})" if node["reason"] else ""
-        print(f"  {name:<24} {node['state']:<13} attempt {node['attempt']}{extra}{note}{reason}")
+    for name in data["nodes"]:
+        print(node_status_line(name, state.nodes[name]))
     return 0
 
 

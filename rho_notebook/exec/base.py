@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import EnvironmentPolicy, Node
+from rho_notebook.model.graph import EnvironmentPolicy, Graph, Node
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.model.reference import MISSING, Template, render_value, walk_path
+from rho_notebook.model.reference import MISSING, OutputRef, Template, render_value, walk_path
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write
@@ -28,6 +28,7 @@ __all__ = [
     "EnvironmentSnapshot",
     "Executor",
     "UnavailableValue",
+    "output_value",
     "render_template",
     "node_environment",
 ]
@@ -63,6 +64,8 @@ class AttemptContext:
     """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""
     verified: VerifiedHandles | None = None
     """The run's kept verified descriptors of frozen files; None verifies every path from scratch."""
+    graph: Graph | None = None
+    """The run's frozen graph (Python nodes need its interpreter and modules)."""
 
     async def directory(self) -> Path:
         """``attempt_dir``, created if it was not yet."""
@@ -101,18 +104,20 @@ def render_template(template: Template, outputs: Callable[[str], Any]) -> str:
     """Concatenate literal text and referenced values (strings as-is, others as compact JSON)."""
     pieces: list[str] = []
     for part in template.parts:
-        if isinstance(part, str):
-            pieces.append(part)
-            continue
-        value = outputs(part.node)
-        if value is not UNAVAILABLE:
-            value = walk_path(value, part.path)
-        if value is UNAVAILABLE or value is MISSING:
-            path = "".join(f"[{step!r}]" for step in part.path)
-            msg = f"output({part.node!r}){path} is unavailable ({part.node!r} has no validated output at that path)"
-            raise UnavailableValue(msg)
-        pieces.append(render_value(value))
+        pieces.append(part if isinstance(part, str) else render_value(output_value(part, outputs)))
     return "".join(pieces)
+
+
+def output_value(ref: OutputRef, outputs: Callable[[str], Any]) -> Any:
+    """The value ``ref`` points at; raises :class:`UnavailableValue` when there is none."""
+    value = outputs(ref.node)
+    if value is not UNAVAILABLE:
+        value = walk_path(value, ref.path)
+    if value is UNAVAILABLE or value is MISSING:
+        path = "".join(f"[{step!r}]" for step in ref.path)
+        msg = f"output({ref.node!r}){path} is unavailable ({ref.node!r} has no validated output at that path)"
+        raise UnavailableValue(msg)
+    return value
 
 
 class EnvironmentSnapshot(Mapping[str, str]):

@@ -13,6 +13,8 @@ node_blocked         node, reason                            a needed value or d
 node_launched        node, attempt                           an attempt is about to start (durable before launch)
 node_reused          node, attempt, source_run, source_node,  a read-only node with reuse = True took a stored
                      source_attempt, reuse_key               success with the same reuse key: nothing launched
+                                                             (reuse_key null: a ``try`` run took it from its
+                                                             source run; node_finished follows at once)
 process_started      node, attempt, pid                      the attempt's process exists
 output_chunk         node, attempt, stream, bytes            bytes retained from stdout/stderr (size only)
 node_finished        node, attempt, state, exit, message     the attempt ended: success, failure, denial, cancellation

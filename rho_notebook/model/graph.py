@@ -167,7 +167,7 @@ class PythonRuntime(FrozenModel):
     distributions: tuple[tuple[str, str], ...] = ()
     """(name, version) of every distribution installed in that environment, sorted."""
     harness_sha256: str
-    """Digest of ``rho_notebook/exec/_py_harness.py`` at plan time; a different harness fails closed."""
+    """Digest of ``rho_notebook/source/_py_harness.py`` at plan time; a different harness fails closed."""
 
 
 class PythonNode(_NodeBase):

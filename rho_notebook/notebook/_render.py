@@ -17,7 +17,7 @@ from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service.cells import WorkflowCell, inputs_text
-from rho_notebook.views.text import condition_text
+from rho_notebook.views.text import condition_text, node_status_line
 
 __all__ = [
     "Report",
@@ -146,13 +146,7 @@ def status_report(state: RunState) -> Report:
         f"workflow   {state.workflow}   plan {state.plan_id}",
         f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""),
     ]
-    for name, record in sorted(state.nodes.items()):
-        code = record.exit_code()
-        extra = f"  exit {code}" if code is not None else ""
-        current = record.current
-        note = "  UNCERTAIN" if current is not None and current.uncertain and not current.abandoned else ""
-        reason = f"  ({record.reason})" if record.reason else ""
-        lines.append(f"  {name:<24} {record.state.value:<13} attempt {record.attempt}{extra}{note}{reason}")
+    lines.extend(node_status_line(name, record) for name, record in sorted(state.nodes.items()))
     return Report("\n".join(lines), data=state)
 
 

@@ -20,6 +20,7 @@ of these functions. Nothing here imports IPython or ipywidgets.
 ``logs(run_id, node)``                 a node's retained stdout / stderr
 ``approve(run_id, request)``           decide a pending approval
 ``export(notebook, out_dir)``          write a notebook's workflow folder
+``show(run_id)``                       an earlier run's DAG from the store, with a run picker
 =====================================  ==========================================================
 """
 
@@ -51,11 +52,14 @@ from rho_notebook.service import (
     Service,
     StartRun,
     Stream,
+    TryPlan,
     Workspace,
     default_runner,
+    find_workspace,
     wait_for,
 )
 from rho_notebook.service.results import run_result
+from rho_notebook.views.runs import latest_run
 
 __all__ = [
     "ConfirmationRequired",
@@ -66,6 +70,7 @@ __all__ = [
     "validate",
     "plan",
     "run",
+    "run_try",
     "resume",
     "runs",
     "plans",
@@ -75,6 +80,7 @@ __all__ = [
     "logs",
     "approve",
     "export",
+    "show",
     "request_for",
     "consent",
     "call",
@@ -184,6 +190,7 @@ def run(
     confirm_digest: str | None = None,
     mode: Mode = "auto",
     approval_timeout: float = 0.0,
+    reuse: bool = True,
 ) -> RunHandle:
     """Confirm a plan's digest, create a run and execute it in the background.
 
@@ -197,6 +204,8 @@ def run(
         Permission mode for command launches (recorded in the run).
     approval_timeout
         Passed to the driver (a notebook run always has a responder; see docs/notebook.md).
+    reuse
+        False launches every node, even an unchanged ``reuse = True`` node (``--no-reuse``).
 
     Returns
     -------
@@ -212,8 +221,38 @@ def run(
 
     async def create() -> str:
         chosen = plan_or_id if isinstance(plan_or_id, Plan) else await svc.load_plan(str(plan_or_id))
-        request = StartRun(plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook")
+        request = StartRun(plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook", reuse=reuse)
         return await svc.create_run_of(chosen, request)
+
+    run_id = call(create())
+    return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
+
+
+def run_try(
+    tried: TryPlan,
+    *,
+    yes: bool = False,
+    confirm_digest: str | None = None,
+    mode: Mode = "auto",
+    approval_timeout: float = 0.0,
+) -> RunHandle:
+    """Confirm a ``try`` plan's digest and start it in the background, its upstream nodes'
+    results taken from ``tried.source_run`` (``%workflow try``; see :meth:`Service.try_node`).
+    The tried node itself always launches, even when it is ``reuse = True`` and unchanged."""
+    svc = service()
+    agreed = consent(yes=yes, confirm_digest=confirm_digest)
+
+    async def create() -> str:
+        request = StartRun(
+            plan=tried.plan.plan_id,
+            consent=agreed,
+            mode=mode,
+            origin="notebook",
+            reuse=False,
+            seed_from=tried.source_run,
+            seed_nodes=tried.seed_nodes,
+        )
+        return await svc.create_run_of(tried.plan, request)
 
     run_id = call(create())
     return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
@@ -285,6 +324,30 @@ def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState
         raise ValueError(msg)
     query = RunsQuery(state=Lifecycle(state) if state is not None else None, limit=limit or 0)
     return call(service().runs(query))
+
+
+def show(run_id: str | None = None, *, workflow: str | None = None, node: str | None = None) -> Any:
+    """An earlier run redrawn from the store: its live DAG and node outputs, under a picker of
+    the runs of its workflow in its workspace (newest first) that switches between them. Nothing
+    is executed; a run still going on (in this kernel or another process) is followed live.
+
+    Without ``run_id``: the newest run of ``workflow`` (None: of any workflow) created in this
+    workspace. ``node`` opens that node's output pane. Returns the widget (a cell displays it);
+    the text and HTML it carries list every node's state and validated output for viewers
+    without widgets.
+
+    Raises
+    ------
+    NotFound
+        No such run, no run of the workflow in this workspace yet, or no such node.
+    """
+    from rho_notebook.widgets import run_picker  # widgets are imported only when shown
+
+    svc = service()
+    if run_id is None:
+        key = find_workspace().key
+        run_id = call(latest_run(svc, workflow=workflow, workspace_key=key))
+    return run_picker(run_id, service=svc, handle_for=default_runner().handle, select=node)
 
 
 def plans() -> list[PlanManifest]:

@@ -25,6 +25,7 @@ _VALUE_FLAGS = {
     "--comment": (),
     "--workflow": (),
     "--approval-timeout": (),
+    "--node": (),
 }
 _OUTPUTS = {
     "validate": ("text", "json"),
@@ -46,6 +47,7 @@ _POSITIONALS: dict[str, tuple[str, ...]] = {
     "result": ("run",),
     "logs": ("run", "node"),
     "approve": ("run",),
+    "show": ("run",),
 }
 
 

@@ -24,7 +24,7 @@ from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.plan import Plan
 from rho_notebook.notebook._render import graph_html, graph_text
 from rho_notebook.notebook.api import call
-from rho_notebook.service import RunHandle, Service
+from rho_notebook.service import DiffResult, RunHandle, Service
 
 __all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "WIDGET_MIME"]
 
@@ -99,8 +99,9 @@ def _may_ask(handle: RunHandle) -> bool:
     return any(isinstance(n, ApprovalNode) for n in graph.nodes)
 
 
-def show_plan_card(plan: Plan, *, on_run: Callable[[], Any]) -> None:
-    """A plan waiting for confirmation of its digest (the widget's button runs it)."""
+def show_plan_card(plan: Plan, *, on_run: Callable[[], Any], changes: DiffResult | None = None) -> None:
+    """A plan waiting for confirmation of its digest (the widget's button runs it); with
+    ``changes``, what changed since the cell's previous plan, shown before the Run button."""
     short = plan.plan_id[:13]
     text = f"plan {plan.plan_id} of workflow {plan.graph.name}\ndigest {plan.graph_digest}\nto run it, confirm the digest: %workflow run {short} --yes"
     body = (
@@ -108,7 +109,11 @@ def show_plan_card(plan: Plan, *, on_run: Callable[[], Any]) -> None:
         f"digest <code>{html.escape(plan.graph_digest)}</code><br>to run it, confirm the digest: "
         f"<code>%workflow run {html.escape(short)} --yes</code></p>"
     )
-    _show(text, body, _view("plan_card", plan, on_run=on_run))
+    if changes is not None:
+        shown = "\n".join(changes.lines())
+        text = f"{text}\nchanges since the previous plan:\n{shown}"
+        body = f"<pre>{html.escape(shown)}</pre>{body}"
+    _show(text, body, _view("plan_card", plan, on_run=on_run, changes=changes))
 
 
 def show_hub(session: Any, text: str) -> None:

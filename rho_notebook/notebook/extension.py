@@ -22,7 +22,7 @@ from rho_notebook.notebook.session import NotebookSession
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "current_session"]
 
-_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "agent")}
+_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "agent")}
 _loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 """shell -> (magics, matcher) of this extension (weak: a discarded shell takes its session along)."""
 
@@ -102,6 +102,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     if found is None:
         return
     magics, matcher = found
+    magics.release()
     manager = ipython.magics_manager
     for kind, names in _MAGIC_NAMES.items():
         table = manager.magics[kind]

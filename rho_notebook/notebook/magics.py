@@ -1,4 +1,4 @@
-"""The IPython magics: ``%%workflow``, ``%%star``, ``%%agent`` and ``%workflow VERB``.
+"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%agent`` and ``%workflow VERB``.
 
 Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
@@ -28,6 +28,8 @@ from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.notebook import api
+from rho_notebook.notebook._pycell import run_python_cell
+from rho_notebook.notebook._pyimport import CellModules
 from rho_notebook.notebook._render import (
     Progress,
     Report,
@@ -41,9 +43,9 @@ from rho_notebook.notebook.display import show_graph, show_hub, show_plan_card, 
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
 from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
-from rho_notebook.service.cells import AgentCell, ModuleCell, WorkflowCell, parse_cell
+from rho_notebook.service.cells import AgentCell, ModuleCell, PythonCell, WorkflowCell, parse_cell
 from rho_notebook.service.export import export_cells
-from rho_notebook.service.wire import plan_json, plan_summary_json, status_json
+from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowMagics", "diagnostics_text"]
 
@@ -104,7 +106,7 @@ class WorkflowMagics(Magics):
         head = line.split()[0] if kind != "workflow" and line.split() else line.split(" --", 1)[0].strip()
         return f"cell %%{kind} {head}".rstrip()
 
-    def _cell(self, kind: str, line: str, cell: str) -> WorkflowCell | ModuleCell | AgentCell:
+    def _cell(self, kind: str, line: str, cell: str) -> WorkflowCell | ModuleCell | PythonCell | AgentCell:
         try:
             return parse_cell(kind, line, cell, display=self._display_name(kind, line, cell))  # type: ignore[arg-type]
         except ArgumentError as err:
@@ -154,6 +156,41 @@ class WorkflowMagics(Magics):
             f'module {module.label}: {lines} line{"s" if lines != 1 else ""}; load it with load("{module.label}", ...)',
             data=module,
         )
+
+    @no_var_expand
+    @cell_magic
+    def py(self, line: str, cell: str) -> Report:
+        """%%py LABEL — the cell is a Python module that python() nodes run, e.g. %%py //nodes/stats.py;
+        it also runs here, so its functions can be called in the next cell"""
+        module = self._cell("py", line, cell)
+        if not isinstance(module, PythonCell):  # pragma: no cover
+            raise TypeError(module)
+        self.session.define_python(module)
+        imports = self._python_imports()
+        imports.forget()  # imports of %%py modules read the cells as they are now
+        functions = run_python_cell(self.shell, module)
+        example = functions[0] if functions else "FUNCTION"
+        defined = f"functions {', '.join(functions)}" if functions else "no functions"
+        return Report(
+            f"module {module.label} (imports as {module.module_name}): {defined}; "
+            f'a node runs one with python(module = "{module.label}", function = "{example}", ...)',
+            data=module,
+        )
+
+    def _python_imports(self) -> CellModules:
+        """The session's ``%%py`` modules, importable here by dotted name (installed on first use)."""
+        found: CellModules | None = getattr(self, "_py_imports", None)
+        if found is None:
+            found = CellModules(lambda: self.session.cells.python)
+            self._py_imports = found
+        found.install()
+        return found
+
+    def release(self) -> None:
+        """Undo what the magics installed in the process (``%unload_ext``)."""
+        found: CellModules | None = getattr(self, "_py_imports", None)
+        if found is not None:
+            found.uninstall()
 
     @no_var_expand
     @cell_magic
@@ -262,18 +299,75 @@ class WorkflowMagics(Magics):
             ) from None
 
     def _verb_run(self, args: Any) -> Any:
+        previous = self.session.planned.get(args.target)
         plan = self._plan_for_run(args)
         print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
         if not args.yes:
 
             def on_run() -> RunHandle:
                 return api.run(
-                    plan, confirm_digest=plan.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
+                    plan,
+                    confirm_digest=plan.graph_digest,
+                    mode=args.mode,
+                    approval_timeout=args.approval_timeout,
+                    reuse=not args.no_reuse,
                 )
 
-            show_plan_card(plan, on_run=on_run)
+            changed = previous is not None and previous.graph_digest != plan.graph_digest
+            changes = api.call(api.service().diff_plans(previous, plan)) if previous is not None and changed else None
+            show_plan_card(plan, on_run=on_run, changes=changes)
             return None
-        handle = api.run(plan, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
+        handle = api.run(
+            plan, yes=True, mode=args.mode, approval_timeout=args.approval_timeout, reuse=not args.no_reuse
+        )
+        return self._started(handle, args)
+
+    def _verb_diff(self, args: Any) -> Report | None:
+        result = api.call(api.service().diff(self._expand_id(args.old), self._expand_id(args.new)))
+        if args.output == "json":
+            print(json.dumps(diff_json(result), indent=2))
+            return None
+        return Report("\n".join(result.lines()), data=result)
+
+    def _try_workflow(self, args: Any) -> str:
+        """The workflow ``%workflow try`` plans: ``--workflow``, else the one cell holding the node."""
+        if args.workflow is not None:
+            return str(args.workflow)
+        names = self.session.workflow_names()
+        holding = [
+            name
+            for name in names
+            if name in self.session.validated
+            and any(node.name == args.node for node in self.session.validated[name].graph.nodes)
+        ]
+        if len(holding) == 1:
+            return holding[0]
+        if len(names) == 1:
+            return names[0]
+        known = ", ".join(names) or "none yet"
+        raise UsageError(
+            f"%workflow try {args.node}: say which workflow holds the node with --workflow NAME (this notebook's: {known})"
+        )
+
+    def _verb_try(self, args: Any) -> Any:
+        name = self._try_workflow(args)
+        plan, _ = self._target(name, [], store=True)
+        from_run = self._expand_id(args.from_run) if args.from_run else None
+        tried = api.call(api.service().try_node(plan.plan_id, args.node, from_run=from_run))
+        derived = tried.plan
+        upstream = ", ".join(tried.seed_nodes) or "(none)"
+        print(f"try node {tried.node} of workflow {name}: plan {derived.plan_id}  digest {derived.graph_digest}")
+        print(f"upstream values from run {tried.source_run}: {upstream}")
+        if not args.yes:
+
+            def on_run() -> RunHandle:
+                return api.run_try(
+                    tried, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
+                )
+
+            show_plan_card(derived, on_run=on_run)
+            return None
+        handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
         return self._started(handle, args)
 
     def _verb_resume(self, args: Any) -> Any:
@@ -401,6 +495,33 @@ class WorkflowMagics(Magics):
                 f"\nthe cell's inputs are not part of the folder; plan with: rho-notebook plan {result.entry} {flags}"
             )
         return Report(text, data=result)
+
+    def _verb_show(self, args: Any) -> None:
+        """An earlier run's DAG and outputs from the store (nothing re-executed), with a picker of
+        the runs of its workflow; without RUN the newest run of this notebook's workflow."""
+        from IPython.display import display
+
+        workflow = args.workflow
+        if args.run is None and workflow is None:
+            workflow = self._shown_workflow()
+        picker = api.show(args.run, workflow=workflow, node=args.node)
+        display(picker)  # type: ignore[no-untyped-call]
+
+    def _shown_workflow(self) -> str | None:
+        """The workflow ``%workflow show`` shows without RUN: this notebook's only ``%%workflow``
+        cell, or the one planned last in this session; None when no cell ran in this kernel (a
+        reopened notebook: then the newest run in this workspace)."""
+        names = self.session.workflow_names()
+        if len(names) == 1:
+            return names[0]
+        planned = [name for name in self.session.planned if name in names]
+        if planned:
+            return planned[-1]
+        if names:
+            raise UsageError(
+                f"this notebook has several workflows ({', '.join(names)}): name one with %workflow show --workflow NAME"
+            )
+        return None
 
     def _verb_hub(self, args: Any) -> None:
         overview = self.session.describe()

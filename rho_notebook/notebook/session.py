@@ -5,6 +5,9 @@ Every cell run replaces the previous definition with the same workflow name, mod
 agent ID: the latest text of a cell is the truth, valid or not (an invalid definition is still
 held so that ``%workflow validate NAME`` and planning show its diagnostics again).
 
+Python nodes planned here are frozen with this process's interpreter (``sys.executable``): in a
+kernel, the kernel's, the one that ran the ``%%py`` cells.
+
 The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
 the nearest ancestor holding ``.rho/`` or ``.git``.
 """
@@ -12,6 +15,7 @@ the nearest ancestor holding ``.rho/`` or ``.git``.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +33,15 @@ from rho_notebook.service import (
     default_runner,
     find_workspace,
 )
-from rho_notebook.service.cells import AgentCell, CellSet, ModuleCell, NotebookSource, WorkflowCell, agent_definition
+from rho_notebook.service.cells import (
+    AgentCell,
+    CellSet,
+    ModuleCell,
+    NotebookSource,
+    PythonCell,
+    WorkflowCell,
+    agent_definition,
+)
 
 __all__ = ["NotebookSession", "CellResult"]
 
@@ -97,7 +109,17 @@ class NotebookSession:
         return self._source_of(self.cell(name), name)
 
     def _source_of(self, cell: WorkflowCell, name: str) -> NotebookSource:
-        return self.cells.source(cell, entry_label=self.entry_label(name), workflow_dir=self.folder())
+        return self.cells.source(
+            cell,
+            entry_label=self.entry_label(name),
+            workflow_dir=self.folder(),
+            python_interpreter=self.python_interpreter(),
+        )
+
+    def python_interpreter(self) -> Path | None:
+        """The interpreter Python nodes are frozen with: the kernel's own (never a PATH lookup);
+        None when the process does not know it (planning then says so)."""
+        return Path(sys.executable) if sys.executable else None
 
     def define_workflow(self, cell: WorkflowCell, *, validate: Callable[[NotebookSource], Plan]) -> CellResult:
         """Validate a ``%%workflow`` cell and hold it under its workflow name.
@@ -131,6 +153,11 @@ class NotebookSession:
         return CellResult(cell=named, plan=plan)
 
     def define_module(self, cell: ModuleCell) -> ModuleCell:
+        self.cells.add(cell)
+        return cell
+
+    def define_python(self, cell: PythonCell) -> PythonCell:
+        """Hold a ``%%py`` module (valid or not: running it in the kernel is the magic's job)."""
         self.cells.add(cell)
         return cell
 
@@ -194,7 +221,12 @@ class NotebookSession:
                 name: {"cell": cell.display, "valid": name in self.validated, "inputs": cell.inputs}
                 for name, cell in sorted(self.cells.workflows.items())
             },
-            "modules": {label: module.display for label, module in sorted(self.cells.modules.items())},
+            "modules": dict(
+                sorted(
+                    [(label, m.display) for label, m in self.cells.modules.items()]
+                    + [(label, m.display) for label, m in self.cells.python.items()]
+                )
+            ),
             "agents": {agent_id: agent.display for agent_id, agent in sorted(self.cells.agents.items())},
             "plans": {name: plan.plan_id for name, plan in sorted(self.planned.items())},
             "runs": [

@@ -2,7 +2,8 @@
 
 Graph rules: unique node names, needs that exist, no cycles, references and conditions that point
 to ancestors only, output paths that exist in the referenced node's schema, exit_code() only of
-command and shell nodes, condition and schema depth, node and edge counts.
+command and shell nodes, condition and schema depth, node and edge counts, ``reuse = True`` only
+on read-only nodes. A python node's ``output()`` arguments are references like any other.
 
 Condition comparands are checked against what their reference can hold, as Rho does: a
 ``status()`` against the terminal states (a condition sees a state only once the node finished),
@@ -59,6 +60,8 @@ __all__ = [
     "to_schema",
     "to_condition",
     "to_template",
+    "to_output_ref",
+    "is_output_ref",
     "drafts_of",
     "check_graph",
     "describe_schema",
@@ -88,6 +91,8 @@ class NodeDraft:
     when: Condition | None = None
     output: Schema | None = None
     templates: list[Template] = field(default_factory=list)
+    values: list[OutputRef] = field(default_factory=list)
+    """References whose whole value a node receives (a python node's args)."""
 
     def diagnostic(self, rule: str, message: str) -> Diagnostic:
         return Diagnostic(rule=rule, message=message, file=self.at[0], line=self.at[1], column=self.at[2])
@@ -98,6 +103,7 @@ class NodeDraft:
             refs.extend(condition_references(self.when))
         for tmpl in self.templates:
             refs.extend(tmpl.references())
+        refs.extend(self.values)
         return refs
 
 
@@ -123,6 +129,16 @@ def to_schema(raw: dict[str, Any]) -> Schema:
         return RecordSchema(fields=tuple((k, to_schema(v)) for k, v in sorted(raw["fields"].items())))
     msg = f"unknown schema type {kind!r}"
     raise ValueError(msg)
+
+
+def is_output_ref(raw: Any) -> bool:
+    """Whether a raw tagged value is an ``output()`` reference."""
+    return isinstance(raw, dict) and raw.get("__rho__") == "ref" and raw.get("ref") == "output"
+
+
+def to_output_ref(raw: dict[str, Any]) -> OutputRef:
+    """The model of a raw ``output()`` reference."""
+    return OutputRef(node=raw["node"], path=tuple(raw.get("path", ())))
 
 
 def _to_ref(raw: dict[str, Any]) -> Reference:
@@ -192,6 +208,10 @@ def drafts_of(raw_nodes: list[dict[str, Any]]) -> list[NodeDraft]:
             for part in raw["argv"][1:]:
                 if not isinstance(part, str):
                     draft.templates.append(to_template(part))
+        if raw["kind"] == "python":
+            draft.values.extend(
+                to_output_ref(value) for _, value in sorted(raw.get("args", {}).items()) if is_output_ref(value)
+            )
         drafts.append(draft)
     return drafts
 
@@ -262,6 +282,20 @@ def _budget_problem(draft: NodeDraft, field_name: str) -> Diagnostic | None:
     return None
 
 
+def _reuse_problem(draft: NodeDraft) -> Diagnostic | None:
+    """``reuse = True`` is for read-only nodes only (the worker refuses it on other kinds)."""
+    if draft.raw.get("reuse") is not True:
+        return None
+    access = draft.raw.get("access", "mutating")
+    if access == "read_only":
+        return None
+    return draft.diagnostic(
+        "node.reuse",
+        f'node {draft.name!r} has reuse = True but access is "{access}"; only read-only nodes are reused '
+        '(declare access = "read_only" if it changes nothing, or drop reuse)',
+    )
+
+
 def _nul_problems(draft: NodeDraft) -> list[Diagnostic]:
     """A NUL byte in a command's argv, cwd or environment text, or in shell source, cannot reach
     a process (the operating system ends a C string there): refuse it at plan time, not at launch."""
@@ -313,6 +347,9 @@ def check_graph(
         )
     for draft in drafts:
         found.extend(_nul_problems(draft))
+        reuse = _reuse_problem(draft)
+        if reuse is not None:
+            found.append(reuse)
     by_name: dict[str, NodeDraft] = {}
     for draft in drafts:
         if draft.name in by_name:

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError, SourceError
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
 from rho_notebook.model.graph import (
@@ -28,6 +28,10 @@ from rho_notebook.model.graph import (
     Graph,
     InputDecl,
     Node,
+    PythonArg,
+    PythonModule,
+    PythonNode,
+    PythonRuntime,
     SchedulerLimits,
     ShellNode,
 )
@@ -35,11 +39,13 @@ from rho_notebook.model.plan import PLAN_FORMAT, AuthorityItem, Plan, PlanManife
 from rho_notebook.model.reference import Template
 from rho_notebook.planning.code_args import code_argument_problem
 from rho_notebook.planning.inputs import check_inputs
-from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of, to_template
+from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of, is_output_ref, to_output_ref, to_template
+from rho_notebook.planning.python import freeze_runtime, frozen_modules, reuse_input
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.source.evaluate import Evaluation, evaluate_source
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
+from rho_notebook.source.pymodules import ModuleIndex
 from rho_notebook.source.workspace import Workspace
 
 __all__ = ["PlanRequest", "build_plan"]
@@ -62,6 +68,8 @@ class PlanRequest:
     search_path: str = "/usr/local/bin:/usr/bin:/bin"
     workspace_trusted: bool = False
     """Recorded in the plan; project settings and hooks apply only to trusted workspaces."""
+    python_interpreter: Path | None = None
+    """The interpreter Python nodes run in, by absolute path; None: this process's ``sys.executable``."""
 
 
 def _argv_part(raw: Any) -> ArgvPart:
@@ -86,6 +94,58 @@ def _template_bytes(tmpl: Template) -> int:
     return sum(len(p.encode()) for p in tmpl.parts if isinstance(p, str))
 
 
+@dataclass
+class _Frozen:
+    """What freezing the nodes produced."""
+
+    nodes: list[Node]
+    agents: dict[str, AgentDefinition]
+    found: list[Diagnostic]
+    python: PythonRuntime | None = None
+    python_modules: tuple[PythonModule, ...] = ()
+
+
+def _python_node(
+    draft: NodeDraft, common: dict[str, Any], *, index: ModuleIndex, resolver: Resolver
+) -> PythonNode | Diagnostic:
+    """A python node frozen, or the diagnostic that stops it; a module's syntax error, or a problem
+    reading a module it imports, raises SourceError (located in that module, not at the node)."""
+    raw = draft.raw
+    cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
+    label, function = raw["module"], raw["function"]
+    try:
+        module = index.module(label)
+    except SourceError as err:
+        problem = err.diagnostics()[0]
+        if problem.rule == "python.syntax":
+            raise
+        return draft.diagnostic(problem.rule, f"node {draft.name!r}: module = {label!r}: {problem.message}")
+    if not module.defines(function):
+        return draft.diagnostic(
+            "python.function",
+            f"node {draft.name!r}: module {module.source.display} ({label}) defines no top-level {function!r}; "
+            f"define it with def {function}(...) or fix function =",
+        )
+    args = tuple(
+        PythonArg(name=name, ref=to_output_ref(value)) if is_output_ref(value) else PythonArg(name=name, value=value)
+        for name, value in sorted(raw.get("args", {}).items())
+    )
+    reuse_inputs = tuple(
+        reuse_input(path, workspace=resolver.workspace, node=draft.name) for path in raw.get("reuse_inputs", [])
+    )
+    return PythonNode(
+        module=label,
+        function=function,
+        args=args,
+        cwd=cwd,
+        access=raw.get("access", "mutating"),
+        modules=index.closure(label),
+        reuse=raw.get("reuse", False),
+        reuse_inputs=tuple(sorted({f.path: f for f in reuse_inputs}.values(), key=lambda f: f.path)),
+        **common,
+    )
+
+
 def _freeze_nodes(
     drafts: list[NodeDraft],
     *,
@@ -93,7 +153,8 @@ def _freeze_nodes(
     resolver: Resolver,
     resolve_agent: AgentResolver,
     limits: Limits,
-) -> tuple[list[Node], dict[str, AgentDefinition], list[Diagnostic]]:
+    index: ModuleIndex,
+) -> _Frozen:
     from rho_notebook.agents.resolve import check_agent_provider
 
     nodes: list[Node] = []
@@ -147,7 +208,8 @@ def _freeze_nodes(
                     continue
                 prompt = to_template(raw["prompt"])
                 _limit(found, draft, limits, "template_bytes", _template_bytes(prompt) + len(definition.body.encode()))
-                nodes.append(AgentNode(agent=agent_id, prompt=prompt, access=access, **common))
+                reuse = raw.get("reuse", False)
+                nodes.append(AgentNode(agent=agent_id, prompt=prompt, access=access, reuse=reuse, **common))
             elif draft.kind == "approval":
                 prompt = to_template(raw["prompt"])
                 _limit(found, draft, limits, "template_bytes", _template_bytes(prompt))
@@ -178,11 +240,33 @@ def _freeze_nodes(
                 nodes.append(
                     ShellNode(executable=executable, arguments=arguments, command=raw["command"], cwd=cwd, **common)
                 )
+            elif draft.kind == "python":
+                try:
+                    frozen = _python_node(draft, common, index=index, resolver=resolver)
+                except SourceError as err:  # a module's syntax: said once, however many nodes import it
+                    found.extend(d for d in err.diagnostics() if d not in found)
+                    continue
+                if isinstance(frozen, Diagnostic):
+                    found.append(frozen)
+                    continue
+                nodes.append(frozen)
         except InvalidWorkflow as err:
             found.extend(err.diagnostics())
         except PlanError as err:
             found.append(draft.diagnostic("resolve", err.message))
-    return nodes, agents, found
+    python_nodes = [node for node in nodes if isinstance(node, PythonNode)]
+    if not python_nodes or found:
+        return _Frozen(nodes=nodes, agents=agents, found=found)
+    first = python_nodes[0].name
+    try:
+        runtime = freeze_runtime(request.python_interpreter, resolver=resolver, node=first)
+    except PlanError as err:
+        draft = next(d for d in drafts if d.name == first)
+        return _Frozen(nodes=nodes, agents=agents, found=[draft.diagnostic("python.interpreter", err.message)])
+    labels = {label for node in python_nodes for label in node.modules}
+    return _Frozen(
+        nodes=nodes, agents=agents, found=found, python=runtime, python_modules=frozen_modules(index, labels)
+    )
 
 
 def _read_only_caps() -> frozenset[str]:
@@ -203,6 +287,18 @@ def _authority(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
                 items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp_detail))
             items.add(AuthorityItem(kind="directory", value=node.cwd, detail="working directory (mutating)"))
             items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
+        elif isinstance(node, PythonNode):
+            if graph.python is None:
+                msg = f"python node {node.name!r} in a graph without a Python runtime"
+                raise PlanError(msg)
+            interp = graph.python.interpreter.file
+            interp_detail = "; ".join((interp.sha256, *resolver.via(interp.path)))
+            items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp_detail))
+            mode = "read-only, declared" if node.access == "read_only" else "mutating"
+            items.add(AuthorityItem(kind="directory", value=node.cwd, detail=f"working directory ({mode})"))
+            items.add(
+                AuthorityItem(kind="capability", value="process", detail="run frozen Python functions in the workspace")
+            )
         elif isinstance(node, ApprovalNode):
             items.add(AuthorityItem(kind="capability", value="approval", detail=f"a person decides node {node.name!r}"))
         elif isinstance(node, AgentNode):
@@ -247,6 +343,7 @@ async def build_plan(
     limits = limits or load_limits()
     resolve_agent = resolve_agent or _catalog_resolver
     reader = FileSourceReader(request.workspace.root, request.overlay_sources)
+    index = ModuleIndex(reader)
     shown = request.entry.display
 
     def checker(declared: dict[str, Any]) -> dict[str, Any]:
@@ -274,11 +371,18 @@ async def build_plan(
         raise InvalidWorkflow(found)
     resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
     # Resolution hashes files and may ask a version manager about a shim: off the event loop.
-    nodes, agents, found = await asyncio.to_thread(
-        _freeze_nodes, drafts, request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits
+    frozen = await asyncio.to_thread(
+        _freeze_nodes,
+        drafts,
+        request=request,
+        resolver=resolver,
+        resolve_agent=resolve_agent,
+        limits=limits,
+        index=index,
     )
-    if found:
-        raise InvalidWorkflow(found)
+    if frozen.found:
+        raise InvalidWorkflow(frozen.found)
+    nodes, agents = frozen.nodes, frozen.agents
     declared = evaluation.declared_inputs
     inputs = tuple(
         InputDecl(
@@ -297,6 +401,8 @@ async def build_plan(
         nodes=tuple(nodes),
         agents=tuple(agents[k] for k in sorted(agents)),
         scheduler=SchedulerLimits(**(raw.get("concurrency") or {})),
+        python=frozen.python,
+        python_modules=frozen.python_modules,
     )
     encoded = graph_bytes(graph)
     if len(encoded) > limits.limit("graph_bytes"):
@@ -310,7 +416,8 @@ async def build_plan(
             ]
         )
     digest = "sha256:" + hashlib.sha256(encoded).hexdigest()
-    sources = sorted(evaluation.sources, key=lambda s: s.label)
+    python_sources = [index.module(module.label).source for module in graph.python_modules]
+    sources = sorted([*evaluation.sources, *python_sources], key=lambda s: s.label)
     manifest = PlanManifest(
         plan_id=plan_id,
         created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),

@@ -110,6 +110,10 @@ class Resolver:
         self.identities[shown] = identity_of_stat(info)
         return FrozenFile(path=shown, in_workspace=inside, sha256=digest)
 
+    def freeze_interpreter(self, path: Path, *, node: str) -> FrozenFile:
+        """Freeze the Python interpreter of Python nodes, given by path (never looked up on PATH)."""
+        return self._freeze_file(path, node=node, role="Python interpreter")
+
     def _which(self, name: str, *, node: str, role: str) -> Path:
         for folder in self.search_path.split(os.pathsep):
             if not folder:

@@ -8,8 +8,9 @@ plan        deny             no (the node ends in ``denial``)
 supervised  require approval yes, when a responder is available
 =========== ================ =================================
 
-It applies to command and shell launches and to mutating agent nodes; read-only agents and
-approval nodes are always allowed to start.
+It applies to command, shell and Python launches and to mutating agent nodes; read-only agents and
+approval nodes are always allowed to start. A read-only Python node is still a process launch: its
+``access`` is the author's unverified declaration, so it is decided like a command.
 
 Plan confirmation (the digest) is separate: it never changes the mode or approves a capability.
 """

@@ -18,6 +18,7 @@ see ``FAILPOINTS``).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -38,6 +39,7 @@ from rho_notebook.exec.base import (
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
+from rho_notebook.exec.python import python_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
@@ -45,18 +47,21 @@ from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_request, write_request
+from rho_notebook.policy.carried import CarriedApprovals, carries
 from rho_notebook.policy.hooks import HookSpec, HookVerdict, run_hooks
 from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decide_launch
 from rho_notebook.runtime.approval_wait import wait_for_decision
 from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
 from rho_notebook.runtime.checkout import CheckoutLock
+from rho_notebook.runtime.reuse import NoReuseKey, ReuseKeys, Seed, may_reuse
 from rho_notebook.runtime.scheduler import Scheduler
 from rho_notebook.runtime.wakeup import OwnerControl
 from rho_notebook.store.artifacts import ArtifactWriter
-from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.reuse import ReuseHit, ReuseIndex
 from rho_notebook.store.runs import RunFolder
 
 __all__ = ["RunDriver", "EventSink", "FAILPOINTS", "failpoint"]
@@ -86,6 +91,18 @@ _ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
 starts the owner process with (a lookup per call cost five environment reads per node)."""
 
 
+TAKEN_VALUES_BATCH = 64
+"""Copies of reused values queued to the artifact writer at once (also at every launch and the end)."""
+
+
+def _write_values(batch: list[tuple[Path, bytes]], *, below: Path) -> None:
+    """(Artifact writer thread.) Write each ``value.json`` copy into its attempt folder (not durable:
+    resume copies a lost one again from its source, runtime/reuse.py)."""
+    for folder, data in batch:
+        ensure_private_dir(folder, below=below)
+        atomic_write(folder / "value.json", data, durable=False)
+
+
 def failpoint(name: str) -> None:
     point, _, count = _ARMED
     if point != name:
@@ -93,6 +110,19 @@ def failpoint(name: str) -> None:
     _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
     if _failpoint_counts[name] >= int(count or 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _tool_name(node: Node) -> str:
+    """The ``tool`` a hook sees for a launch of ``node``."""
+    if isinstance(node, AgentNode):
+        return "workflow_agent"
+    return "workflow_python" if isinstance(node, PythonNode) else "workflow_command"
+
+
+def _rendered_part(node: Node) -> str:
+    if isinstance(node, AgentNode):
+        return "the prompt"
+    return "args" if isinstance(node, PythonNode) else "argv"
 
 
 @dataclass
@@ -116,6 +146,15 @@ class RunDriver:
     """Someone who can answer approval requests now (terminal prompt, notebook widget)."""
     approval_timeout: float = 0.0
     """How long a supervised launch waits when no responder is available, then fails closed."""
+    workspace_key: str = ""
+    """The run's workspace key: launch approvals carry over within it (empty: nothing carries)."""
+    origin: str = "cli"
+    """The front end that started the run; runs started through MCP never carry approvals."""
+    reuse: bool = True
+    """Take a stored success of a reusable node instead of launching it (False: ``run --no-reuse``)."""
+    seeded: Mapping[str, Seed | str] = field(default_factory=dict)
+    """``try``: node -> its successful attempt in the source run, taken instead of a launch whatever
+    its reuse flag (or why there is none: the node then fails with that message)."""
     """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
     snapshot_interval: float = 1.0
     outputs: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +177,14 @@ class RunDriver:
     artifacts: ArtifactWriter = field(init=False)
     verified: VerifiedHandles = field(init=False)
     """Frozen files verified once for this run and re-checked per launch (closed at the end)."""
+    _keys: ReuseKeys | None = field(init=False, default=None)
+    """Reuse keys of this graph; None when no node may be reused."""
+    _launch_keys: dict[str, str] = field(init=False, default_factory=dict)
+    """Node -> reuse key computed when its current attempt launched (indexed if it succeeds)."""
+    _index_pending: list[tuple[str, str, int]] = field(init=False, default_factory=list)
+    """(key, node, attempt) of successes whose node_finished is journaled but maybe not yet fsynced."""
+    _taken_values: list[tuple[Path, bytes]] = field(init=False, default_factory=list)
+    """value.json copies of reused and seeded attempts not yet queued to the artifact writer."""
 
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph)
@@ -147,6 +194,8 @@ class RunDriver:
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
         self._node_exit_codes = {name: record.exit_code() for name, record in self.state.nodes.items()}
         self._ready = {name for name, st in self._node_states.items() if st is NodeState.READY}
+        if self.workspace_key and any(may_reuse(node) for node in self.graph.nodes):
+            self._keys = ReuseKeys(self.graph, workspace_key=self.workspace_key, workspace=self.workspace)
 
     # -- journaling ---------------------------------------------------------------------------------
 
@@ -270,12 +319,46 @@ class RunDriver:
                 )
             )
             self.journal.sync()
+            carried = self._carried_approvals()
+            if carried is not None:
+                carried.record(request, decision)
         return decision
+
+    def _carried_approvals(self) -> CarriedApprovals | None:
+        """Where this run's launch approvals carry over, or None when they do not (policy/carried.py)."""
+        if not self.workspace_key or not carries(self.origin):
+            return None
+        return CarriedApprovals(self.layout, self.workspace_key)
+
+    def _carry_approval(self, node: Node, number: int, facts: dict[str, Any]) -> bool:
+        """Whether a person approved exactly these launch facts in this workspace before; if so,
+        journal ``approval_carried`` (durably, before the launch) instead of asking again."""
+        carried = self._carried_approvals()
+        digest = facts_digest(facts)
+        found = None if carried is None else carried.find(digest)
+        if found is None:
+            return False
+        self._emit(
+            event(
+                EventKind.APPROVAL_CARRIED,
+                self.run_id,
+                node=node.name,
+                attempt=number,
+                facts_sha256=digest,
+                from_run=found.run_id,
+                by=found.by,
+                decided_at=found.decided_at,
+            )
+        )
+        self.journal.sync()
+        return True
 
     def _launch_facts(self, node: Node) -> dict[str, Any]:
         """What a person or a hook decides on before this node starts."""
         if isinstance(node, (CommandNode, ShellNode)):
             return process_facts(node, self._output)
+        if isinstance(node, PythonNode):
+            return python_facts(node, self.graph, self._output)
         if isinstance(node, AgentNode):
             agent = self.graph.agent(node.agent)
             return {
@@ -352,20 +435,21 @@ class RunDriver:
             request_approval=ask,
             source_environ=self._environ,
             verified=self.verified,
+            graph=self.graph,
         )
         facts: dict[str, Any] | None = None
         needs_facts = policy is LaunchDecision.ASK or bool(
             self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use")
         )
-        if isinstance(node, AgentNode) or (needs_facts and isinstance(node, (CommandNode, ShellNode))):
+        if isinstance(node, AgentNode) or (needs_facts and isinstance(node, (CommandNode, ShellNode, PythonNode))):
             try:
                 facts = self._launch_facts(node)
             except UnavailableValue as err:
                 return finish(
                     NodeState.FAILURE,
-                    f"cannot render {'argv' if not isinstance(node, AgentNode) else 'the prompt'}: {err}",
+                    f"cannot render {_rendered_part(node)}: {err}",
                 )
-            tool = "workflow_agent" if isinstance(node, AgentNode) else "workflow_command"
+            tool = _tool_name(node)
             base = {
                 "tool": tool,
                 "run_id": self.run_id,
@@ -379,7 +463,9 @@ class RunDriver:
                 verdict = await self._hooks("before_tool_use", node, number, base)
                 if verdict.denied:
                     return finish(NodeState.DENIAL, verdict.reason)
-            if policy is LaunchDecision.ASK:
+            if policy is LaunchDecision.ASK and not (
+                resume_request is None and self._carry_approval(node, number, facts)
+            ):
                 timeout = float(node.timeout_seconds) if self.responder is not None else self.approval_timeout
                 decided = await self._decide(
                     node, number, kind="launch", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
@@ -410,7 +496,7 @@ class RunDriver:
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
         if facts is not None and self.hooks.get("after_tool_use"):
             payload = {
-                "tool": "workflow_agent" if isinstance(node, AgentNode) else "workflow_command",
+                "tool": _tool_name(node),
                 "run_id": self.run_id,
                 "node": node.name,
                 "attempt": number,
@@ -435,11 +521,170 @@ class RunDriver:
         failpoint("before_launch_sync")
         self.journal.sync()
         failpoint("after_launch_sync")
+        self._record_reusable()
+        self._write_taken_values()
         for name in names:
             cancel = CancelSignal()
             self._cancels[name] = cancel
             number = self.state.nodes[name].attempt
             self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel))
+
+    # -- reuse ------------------------------------------------------------------------------------------
+
+    def _take_stored(self, names: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+        """Of the nodes the scheduler would launch, those that are seeded or whose reuse key has a
+        verified entry in the reuse index, and the records (not yet journaled) that finish them
+        without a launch; the keys of the others are remembered for the index."""
+        seeded = [name for name in names if name in self.seeded]
+        candidates = [
+            name
+            for name in names
+            if name not in self.seeded
+            and may_reuse(self.graph_nodes[name])
+            and all(self._node_states[need] is NodeState.SUCCESS for need in self.graph_nodes[name].needs)
+        ]
+        # Looked up on the loop: a few small reads per node. A thread hop per launch decision
+        # cost 2.5 ms a node in bench/reuse.py (GIL hand-offs), the reads themselves 0.1 ms.
+        found = self._look_up(candidates) if candidates else {}
+        records: list[dict[str, Any]] = []
+        taken: list[str] = []
+        for name in seeded:
+            taken.append(name)
+            records.extend(self._seeded_records(name, self.seeded[name]))
+        for name in candidates:
+            if name not in found:
+                continue
+            key, hit, value = found[name]
+            if hit is None:
+                self._launch_keys[name] = key
+                continue
+            number = self.state.nodes[name].attempt + 1
+            source = hit.entry
+            self._store_value(name, number, hit.value_bytes, value)
+            records.extend(
+                self._taken_records(
+                    name,
+                    number,
+                    (source.run_id, source.node, source.attempt),
+                    key=key,
+                    message=f"reused from run {source.run_id} (node {source.node}, attempt {source.attempt})",
+                )
+            )
+            taken.append(name)
+        return taken, records
+
+    def _look_up(self, names: list[str]) -> dict[str, tuple[str, ReuseHit | None, Any]]:
+        """Node -> (reuse key, verified hit or None, the hit's decoded value) for each node of
+        ``names`` that has a key; a hit only when this run reuses."""
+        keys = self._keys
+        if keys is None:
+            return {}
+        index = ReuseIndex(self.layout)
+        found: dict[str, tuple[str, ReuseHit | None, Any]] = {}
+        for name in names:
+            try:
+                key = keys.key(self.graph_nodes[name], self._output)
+                hit = index.lookup(key, workspace_key=self.workspace_key) if self.reuse else None
+            except NoReuseKey:
+                continue
+            except Exception:  # reuse only saves work: any failure in it launches the node, never ends the run
+                continue
+            value: Any = UNAVAILABLE
+            if hit is not None and hit.value_bytes is not None:
+                try:
+                    value = json.loads(hit.value_bytes)
+                except ValueError:
+                    hit = None
+            found[name] = (key, hit, value)
+        return found
+
+    def _seeded_records(self, name: str, seed: Seed | str) -> list[dict[str, Any]]:
+        number = self.state.nodes[name].attempt + 1
+        if isinstance(seed, str):
+            return [
+                event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number),
+                event(
+                    EventKind.NODE_FINISHED,
+                    self.run_id,
+                    node=name,
+                    attempt=number,
+                    state=NodeState.FAILURE.value,
+                    exit=None,
+                    message=f"{seed}; no process was started",
+                ),
+            ]
+        value: Any = UNAVAILABLE if seed.value_bytes is None else json.loads(seed.value_bytes)
+        self._store_value(name, number, seed.value_bytes, value)
+        return self._taken_records(
+            name,
+            number,
+            (seed.run_id, seed.node, seed.attempt),
+            key=None,
+            message=f"taken from run {seed.run_id} (node {seed.node}, attempt {seed.attempt}) for this try",
+        )
+
+    def _store_value(self, name: str, number: int, data: bytes | None, value: Any) -> None:
+        """A taken value becomes this attempt's value.json (a non-durable copy: resume restores it
+        from the source run, :func:`rho_notebook.runtime.reuse.restore_taken_values`)."""
+        if data is None or value is UNAVAILABLE:
+            return
+        self.outputs[name] = value
+        self._taken_values.append((self.folder.attempt_dir(name, number), data))
+        if len(self._taken_values) >= TAKEN_VALUES_BATCH:
+            self._write_taken_values()
+
+    def _write_taken_values(self) -> None:
+        """Queue the pending copies as one job of the artifact writer (one job per node cost more
+        in hand-offs between the loop and the writer thread than the writes themselves)."""
+        if not self._taken_values:
+            return
+        batch, self._taken_values = self._taken_values, []
+        self.artifacts.submit(_write_values, batch, below=self.folder.path)
+
+    def _taken_records(
+        self, name: str, number: int, source: tuple[str, str, int], *, key: str | None, message: str
+    ) -> list[dict[str, Any]]:
+        """``node_reused`` then a successful ``node_finished``: attempt ``number`` of ``name`` took the
+        stored success ``source`` = (run, node, attempt) instead of a launch."""
+        run_id, node, attempt = source
+        return [
+            event(
+                EventKind.NODE_REUSED,
+                self.run_id,
+                node=name,
+                attempt=number,
+                source_run=run_id,
+                source_node=node,
+                source_attempt=attempt,
+                reuse_key=key,
+            ),
+            event(
+                EventKind.NODE_FINISHED,
+                self.run_id,
+                node=name,
+                attempt=number,
+                state=NodeState.SUCCESS.value,
+                exit=None,
+                message=message,
+            ),
+        ]
+
+    def _record_reusable(self) -> None:
+        """Index the successes whose node_finished is now fsynced (call right after a journal sync):
+        an entry never names an attempt the journal does not prove succeeded."""
+        if not self._index_pending:
+            return
+        index = ReuseIndex(self.layout)
+        for key, name, number in self._index_pending:
+            self.artifacts.submit(
+                index.record_attempt,
+                key,
+                run_id=self.run_id,
+                node=name,
+                attempt=number,
+                workspace_key=self.workspace_key,
+            )
+        self._index_pending.clear()
 
     def _running_names(self) -> list[str]:
         return list(self._tasks.values())
@@ -457,6 +702,9 @@ class RunDriver:
         self._cancels.pop(name, None)
         if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
             self.outputs[name] = result.value
+        key = self._launch_keys.pop(name, None)
+        if key is not None and result.state is NodeState.SUCCESS:
+            self._index_pending.append((key, name, number))
         self._emit(
             event(
                 EventKind.NODE_FINISHED,
@@ -530,20 +778,32 @@ class RunDriver:
                     if reason
                     else event(kind, self.run_id, node=name)
                 )
-            if decided:
-                self._emit(*decided)
-                failpoint("after_decisions_append")
-            if decision.launches:
-                self._launch(decision.launches)
+            launches = decision.launches
+            taken: list[str] = []
+            stored: list[dict[str, Any]] = []
+            if launches and (self._keys is not None or self.seeded):
+                taken, stored = self._take_stored(launches)
+            if decided or stored:
+                self._emit(*decided, *stored)  # one journal write for the decisions and the reused nodes
+                if decided:
+                    failpoint("after_decisions_append")
+            if taken:
+                self._wake.set()  # their children are decided next, even while other attempts run
+                for name in taken:
+                    dirty.update(self.scheduler.children[name])
+                launches = [name for name in launches if name not in taken]
+            if launches:
+                self._launch(launches)
             if not self._tasks:
-                await self._settle_artifacts()
                 if cancelling or requests:
+                    await self._settle()
                     self._finish_cancellation(requests)
                     return
-                if all(record.state in TERMINAL_STATES for record in self.state.nodes.values()):
-                    self._complete()
-                    return
                 if not decision.launches and not decision.decided:
+                    # nothing changed and nothing runs: every node is terminal (or blocked for good).
+                    # No O(nodes) "all terminal?" test here: after reused nodes this point is
+                    # reached once per node, and one more empty pass ends the run as well.
+                    await self._settle()
                     self._complete()
                     return
                 continue
@@ -572,6 +832,15 @@ class RunDriver:
         self._requests_due = True
         self._wake.set()
         self._rescan = asyncio.get_running_loop().call_later(REQUEST_RESCAN_SECONDS, self._rescan_soon)
+
+    async def _settle(self) -> None:
+        """Before the run ends: index the last successes (after fsyncing their records), then
+        wait for every queued file."""
+        self._write_taken_values()
+        if self._index_pending:
+            self.journal.sync()
+            self._record_reusable()
+        await self._settle_artifacts()
 
     async def _settle_artifacts(self) -> None:
         """Every queued artifact is on disk before the run can be seen completed."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import PlanError, RunRefused
+from rho_notebook.errors import PlanError, RhoError, RunRefused, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.plan import Plan
@@ -30,12 +30,13 @@ from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import EventSink, RunDriver
 from rho_notebook.runtime.recovery import recovery_events
+from rho_notebook.runtime.reuse import Seed, restore_taken_values, seeds
 from rho_notebook.runtime.status import journal_state
 from rho_notebook.source.workspace import Workspace
-from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import CHAINED, JournalWriter
 from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.plans import PlanStore
 from rho_notebook.store.runs import OwnerLock, RunManifest, RunStore
 
 __all__ = [
@@ -50,6 +51,7 @@ def default_executors(*, trusted: bool = False) -> dict[str, Executor]:
     from rho_notebook.exec.agent import AgentExecutor
     from rho_notebook.exec.approval import ApprovalExecutor
     from rho_notebook.exec.command import CommandExecutor
+    from rho_notebook.exec.python import PythonExecutor
 
     executor = CommandExecutor()
     return {
@@ -57,22 +59,16 @@ def default_executors(*, trusted: bool = False) -> dict[str, Executor]:
         "shell": executor,
         "approval": ApprovalExecutor(),
         "agent": AgentExecutor(trusted=trusted),
+        "python": PythonExecutor(),
     }
 
 
 def _check_plan(layout: StoreLayout, plan: Plan) -> None:
     """The stored sources still match their digests and the workspace is still where it was."""
-    folder = layout.plan_dir(plan.plan_id) / "sources"
-    for source in plan.manifest.sources:
-        path = folder / f"{source.sha256.removeprefix('sha256:')}.star"
-        try:
-            data = read_nofollow(path)
-        except FileNotFoundError:
-            msg = f"plan {plan.plan_id}: the stored source of {source.label} is missing; create a new plan"
-            raise PlanError(msg) from None
-        if "sha256:" + hashlib.sha256(data).hexdigest() != source.sha256:
-            msg = f"plan {plan.plan_id}: the stored source of {source.label} no longer matches its digest; create a new plan"
-            raise PlanError(msg)
+    try:
+        PlanStore(layout).load_sources(plan)
+    except StoreError as err:
+        raise PlanError(err.message) from None
     root = Path(plan.manifest.workspace_root)
     if not root.is_dir():
         msg = f"plan {plan.plan_id}: its workspace {root} no longer exists"
@@ -83,10 +79,29 @@ def _check_plan(layout: StoreLayout, plan: Plan) -> None:
         raise PlanError(msg)
 
 
-def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: str = "cli") -> str:
+def create_run(
+    layout: StoreLayout,
+    plan: Plan,
+    *,
+    mode: str = "auto",
+    origin: str = "cli",
+    reuse: bool = True,
+    seed_from: str | None = None,
+    seed_nodes: tuple[str, ...] = (),
+) -> str:
     """Check the plan (and its plan approval when required) and copy its frozen graph into a new
-    run; returns the run ID."""
+    run; returns the run ID. ``reuse`` False launches every node (``run --no-reuse``);
+    ``seed_from`` (a full run ID) and ``seed_nodes`` make the run take those nodes' successful
+    attempts from that run instead of launching them (``try``). All three are kept in the run's
+    manifest, so a resumed run keeps them."""
     _check_plan(layout, plan)
+    unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes})
+    if unknown:
+        msg = f"plan {plan.plan_id}: cannot take {', '.join(unknown)} from another run: no such node in the plan"
+        raise PlanError(msg)
+    if seed_nodes and seed_from is None:
+        msg = "seed_nodes need seed_from: the run to take their values from"
+        raise PlanError(msg)
     approval = PlanApprovals(layout).check(plan.graph_digest)
     run_id = new_id()
     manifest = RunManifest(
@@ -101,12 +116,25 @@ def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: s
         mode=mode,
         origin=origin,
         journal_format=CHAINED,
+        reuse=reuse,
+        seed_from=seed_from,
+        seed_nodes=tuple(sorted(set(seed_nodes))),
     )
     folder = RunStore(layout).create(manifest, plan.graph)
     journal = JournalWriter.open(folder.events, mark=folder.mark)
     try:
+        options: dict[str, Any] = {} if reuse else {"reuse": False}
+        if seed_from is not None:
+            options.update(seed_from=seed_from, seed_nodes=list(manifest.seed_nodes))
         records = [
-            event(EventKind.RUN_CREATED, run_id, plan_id=plan.plan_id, graph_digest=plan.graph_digest, mode=mode)
+            event(
+                EventKind.RUN_CREATED,
+                run_id,
+                plan_id=plan.plan_id,
+                graph_digest=plan.graph_digest,
+                mode=mode,
+                **options,
+            )
         ]
         if approval is not None:
             records.append(
@@ -123,6 +151,17 @@ def create_run(layout: StoreLayout, plan: Plan, *, mode: str = "auto", origin: s
     finally:
         journal.close()
     return run_id
+
+
+def _seeds(layout: StoreLayout, manifest: RunManifest) -> dict[str, Seed | str]:
+    """The source attempts a ``try`` run takes (or, per node, why it cannot)."""
+    if manifest.seed_from is None or not manifest.seed_nodes:
+        return {}
+    try:
+        return seeds(layout, manifest.seed_from, manifest.seed_nodes)
+    except RhoError as err:
+        why = f"run {manifest.seed_from} cannot be read ({err.message})"
+        return dict.fromkeys(manifest.seed_nodes, why)
 
 
 async def execute_run(
@@ -159,6 +198,7 @@ async def execute_run(
         journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
         outputs = folder.output_values(state.succeeded_attempts())
+        restore_taken_values(layout, folder, state, outputs)
         records: list[dict[str, Any]] = []
         if journal.repaired_bytes:
             records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))
@@ -195,6 +235,10 @@ async def execute_run(
             hooks=load_hooks(layout.home, Path(manifest.workspace_root), trusted=trusted),
             responder=responder,
             approval_timeout=approval_timeout,
+            workspace_key=manifest.workspace_key,
+            origin=manifest.origin,
+            reuse=manifest.reuse,
+            seeded=_seeds(layout, manifest),
         )
         driver.outputs.update(outputs)
         return await driver.execute(resumed=resume)

@@ -71,9 +71,16 @@ def recovery_events(
     run_id = state.run_id
     records = list(pending)
     waiting = state.waiting_requests()
-    uncertain = [
+    running = [
         name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.RUNNING and name not in waiting
     ]
+    # a reused attempt started no process: one whose node_finished was lost is simply taken again
+    untaken = [name for name in running if (taken := state.nodes[name].current) is not None and taken.reused_from]
+    uncertain = [name for name in running if name not in untaken]
+    records.extend(
+        event(EventKind.NODE_RESET, run_id, node=name, reason="its reuse was not journaled as finished")
+        for name in untaken
+    )
     for name in uncertain:
         rec = state.nodes[name]
         if rec.current is not None and not rec.current.uncertain:
@@ -95,7 +102,7 @@ def recovery_events(
     # cancel requests made while no owner was alive are applied by the driver as it starts
     if resume:
         cancelled = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.CANCELLATION]
-        reset = set(cancelled) | set(uncertain)
+        reset = set(cancelled) | set(uncertain) | set(untaken)
         downstream = _descendants_of_reset(Scheduler(graph).children, sorted(reset))
         for name in sorted(cancelled):
             records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="new attempt after cancellation"))

@@ -13,6 +13,7 @@ from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, des
 from rho_notebook.runtime.cancel import CancelResult
 from rho_notebook.service.background import BackgroundRunner, Listener, RunHandle, RunOutputs, default_runner, wait_for
 from rho_notebook.service.cells import NotebookSource
+from rho_notebook.service.diff import DiffResult, GraphRef, TryPlan
 from rho_notebook.service.export import ExportResult
 from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.results import NodeResult, RunResult
@@ -29,7 +30,9 @@ __all__ = [
     "BackgroundRunner",
     "CancelResult",
     "Consent",
+    "DiffResult",
     "ExportResult",
+    "GraphRef",
     "JournalRead",
     "Limits",
     "Listener",
@@ -51,6 +54,7 @@ __all__ = [
     "StartRun",
     "StoreLayout",
     "Stream",
+    "TryPlan",
     "Workspace",
     "default_runner",
     "describe_request",

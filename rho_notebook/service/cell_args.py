@@ -20,6 +20,7 @@ __all__ = [
     "verb_parser",
     "workflow_header",
     "star_header",
+    "py_header",
     "agent_header",
     "parse_verb",
     "options_of",
@@ -34,10 +35,13 @@ VERBS = (
     "resume",
     "runs",
     "plans",
+    "diff",
+    "try",
     "result",
     "logs",
     "approve",
     "export",
+    "show",
     "hub",
 )
 """Every ``%workflow`` verb, in the order the help lists them."""
@@ -99,6 +103,7 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
     p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+    p.add_argument("--no-reuse", action="store_true", help="launch every node, even unchanged `reuse = True` nodes")
 
     p = verbs.add_parser("resume", help="resume a cancelled or interrupted run in the background")
     p.add_argument("run", help="run ID or unique prefix")
@@ -156,6 +161,34 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="[NOTEBOOK.ipynb] DIR")
     p.add_argument("--workflow", metavar="NAME")
 
+    p = verbs.add_parser("diff", help="what changed between two plans, runs or graph digests")
+    p.add_argument("old", metavar="OLD", help="plan ID, graph digest (sha256:...) or run ID")
+    p.add_argument("new", metavar="NEW", help="plan ID, graph digest (sha256:...) or run ID")
+    p.add_argument("--output", choices=("text", "json"), default="text")
+
+    p = verbs.add_parser(
+        "try", help="run one node of a workflow's current plan, its upstream values taken from an earlier run"
+    )
+    p.add_argument("node", metavar="NODE", help="the node to run")
+    p.add_argument(
+        "--from", dest="from_run", metavar="RUN_ID", help="the run to take upstream values from (default: the latest)"
+    )
+    p.add_argument("--workflow", metavar="NAME", help="the %%%%workflow whose plan holds NODE (default: the only one)")
+    p.add_argument("--yes", action="store_true", help="confirm the derived plan's digest (otherwise a plan card asks)")
+    p.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto")
+    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
+    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+
+    p = verbs.add_parser(
+        "show", help="redraw an earlier run's DAG and outputs from the store, with a picker of its workflow's runs"
+    )
+    p.add_argument(
+        "run", nargs="?", help="run ID or unique prefix (default: the newest run of this notebook's workflow)"
+    )
+    p.add_argument("--workflow", metavar="NAME", help="without RUN: the newest run of this workflow")
+    p.add_argument("--node", metavar="NODE", help="open this node's output pane")
+
     verbs.add_parser("hub", help="the workflows, plans and runs of this notebook")
     return root
 
@@ -191,6 +224,18 @@ def star_header(line: str) -> str:
     """``%%star LABEL`` -> LABEL."""
     parser = _Parser(prog="%%star", description="The cell is a Starlark module that workflows can load().")
     parser.add_argument("label", help="root label such as //lib/common.star")
+    args = parser.parse_args(split(line))
+    label: str = args.label
+    return label
+
+
+def py_header(line: str) -> str:
+    """``%%py LABEL`` -> LABEL."""
+    parser = _Parser(
+        prog="%%py",
+        description="The cell is a Python module that python() nodes run; it also runs in the kernel.",
+    )
+    parser.add_argument("label", help="root label ending in .py, such as //nodes/stats.py")
     args = parser.parse_args(split(line))
     label: str = args.label
     return label

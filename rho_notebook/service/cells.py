@@ -1,17 +1,23 @@
-"""Workflow cells: what ``%%workflow``, ``%%star`` and ``%%agent`` cells hold, and the source a
-set of them plans as. Pure data (no IPython); the kernel session and the exporter share it.
+"""Workflow cells: what ``%%workflow``, ``%%star``, ``%%py`` and ``%%agent`` cells hold, and the
+source a set of them plans as. Pure data (no IPython); the kernel session and the exporter share it.
 
 Module text. A ``%%workflow`` or ``%%star`` cell becomes a Starlark module whose first line is the
 magic line turned into a comment (``# %%workflow quickstart``) followed by the cell body, so that
 line N of the module is line N of the cell: diagnostics, the stored plan source and the exported
-file all number lines as the notebook does. An ``%%agent`` cell's body is the agent file itself
+file all number lines as the notebook does. A ``%%py`` cell's module is its body exactly as
+written (no comment line is added, so the frozen module is the text a person wrote and would
+save as a file); line N of the module is line N + 1 of the cell, so diagnostics (and, in the
+kernel, tracebacks) are shifted down by one line to point at the cell. An ``%%agent`` cell's body is the agent file itself
 (it must start with its ``---`` frontmatter), so its diagnostics are shifted down by one line to
 point at the cell.
 
 Labels. A ``%%star LABEL`` module is an overlay at LABEL (relative to the workspace root, like
-every module label); it shadows a file with the same label. The entry module of a
-``%%workflow NAME`` cell is labelled ``//<notebook folder>/<NAME>.star``, its workflow folder is
-the notebook's folder, and the ``%%agent`` cells are the highest-precedence agent catalog root.
+every module label); it shadows a file with the same label. A ``%%py LABEL`` module (LABEL ends
+in ``.py`` and every part of it is a Python identifier, so that it imports as a dotted name:
+``//nodes/stats.py`` -> ``nodes.stats``) is an overlay in the same way, next to the ``%%star``
+modules. The entry module of a ``%%workflow NAME`` cell is labelled
+``//<notebook folder>/<NAME>.star``, its workflow folder is the notebook's folder, and the
+``%%agent`` cells are the highest-precedence agent catalog root.
 """
 
 from __future__ import annotations
@@ -28,14 +34,16 @@ from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.planning.inputs import parse_input_args
-from rho_notebook.service.cell_args import ArgumentError, agent_header, star_header, workflow_header
+from rho_notebook.service.cell_args import ArgumentError, agent_header, py_header, star_header, workflow_header
 from rho_notebook.source.labels import SourceText, check_label
 from rho_notebook.source.limits import load_limits
+from rho_notebook.source.pymodules import check_module_label, module_name
 
 __all__ = [
     "CellKind",
     "WorkflowCell",
     "ModuleCell",
+    "PythonCell",
     "AgentCell",
     "CellSet",
     "NotebookSource",
@@ -48,9 +56,9 @@ __all__ = [
     "NAME_RE",
 ]
 
-CellKind = Literal["workflow", "star", "agent"]
+CellKind = Literal["workflow", "star", "py", "agent"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_MAGIC = re.compile(r"^%%(workflow|star|agent)(?:\s+(.*))?$")
+_MAGIC = re.compile(r"^%%(workflow|star|py|agent)(?:\s+(.*))?$")
 
 
 def normalize_body(body: str) -> str:
@@ -120,6 +128,28 @@ class ModuleCell:
 
 
 @dataclass(frozen=True)
+class PythonCell:
+    """A ``%%py LABEL`` cell: a Python module that ``python(module = LABEL, ...)`` nodes run."""
+
+    label: str
+    body: str
+    display: str
+
+    @property
+    def text(self) -> str:
+        """The module: the body as written (line N of the module is line N + 1 of the cell)."""
+        return self.body
+
+    @property
+    def module_name(self) -> str:
+        """The dotted import name (``//nodes/stats.py`` -> ``nodes.stats``, ``//pkg/__init__.py`` -> ``pkg``)."""
+        return module_name(self.label)
+
+    def source(self) -> SourceText:
+        return SourceText(label=self.label, text=self.text, display=self.display)
+
+
+@dataclass(frozen=True)
 class AgentCell:
     """A ``%%agent ID`` cell: an agent definition file (``agents/<ID>.md``)."""
 
@@ -132,7 +162,9 @@ class AgentCell:
         return self.body
 
 
-def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> WorkflowCell | ModuleCell | AgentCell:
+def parse_cell(
+    kind: CellKind, args: str, body: str, *, display: str
+) -> WorkflowCell | ModuleCell | PythonCell | AgentCell:
     """Check a cell's magic arguments and build the cell.
 
     Raises
@@ -158,6 +190,12 @@ def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Workflo
         if problem is not None:
             raise ArgumentError(f"%%star: {problem}")
         return ModuleCell(label=label, body=body, display=display)
+    if kind == "py":
+        label = py_header(args)
+        problem = check_module_label(label)
+        if problem is not None:
+            raise ArgumentError(f"%%py: {problem}")
+        return PythonCell(label=label, body=body, display=display)
     agent_id = agent_header(args)
     if not is_agent_id(agent_id):
         raise ArgumentError(
@@ -193,11 +231,13 @@ class CellSet:
 
     workflows: dict[str, WorkflowCell] = field(default_factory=dict)
     modules: dict[str, ModuleCell] = field(default_factory=dict)
+    python: dict[str, PythonCell] = field(default_factory=dict)
+    """``%%py`` modules by label."""
     agents: dict[str, AgentCell] = field(default_factory=dict)
     unnamed: list[WorkflowCell] = field(default_factory=list)
     """``%%workflow`` cells without NAME (a notebook file cannot say their name without evaluating them)."""
 
-    def add(self, cell: WorkflowCell | ModuleCell | AgentCell) -> None:
+    def add(self, cell: WorkflowCell | ModuleCell | PythonCell | AgentCell) -> None:
         if isinstance(cell, WorkflowCell):
             if cell.name is None:
                 self.unnamed.append(cell)
@@ -205,22 +245,42 @@ class CellSet:
                 self.workflows[cell.name] = cell
         elif isinstance(cell, ModuleCell):
             self.modules[cell.label] = cell
+        elif isinstance(cell, PythonCell):
+            self.python[cell.label] = cell
         else:
             self.agents[cell.agent_id] = cell
 
     def locations(self) -> dict[str, tuple[str, int]]:
         """Diagnostic file label -> (cell display, lines to add so that it counts cell lines)."""
-        return {cell.display: (cell.display, 1) for cell in self.agents.values()}
+        found = {cell.display: (cell.display, 1) for cell in self.agents.values()}
+        for module in self.python.values():
+            found[module.display] = (module.display, 1)
+            found[module.label] = (module.display, 1)
+        return found
 
-    def source(self, cell: WorkflowCell, *, entry_label: str, workflow_dir: Path | None) -> NotebookSource:
+    def overlays(self) -> dict[str, SourceText]:
+        """Every ``%%star`` and ``%%py`` module by label (what planning reads before the workspace)."""
+        found = {label: module.source() for label, module in self.modules.items()}
+        found.update((label, module.source()) for label, module in self.python.items())
+        return dict(sorted(found.items()))
+
+    def source(
+        self,
+        cell: WorkflowCell,
+        *,
+        entry_label: str,
+        workflow_dir: Path | None,
+        python_interpreter: Path | None = None,
+    ) -> NotebookSource:
         """The source that plans ``cell`` with every module and agent of this set as overlays."""
         return NotebookSource(
             entry=SourceText(label=entry_label, text=cell.text, display=cell.display),
-            modules={label: module.source() for label, module in sorted(self.modules.items())},
+            modules=self.overlays(),
             agents={agent_id: (agent.display, agent.text) for agent_id, agent in sorted(self.agents.items())},
             inputs=dict(cell.inputs),
             workflow_dir=workflow_dir,
             locations=self.locations(),
+            python_interpreter=python_interpreter,
         )
 
 
@@ -233,7 +293,7 @@ class NotebookSource:
 
     entry: SourceText
     modules: Mapping[str, SourceText] = field(default_factory=dict)
-    """label -> module (overlays the workspace file with that label)."""
+    """label -> module (overlays the workspace file with that label): ``%%star`` and ``%%py`` cells."""
     agents: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     """agent id -> (display label, definition text); the highest-precedence catalog root."""
     inputs: Mapping[str, Any] = field(default_factory=dict)
@@ -241,6 +301,9 @@ class NotebookSource:
     workflow_dir: Path | None = None
     locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
     """Diagnostic file label -> (cell display, line shift), so diagnostics point at cell lines."""
+    python_interpreter: Path | None = None
+    """The interpreter Python nodes are frozen with (None: the planning process's ``sys.executable``,
+    which in a kernel is the kernel's own)."""
 
     def renumber(self, found: Iterable[Diagnostic]) -> list[Diagnostic]:
         """Diagnostics that name the notebook cells they point at, with the cells' line numbers."""

@@ -6,7 +6,8 @@ Layout of ``export NOTEBOOK.ipynb DIR [--workflow NAME]`` (DIR is laid out as a 
 ``DIR/<NAME>.star``                the ``%%workflow NAME`` cell (its magic line kept as a comment,
                                    so file lines are cell lines)
 ``DIR/<label path>``               each ``%%star //<label path>`` cell, e.g. ``//lib/common.star``
-                                   -> ``DIR/lib/common.star``
+                                   -> ``DIR/lib/common.star``, and each ``%%py`` cell, its body
+                                   verbatim, e.g. ``//nodes/stats.py`` -> ``DIR/nodes/stats.py``
 ``DIR/agents/<ID>.md``             each ``%%agent ID`` cell, verbatim
 =================================  ==============================================================
 
@@ -30,7 +31,15 @@ from typing import Any
 
 from rho_notebook.errors import ExportError
 from rho_notebook.service.cell_args import ArgumentError
-from rho_notebook.service.cells import CellSet, NotebookSource, WorkflowCell, parse_cell, split_cell
+from rho_notebook.service.cells import (
+    CellSet,
+    ModuleCell,
+    NotebookSource,
+    PythonCell,
+    WorkflowCell,
+    parse_cell,
+    split_cell,
+)
 from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
 from rho_notebook.source.workspace import Workspace
 
@@ -47,7 +56,7 @@ class ExportResult:
     inputs: dict[str, Any] = field(default_factory=dict)
     """The ``--input`` values of the ``%%workflow`` cell (give them again when planning)."""
     modules: tuple[str, ...] = ()
-    """Labels of the exported ``%%star`` modules."""
+    """Labels of the exported ``%%star`` and ``%%py`` modules."""
     agents: tuple[str, ...] = ()
 
     def __str__(self) -> str:
@@ -117,7 +126,8 @@ def _files(cells: CellSet, cell: WorkflowCell) -> dict[str, bytes]:
         msg = f"{cell.display}: a %%workflow cell needs a NAME to be exported"
         raise ExportError(msg)
     files: dict[str, tuple[bytes, str]] = {f"{cell.name}.star": (cell.text.encode(), cell.display)}
-    for label, module in sorted(cells.modules.items()):
+    modules: list[tuple[str, ModuleCell | PythonCell]] = [*cells.modules.items(), *cells.python.items()]
+    for label, module in sorted(modules, key=lambda item: item[0]):
         relative = label[2:]
         if relative in files:
             msg = f"{module.display}: module {label} would overwrite {files[relative][1]} (the entry is written as {cell.name}.star); rename the module"
@@ -182,7 +192,7 @@ def export_cells(
         entry=out_dir / f"{name}.star",
         files=written,
         inputs=dict(cell.inputs),
-        modules=tuple(sorted(cells.modules)),
+        modules=tuple(sorted([*cells.modules, *cells.python])),
         agents=tuple(sorted(cells.agents)),
     )
 
@@ -192,10 +202,13 @@ def export_notebook(notebook: Path, out_dir: Path, *, workflow: str | None = Non
     return export_cells(read_cells(notebook), out_dir, workflow=workflow, where=str(notebook))
 
 
-def exported_source(result: ExportResult, cells: CellSet, *, workspace: Workspace) -> NotebookSource:
+def exported_source(
+    result: ExportResult, cells: CellSet, *, workspace: Workspace, python_interpreter: Path | None = None
+) -> NotebookSource:
     """Plan an export folder that lies inside ``workspace``: its entry file, its modules as
     overlays at their labels (the folder is a module root), and its ``agents/`` as the workflow
-    folder's catalog. Diagnostics name the notebook cells the files came from.
+    folder's catalog. Diagnostics name the notebook cells the files came from. Python nodes are
+    frozen with ``python_interpreter`` (None: this process's ``sys.executable``).
 
     Raises
     ------
@@ -208,12 +221,17 @@ def exported_source(result: ExportResult, cells: CellSet, *, workspace: Workspac
     modules: dict[str, SourceText] = {}
     for module_label in result.modules:
         relative = module_label[2:]
-        text = read_regular_file_nofollow(result.out_dir, relative.split("/"), shown=relative).decode()
-        modules[module_label] = SourceText(label=module_label, text=text, display=cells.modules[module_label].display)
+        suffix = ".py" if module_label in cells.python else ".star"
+        text = read_regular_file_nofollow(result.out_dir, relative.split("/"), shown=relative, suffix=suffix).decode()
+        display = (cells.python[module_label] if suffix == ".py" else cells.modules[module_label]).display
+        modules[module_label] = SourceText(label=module_label, text=text, display=display)
     locations = {
         str(result.out_dir / "agents" / f"{agent_id}.md"): (cells.agents[agent_id].display, 1)
         for agent_id in result.agents
     }
+    for module_label, python in cells.python.items():
+        locations[python.display] = (python.display, 1)
+        locations[module_label] = (python.display, 1)
     return NotebookSource(
         entry=SourceText(label=label, text=entry_text, display=cell.display),
         modules=modules,
@@ -221,4 +239,5 @@ def exported_source(result: ExportResult, cells: CellSet, *, workspace: Workspac
         inputs=dict(cell.inputs),
         workflow_dir=result.out_dir,
         locations=locations,
+        python_interpreter=python_interpreter,
     )

@@ -1,8 +1,9 @@
 """Typed requests of the service verbs that carry a person's intent: consent, start, resume, listing.
 
 Consent is a value, not a flag scattered through front ends: :class:`Consent` says how one person
-agreed to one exact graph digest (``--yes`` / ``yes=True`` at a prompt they answered, or the digest
-itself typed back), and :meth:`Consent.check` is the one rule every front end shares.
+agreed to one exact graph digest (``--yes`` / ``yes=True`` at a prompt they answered, the digest
+itself typed back, or a standing ``approve-plan`` record of that digest), and :meth:`Consent.check`
+is the one rule every front end shares.
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ class Consent(FrozenModel):
     """They said yes to the digest they were shown (``--yes``, ``yes=True``, a prompt answered y)."""
     digest: str | None = None
     """Or they typed the digest back (``confirm_digest=``, the server's ``graph_digest``)."""
+    plan_approved: bool = False
+    """Or the front end accepts a person's ``approve-plan`` record of the digest as the
+    confirmation (headless ``run`` does, and says so); it covers that digest only."""
     hint: str = "pass --yes"
     """How this front end asks for consent, named in the refusal (e.g. ``send {"graph_digest": ...}``)."""
 
-    def check(self, digest: str, *, what: str) -> None:
+    def check(self, digest: str, *, what: str, approved_digest: str | None = None) -> None:
         """Refuse unless this consent covers ``digest``.
+
+        ``approved_digest`` is the digest of the ``approve-plan`` record the service found for
+        ``digest`` (None: there is none); it counts only when :attr:`plan_approved` accepts it.
 
         Raises
         ------
@@ -51,6 +58,8 @@ class Consent(FrozenModel):
             if given != digest:
                 msg = f"{what}: you confirmed digest {given}, but the graph digest is {digest}; nothing was started"
                 raise ConfirmationRequired(msg)
+            return
+        if self.plan_approved and approved_digest is not None and approved_digest == digest:
             return
         if not self.yes:
             msg = f"{what} needs confirmation of graph digest {digest}: {self.hint.format(digest=digest)}"
@@ -65,6 +74,12 @@ class StartRun(FrozenModel):
     mode: Mode = "auto"
     origin: Literal["cli", "notebook", "server", "mcp"] = "cli"
     """Which front end created the run (recorded in its manifest)."""
+    reuse: bool = True
+    """Take stored successes of unchanged ``reuse = True`` nodes (False: ``run --no-reuse``)."""
+    seed_from: str | None = None
+    """``try``: the run (ID or unique prefix) whose successful attempts of ``seed_nodes`` the new
+    run takes instead of launching them."""
+    seed_nodes: tuple[str, ...] = ()
 
 
 class ResumeRun(FrozenModel):

@@ -55,6 +55,7 @@ from rho_notebook.runtime.owner import create_run, default_executors, execute_ru
 from rho_notebook.runtime.status import load_state
 from rho_notebook.runtime.wakeup import poke_owner
 from rho_notebook.service.cells import NotebookSource
+from rho_notebook.service.diff import DiffResult, TryPlan, compare, derive_try_plan, plan_ref, resolve_graph
 from rho_notebook.service.export import (
     ExportResult,
     choose_workflow,
@@ -203,6 +204,7 @@ class Service:
                 workflow_dir=source.workflow_dir,
                 overlay_sources=dict(source.modules),
                 overlay_agents=dict(source.agents),
+                python_interpreter=source.python_interpreter,
                 **common,
             )
         if isinstance(source, str) and "\n" in source:
@@ -219,10 +221,11 @@ class Service:
         return await build_plan(request, plan_id="unsaved")
 
     async def plan(self, request: PlanRequest) -> Plan:
-        """Validate, resolve agents and executables, freeze, and store an immutable plan."""
+        """Validate, resolve agents and executables, freeze, and store an immutable plan; when
+        this workspace already stored the same graph from the same sources, that plan is
+        returned instead (one plan per graph: :meth:`PlanStore.save_once`)."""
         plan = await build_plan(request, plan_id=new_id())
-        await asyncio.to_thread(self.plan_store.save, plan)
-        return plan
+        return await asyncio.to_thread(self.plan_store.save_once, plan)
 
     async def plan_notebook(
         self,
@@ -231,6 +234,7 @@ class Service:
         workflow: str | None = None,
         inputs: Mapping[str, Any] | None = None,
         where: str | None = None,
+        python_interpreter: Path | None = None,
     ) -> Plan:
         """Plan a saved notebook's workflow exactly as its exported folder would plan.
 
@@ -238,7 +242,8 @@ class Service:
         workspace and its labels resolve), planned, and removed; the plan keeps the sources.
         Diagnostics name the notebook's cells. The cell's ``--input`` values are defaults that
         ``inputs`` override. ``where`` names the notebook in errors (default: its resolved path;
-        the CLI passes the path as typed).
+        the CLI passes the path as typed). Python nodes are frozen with ``python_interpreter``
+        (None: this process's; the CLI passes the notebook kernel's, see ``kernel_python``).
         """
         notebook = notebook.resolve()
         where = where or str(notebook)
@@ -248,7 +253,7 @@ class Service:
         folder = Path(tempfile.mkdtemp(prefix=".rho-notebook-export-", dir=notebook.parent))
         try:
             result = await asyncio.to_thread(export_cells, cells, folder, workflow=cell.name, where=where)
-            source = exported_source(result, cells, workspace=workspace)
+            source = exported_source(result, cells, workspace=workspace, python_interpreter=python_interpreter)
             request = self.request_for(source, inputs=inputs, workspace=workspace)
             return await self.plan_source(source, request)
         finally:
@@ -276,6 +281,33 @@ class Service:
         """Write the workflow folder of a saved notebook (``export NOTEBOOK.ipynb DIR``)."""
         return export_notebook(notebook, out_dir, workflow=workflow)
 
+    # -- comparing plans and trying one node -------------------------------------------------------
+
+    @_in_thread
+    def diff(self, old: str, new: str) -> DiffResult:
+        """What changed from OLD to NEW, each a plan ID, a graph digest (``sha256:...``) or a run
+        ID (or a unique prefix): nodes added, removed and changed, each change by field, and which
+        nodes of NEW a run started now would reuse or launch."""
+        return compare(self.layout, resolve_graph(self.layout, old), resolve_graph(self.layout, new))
+
+    @_in_thread
+    def diff_plans(self, old: Plan, new: Plan) -> DiffResult:
+        """:meth:`diff` of two plans already loaded (a notebook cell's previous and new plan)."""
+        return compare(self.layout, plan_ref(old), plan_ref(new))
+
+    @_in_thread
+    def try_node(self, plan: str, node: str, *, from_run: str | None = None) -> TryPlan:
+        """Store the derived plan that runs ``node`` of ``plan`` alone, its ancestors' results
+        taken from ``from_run`` (default: the newest run of the workflow in this workspace).
+
+        Raises
+        ------
+        TryRefused
+            An ancestor's definition differs from the source run's (the message names the node
+            and the changed fields), is missing there, or did not succeed there.
+        """
+        return derive_try_plan(self.layout, self.plan_store.load(plan), node, from_run=from_run)
+
     # -- starting and resuming --------------------------------------------------------------------
 
     async def create_run(self, request: StartRun) -> tuple[Plan, str]:
@@ -296,8 +328,23 @@ class Service:
         if plan.plan_id == "unsaved":
             msg = "this plan came from validate() and was not stored; create a stored plan with plan(...)"
             raise PlanError(msg)
-        request.consent.check(plan.graph_digest, what=f"run plan {plan.plan_id[:13]}")
-        return await asyncio.to_thread(create_run, self.layout, plan, mode=request.mode, origin=request.origin)
+        approval = await self.plan_approval(plan.graph_digest) if request.consent.plan_approved else None
+        request.consent.check(
+            plan.graph_digest,
+            what=f"run plan {plan.plan_id[:13]}",
+            approved_digest=None if approval is None else approval.graph_digest,
+        )
+        seed_from = None if request.seed_from is None else await self.resolve_run(request.seed_from)
+        return await asyncio.to_thread(
+            create_run,
+            self.layout,
+            plan,
+            mode=request.mode,
+            origin=request.origin,
+            reuse=request.reuse,
+            seed_from=seed_from,
+            seed_nodes=request.seed_nodes,
+        )
 
     async def execute(
         self,
@@ -710,6 +757,11 @@ class Service:
         """Decide one pending request of a run: (the request, the decision that stands)."""
         found = await self.approval_request(run, request)
         return found, await self.decide(found, approve=approve, comment=comment, via=via)
+
+    @_in_thread
+    def plan_approval(self, digest: str) -> PlanApproval | None:
+        """The ``approve-plan`` record of graph ``digest``, if a person made one."""
+        return PlanApprovals(self.layout).get(digest)
 
     @_in_thread
     def approve_plan(self, target: str) -> tuple[PlanApproval, bool, str | None]:

@@ -17,9 +17,10 @@ from typing import Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from rho_notebook.model.plan import Plan, PlanManifest
-from rho_notebook.model.run_state import RunState
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import ApprovalRequest
+from rho_notebook.service.diff import DiffResult
 from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.runs import RunFolder, RunManifest
 
@@ -28,6 +29,11 @@ __all__ = [
     "WIRE_TYPES",
     "PlanJson",
     "PlanSummaryJson",
+    "DiffJson",
+    "DiffSideJson",
+    "NodeChangeJson",
+    "diff_json",
+    "ReusedFromJson",
     "NodeStatusJson",
     "StatusJson",
     "RunRowJson",
@@ -41,6 +47,7 @@ __all__ = [
     "plan_json",
     "plan_summary_json",
     "status_json",
+    "reused_from_json",
     "run_row_json",
     "result_json",
     "approval_json",
@@ -153,7 +160,81 @@ def plan_summary_json(plan: Plan, *, stored: bool = True) -> PlanSummaryJson:
     return summary
 
 
+# -- diff -------------------------------------------------------------------------------------------
+
+
+class DiffSideJson(TypedDict):
+    """One side of a diff: the plan or run an argument named."""
+
+    kind: Literal["plan", "run"]
+    id: str
+    graph_digest: str
+    workflow: str
+
+
+class NodeChangeJson(TypedDict):
+    node: str
+    fields: list[str]
+    """Changed fields by their Starlark names (argv, module, module source, output, needs, when, ...)."""
+
+
+class DiffJson(TypedDict):
+    """What ``diff OLD NEW`` answers: nodes added, removed and changed from OLD to NEW."""
+
+    old: DiffSideJson
+    new: DiffSideJson
+    same: bool
+    added: list[str]
+    removed: list[str]
+    changed: list[NodeChangeJson]
+    unchanged: list[str]
+    graph: list[str]
+    """Graph-level fields that differ: name, inputs, environment, concurrency, interpreter."""
+    will_reuse: NotRequired[list[str]]
+    """NEW's nodes a run started now would take from a stored success (``reuse = True``)."""
+    will_launch: NotRequired[list[str]]
+    """NEW's other nodes."""
+
+
+def diff_json(result: DiffResult) -> DiffJson:
+    """``diff --output json``."""
+    found = result.diff
+    answer: DiffJson = {
+        "old": {
+            "kind": result.old.kind,
+            "id": result.old.id,
+            "graph_digest": result.old.graph_digest,
+            "workflow": result.old.workflow,
+        },
+        "new": {
+            "kind": result.new.kind,
+            "id": result.new.id,
+            "graph_digest": result.new.graph_digest,
+            "workflow": result.new.workflow,
+        },
+        "same": found.same,
+        "added": list(found.added),
+        "removed": list(found.removed),
+        "changed": [{"node": c.node, "fields": list(c.fields)} for c in found.changed],
+        "unchanged": list(found.unchanged),
+        "graph": list(found.graph),
+    }
+    if result.will_reuse is not None:
+        answer["will_reuse"] = list(result.will_reuse)
+    if result.will_launch is not None:
+        answer["will_launch"] = list(result.will_launch)
+    return answer
+
+
 # -- runs -------------------------------------------------------------------------------------------
+
+
+class ReusedFromJson(TypedDict):
+    """Where a reused attempt's success came from (no process was launched for it)."""
+
+    run_id: str
+    node: str
+    attempt: int
 
 
 class NodeStatusJson(TypedDict):
@@ -162,6 +243,8 @@ class NodeStatusJson(TypedDict):
     exit_code: int | None
     reason: str
     uncertain: bool
+    reused_from: NotRequired[ReusedFromJson]
+    """Present when the latest attempt reused a stored success of the same reuse key."""
 
 
 class StatusJson(TypedDict):
@@ -178,6 +261,15 @@ class StatusJson(TypedDict):
     """Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part)."""
 
 
+def reused_from_json(record: NodeRecord) -> ReusedFromJson | None:
+    """The source of the node's latest attempt when it was reused, else None."""
+    current = record.current
+    source = current.reused_from if current is not None else None
+    if not source:
+        return None
+    return {"run_id": str(source["run_id"]), "node": str(source["node"]), "attempt": int(source["attempt"])}
+
+
 def status_json(state: RunState) -> StatusJson:
     """One durable snapshot of a run: ``rho-notebook status --output json``."""
     nodes: dict[str, NodeStatusJson] = {}
@@ -190,6 +282,9 @@ def status_json(state: RunState) -> StatusJson:
             "reason": record.reason,
             "uncertain": bool(current and current.uncertain and not current.abandoned),
         }
+        reused = reused_from_json(record)
+        if reused is not None:
+            nodes[name]["reused_from"] = reused
     status: StatusJson = {
         "run_id": state.run_id,
         "plan_id": state.plan_id,
@@ -387,6 +482,8 @@ class NodeView(TypedDict):
     reason: str
     exit_code: int | None
     uncertain: bool
+    reused_from: NotRequired[ReusedFromJson]
+    """Present when the latest attempt reused a stored success (drawn with a "reused" mark)."""
     v: int
     """Version: the tracker's change counter when this view last changed (newest wins)."""
 
@@ -440,12 +537,19 @@ class Detail(TypedDict, total=False):
     stderr: StreamView | None
     has_value: bool
     value: Any
+    reused_from: ReusedFromJson | None
+    """The latest attempt reused this stored success (its artifacts are read from there when the
+    attempt has none of its own)."""
+    approval: dict[str, Any] | None
+    """The latest attempt's approval record (decision, by, comment, decided_at, via); ``via`` is
+    ``carried`` for a launch approval carried over from an earlier run."""
     error: str
 
 
 WIRE_TYPES: dict[str, Any] = {
     "PlanJson": PlanJson,
     "PlanSummaryJson": PlanSummaryJson,
+    "DiffJson": DiffJson,
     "StatusJson": StatusJson,
     "RunRowJson": RunRowJson,
     "ResultJson": ResultJson,
@@ -453,6 +557,7 @@ WIRE_TYPES: dict[str, Any] = {
     "CancelJson": CancelJson,
     "DeletedJson": DeletedJson,
     "WireLayout": WireLayout,
+    "ReusedFromJson": ReusedFromJson,
     "NodeView": NodeView,
     "RunView": RunView,
     "StreamView": StreamView,

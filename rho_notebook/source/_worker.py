@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import keyword
 import os
 import re
 import resource
@@ -271,6 +272,15 @@ def is_tag(value: Any, *kinds: str) -> bool:
     return isinstance(value, dict) and value.get("__rho__") in kinds
 
 
+def has_tag(value: Any) -> bool:
+    """Whether ``value`` is or holds a tagged value (a reference, template, schema, ...)."""
+    if isinstance(value, dict):
+        return "__rho__" in value or any(has_tag(item) for item in value.values())
+    if isinstance(value, list):
+        return any(has_tag(item) for item in value)
+    return False
+
+
 def install_builtins(module: sl.Module, s: Session) -> None:
     def need(cond: object, rule: str, message: str, at: list[Any] | None = None) -> None:
         if not cond:
@@ -511,22 +521,82 @@ def install_builtins(module: sl.Module, s: Session) -> None:
     # -- nodes -----------------------------------------------------------------------------------
     common = {"name", "needs", "when", "allow_failure", "timeout_seconds", "max_output_bytes", "output"}
     specific = {
-        "agent": {"agent", "prompt", "access"},
+        "agent": {"agent", "prompt", "access", "reuse"},
         "command": {"argv", "cwd"},
         "shell": {"executable", "arguments", "command", "cwd"},
         "approval": {"prompt"},
+        "python": {"module", "function", "args", "cwd", "access", "reuse", "reuse_inputs"},
     }
     required = {
         "agent": {"agent", "prompt"},
         "command": {"argv"},
         "shell": {"executable", "command"},
         "approval": {"prompt"},
+        "python": {"module", "function"},
     }
+
+    def check_python(kw: dict[str, Any], where: str, at: list[Any]) -> None:
+        module = kw["module"]
+        need(
+            isinstance(module, str) and module.startswith("//") and module.endswith(".py"),
+            "python.module",
+            f'{where}: module must be the label of a Python module, such as "//nodes/stats.py", got {json.dumps(module)[:80]}',
+            at,
+        )
+        function = kw["function"]
+        need(
+            isinstance(function, str) and function.isidentifier() and not keyword.iskeyword(function),
+            "python.function",
+            f"{where}: function must name a function of the module (a Python identifier), got {json.dumps(function)[:80]}",
+            at,
+        )
+        args = kw.get("args", {})
+        need(
+            isinstance(args, dict),
+            "python.args",
+            f"{where}: args must be a dictionary of argument name to value or output() reference",
+            at,
+        )
+        for key, value in args.items():
+            need(
+                key.isidentifier() and not keyword.iskeyword(key),
+                "python.args",
+                f"{where}: args key {key!r} must be a Python identifier (a keyword argument of {function})",
+                at,
+            )
+            if is_tag(value, "ref"):
+                need(
+                    value.get("ref") == "output",
+                    "python.args",
+                    f"{where}: args[{key!r}] may be an output() reference; status() and exit_code() belong in conditions",
+                    at,
+                )
+                continue
+            need(
+                not has_tag(value),
+                "python.args",
+                f"{where}: args[{key!r}] must be a literal value (None, bool, int, string, list, dict) or an output() reference; references cannot be nested inside lists, dicts or templates",
+                at,
+            )
+        need(
+            kw.get("access", "mutating") in ("read_only", "mutating"),
+            "python.access",
+            f'{where}: access must be "read_only" or "mutating"',
+            at,
+        )
+        inputs = kw.get("reuse_inputs", [])
+        need(
+            isinstance(inputs, list)
+            and all(isinstance(label, str) and label.startswith("//") and label != "//" for label in inputs),
+            "python.reuse_inputs",
+            f'{where}: reuse_inputs must be a list of workspace file labels, such as ["//data/x.csv"]',
+            at,
+        )
 
     def make_node(kind: str, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
         at = call_site(stack, kind, s)
         s.check_value(kw, f"{kind}()")
-        unknown = sorted(set(kw) - common - specific[kind])
+        unknown = sorted(set(kw) - common - specific[kind] - {"reuse"})
         need(not unknown, "node.argument", f"{kind}() got unknown argument(s): {', '.join(unknown)}", at)
         name = kw.get("name")
         need(isinstance(name, str), "node.name", f'{kind}() needs name = "..."', at)
@@ -537,6 +607,19 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             at,
         )
         where = f"{kind} {name!r}"
+        if "reuse" in kw:
+            need(
+                kind in ("agent", "python"),
+                "node.reuse",
+                f"{where}: reuse is for read-only agent and python nodes; "
+                + (
+                    "approval nodes always ask a person"
+                    if kind == "approval"
+                    else f"{kind} nodes are mutating (as in Rho) and never reused"
+                ),
+                at,
+            )
+            need(isinstance(kw["reuse"], bool), "node.reuse", f"{where}: reuse must be True or False", at)
         # timeout_seconds and max_output_bytes (required, positive integers) are checked with the
         # graph rules (planning/normalize.py), so that a missing one does not hide other problems.
         missing = sorted(f for f in required[kind] if f not in kw)
@@ -576,6 +659,13 @@ def install_builtins(module: sl.Module, s: Session) -> None:
                     False,
                     "node.output",
                     f"{where}: an approval node's output is always the record {{by, comment, at}}; do not declare output",
+                    at,
+                )
+            elif kind == "python":
+                need(
+                    out.get("type") != "stdout_json",
+                    "node.output",
+                    f"{where}: schema.stdout_json() is for command and shell nodes; a python node's output is its function's return value, so give the schema itself",
                     at,
                 )
             else:
@@ -652,6 +742,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
                 f"{where}: arguments must be a list of static strings",
                 at,
             )
+        if kind == "python":
+            check_python(kw, where, at)
         if "cwd" in kw:
             need(
                 isinstance(kw["cwd"], str) and kw["cwd"] != "",
@@ -680,7 +772,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             need(
                 is_tag(n, "node"),
                 "workflow.nodes",
-                f"workflow nodes must be agent(), command(), shell() or approval() values, got {json.dumps(n)[:80]}",
+                f"workflow nodes must be agent(), command(), shell(), python() or approval() values, got {json.dumps(n)[:80]}",
                 at,
             )
         conc = kw.get("concurrency")
@@ -730,6 +822,8 @@ def shell(**kwargs):
     return _node("shell", call_stack(), kwargs)
 def approval(**kwargs):
     return _node("approval", call_stack(), kwargs)
+def python(**kwargs):
+    return _node("python", call_stack(), kwargs)
 """
 
 # The driver runs inside the entry module, before it is frozen, so that ``build`` sees the entry

@@ -32,8 +32,10 @@ class SourceReader(Protocol):
     def read(self, label: str) -> SourceText: ...
 
 
-def check_label(label: str) -> str | None:
-    """The problem with ``label``, or None when it follows every rule."""
+def check_label(label: str, *, suffix: str = ".star") -> str | None:
+    """The problem with ``label``, or None when it follows every rule; ``suffix`` is ``.py`` for
+    Python modules."""
+    example = f"//lib/common{suffix}"
     if not isinstance(label, str) or not label:
         return "a module label must be a non-empty string"
     if "\\" in label:
@@ -42,12 +44,12 @@ def check_label(label: str) -> str | None:
         return f"label {label!r} contains a NUL byte"
     if not label.startswith("//"):
         if label.startswith("/"):
-            return f"label {label!r} is an absolute path; use a root label such as //lib/common.star"
+            return f"label {label!r} is an absolute path; use a root label such as {example}"
         if len(label) > 1 and label[1] == ":":
-            return f"label {label!r} has a platform prefix; use a root label such as //lib/common.star"
-        return f"label {label!r} must start with // (the module root), e.g. //lib/common.star"
-    if not label.endswith(".star"):
-        return f"label {label!r} must name a .star file"
+            return f"label {label!r} has a platform prefix; use a root label such as {example}"
+        return f"label {label!r} must start with // (the module root), e.g. {example}"
+    if not label.endswith(suffix):
+        return f"label {label!r} must name a {suffix} file"
     parts = label[2:].split("/")
     for part in parts:
         if part == "":
@@ -70,7 +72,7 @@ def label_for_path(path: Path, root: Path) -> str:
     return "//" + relative.as_posix()
 
 
-def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: str) -> bytes:
+def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: str, suffix: str = ".star") -> bytes:
     """Read ``root/parts...`` refusing symlinks at every step and anything but a regular file."""
     current = root
     try:
@@ -88,7 +90,7 @@ def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: 
     try:
         return read_regular_nofollow(current)
     except NotRegularFile as err:
-        msg = f"{shown}: {err}; workflow sources must be regular .star files"
+        msg = f"{shown}: {err}; workflow sources must be regular {suffix} files"
         raise SourceError(msg, rule="load.missing", file=shown) from None
     except FileNotFoundError:
         msg = f"{shown}: no such file"
@@ -108,14 +110,18 @@ class FileSourceReader:
         self.root = root
         self.overlay = dict(overlay or {})
 
-    def read(self, label: str) -> SourceText:
-        problem = check_label(label)
+    def has(self, label: str) -> bool:
+        """Whether a module is at ``label``: in the overlay, or any file (even a link) in the workspace."""
+        return label in self.overlay or os.path.lexists(self.root / label[2:])
+
+    def read(self, label: str, *, suffix: str = ".star") -> SourceText:
+        problem = check_label(label, suffix=suffix)
         if problem is not None:
             raise SourceError(problem, rule="load.label")
         if label in self.overlay:
             return self.overlay[label]
         relative = label[2:]
-        data = read_regular_file_nofollow(self.root, relative.split("/"), shown=relative)
+        data = read_regular_file_nofollow(self.root, relative.split("/"), shown=relative, suffix=suffix)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -64,6 +64,11 @@ class RunManifest(FrozenModel):
     journal_format: str = ""
     """``chained-v1``: journal records carry a hash chain and the folder keeps ``journal.mark``
     (:mod:`rho_notebook.store.journal`); empty for runs created before, read without either."""
+    reuse: bool = True
+    """False for ``run --no-reuse``: every node launches, none takes a stored success."""
+    seed_from: str | None = None
+    """``try``: the run whose successful attempts of ``seed_nodes`` this run takes instead of launching them."""
+    seed_nodes: tuple[str, ...] = ()
 
     @property
     def chained(self) -> bool:

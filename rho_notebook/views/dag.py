@@ -25,15 +25,24 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict
 
+from rho_notebook.errors import RhoError
 from rho_notebook.model.events import now_iso
-from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.service import Service
-from rho_notebook.service.wire import LIVE_LIFECYCLES, Detail, NodeView, RunView, StreamView, WireLayout
+from rho_notebook.service.wire import (
+    LIVE_LIFECYCLES,
+    Detail,
+    NodeView,
+    RunView,
+    StreamView,
+    WireLayout,
+    reused_from_json,
+)
 from rho_notebook.views.layout import Layout, layout_graph
-from rho_notebook.views.text import condition_text, schema_text, template_text
+from rho_notebook.views.text import condition_text, reference_text, schema_text, template_text
 
 __all__ = [
     "PANE_BYTES",
@@ -47,6 +56,7 @@ __all__ = [
     "read_run_view",
     "node_detail",
     "read_node_detail",
+    "reused_source_dir",
     "node_view",
     "node_views",
     "run_view_of",
@@ -89,6 +99,22 @@ def definition_of(node: Node) -> dict[str, Any]:
         found["agent"] = node.agent
         found["access"] = node.access
         found["prompt"] = template_text(node.prompt)
+        if node.reuse:
+            found["reuse"] = True
+    elif isinstance(node, PythonNode):
+        found["module"] = node.module
+        found["function"] = node.function
+        found["args"] = [
+            f"{arg.name}={{{reference_text(arg.ref)}}}"
+            if arg.ref is not None
+            else f"{arg.name}={json.dumps(arg.value)}"
+            for arg in node.args
+        ]
+        found["cwd"] = node.cwd
+        found["access"] = node.access
+        if node.reuse:
+            found["reuse"] = True
+            found["reuse_inputs"] = [frozen.path for frozen in node.reuse_inputs]
     elif isinstance(node, ApprovalNode):
         found["prompt"] = template_text(node.prompt)
     if node.when is not None:
@@ -106,7 +132,7 @@ def definition_of(node: Node) -> dict[str, Any]:
 
 def node_view(record: NodeRecord, version: int = 0) -> NodeView:
     current = record.current
-    return {
+    view: NodeView = {
         "state": record.state.value,
         "attempt": record.attempt,
         "started_at": current.started_at if current is not None else None,
@@ -116,6 +142,10 @@ def node_view(record: NodeRecord, version: int = 0) -> NodeView:
         "uncertain": bool(current is not None and current.uncertain and not current.abandoned),
         "v": version,
     }
+    reused = reused_from_json(record)
+    if reused is not None:
+        view["reused_from"] = reused
+    return view
 
 
 def node_views(state: RunState | None, graph: Graph | None = None, *, version: int = 0) -> dict[str, NodeView]:
@@ -129,7 +159,10 @@ def node_views(state: RunState | None, graph: Graph | None = None, *, version: i
 
 
 def node_view_copy(view: NodeView) -> NodeView:
-    return {**view}
+    copied: NodeView = {**view}
+    if "reused_from" in view:
+        copied["reused_from"] = {**view["reused_from"]}
+    return copied
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -390,8 +423,13 @@ def _read_json(path: Path) -> tuple[bool, Any]:
         return False, None
 
 
-def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None) -> Detail:
-    """Everything the output pane shows for one node of a run (latest attempt's artifacts)."""
+def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None, source_dir: Path | None = None) -> Detail:
+    """Everything the output pane shows for one node of a run (latest attempt's artifacts).
+
+    ``source_dir`` is the attempt folder a reused attempt took its success from: an artifact the
+    reused attempt's own folder lacks is read from there.
+    """
+    current = record.current
     detail: Detail = {
         "node": node.name,
         "kind": node.kind,
@@ -409,19 +447,28 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None) -> 
         "stderr": None,
         "has_value": False,
         "value": None,
+        "reused_from": reused_from_json(record),
+        "approval": dict(current.approval) if current is not None and current.approval is not None else None,
     }
     if attempt_dir is None or record.attempt == 0:
         return detail
+
+    def artifact(name: str) -> Path:
+        own = attempt_dir / name
+        if source_dir is None or os.path.lexists(own):
+            return own
+        return source_dir / name
+
     exit_info = detail["exit"] if isinstance(detail["exit"], dict) else {}  # journaled with node_finished
     has_exit = bool(exit_info.get("kind")) and exit_info.get("kind") != "not_started"
     detail["stdout"] = _read_stream(
-        attempt_dir / "stdout",
+        artifact("stdout"),
         limit=PANE_BYTES,
         truncated=bool(exit_info.get("stdout_truncated")),
         node_limit=node.max_output_bytes,
     )
     detail["stderr"] = _read_stream(
-        attempt_dir / "stderr",
+        artifact("stderr"),
         limit=PANE_BYTES,
         truncated=bool(exit_info.get("stderr_truncated")),
         node_limit=node.max_output_bytes,
@@ -439,25 +486,47 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None) -> 
                     "limit": node.max_output_bytes,
                 }
     detail["answer"] = _read_stream(
-        attempt_dir / "answer.md", limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes
+        artifact("answer.md"), limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes
     )
     detail["raw_answer"] = _read_stream(
-        attempt_dir / "answer.txt", limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes
+        artifact("answer.txt"), limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes
     )
-    has_usage, usage = _read_json(attempt_dir / "usage.json")
+    has_usage, usage = _read_json(artifact("usage.json"))
     detail["usage"] = usage if has_usage else None
-    has_value, value = _read_json(attempt_dir / "value.json")
+    has_value, value = _read_json(artifact("value.json"))
     detail["has_value"] = has_value
     detail["value"] = value
     return detail
 
 
 def node_detail(
-    graph: Graph, name: str, record: NodeRecord | None = None, *, attempt_dir: Path | None = None
+    graph: Graph,
+    name: str,
+    record: NodeRecord | None = None,
+    *,
+    attempt_dir: Path | None = None,
+    source_dir: Path | None = None,
 ) -> Detail:
     """The pane of node ``name``: its frozen definition, its state when ``record`` is given, and
-    the artifacts of the attempt in ``attempt_dir`` (none for a plan)."""
-    return load_detail(node=graph.node(name), record=record or NodeRecord(), attempt_dir=attempt_dir)
+    the artifacts of the attempt in ``attempt_dir`` (none for a plan); for a reused attempt,
+    ``source_dir`` (:func:`reused_source_dir`) holds what its own folder lacks."""
+    return load_detail(
+        node=graph.node(name), record=record or NodeRecord(), attempt_dir=attempt_dir, source_dir=source_dir
+    )
+
+
+async def reused_source_dir(service: Service, record: NodeRecord | None) -> Path | None:
+    """The attempt folder a reused latest attempt took its success from (checked like any
+    attempt folder, :meth:`Service.node_attempt`); None when the attempt was not reused or its
+    source run is no longer in the store."""
+    reused = reused_from_json(record) if record is not None else None
+    if reused is None:
+        return None
+    try:
+        found = await service.node_attempt(reused["run_id"], reused["node"], attempt=reused["attempt"])
+    except (RhoError, OSError):  # the source run was deleted: the pane shows what this run holds
+        return None
+    return found.folder
 
 
 async def read_node_detail(service: Service, run: str, name: str) -> Detail:
@@ -471,4 +540,7 @@ async def read_node_detail(service: Service, run: str, name: str) -> Detail:
     """
     attempt = await service.node_attempt(run, name)
     graph = await service.run_graph(attempt.run_id)
-    return await asyncio.to_thread(node_detail, graph, name, attempt.record, attempt_dir=attempt.folder)
+    source = await reused_source_dir(service, attempt.record)
+    return await asyncio.to_thread(
+        node_detail, graph, name, attempt.record, attempt_dir=attempt.folder, source_dir=source
+    )

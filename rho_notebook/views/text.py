@@ -1,4 +1,5 @@
-"""Text forms of frozen graph parts: conditions, templates and schemas as a workflow author writes them.
+"""Text forms of frozen graph parts (conditions, templates and schemas as a workflow author writes
+them) and of a node's line in a run's status.
 
 One spelling everywhere a person reads a frozen graph (the magics' node lines, the DAG view's node
 pane, the server's node answers): ``condition.equals(output("stats", ["verdict"]), "big")``, never
@@ -11,9 +12,10 @@ import json
 
 from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
 from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
+from rho_notebook.model.run_state import NodeRecord
 from rho_notebook.model.schema import EnumSchema, ListSchema, OptionalSchema, RecordSchema, Schema, StdoutJsonSchema
 
-__all__ = ["condition_text", "template_text", "schema_text", "reference_text"]
+__all__ = ["condition_text", "template_text", "schema_text", "reference_text", "node_status_line", "provenance_text"]
 
 
 def reference_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
@@ -61,3 +63,33 @@ def schema_text(schema: Schema) -> str:
     if isinstance(schema, RecordSchema):
         return "record({" + ", ".join(f"{json.dumps(k)}: {schema_text(v)}" for k, v in schema.fields) + "})"
     return f"{schema.kind}()"
+
+
+def provenance_text(record: NodeRecord) -> str:
+    """Where the latest attempt's result came from when it was not launched in this run:
+    ``reused from run R (node N, attempt A)`` (unless the node's reason already names run R),
+    and ``approval carried from run R by P`` for a launch whose approval was carried over; empty
+    otherwise."""
+    current = record.current
+    if current is None:
+        return ""
+    parts = []
+    source = current.reused_from
+    if source and str(source["run_id"]) not in record.reason:  # the runner's message may say it already
+        parts.append(f"reused from run {source['run_id']} (node {source['node']}, attempt {source['attempt']})")
+    approval = current.approval
+    if approval is not None and approval.get("via") == "carried":
+        parts.append(f"approval {approval.get('comment') or 'carried'} by {approval.get('by') or 'unknown'}")
+    return "; ".join(parts)
+
+
+def node_status_line(name: str, record: NodeRecord) -> str:
+    """One node of ``status``: name, state, attempt, exit code, UNCERTAIN, provenance and reason."""
+    code = record.exit_code()
+    current = record.current
+    extra = f"  exit {code}" if code is not None else ""
+    note = "  UNCERTAIN" if current is not None and current.uncertain and not current.abandoned else ""
+    provenance = provenance_text(record)
+    source = f"  {provenance}" if provenance else ""
+    reason = f"  ({record.reason})" if record.reason else ""
+    return f"  {name:<24} {record.state.value:<13} attempt {record.attempt}{extra}{note}{source}{reason}"

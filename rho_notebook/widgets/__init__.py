@@ -20,9 +20,10 @@ from rho_notebook.model.run_state import RunState
 if TYPE_CHECKING:
     import graphviz  # type: ignore[import-untyped]
 
-    from rho_notebook.service import Service
+    from rho_notebook.service import DiffResult, Service
     from rho_notebook.widgets._dag import DagWidget
     from rho_notebook.widgets._hub import Hub, HubSession
+    from rho_notebook.widgets._picker import RunPicker
     from rho_notebook.widgets._plan import PlanCard
     from rho_notebook.widgets._run import RunHandleLike
 
@@ -34,6 +35,7 @@ __all__ = [
     "hub_view",
     "to_dot",
     "watch_run",
+    "run_picker",
     "guard_kernel_parent",
 ]
 
@@ -46,7 +48,8 @@ def graph_view(
     Clicking a node shows its frozen definition; with ``state`` and ``service``, also the
     artifacts of its latest attempt.
     """
-    from rho_notebook.views.dag import dag_view, node_detail
+    from rho_notebook.views.dag import dag_view, node_detail, reused_source_dir
+    from rho_notebook.widgets._call import call
     from rho_notebook.widgets._dag import DagWidget
 
     if isinstance(plan_or_graph, Plan):
@@ -56,23 +59,29 @@ def graph_view(
 
     def detail(name: str) -> dict[str, Any]:
         record = state.nodes.get(name) if state is not None else None
-        attempt_dir = None
+        attempt_dir = source_dir = None
         if record is not None and record.attempt and service is not None and state is not None:
             attempt_dir = service.run_folder(state.run_id).attempt_dir(name, record.attempt)
-        return dict(node_detail(graph, name, record, attempt_dir=attempt_dir))
+            if record.current is not None and record.current.reused_from is not None:
+                source_dir = call(reused_source_dir(service, record))
+        return dict(node_detail(graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir))
 
     return DagWidget(dag_view(graph, state, digest=digest, actions=False), on_select=detail)
 
 
-def plan_card(plan: Plan, *, on_run: Callable[[], Any], show_graph: bool = True) -> PlanCard:
-    """Plan ID, workflow, graph digest, inputs, authority list and DAG, with a Run button.
+def plan_card(
+    plan: Plan, *, on_run: Callable[[], Any], show_graph: bool = True, changes: DiffResult | None = None
+) -> PlanCard:
+    """Plan ID, workflow, graph digest, inputs, authority list and DAG, with a Run button; with
+    ``changes`` (:meth:`Service.diff_plans` of the cell's previous plan), the nodes added, removed
+    and changed since, above the button.
 
     Clicking Run is the confirmation of exactly ``plan.graph_digest`` for one new run: ``on_run()``
     is called once and the button disables itself.
     """
     from rho_notebook.widgets._plan import PlanCard
 
-    return PlanCard(plan, on_run=on_run, graph=graph_view(plan) if show_graph else None)
+    return PlanCard(plan, on_run=on_run, graph=graph_view(plan) if show_graph else None, changes=changes)
 
 
 def run_view(handle: RunHandleLike, *, service: Service | None = None) -> DagWidget:
@@ -107,6 +116,30 @@ def watch_run(run_id: str, *, service: Service | None = None) -> DagWidget:
 
     service = service or _Service.default()
     return run_view(JournalWatch(service, run_id), service=service)
+
+
+def run_picker(
+    run_id: str,
+    *,
+    service: Service | None = None,
+    handle_for: Callable[[str], Any] | None = None,
+    select: str | None = None,
+) -> RunPicker:
+    """An earlier run's live DAG, read from the store (nothing is executed), under a picker of the
+    runs of its workflow in its workspace, newest first, that switches the DAG to another run.
+
+    ``handle_for(run_id)`` gives this kernel's handle of a run it owns (then the view follows
+    it as :func:`run_view` does); ``select`` opens a node's output pane.
+    """
+    from rho_notebook.service import Service as _Service
+    from rho_notebook.widgets._parent import guard_kernel_parent as _guard
+    from rho_notebook.widgets._picker import RunPicker
+
+    _guard()
+    picker = RunPicker(run_id, service=service or _Service.default(), handle_for=handle_for)
+    if select:
+        picker.select(select)
+    return picker
 
 
 def hub_view(session: HubSession) -> Hub:

@@ -1,8 +1,11 @@
 """The plan card: what a person confirms before a run, and the Run button that confirms it.
 
 Shows plan ID, workflow, graph digest, inputs, the authority list and source digests, and the
-plan's DAG. The Run button names the exact graph digest it confirms; one click is consent for
-one new run of that digest (the button disables itself; a new run needs a new card).
+plan's DAG. When the cell was planned before with another graph, the card first shows what
+changed (nodes added, removed and changed by field, and which nodes will be reused or launched:
+a :class:`~rho_notebook.service.DiffResult` the caller got from the service). The Run button
+names the exact graph digest it confirms; one click is consent for one new run of that digest
+(the button disables itself; a new run needs a new card).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.plan import Plan
+from rho_notebook.service import DiffResult
 from rho_notebook.widgets._call import with_static_views
 from rho_notebook.widgets._dag import DagWidget
 
-__all__ = ["PlanCard", "plan_html"]
+__all__ = ["PlanCard", "plan_html", "changes_html"]
 
 _TABLE = "border-collapse:collapse;font-family:monospace;font-size:12px;margin:4px 0"
 _CELL = "border:1px solid #d1d5db;padding:2px 6px;text-align:left;vertical-align:top"
@@ -49,6 +53,29 @@ def plan_html(plan: Plan) -> str:
     )
 
 
+def changes_html(changes: DiffResult) -> str:
+    """What changed since the previous plan, as self-contained HTML (one row per node)."""
+    found = changes.diff
+    rows = [["added", name, ""] for name in found.added]
+    rows += [["removed", name, ""] for name in found.removed]
+    rows += [["changed", change.node, ", ".join(change.fields)] for change in found.changed]
+    if found.graph:
+        rows.append(["workflow", "", ", ".join(found.graph)])
+    if not rows:
+        rows.append(["(no changes)", "", ""])
+    table = _table(["", "node", "fields"], rows)
+    predicted = ""
+    if changes.will_reuse is not None and changes.will_launch is not None:
+        reuse = ", ".join(changes.will_reuse) or "(none)"
+        launch = ", ".join(changes.will_launch) or "(none)"
+        predicted = f"<div>will reuse: {escape(reuse)}<br>will launch: {escape(launch)}</div>"
+    return (
+        '<div class="rho-plan-changes" style="font-family:sans-serif;font-size:13px;margin:4px 0">'
+        f"<div><b>Changes</b> since plan <code>{escape(changes.old.id[:13])}</code> "
+        f"(<code>{escape(_short(changes.old.graph_digest))}</code>)</div>{table}{predicted}</div>"
+    )
+
+
 def _short(digest: str) -> str:
     return digest if len(digest) <= 23 else digest[:23] + "…"
 
@@ -59,8 +86,18 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
     When ``on_run`` returns a run handle, the card then shows that run's live view.
     """
 
-    def __init__(self, plan: Plan, *, on_run: Callable[[], Any], graph: DagWidget | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        on_run: Callable[[], Any],
+        graph: DagWidget | None = None,
+        changes: DiffResult | None = None,
+    ) -> None:
         self.plan = plan
+        self.changes = changes
+        """What changed since the cell's previous plan (None: nothing to compare with)."""
+        self.changes_view = widgets.HTML(changes_html(changes) if changes is not None else "")
         self._on_run = on_run
         digest = plan.graph_digest
         self.facts = widgets.HTML(plan_html(plan))
@@ -80,7 +117,10 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
         self.graph = graph
         self.run: Any = None
         """The live run view, once Run started a run whose handle came back."""
-        children: list[widgets.Widget] = [self.facts, widgets.HBox([self.run_button, self.digest_label]), self.status]
+        children: list[widgets.Widget] = [self.facts]
+        if changes is not None:
+            children.append(self.changes_view)
+        children += [widgets.HBox([self.run_button, self.digest_label]), self.status]
         if graph is not None:
             children.append(graph)
         super().__init__(children=children)
@@ -121,7 +161,8 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
 
     def _static_views(self) -> dict[str, str]:
         svg = self.graph.snapshot_svg() if self.graph is not None else ""
-        views = {"text/html": plan_html(self.plan) + svg}
+        changed = changes_html(self.changes) if self.changes is not None else ""
+        views = {"text/html": plan_html(self.plan) + changed + svg}
         if svg:
             views["image/svg+xml"] = svg
         views["text/plain"] = f"<rho_notebook plan {self.plan.plan_id} {self.plan.graph.name} {self.plan.graph_digest}>"

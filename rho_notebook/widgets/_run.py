@@ -22,7 +22,16 @@ from typing import Any, Protocol, runtime_checkable
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.service import Consent, ResumeRun, RunFolder, Service, StoreLayout, default_runner
 from rho_notebook.service.wire import LIVE_LIFECYCLES
-from rho_notebook.views.dag import PANE_BYTES, Detail, RunTracker, StreamTail, dag_view, node_detail, run_times
+from rho_notebook.views.dag import (
+    PANE_BYTES,
+    Detail,
+    RunTracker,
+    StreamTail,
+    dag_view,
+    node_detail,
+    reused_source_dir,
+    run_times,
+)
 from rho_notebook.widgets._call import call
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
@@ -227,7 +236,9 @@ class RunController:
         if record is None:
             return {}
         attempt_dir = self.folder.attempt_dir(name, record.attempt) if record.attempt else None
-        detail: Detail = node_detail(self.graph, name, record, attempt_dir=attempt_dir)
+        reused = record.current is not None and record.current.reused_from is not None
+        source_dir = call(reused_source_dir(self.service, record)) if reused else None
+        detail: Detail = node_detail(self.graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir)
         if detail.get("live") and attempt_dir is not None:
             tails = {}
             for stream in ("stdout", "stderr"):

@@ -331,9 +331,9 @@ def test_plan_approval_enforced_by_environment(project: Project) -> None:
     assert first.returncode == 0 and "approved by" in first.stdout
     again = project.cli("approve-plan", digest)
     assert "already approved" in again.stdout
-    # re-planning the same graph keeps its approval: it is bound to the digest, not the plan ID
+    # re-planning the same graph hands back the same plan (one plan per graph), still approved
     replanned = plan_id(project)
-    assert replanned != pid
+    assert replanned == pid
     ok = project.cli("run", replanned, "--yes", "--output", "jsonl", env=env)
     assert ok.returncode == 0, ok.stderr
     kinds = [json.loads(line)["kind"] for line in ok.stdout.splitlines()]

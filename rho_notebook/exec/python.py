@@ -1,0 +1,213 @@
+"""The executor for Python nodes: call a frozen module's function in a fresh verified interpreter.
+
+Per run, the first Python attempt writes the run's ``python/`` folder (mode 0700, files 0600):
+``modules/`` holds every module frozen in the graph at its label path (``//nodes/calc.py`` ->
+``modules/nodes/calc.py``, importable as ``nodes.calc``), and ``_rho_harness.py`` is a copy of
+:mod:`rho_notebook.source._py_harness`, made only when its digest is the one frozen in the plan
+(a harness changed by an upgrade fails every Python node closed: plan again).
+
+Per attempt: the arguments are rendered (literals as they are, output references walked to their
+values), ``request.json`` goes into the attempt folder, and the frozen interpreter is launched
+exactly like a command node's executable (verified against its digest and identity, node cwd and
+environment policy, timeout, bounded output, cancel, process group)::
+
+    INTERPRETER -I <run>/python/_rho_harness.py <run>/python/modules <attempt>/request.json <attempt>/result.json
+
+argv[0] is the interpreter's frozen path, so that the interpreter finds its standard library
+and ``sys.executable`` names it. The harness writes the JSON-encoded return value to
+``result.json``; it is read back (bounded by ``max_output_bytes``), validated against the node's
+schema and stored as ``value.json``. Without a schema the value is stored as well, so ``result``
+shows what the function returned. stdout and stderr are the node's logs, as for commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from rho_notebook.errors import PlanError, RhoError
+from rho_notebook.exec._supervised import Ended, process_spec, supervise
+from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, output_value
+from rho_notebook.model.graph import Graph, PythonNode, PythonRuntime
+from rho_notebook.model.schema import validate_value
+from rho_notebook.model.state import NodeState
+from rho_notebook.oshelpers import read_fd
+from rho_notebook.source.pymodules import HARNESS_PATH
+from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
+
+__all__ = ["PythonExecutor", "python_facts", "render_args"]
+
+_LAST_LINE_CHARS = 500
+"""A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
+
+
+def render_args(node: PythonNode, outputs: Any) -> dict[str, Any]:
+    """The keyword arguments the node's function is called with: literals as frozen, references
+    replaced by the upstream values. Raises :class:`UnavailableValue` like ``render_template``."""
+    return {arg.name: arg.value if arg.ref is None else output_value(arg.ref, outputs) for arg in node.args}
+
+
+def _runtime(graph: Graph) -> PythonRuntime:
+    if graph.python is None:
+        msg = f"workflow {graph.name!r} has Python nodes but its plan froze no interpreter; plan again"
+        raise PlanError(msg)
+    return graph.python
+
+
+def python_facts(node: PythonNode, graph: Graph, outputs: Any) -> dict[str, Any]:
+    """The launch facts a person or a hook decides on: interpreter and digest, module and digest,
+    function, rendered arguments and working directory."""
+    runtime = _runtime(graph)
+    return {
+        "interpreter": runtime.interpreter.file.path,
+        "sha256": runtime.interpreter.file.sha256,
+        "module": node.module,
+        "module_sha256": graph.python_module(node.module).sha256,
+        "function": node.function,
+        "args": render_args(node, outputs),
+        "cwd": node.cwd,
+    }
+
+
+def _module_path(modules: Path, label: str) -> Path:
+    parts = PurePosixPath(label.removeprefix("//")).parts
+    if not label.startswith("//") or not parts or any(p in ("", ".", "..", "/") for p in parts):
+        msg = f"Python module label {label!r} is not a workspace path; the plan is inconsistent, plan again"
+        raise PlanError(msg)
+    return modules.joinpath(*parts)
+
+
+def _materialise(run: Path, graph: Graph) -> Path:
+    """Write ``<run>/python/`` (frozen modules and the verified harness); returns that folder."""
+    runtime = _runtime(graph)
+    harness = HARNESS_PATH.read_bytes()
+    digest = "sha256:" + hashlib.sha256(harness).hexdigest()
+    if digest != runtime.harness_sha256:
+        msg = (
+            f"the rho_notebook Python harness changed since this plan was made (sha256 {digest} now, "
+            f"{runtime.harness_sha256} in the plan); plan again"
+        )
+        raise PlanError(msg)
+    folder = ensure_private_dir(run / "python", below=run)
+    modules = ensure_private_dir(folder / "modules", below=run)
+    for module in graph.python_modules:
+        path = _module_path(modules, module.label)
+        ensure_private_dir(path.parent, below=run)
+        atomic_write(path, module.text.encode("utf-8"), durable=False)
+    atomic_write(folder / "_rho_harness.py", harness, durable=False)
+    return folder
+
+
+def _read_result(path: Path, limit: int) -> bytes | int | None:
+    """The result file's bytes; its size when that is over ``limit``; None when it is absent."""
+    try:
+        fd, info = open_regular(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return info.st_size if info.st_size > limit else read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _last_line(data: bytes) -> str:
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1] if lines and len(lines[-1]) <= _LAST_LINE_CHARS else ""
+
+
+class PythonExecutor:
+    """Runs Python nodes as verified, supervised interpreter processes."""
+
+    def __init__(self, *, kill_grace_seconds: float = 2.0) -> None:
+        self.kill_grace_seconds = kill_grace_seconds
+        self._folders: dict[Path, asyncio.Future[Path]] = {}
+
+    async def _python_folder(self, ctx: AttemptContext, graph: Graph) -> Path:
+        """The run's ``python/`` folder, written once per run by this executor."""
+        run = ctx.attempt_dir.parents[3]  # RunFolder.attempt_dir: <run>/nodes/<node>/attempts/<n>
+        made = self._folders.get(run)
+        if made is None:
+            made = self._folders[run] = asyncio.ensure_future(asyncio.to_thread(_materialise, run, graph))
+        return await asyncio.shield(made)
+
+    async def execute(self, ctx: AttemptContext) -> AttemptResult:
+        node, graph = ctx.node, ctx.graph
+        if not isinstance(node, PythonNode):
+            msg = f"PythonExecutor cannot run a {node.kind} node"
+            raise TypeError(msg)
+        if graph is None:
+            msg = "PythonExecutor needs the run's graph in the attempt context"
+            raise TypeError(msg)
+        try:
+            args = render_args(node, ctx.outputs)
+        except UnavailableValue as err:
+            return AttemptResult(state=NodeState.FAILURE, message=f"cannot render args: {err}")
+        try:
+            runtime = _runtime(graph)
+            module = graph.python_module(node.module)
+            folder = await self._python_folder(ctx, graph)
+            attempt = await ctx.directory()
+            request = {
+                "module": module.name,
+                "function": node.function,
+                "args": args,
+                "sys_path": list(runtime.sys_path),
+                "site_dirs": list(runtime.site_dirs),
+            }
+            await asyncio.to_thread(atomic_write_json, attempt / "request.json", request, durable=False)
+        except (RhoError, KeyError, OSError) as err:
+            if isinstance(err, OSError):
+                message = f"cannot prepare the Python node's files: {err}"
+            else:
+                message = err.message if isinstance(err, RhoError) else str(err.args[0])
+            record = {"kind": "not_started", "code": None, "signal": None, "detail": message}
+            return AttemptResult(state=NodeState.FAILURE, message=message, exit=record)
+        argv = (
+            runtime.interpreter.file.path,
+            "-I",
+            str(folder / "_rho_harness.py"),
+            str(folder / "modules"),
+            str(attempt / "request.json"),
+            str(attempt / "result.json"),
+        )
+        spec = process_spec(
+            ctx, runtime.interpreter, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds
+        )
+        result = await supervise(ctx, spec, judge=self._judge)
+        result.artifacts["request"] = "request.json"
+        return result
+
+    async def _judge(self, ended: Ended) -> AttemptResult:
+        node = ended.ctx.node
+        if not isinstance(node, PythonNode):
+            msg = f"PythonExecutor cannot judge a {node.kind} node"
+            raise TypeError(msg)
+        code = ended.result.exit_code
+        if code != 0:
+            last = _last_line(ended.stderr.tail)
+            return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
+        folder = await ended.ctx.directory()
+        raw = await asyncio.to_thread(_read_result, folder / "result.json", node.max_output_bytes)
+        if raw is None:
+            return ended.failure(f"exited with code 0 before {node.function}() returned (did it call sys.exit?)")
+        if isinstance(raw, int):
+            return ended.failure(
+                f"the return value of {node.function}() is {raw} bytes as JSON, "
+                f"more than max_output_bytes={node.max_output_bytes}"
+            )
+        ended.artifacts["result"] = "result.json"
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            return ended.failure(f"result.json is not one JSON value ({err})")
+        if node.output is not None:
+            problems = validate_value(node.output, value)
+            if problems:
+                return ended.failure("output does not match the schema: " + "; ".join(problems[:5]))
+        await asyncio.to_thread(atomic_write_json, folder / "value.json", value)
+        ended.artifacts["value"] = "value.json"
+        return ended.success(value)
