@@ -10,7 +10,9 @@ journal_repaired     bytes                                   a torn last line wa
 node_ready           node                                    dependencies decided: it may launch
 node_skipped         node, reason                            its condition evaluated false / a need was skipped
 node_blocked         node, reason                            a needed value or dependency is unavailable
-node_launched        node, attempt                           an attempt is about to start (durable before launch)
+node_launched        node, attempt, step?                    an attempt is about to start (durable before launch);
+                                                             a script step also carries step = {kind, digest,
+                                                             facts, after, recovery} and creates its node
 node_reused          node, attempt, source_run, source_node,  a read-only node with reuse = True took a stored
                      source_attempt, reuse_key               success with the same reuse key: nothing launched
                                                              (reuse_key null: a ``try`` run took it from its
@@ -37,6 +39,15 @@ hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do 
 plan_approval        graph_digest, by, approved_at           the plan approval record this run relied on
 artifact_failed      errors                                  non-durable artifact copies (exit.json, a stream
                                                              folder) could not be written
+script_launched      pid                                     a script run's own process exists (script tier)
+script_exited        exit                                    the script process ended (exit record)
+script_output        value                                   the script called emit_output(value)
+step_replayed        node, attempt, digest                   a script step call answered from the journal:
+                                                             nothing ran (attempt = the stored one)
+step_halted          node, why                               a script step cannot be decided alone
+run_halted           steps ([{step, why}])                   the script run stopped: lifecycle needs_decision
+step_diverged        node, stored_digest, digest             a step key's inputs changed since it ran: the run fails
+decision_recorded    node, decision, by                      resume --decide: rerun|skip, one attempt's worth
 run_completed        outcome                                 every node is terminal (or the run was cancelled)
 needs_recovery       nodes                                   an unclean exit left uncertain attempts
 """
@@ -76,6 +87,14 @@ class EventKind(str, Enum):
     HOOK_IGNORED = "hook_ignored"
     PLAN_APPROVAL = "plan_approval"
     ARTIFACT_FAILED = "artifact_failed"
+    SCRIPT_LAUNCHED = "script_launched"
+    SCRIPT_EXITED = "script_exited"
+    SCRIPT_OUTPUT = "script_output"
+    STEP_REPLAYED = "step_replayed"
+    STEP_HALTED = "step_halted"
+    RUN_HALTED = "run_halted"
+    STEP_DIVERGED = "step_diverged"
+    DECISION_RECORDED = "decision_recorded"
     RUN_COMPLETED = "run_completed"
     NEEDS_RECOVERY = "needs_recovery"
 
@@ -104,6 +123,9 @@ PROGRESS_KINDS = frozenset(
         "cancel_requested",
         "cancel_acknowledged",
         "needs_recovery",
+        "run_halted",
+        "step_diverged",
+        "step_replayed",
         "approval_requested",
         "approval_decided",
         "approval_carried",
@@ -138,6 +160,13 @@ def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebo
         return f"{record['decision']} by {record['by']} via {record['via']}" + (
             f": {record['comment']}" if record.get("comment") else ""
         )
+    if kind == "run_halted":
+        steps = ", ".join(f"{s['step']} ({s['why']})" for s in record.get("steps", []))
+        return f"needs a decision: {steps}; resume with --decide STEP=rerun|skip"
+    if kind == "step_diverged":
+        return f"diverged: inputs were {record['stored_digest']}, now {record['digest']}"
+    if kind == "step_replayed":
+        return f"replayed (attempt {record['attempt']}): nothing ran"
     if kind == "run_started":
         return f"run {record['run_id']} started (owner pid {record['pid']})"
     return kind.replace("_", " ") + (f" {record['request_id']}" if "request_id" in record else "")

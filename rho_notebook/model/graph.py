@@ -31,6 +31,7 @@ __all__ = [
     "PythonNode",
     "PythonRuntime",
     "Node",
+    "ScriptSpec",
     "ArgvPart",
     "EnvironmentPolicy",
     "SchedulerLimits",
@@ -46,7 +47,8 @@ class InputDecl(FrozenModel):
     """One declared input and the value this plan was made with."""
 
     name: str
-    type: Literal["string", "integer", "bool", "enum"]
+    type: Literal["string", "integer", "bool", "enum", "path"]
+    """``path`` (script inputs): a canonical absolute path inside the workspace."""
     choices: tuple[Scalar, ...] = ()
     """Allowed values of an enum input, in declaration order."""
     required: bool
@@ -194,6 +196,21 @@ class PythonNode(_NodeBase):
 Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode | PythonNode, Field(discriminator="kind")]
 
 
+class ScriptSpec(FrozenModel):
+    """A Python script run (the script tier): the script is a module frozen in
+    ``Graph.python_modules`` and runs in ``Graph.python``'s interpreter; its steps become nodes
+    while it runs (docs/scripts.md)."""
+
+    module: str
+    """Label of the script, e.g. ``//scripts/review.py``."""
+    cwd: str = "//"
+    """Working directory of the script process, ``//``-relative."""
+    timeout_seconds: int = 86_400
+    """Wall-time limit of the script process (steps have their own)."""
+    max_output_bytes: int = 1_048_576
+    """Retained stdout/stderr of the script process, per stream."""
+
+
 class EnvironmentPolicy(FrozenModel):
     """Which variables of the launching process a command node receives (never source-controlled)."""
 
@@ -227,6 +244,8 @@ class Graph(FrozenModel):
     """The interpreter of the Python nodes; None when the graph has none."""
     python_modules: tuple[PythonModule, ...] = Field(default=(), exclude_if=_is_empty)
     """Every Python module a node may import, sorted by label."""
+    script: ScriptSpec | None = Field(default=None, exclude_if=_is_empty)
+    """Set for a script run: ``nodes`` is empty and the steps appear as nodes while it runs."""
 
     def python_module(self, label: str) -> PythonModule:
         for module in self.python_modules:

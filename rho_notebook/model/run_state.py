@@ -65,6 +65,10 @@ class NodeRecord:
     state: NodeState = NodeState.PENDING
     reason: str = ""
     attempts: list[AttemptRecord] = field(default_factory=list)
+    step: dict[str, Any] | None = None
+    """A script step's facts from its latest node_launched: kind, digest, facts, after, recovery."""
+    replayed: int = 0
+    """How many step calls were answered from the journal (step_replayed)."""
 
     @property
     def attempt(self) -> int:
@@ -82,13 +86,17 @@ class NodeRecord:
         return code if isinstance(code, int) else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "state": self.state.value,
             "reason": self.reason,
             "attempt": self.attempt,
             "exit_code": self.exit_code(),
             "attempts": [a.to_json() for a in self.attempts],
         }
+        if self.step is not None:
+            data["step"] = dict(self.step)
+            data["replayed"] = self.replayed
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeRecord:
@@ -96,6 +104,8 @@ class NodeRecord:
             state=NodeState(data["state"]),
             reason=data.get("reason", ""),
             attempts=[AttemptRecord.from_json(a) for a in data.get("attempts", [])],
+            step=data.get("step"),
+            replayed=data.get("replayed", 0),
         )
 
 
@@ -117,6 +127,10 @@ class RunState:
     """True once a cancel request was applied to this execution (cleared by resume)."""
     asked: bool = False
     """True once any approval was requested in this run."""
+    output: Any = None
+    """A script run's emit_output value (script_output), None when it emitted none."""
+    halted: list[dict[str, Any]] = field(default_factory=list)
+    """A script run's halted steps [{step, why}] while it needs a decision."""
     damage: str | None = None
     """Why the journal cannot be trusted (lifecycle ``damaged``); set when read, never journaled.
     The rest of the state is then the readable prefix of the journal."""
@@ -172,7 +186,7 @@ class RunState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "run_id": self.run_id,
             "plan_id": self.plan_id,
             "graph_digest": self.graph_digest,
@@ -188,6 +202,10 @@ class RunState:
             "asked": self.asked,
             "nodes": {name: record.to_json() for name, record in sorted(self.nodes.items())},
         }
+        if self.output is not None:
+            data["output"] = self.output
+        if self.halted:
+            data["halted"] = [dict(h) for h in self.halted]
         if self.damage is not None:
             data["damage"] = self.damage
         return data
@@ -209,6 +227,8 @@ class RunState:
             cancel_acknowledged=list(data.get("cancel_acknowledged", [])),
             cancelled=data.get("cancelled", False),
             asked=data.get("asked", False),
+            output=data.get("output"),
+            halted=list(data.get("halted", [])),
             damage=data.get("damage"),
         )
 
@@ -233,6 +253,7 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
         state.lifecycle = Lifecycle.RUNNING
         state.owner_pid = ev.get("pid")
         state.outcome = None
+        state.halted = []
         if ev.get("resumed"):
             state.cancelled = False
     elif kind == "owner_exited":
@@ -242,7 +263,11 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
     elif kind in ("node_skipped", "node_blocked") and node is not None:
         node.state = NodeState.SKIPPED if kind == "node_skipped" else NodeState.BLOCKED
         node.reason = ev.get("reason", "")
-    elif kind == "node_launched" and node is not None:
+    elif kind == "node_launched" and (node is not None or "step" in ev):
+        if node is None:  # a script step: its node appears when it first launches
+            node = state.nodes[ev["node"]] = NodeRecord()
+        if "step" in ev:
+            node.step = dict(ev["step"])
         node.state, node.reason = NodeState.RUNNING, ""
         node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
         state.refresh_waiting()
@@ -317,6 +342,14 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
         state.outcome = ev["outcome"]
     elif kind == "needs_recovery":
         state.lifecycle = Lifecycle.NEEDS_RECOVERY
+    elif kind == "step_replayed" and node is not None:
+        node.replayed += 1
+    elif kind == "run_halted":
+        state.lifecycle = Lifecycle.NEEDS_DECISION
+        state.halted = [dict(h) for h in ev.get("steps", [])]
+        state.owner_pid = None
+    elif kind == "script_output":
+        state.output = ev.get("value")
 
 
 def replay(state: RunState, events: Iterable[dict[str, Any]]) -> RunState:

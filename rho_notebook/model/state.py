@@ -55,6 +55,8 @@ class Lifecycle(str, Enum):
     CANCELLING = "cancelling"
     COMPLETED = "completed"
     NEEDS_RECOVERY = "needs_recovery"
+    NEEDS_DECISION = "needs_decision"
+    """A script run stopped at a halted step: ``resume --decide STEP=rerun|skip`` goes on."""
     DAMAGED = "damaged"
 
 
