@@ -30,6 +30,8 @@ __all__ = [
     "AmbiguousId",
     "NameMismatch",
     "ExportError",
+    "RecordingError",
+    "RecordingMismatch",
     "ConfirmationRequired",
     "PlanNotApproved",
     "ApprovalRefused",
@@ -47,6 +49,7 @@ __all__ = [
     "VerifyReason",
     "UnsupportedPlatform",
     "LaunchError",
+    "StepInvalid",
 ]
 
 
@@ -214,6 +217,22 @@ class ExportError(RhoError):
     """The notebook cannot be exported as asked (no such workflow, malformed cell, unsafe target)."""
 
     rule = "export"
+
+
+class RecordingError(RhoError):
+    """A run cannot be recorded (not finished, unreadable) or a recording cannot be read."""
+
+    rule = "recording"
+
+
+class RecordingMismatch(RhoError):
+    """A replay of a recorded run differs from its recording; ``steps`` names the steps that did."""
+
+    rule = "recording.mismatch"
+
+    def __init__(self, message: str, *, steps: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.steps = steps
 
 
 # -- consent and approval ----------------------------------------------------------------------------
@@ -399,3 +418,10 @@ class LaunchError(RhoError):
 
     rule = "launch"
     http_status = 500
+
+
+class StepInvalid(RhoError):
+    """A script step's arguments cannot run: a bad argv, cwd, budget, agent, provider or schema
+    (the step is refused before anything is journaled for it)."""
+
+    rule = "step.invalid"

@@ -11,8 +11,12 @@ import {
   carriedText,
   childrenOf,
   clampZoom,
+  countHalted,
   countStates,
   curve,
+  DECISION_LABEL,
+  DECISION_STYLE,
+  decisionText,
   dependencyEnds,
   elapsed,
   fitZoom,
@@ -20,7 +24,9 @@ import {
   initialZoom,
   labelChars,
   nodeLabel,
+  nodeMark,
   nodeTitle,
+  outputText,
   panePlacement,
   reusedText,
   STATES,
@@ -32,7 +38,7 @@ import {
 import type { AttemptJson, Change, DagSource, Detail, StateName, StreamView, WireLayout, WireNode } from "./types";
 
 export type { DagSource, Change } from "./types";
-export { STATES, formatDuration } from "./model";
+export { STATES, formatDuration, DECISION_STYLE } from "./model";
 
 /** state -> [fill, stroke, icon]; rho_notebook/widgets/svg.py STATE_STYLE has the same values. */
 export const STATE_STYLE: Record<StateName, [string, string, string]> = {
@@ -115,6 +121,7 @@ export interface DagViewOptions {
 interface NodeElements {
   group: SVGGElement;
   icon: SVGTextElement;
+  /** The corner mark: needs decision, replayed or reused (see nodeMark). */
   reused: SVGTextElement;
   title: SVGTitleElement;
   data: WireNode;
@@ -162,13 +169,26 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     chip.style.borderColor = stroke;
     legend.append(chip);
   }
+  // a script run's halted steps: a mark of its own (they keep their state), counted apart
+  const decisionCount = h("b", {}, "0");
+  const decisionChip = h(
+    "span",
+    { class: "rho-chip rho-chip-needs_decision rho-zero", "data-mark": "needs_decision", title: "steps the run stopped at: resume with --decide STEP=rerun|skip" },
+    h("i", {}, DECISION_STYLE[2]),
+    ` ${DECISION_LABEL} `,
+    decisionCount,
+  );
+  decisionChip.style.background = DECISION_STYLE[0];
+  decisionChip.style.borderColor = DECISION_STYLE[1];
+  legend.append(decisionChip);
   const edgeNote = h("span", { class: "rho-edge-note" });
   legend.append(edgeNote);
+  const runOutput = h("div", { class: "rho-run-output", hidden: "" });
 
   const viewport = h("div", { class: "rho-viewport" });
   const pane = h("div", { class: "rho-pane", hidden: "" });
   const body = h("div", { class: "rho-body" }, viewport, pane);
-  el.append(toolbar, legend, body);
+  el.append(toolbar, legend, runOutput, body);
   el.dataset.pane = "below";
 
   let layout: WireLayout = source.layout();
@@ -225,8 +245,13 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
         data: byName.get(name) as WireNode,
       });
     }
+    const { scrollLeft, scrollTop } = viewport;
     viewport.replaceChildren(svg);
-    edgeNote.textContent = `${layout.nodes.length} nodes \u00b7 ${layout.reduced_edge_count} of ${layout.edge_count} edges drawn (transitive reduction) \u00b7 dashed: condition`;
+    viewport.scrollLeft = scrollLeft;
+    viewport.scrollTop = scrollTop;
+    edgeNote.textContent = source.run().script
+      ? `${layout.nodes.length} steps in arrival order \u00b7 edges: step results passed to later steps`
+      : `${layout.nodes.length} nodes \u00b7 ${layout.reduced_edge_count} of ${layout.edge_count} edges drawn (transitive reduction) \u00b7 dashed: condition`;
     applyZoom();
     autoZoom();
     updateNodes("all");
@@ -295,11 +320,14 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
         found.group.dataset.state = state;
         found.icon.textContent = STATE_STYLE[state][2];
       }
-      // a reused node (nothing launched: a stored success of the same reuse key) keeps its
-      // state colour and gets a mark; the tooltip and the pane name the source run
-      const reused = Boolean(view?.reused_from);
-      found.group.classList.toggle("rho-reused", reused);
-      found.reused.textContent = reused ? "\u21ba reused" : "";
+      // a reused node (nothing launched: a stored success of the same reuse key) and a replayed
+      // script step (answered from the journal) keep their state colour and get a mark; so does
+      // a step the run stopped at (needs decision); the tooltip and the pane say more
+      const mark = nodeMark(view);
+      found.group.classList.toggle("rho-reused", mark.kind === "reused");
+      found.group.classList.toggle("rho-replayed", mark.kind === "replayed");
+      found.group.classList.toggle("rho-halted", mark.kind === "halted");
+      found.reused.textContent = mark.text;
       found.title.textContent = nodeTitle(found.data, view);
     }
     updateCounts();
@@ -316,6 +344,10 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     }
     el.dataset.done = String(done);
     el.dataset.total = String(total);
+    const halted = countHalted(elements.keys(), source.nodes());
+    decisionCount.textContent = String(halted);
+    decisionChip.classList.toggle("rho-zero", halted === 0);
+    el.dataset.halted = String(halted);
   }
 
   function updateRun(): void {
@@ -329,6 +361,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       cancelButton.hidden = resumeButton.hidden = true;
       elapsedEl.textContent = "";
       message.textContent = "";
+      runOutput.hidden = true;
       el.dataset.lifecycle = "plan";
       return;
     }
@@ -344,7 +377,10 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const digest = run.graph_digest ?? "";
     resumeButton.textContent = `\u21bb Resume \u2014 confirm ${digest.slice(0, 19)}\u2026`;
     resumeButton.title = `resume this run from its frozen graph, confirming graph digest ${digest}`;
-    message.textContent = run.message ?? "";
+    message.textContent = run.message ?? (run.lifecycle === "needs_decision" ? decisionText(run.run_id ?? "", run.halted) : "");
+    const hasOutput = run.output !== undefined;
+    runOutput.hidden = !hasOutput;
+    runOutput.replaceChildren(...(hasOutput ? [h("b", {}, "output "), h("code", { title: JSON.stringify(run.output) ?? "" }, outputText(run.output))] : []));
     tick();
   }
 
@@ -458,6 +494,19 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const reasonText = detail.reason || view?.reason || "";
     // the runner's reason may name the source run already; then the reason is the one line
     if (reusedFrom && !reasonText.includes(reusedFrom.run_id)) blocks.push(h("div", { class: "rho-provenance rho-reused-from" }, `\u21ba ${reusedText(reusedFrom)}: nothing was launched in this run`));
+    const haltedWhy = detail.halted ?? view?.halted;
+    if (haltedWhy) {
+      const run = source.run();
+      blocks.push(
+        h(
+          "div",
+          { class: "rho-provenance rho-halted-why" },
+          `${DECISION_STYLE[2]} ${DECISION_LABEL}: ${haltedWhy} \u2014 rho-notebook resume ${run.run_id ?? "RUN"} --decide ${selected}=rerun|skip`,
+        ),
+      );
+    }
+    const replayed = detail.replayed ?? view?.replayed;
+    if (replayed) blocks.push(h("div", { class: "rho-provenance rho-replayed-note" }, `\u21ba replayed ${replayed}\u00d7 from the journal: nothing ran for those calls`));
     const carried = carriedText(detail.approval);
     if (carried) blocks.push(h("div", { class: "rho-provenance rho-carried" }, `\u2713 ${carried}`));
     if (detail.answer) {
@@ -469,7 +518,8 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     blocks.push(streamBlock("stdout", detail.stdout, "stdout"));
     blocks.push(streamBlock("stderr", detail.stderr, "stderr"));
     if (detail.has_value) {
-      blocks.push(h("details", { class: "rho-section rho-section-value", open: "" }, h("summary", {}, "validated value"), jsonTree(detail.value)));
+      const label = detail.step ? "step result (output, value)" : "validated value";
+      blocks.push(h("details", { class: "rho-section rho-section-value", open: "" }, h("summary", {}, label), jsonTree(detail.value)));
     }
     if (detail.usage !== null && detail.usage !== undefined) {
       blocks.push(h("details", { class: "rho-section rho-section-usage" }, h("summary", {}, "usage"), jsonTree(detail.usage)));

@@ -2,7 +2,7 @@
 // counts, edge and dependency geometry, node labels and tooltips, durations and
 // the rows of the attempts table. dagview.ts draws with them; test/model.test.ts checks them.
 
-import type { AttemptJson, NodeView, ReusedFromJson, StateName, WireLayout, WireNode } from "./types";
+import type { AttemptJson, HaltedStepJson, NodeView, ReusedFromJson, StateName, WireLayout, WireNode } from "./types";
 
 export const STATES: readonly StateName[] = [
   "pending",
@@ -92,15 +92,57 @@ export function carriedText(approval: Record<string, unknown> | null | undefined
   return `approval ${comment} by ${by}`;
 }
 
-/** The tooltip of a node: name, kind, state, attempt, where a reused result came from, and reason. */
+/**
+ * The legend entry of a script run's halted steps (lifecycle needs_decision): not a node state (a
+ * halted step keeps its state) but a mark of its own: [fill, stroke, icon].
+ */
+export const DECISION_STYLE: [string, string, string] = ["#fef08a", "#a16207", "?"];
+export const DECISION_LABEL = "needs decision";
+
+/** How many of `names` a script run stopped at (their views carry `halted`). */
+export function countHalted(names: Iterable<string>, views: Record<string, NodeView | undefined>): number {
+  let count = 0;
+  for (const name of names) if (views[name]?.halted) count += 1;
+  return count;
+}
+
+/**
+ * The mark drawn in a node's corner: "? needs decision" for a step the run stopped at, "\u21ba
+ * replayed" for a script step answered from the journal (nothing ran), "\u21ba reused" for a
+ * reused graph node; "" otherwise. The first that applies wins.
+ */
+export function nodeMark(view: NodeView | undefined): { text: string; kind: "" | "halted" | "replayed" | "reused" } {
+  if (view?.halted) return { text: `${DECISION_STYLE[2]} ${DECISION_LABEL}`, kind: "halted" };
+  if (view?.replayed) return { text: "\u21ba replayed", kind: "replayed" };
+  if (view?.reused_from) return { text: "\u21ba reused", kind: "reused" };
+  return { text: "", kind: "" };
+}
+
+/** `needs a decision: a (why); b (why): rho-notebook resume RUN --decide a=rerun|skip ...`. */
+export function decisionText(runId: string, halted: readonly HaltedStepJson[] | undefined): string {
+  if (!halted || !halted.length) return "";
+  const steps = halted.map((h) => `${h.step} (${h.why})`).join("; ");
+  const decide = halted.map((h) => `--decide ${h.step}=rerun|skip`).join(" ");
+  return `needs a decision: ${steps} \u2014 rho-notebook resume ${runId} ${decide}`;
+}
+
+/** A run's emitted output on one line, cut with an ellipsis past `maxChars`. */
+export function outputText(value: unknown, maxChars = 200): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length <= maxChars ? text : text.slice(0, maxChars - 1) + "\u2026";
+}
+
+/** The tooltip of a node: name, kind, state, attempt, where a reused result came from, replays, and reason. */
 export function nodeTitle(node: WireNode, view: NodeView | undefined): string {
   const state = stateOf(view?.state);
   const attempt = view?.attempt ? `, attempt ${view.attempt}` : "";
   const source = view?.reused_from;
   // the runner's reason may name the source run already: then it is said once
   const reused = source && !(view?.reason ?? "").includes(source.run_id) ? `\n${reusedText(source)}` : "";
+  const replayed = view?.replayed ? `\nreplayed ${view.replayed}\u00d7 from the journal: nothing ran` : "";
+  const halted = view?.halted ? `\n${DECISION_LABEL}: ${view.halted}` : "";
   const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
-  return `${node.name} (${node.kind}): ${state}${attempt}${reason}${reused}`;
+  return `${node.name} (${node.kind}): ${state}${attempt}${reason}${reused}${replayed}${halted}`;
 }
 
 /** need -> the nodes that need it, in layout order. */

@@ -3,7 +3,9 @@
 //
 // Patches never go through save_changes: the store keeps the merged views and mirrors them into
 // the model with model.set (local only), so a saved widget state holds the latest views. Merging is
-// per node by version `v` (newest wins), so patches and snapshots may arrive in any order.
+// per node by version `v` (newest wins), so patches and snapshots may arrive in any order. A script
+// run's layout grows while it runs (a new step is a new node): a patch or snapshot then carries the
+// whole new `layout`, kept here and mirrored into `graph_layout` like the views.
 
 import type { AnyModel } from "@anywidget/types";
 
@@ -27,6 +29,7 @@ interface Message {
   run?: RunView;
   detail?: Detail;
   output?: OutputChunk[];
+  layout?: WireLayout;
   now?: string;
 }
 
@@ -61,7 +64,9 @@ export class ModelStore extends BaseDagSource {
       this.selectedName = this.model.get("selected") ?? "";
       this.emit({ selected: true });
     });
-    model.on("change:graph_layout", () => this.emit({ layout: true, nodes: "all" }));
+    model.on("change:graph_layout", () => {
+      if (!this.mirroring) this.emit({ layout: true, nodes: "all" });
+    });
     model.on("change:title", () => this.emit({ run: true }));
     model.on("msg:custom", (msg: Message) => this.receive(msg));
     model.send({ kind: "hello" });
@@ -108,9 +113,19 @@ export class ModelStore extends BaseDagSource {
     this.messages += 1;
     if (msg.now) this.offset = Date.parse(msg.now) - Date.now();
     const change: Change = {};
+    if (msg.layout && JSON.stringify(msg.layout) !== JSON.stringify(this.model.get("graph_layout"))) {
+      this.mirroring = true;
+      try {
+        this.model.set("graph_layout", msg.layout);
+      } finally {
+        this.mirroring = false;
+      }
+      change.layout = true;
+      change.nodes = "all";
+    }
     if (msg.nodes) {
       const changed = this.mergeNodes(msg.nodes);
-      if (changed.length) change.nodes = changed;
+      if (changed.length && !change.nodes) change.nodes = changed;
     }
     if (msg.run && this.mergeRun(msg.run)) change.run = true;
     if (msg.detail && (msg.kind === "snapshot" || msg.detail.node === this.selectedName)) {

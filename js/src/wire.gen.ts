@@ -102,9 +102,20 @@ export interface StatusJson {
   workflow: string;
   lifecycle: string;
   outcome: string | null;
+  /**
+   * By name; a script run's steps in arrival order.
+   */
   nodes: {
     [k: string]: NodeStatusJson;
   };
+  /**
+   * Lifecycle ``needs_decision`` only: the steps to decide with ``resume RUN --decide STEP=rerun|skip``.
+   */
+  halted?: HaltedStepJson[];
+  /**
+   * Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none).
+   */
+  output?: unknown;
   /**
    * Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part).
    */
@@ -154,9 +165,20 @@ export interface ResultJson {
   run_id: string;
   lifecycle: string;
   outcome: string | null;
+  /**
+   * By name; a script run's steps in arrival order.
+   */
   nodes: {
     [k: string]: NodeResultJson;
   };
+  /**
+   * Lifecycle ``needs_decision`` only: the steps to decide with ``resume RUN --decide STEP=rerun|skip``.
+   */
+  halted?: HaltedStepJson[];
+  /**
+   * Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none).
+   */
+  output?: unknown;
 }
 
 /**
@@ -220,6 +242,36 @@ export interface ReusedFromJson {
   attempt: number;
 }
 
+/**
+ * A script step's journaled facts (its latest ``node_launched``).
+ */
+export interface StepJson {
+  /**
+   * command, agent or model.
+   */
+  kind: string;
+  /**
+   * The digest of the step's execution-affecting inputs.
+   */
+  digest: string;
+  facts: {
+    [k: string]: unknown;
+  };
+  /**
+   * The steps whose handles fed this step's arguments (the edges of the live DAG).
+   */
+  after: string[];
+  recovery: string | null;
+}
+
+/**
+ * A script step the run stopped at (lifecycle ``needs_decision``).
+ */
+export interface HaltedStepJson {
+  step: string;
+  why: string;
+}
+
 export interface NodeView {
   state: string;
   attempt: number;
@@ -229,6 +281,18 @@ export interface NodeView {
   exit_code: number | null;
   uncertain: boolean;
   reused_from?: ReusedFromJson;
+  /**
+   * Script runs: the step's kind (command, agent, model).
+   */
+  step_kind?: string;
+  /**
+   * Script runs: step calls answered from the journal (drawn with a "replayed" mark when > 0).
+   */
+  replayed?: number;
+  /**
+   * Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision").
+   */
+  halted?: string;
   /**
    * Version: the tracker's change counter when this view last changed (newest wins).
    */
@@ -248,6 +312,18 @@ export interface RunView {
   can_cancel?: boolean;
   can_resume?: boolean;
   message?: string;
+  /**
+   * A script run: its steps appear as nodes while it runs (the layout grows).
+   */
+  script?: boolean;
+  /**
+   * Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``.
+   */
+  halted?: HaltedStepJson[];
+  /**
+   * A script run's emitted output (absent when it emitted none).
+   */
+  output?: unknown;
   v?: number;
 }
 
@@ -309,6 +385,15 @@ export interface Detail {
    * attempt has none of its own).
    */
   reused_from?: ReusedFromJson | null;
+  step?: StepJson;
+  /**
+   * Script runs: step calls answered from the journal.
+   */
+  replayed?: number;
+  /**
+   * Lifecycle ``needs_decision``: why the run stopped at this step.
+   */
+  halted?: string;
   /**
    * The latest attempt's approval record (decision, by, comment, decided_at, via); ``via`` is
    * ``carried`` for a launch approval carried over from an earlier run.
@@ -374,9 +459,15 @@ export interface NodeResultJson {
     [k: string]: string;
   };
   /**
-   * The validated output value; present only for successful nodes with an output schema.
+   * The validated output value; present only for successful nodes with an output schema (a
+   * script step's: its ``value.json``, ``{"output", "value"}``).
    */
   output?: unknown;
+  step?: StepJson;
+  /**
+   * Script runs: how many step calls were answered from the journal.
+   */
+  replayed?: number;
 }
 
 export interface NodeStatusJson {
@@ -386,6 +477,11 @@ export interface NodeStatusJson {
   reason: string;
   uncertain: boolean;
   reused_from?: ReusedFromJson;
+  step?: StepJson;
+  /**
+   * Script runs: how many step calls were answered from the journal (nothing ran).
+   */
+  replayed?: number;
 }
 
 export interface PlanNodeJson {

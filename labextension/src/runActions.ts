@@ -1,10 +1,13 @@
 // Cancel and Resume, as the DAG toolbar asks for them. Cancel is sent at once (the server journals
 // the request; the owner acknowledges it). Resume first shows the run's graph digest in a dialog and
 // sends it with the request, so the server resumes only that frozen graph; a run whose owner exited
-// uncleanly also offers to recover its uncertain attempts.
+// uncleanly also offers to recover its uncertain attempts. A script run that needs a decision is
+// resumed with `--decide STEP=rerun|skip` per halted step: the dialog shows that command.
 
 import { Dialog, showDialog, showErrorMessage } from "@jupyterlab/apputils";
 import { Widget } from "@lumino/widgets";
+
+import type { HaltedStepJson } from "@rho-notebook/dagview";
 
 import type { RhoApi } from "./api";
 import { errorText, h } from "./dom";
@@ -15,12 +18,24 @@ export type ActionOutcome = "requested" | "declined" | "failed";
 export async function runAction(
   api: RhoApi,
   kind: "cancel" | "resume",
-  run: { runId: string; digest: string; lifecycle: string | undefined },
+  run: { runId: string; digest: string; lifecycle: string | undefined; halted?: HaltedStepJson[] },
 ): Promise<ActionOutcome> {
   try {
     if (kind === "cancel") {
       await api.cancel(run.runId);
       return "requested";
+    }
+    if (run.lifecycle === "needs_decision") {
+      const body = new Widget();
+      const halted = run.halted ?? [];
+      body.node.append(
+        h("p", {}, "The script run stopped at steps it cannot decide alone:"),
+        h("ul", {}, ...halted.map((s) => h("li", {}, h("code", {}, s.step), `: ${s.why}`))),
+        h("p", {}, "Decide each (rerun: run the step once more; skip: go on with its stored result) and resume from a terminal:"),
+        h("code", { class: "rho-sb-digest rho-sb-decide" }, decideCommand(run.runId, halted)),
+      );
+      await showDialog({ title: "Needs a decision", body, buttons: [Dialog.okButton({ label: "Close" })] });
+      return "declined";
     }
     const body = digestBody(`Resume run ${run.runId} from its frozen graph with graph digest`, run.digest);
     const recover = h("input", { type: "checkbox", class: "rho-sb-recover" });
@@ -42,6 +57,12 @@ export async function runAction(
     void showErrorMessage(kind === "cancel" ? "Cannot cancel the run" : "Cannot resume the run", errorText(error));
     return "failed";
   }
+}
+
+/** `rho-notebook resume RUN --decide a=rerun|skip ...`: the command that goes on after a halt. */
+export function decideCommand(runId: string, halted: readonly HaltedStepJson[]): string {
+  const decide = halted.length ? halted.map((s) => `--decide ${s.step}=rerun|skip`).join(" ") : "--decide STEP=rerun|skip";
+  return `rho-notebook resume ${runId} ${decide}`;
 }
 
 function digestBody(text: string, digest: string): Widget {

@@ -1,5 +1,5 @@
 // The run lists of the sidebar: live runs (running, waiting, cancelling, or planned and not yet
-// started) newest first, and finished runs newest first, shortened to a few with "show older".
+// started, and script runs stopped until a person decides a step) newest first, and finished runs newest first, shortened to a few with "show older".
 // A row shows workflow, lifecycle and outcome, done/total nodes, origin, last update and how many
 // nodes wait for a person; clicking it selects the run; a finished run has a delete button.
 
@@ -12,6 +12,11 @@ import { collapsibleSection, emptyItem, errorText, h, moreItem, shortId, SHOWN, 
 /** Live, or planned and about to start: listed with the live runs, never deletable. */
 export function isActive(row: RunRowJson): boolean {
   return Boolean(row.live) || row.lifecycle === "planned";
+}
+
+/** Listed with the live runs: active ones, and script runs that wait for a decision (deletable). */
+export function isListedLive(row: RunRowJson): boolean {
+  return isActive(row) || row.lifecycle === "needs_decision";
 }
 
 export interface RunListOptions {
@@ -70,8 +75,8 @@ export class RunList {
   }
 
   private render(): void {
-    const live = this.rows.filter(isActive);
-    const finished = this.rows.filter((r) => !isActive(r)).reverse();
+    const live = this.rows.filter(isListedLive);
+    const finished = this.rows.filter((r) => !isListedLive(r)).reverse();
     this.liveCount.textContent = `(${live.length})`;
     this.finishedCount.textContent = `(${finished.length})`;
     this.liveList.replaceChildren(...(live.length ? live.reverse().map((r) => this.item(r)) : [emptyItem("no live runs")]));
@@ -113,6 +118,7 @@ export class RunList {
         h("code", {}, shortId(runId)),
         h("span", {}, details),
         row.waiting ? h("span", { class: "rho-sb-waiting" }, `\u2691 ${row.waiting} waiting for you`) : null,
+        lifecycle === "needs_decision" ? h("span", { class: "rho-sb-decision" }, "? needs your decision") : null,
       ),
     );
     if (!isActive(row)) {

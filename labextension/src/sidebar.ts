@@ -210,7 +210,7 @@ export class WorkflowsPanel extends Widget {
 
   private onRecord(record: JournalRecord | null): void {
     if (record === null || record.kind.startsWith("approval_")) void this.selected.loadApprovals();
-    if (record === null || record.kind === "run_completed" || record.kind === "run_started") void this.pollRuns();
+    if (record === null || ["run_completed", "run_started", "run_halted"].includes(record.kind)) void this.pollRuns();
   }
 
   /** Cancel or resume `runId` (the selected run unless the main-area view asks), then refresh. */
@@ -221,6 +221,7 @@ export class WorkflowsPanel extends Widget {
       runId,
       digest: row?.graph_digest ?? shown?.graph_digest ?? "",
       lifecycle: row?.lifecycle ?? shown?.lifecycle,
+      halted: shown?.halted,
     });
     if (outcome === "declined") {
       this.selected.source?.scheduleRefresh();

@@ -1,7 +1,8 @@
 // A DagSource (the input of the shared DAG view, @rho-notebook/dagview) for one run, fed by the
 // REST API: the layout and node views from /view, live updates from the run's event stream
 // (each batch of journal records triggers one refresh of the node and run views), and the pane of
-// the selected node from /nodes/<node>, polled while that node runs.
+// the selected node from /nodes/<node>, polled while that node runs. A script run's /view always
+// carries its layout (its steps appear as nodes while it runs): a grown layout is drawn again.
 
 import { BaseDagSource, type Change, type DagSource, type Detail, type NodeView, type RunView, type WireLayout } from "@rho-notebook/dagview";
 
@@ -109,11 +110,18 @@ export class RunSource extends BaseDagSource {
       if (!current || JSON.stringify({ ...current, v: 0 }) !== JSON.stringify({ ...view, v: 0 })) changed.push(name);
     }
     this.views = data.nodes;
+    const layout = data.layout as WireLayout | undefined;
+    const layoutChanged = Boolean(layout) && JSON.stringify(layout) !== JSON.stringify(this.layoutData);
+    if (layout && layoutChanged) this.layoutData = layout;
     const runChanged = JSON.stringify(this.runView) !== JSON.stringify(data.run);
     this.runView = data.run;
     this.lastSeq = Math.max(this.lastSeq, data.last_seq);
     const change: Change = {};
     if (changed.length) change.nodes = changed;
+    if (layoutChanged) {
+      change.layout = true;
+      change.nodes = "all";
+    }
     if (runChanged) change.run = true;
     this.emit(change);
   }

@@ -51,7 +51,7 @@ def register(verbs: Any) -> None:
         return
     for action in run._actions:
         if action.dest == "plan":
-            action.help = "plan ID or unique prefix, or a NOTEBOOK.ipynb (exported, planned and run)"
+            action.help = "plan ID or unique prefix, a NOTEBOOK.ipynb (exported, planned and run) or a SCRIPT.py (planned and run)"
     run.add_argument(
         "--workflow",
         metavar="NAME",
@@ -62,7 +62,7 @@ def register(verbs: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=JSON",
-        help="with NOTEBOOK.ipynb: an input value (overrides the cell's --input)",
+        help="with NOTEBOOK.ipynb or SCRIPT.py: an input value (for a notebook, overrides the cell's --input)",
     )
 
 

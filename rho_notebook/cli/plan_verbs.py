@@ -19,7 +19,7 @@ __all__ = ["register"]
 
 def register(verbs: Any) -> None:
     validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
-    validate.add_argument("file", type=Path, help="entry .star file under the workspace")
+    validate.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py (linted)")
     validate.add_argument(
         "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
     )
@@ -27,7 +27,7 @@ def register(verbs: Any) -> None:
     validate.set_defaults(handler=run_validate)
 
     plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
-    plan.add_argument("file", type=Path, help="entry .star file under the workspace")
+    plan.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py")
     plan.add_argument(
         "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
     )
@@ -47,7 +47,10 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
     print(f"workflow    {m.workflow}", file=out)
     print(f"digest      {m.graph_digest}", file=out)
     print(f"workspace   {m.workspace_root}{'' if m.workspace_trusted else '  (untrusted)'}", file=out)
-    print(f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)", file=out)
+    if plan.graph.script is not None:
+        print(f"script      {plan.graph.script.module}  (steps become nodes while it runs)", file=out)
+    else:
+        print(f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)", file=out)
     print("inputs", file=out)
     for key, value in m.inputs.items() or []:
         print(f"  {key} = {json.dumps(value)}", file=out)
@@ -70,6 +73,10 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits())
     request = service.request_for(args.file, inputs=inputs)
+    if args.file.suffix == ".py":  # a script's lint warnings (its errors stop the plan below)
+        for finding in asyncio.run(service.lint_script(args.file)):
+            if finding.severity == "warning":
+                print(finding.render(), file=sys.stderr)
     plan = asyncio.run(service.plan(request) if store else service.validate(request))
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
@@ -82,7 +89,39 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
     return 0
 
 
+def _validate_script(args: argparse.Namespace) -> int:
+    """``validate SCRIPT.py``: the script's lint findings (never imported); with ``--input``, the
+    values are checked against ``INPUTS`` too (as ``plan`` would); exit 1 on an error."""
+    service = Service.default()
+    findings = asyncio.run(service.lint_script(args.file))
+    shown: list[dict[str, Any]] = [f.to_json() for f in findings]
+    lines = [f.render() for f in findings]
+    errors = sum(1 for f in findings if f.severity == "error")
+    if not errors and args.input:
+        try:
+            inputs = parse_input_args(args.input, limits=load_limits())
+            asyncio.run(service.validate(service.request_for(args.file, inputs=inputs)))
+        except InvalidWorkflow as err:
+            shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+            lines += [d.render() for d in err.diagnostics()]
+            errors += len(err.diagnostics())
+    warnings = len(shown) - errors
+    if args.output == "json":
+        print(json.dumps({"valid": errors == 0, "diagnostics": shown}, indent=2))
+        return 1 if errors else 0
+    for line in lines:
+        print(line, file=sys.stderr)
+    counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    if errors:
+        print(f"invalid: {args.file} ({counts}); nothing was stored")
+        return 1
+    print(f"valid: the script {args.file} passes validate ({counts}; nothing was stored)")
+    return 0
+
+
 def run_validate(args: argparse.Namespace) -> int:
+    if args.file.suffix == ".py":
+        return _validate_script(args)
     try:
         return _run(args, store=False)
     except InvalidWorkflow as err:

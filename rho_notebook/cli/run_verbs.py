@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
@@ -34,13 +35,16 @@ from rho_notebook.service import (
     StartRun,
     Stream,
     describe_request,
+    load_limits,
+    parse_input_args,
 )
 from rho_notebook.service.wire import status_json
-from rho_notebook.views.text import node_status_line
+from rho_notebook.views.text import decision_lines, node_status_line, output_text
 
 __all__ = ["register", "EXIT_REFUSED", "consent", "start_plan"]
 
 EXIT_REFUSED = 3
+EXIT_USAGE = 2
 
 
 def register(verbs: Any) -> None:
@@ -77,6 +81,13 @@ def register(verbs: Any) -> None:
         "--recover-uncertain",
         action="store_true",
         help="after inspection: stop leftover processes and rerun attempts without a journaled result",
+    )
+    resume.add_argument(
+        "--decide",
+        action="append",
+        default=[],
+        metavar="STEP=rerun|skip",
+        help="script runs: decide a halted step (rerun: one new attempt; skip: accept its stored result); repeatable",
     )
     resume.add_argument("--output", choices=("text", "jsonl"), default="text")
     resume.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
@@ -267,7 +278,11 @@ def _execute(
         print(f"rho-notebook: {err.message}", file=sys.stderr)
         return err.exit_code
     if args.output == "text":
-        print(f"run {state.run_id}  outcome {state.outcome}")
+        if state.lifecycle is Lifecycle.NEEDS_DECISION:
+            steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted)
+            print(f"run {state.run_id}  needs a decision: rho-notebook resume {state.run_id[:13]} {steps}")
+        else:
+            print(f"run {state.run_id}  outcome {state.outcome}")
         _summary(service, state.run_id, graph)
     return _exit_for(state)
 
@@ -295,9 +310,40 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
     return _execute(service, args, start, digest=plan.graph_digest, what=what, graph=plan.graph)
 
 
+_RUN_SUFFIXES = (".ipynb", ".py")
+"""Files ``run`` takes (an existing file is dispatched by suffix; anything else is a plan ID prefix)."""
+
+
+def _run_script(args: argparse.Namespace) -> int:
+    """``run SCRIPT.py``: plan the script (stored once per graph), show its digest, then run it
+    with consent to that digest, as ``run NOTEBOOK.ipynb`` does."""
+    if getattr(args, "workflow", None):
+        print("rho-notebook: --workflow applies to `run NOTEBOOK.ipynb`, not to a script", file=sys.stderr)
+        return EXIT_USAGE
+    service = Service.default()
+    inputs = parse_input_args(getattr(args, "input", None) or [], limits=load_limits())
+    plan = asyncio.run(service.plan(service.request_for(Path(args.plan), inputs=inputs)))
+    if args.output == "text":
+        print(f"script {args.plan}  plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
+    return start_plan(service, plan, args, what=f"run script {args.plan} (plan {plan.plan_id[:13]})")
+
+
 def run_run(args: argparse.Namespace) -> int:
     from rho_notebook.cli.notebook_verbs import notebook_run
 
+    target = str(args.plan)
+    if Path(target).is_file() and not target.endswith(_RUN_SUFFIXES):
+        print(
+            f"rho-notebook: {target} is a file, and run takes a plan ID, a NOTEBOOK.ipynb or a SCRIPT.py; "
+            f"plan a .star entry first (rho-notebook plan {target}) and run the plan ID it prints",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if target.endswith(".py"):  # `run SCRIPT.py`
+        if not Path(target).is_file():
+            print(f"rho-notebook: {target}: no such script", file=sys.stderr)
+            return EXIT_USAGE
+        return _run_script(args)
     handled = notebook_run(args)  # `run NOTEBOOK.ipynb`
     if handled is not None:
         return handled
@@ -308,6 +354,21 @@ def run_run(args: argparse.Namespace) -> int:
     return start_plan(service, plan, args, what=f"run plan {plan.plan_id[:13]}")
 
 
+def _decisions(given: list[str]) -> dict[str, Literal["rerun", "skip"]]:
+    """``--decide STEP=rerun|skip`` arguments as a map (one decision per step)."""
+    decisions: dict[str, Literal["rerun", "skip"]] = {}
+    for item in given:
+        step, sep, decision = item.partition("=")
+        if not sep or not step or decision not in ("rerun", "skip"):
+            msg = f"--decide {item!r}: write STEP=rerun or STEP=skip"
+            raise ValueError(msg)
+        if step in decisions:
+            msg = f"--decide names step {step!r} twice; give one decision per step"
+            raise ValueError(msg)
+        decisions[step] = "rerun" if decision == "rerun" else "skip"
+    return decisions
+
+
 def run_resume(args: argparse.Namespace) -> int:
     service = Service.default()
     manifest = asyncio.run(service.manifest(args.run))
@@ -315,7 +376,12 @@ def run_resume(args: argparse.Namespace) -> int:
     graph = asyncio.run(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
     given = consent(args, digest=manifest.graph_digest, what=what)
-    request = ResumeRun(run=run_id, consent=given, recover_uncertain=args.recover_uncertain)
+    try:
+        decisions = _decisions(args.decide)
+    except ValueError as err:
+        print(f"rho-notebook: {err}", file=sys.stderr)
+        return 2
+    request = ResumeRun(run=run_id, consent=given, recover_uncertain=args.recover_uncertain, decisions=decisions)
 
     async def start(**options: Any) -> RunState:
         return await service.resume(request, **options)
@@ -341,6 +407,10 @@ def run_status(args: argparse.Namespace) -> int:
         print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
     for name in data["nodes"]:
         print(node_status_line(name, state.nodes[name]))
+    if "output" in data:
+        print(f"output     {output_text(data['output'])}")
+    for line in decision_lines(state):
+        print(line)
     return 0
 
 
@@ -377,6 +447,10 @@ def run_result(args: argparse.Namespace) -> int:
             print(f"      output: {json.dumps(node['output'])}")
         for artifact, path in node.get("artifacts", {}).items():
             print(f"      {artifact:<7} {path}")
+    if "output" in data:
+        print(f"output of the script: {output_text(data['output'], limit=None)}")
+    for halted in data.get("halted", []):
+        print(f"needs a decision: {halted['step']}: {halted['why']}")
     return 0
 
 

@@ -17,7 +17,8 @@ from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service.cells import WorkflowCell, inputs_text
-from rho_notebook.views.text import condition_text, node_status_line
+from rho_notebook.service.wire import node_order
+from rho_notebook.views.text import condition_text, decision_lines, node_status_line, output_text
 
 __all__ = [
     "Report",
@@ -146,7 +147,10 @@ def status_report(state: RunState) -> Report:
         f"workflow   {state.workflow}   plan {state.plan_id}",
         f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""),
     ]
-    lines.extend(node_status_line(name, record) for name, record in sorted(state.nodes.items()))
+    lines.extend(node_status_line(name, state.nodes[name]) for name in node_order(state))
+    if state.output is not None:
+        lines.append(f"output     {output_text(state.output)}")
+    lines.extend(decision_lines(state))
     return Report("\n".join(lines), data=state)
 
 

@@ -265,6 +265,7 @@ def resume(
     yes: bool = False,
     confirm_digest: str | None = None,
     approval_timeout: float = 0.0,
+    decisions: Mapping[str, Literal["rerun", "skip"]] | None = None,
 ) -> RunHandle:
     """Resume a cancelled or interrupted run from its frozen graph, in the background.
 
@@ -277,6 +278,9 @@ def resume(
         journaled result (``--recover-uncertain``).
     yes, confirm_digest
         Consent for resuming this exact graph digest, as for :func:`run`.
+    decisions
+        A script run's halted steps decided: ``{"STEP": "rerun" | "skip"}`` (``--decide``); each
+        authorises exactly one attempt (docs/scripts.md).
 
     Raises
     ------
@@ -290,11 +294,19 @@ def resume(
         msg = f"run {full} is still running in this process; await it, or cancel it before resuming"
         raise RunRefused(msg)
     request = ResumeRun(
-        run=full, consent=consent(yes=yes, confirm_digest=confirm_digest), recover_uncertain=recover_uncertain
+        run=full,
+        consent=consent(yes=yes, confirm_digest=confirm_digest),
+        recover_uncertain=recover_uncertain,
+        decisions=dict(decisions or {}),
     )
     full = call(svc.check_resume(request))
     return runner.start_run(
-        svc, full, resume=True, recover_uncertain=recover_uncertain, approval_timeout=approval_timeout
+        svc,
+        full,
+        resume=True,
+        recover_uncertain=recover_uncertain,
+        approval_timeout=approval_timeout,
+        decisions=request.decisions,
     )
 
 

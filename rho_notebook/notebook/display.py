@@ -99,15 +99,18 @@ def _may_ask(handle: RunHandle) -> bool:
     return any(isinstance(n, ApprovalNode) for n in graph.nodes)
 
 
-def show_plan_card(plan: Plan, *, on_run: Callable[[], Any], changes: DiffResult | None = None) -> None:
+def show_plan_card(
+    plan: Plan, *, on_run: Callable[[], Any], changes: DiffResult | None = None, confirm: str | None = None
+) -> None:
     """A plan waiting for confirmation of its digest (the widget's button runs it); with
-    ``changes``, what changed since the cell's previous plan, shown before the Run button."""
-    short = plan.plan_id[:13]
-    text = f"plan {plan.plan_id} of workflow {plan.graph.name}\ndigest {plan.graph_digest}\nto run it, confirm the digest: %workflow run {short} --yes"
+    ``changes``, what changed since the cell's previous plan, shown before the Run button;
+    ``confirm`` is the magic that confirms it without the button (default: ``%workflow run ID --yes``)."""
+    command = confirm or f"%workflow run {plan.plan_id[:13]} --yes"
+    text = f"plan {plan.plan_id} of workflow {plan.graph.name}\ndigest {plan.graph_digest}\nto run it, confirm the digest: {command}"
     body = (
         f"<p>plan <code>{html.escape(plan.plan_id)}</code> of workflow <b>{html.escape(plan.graph.name)}</b><br>"
         f"digest <code>{html.escape(plan.graph_digest)}</code><br>to run it, confirm the digest: "
-        f"<code>%workflow run {html.escape(short)} --yes</code></p>"
+        f"<code>{html.escape(command)}</code></p>"
     )
     if changes is not None:
         shown = "\n".join(changes.lines())

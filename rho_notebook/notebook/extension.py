@@ -22,9 +22,11 @@ from rho_notebook.notebook.session import NotebookSession
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "current_session"]
 
-_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "agent")}
+_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "script", "agent")}
 _loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 """shell -> (magics, matcher) of this extension (weak: a discarded shell takes its session along)."""
+_shadowed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""shell -> IPython's own ``%%script`` cell magic, which ``%%script NAME`` replaces until unloaded."""
 
 
 def _completion_source(session: NotebookSession) -> CompletionSource:
@@ -88,6 +90,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
     session = NotebookSession()
     magics = WorkflowMagics(ipython, session=session)
+    previous = ipython.magics_manager.magics["cell"].get("script")
+    if previous is not None:
+        _shadowed[ipython] = previous
     ipython.register_magics(magics)
     matcher = _matcher(session)
     completer = getattr(ipython, "Completer", None)
@@ -111,6 +116,9 @@ def unload_ipython_extension(ipython: Any) -> None:
             if bound is not None and getattr(bound, "__self__", None) is magics:
                 del table[name]
     manager.registry.pop(type(magics).__name__, None)
+    previous = _shadowed.pop(ipython, None)
+    if previous is not None and "script" not in manager.magics["cell"]:
+        manager.magics["cell"]["script"] = previous
     completer = getattr(ipython, "Completer", None)
     if completer is not None and matcher in completer.custom_matchers:
         completer.custom_matchers.remove(matcher)

@@ -1,4 +1,4 @@
-"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%agent`` and ``%workflow VERB``.
+"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%script``, ``%%agent`` and ``%workflow VERB``.
 
 Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
@@ -7,6 +7,9 @@ literally (no ``$var`` / ``{expr}`` expansion), because JSON inputs and cell bod
 with one exception: where a ``%workflow`` verb takes a run, plan or request ID (``status RUN``,
 ``run PLAN``, ``approve RUN REQUEST``, ...), ``{expr}`` and ``$name`` are expanded by IPython's
 rules in the user namespace, so ``%workflow status {run.run_id}`` works.
+
+``%%script NAME`` replaces IPython's own ``%%script PROGRAM`` magic while the extension is loaded
+(unloading gives it back); IPython's ``%%bash``, ``%%sh`` and ``%%python3`` remain.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
@@ -43,7 +46,16 @@ from rho_notebook.notebook.display import show_graph, show_hub, show_plan_card, 
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
 from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
-from rho_notebook.service.cells import AgentCell, ModuleCell, PythonCell, WorkflowCell, parse_cell
+from rho_notebook.service.cells import (
+    AgentCell,
+    Cell,
+    ModuleCell,
+    PythonCell,
+    ScriptCell,
+    WorkflowCell,
+    inputs_text,
+    parse_cell,
+)
 from rho_notebook.service.export import export_cells
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json
 
@@ -77,6 +89,32 @@ def _usage(err: RhoError, *, what: str = "") -> UsageError:
     return UsageError(f"error[{err.rule}]: {err.message}")
 
 
+def _decisions(raw: list[str]) -> dict[str, Literal["rerun", "skip"]]:
+    """``--decide STEP=rerun|skip`` values -> {STEP: decision} (a step named twice is a mistake)."""
+    found: dict[str, Literal["rerun", "skip"]] = {}
+    for item in raw:
+        step, sep, decision = item.partition("=")
+        if not sep or not step or decision not in ("rerun", "skip"):
+            raise UsageError(f"--decide {item!r}: write --decide STEP=rerun or --decide STEP=skip")
+        if step in found:
+            raise UsageError(f"--decide names step {step!r} twice; give one decision per halted step")
+        found[step] = "rerun" if decision == "rerun" else "skip"
+    return found
+
+
+def _script_report(plan: Plan, cell: ScriptCell, *, label: str) -> Report:
+    """What a ``%%script`` cell prints: stored, checked, frozen, and how to run it."""
+    lines = cell.body.count("\n")
+    values = plan.manifest.inputs
+    text = [
+        f"script {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel",
+        f"digest   {plan.graph_digest}",
+        f"inputs   {inputs_text(values) if values else '(none)'}",
+        f"next     %workflow run {cell.name} --yes",
+    ]
+    return Report("\n".join(text), data=plan)
+
+
 @magics_class
 class WorkflowMagics(Magics):
     """Registered by :func:`rho_notebook.notebook.extension.load_ipython_extension`."""
@@ -106,7 +144,7 @@ class WorkflowMagics(Magics):
         head = line.split()[0] if kind != "workflow" and line.split() else line.split(" --", 1)[0].strip()
         return f"cell %%{kind} {head}".rstrip()
 
-    def _cell(self, kind: str, line: str, cell: str) -> WorkflowCell | ModuleCell | PythonCell | AgentCell:
+    def _cell(self, kind: str, line: str, cell: str) -> Cell:
         try:
             return parse_cell(kind, line, cell, display=self._display_name(kind, line, cell))  # type: ignore[arg-type]
         except ArgumentError as err:
@@ -141,7 +179,7 @@ class WorkflowMagics(Magics):
         if result.plan is None:  # pragma: no cover - define_workflow returns a plan or an error
             raise RuntimeError("validation returned neither a plan nor diagnostics")
         show_graph(result.plan)
-        return workflow_report(result.plan, result.cell)
+        return workflow_report(result.plan, result.cell if isinstance(result.cell, WorkflowCell) else None)
 
     @no_var_expand
     @cell_magic
@@ -194,6 +232,32 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    def script(self, line: str, cell: str) -> Report:
+        """%%script NAME [--input KEY=JSON]... — the cell is a Python script workflow (NAME.py);
+        it is stored and checked, never run here: %workflow run NAME runs it in its own process"""
+        try:
+            parsed = self._cell("script", line, cell)
+            if not isinstance(parsed, ScriptCell):  # pragma: no cover
+                raise TypeError(parsed)
+            result = self.session.define_script(parsed, validate=api.validate)
+        except RhoError as err:
+            raise _usage(err) from None
+        if result.error is not None:
+            what = f"%%script {parsed.name} ({parsed.display})"
+            retry = f"%%script {parsed.args}".rstrip()
+            text = diagnostics_text(result.error, what=what, retry=retry)
+            if any(d.rule == "python.syntax" for d in result.error.diagnostics()):
+                text += (
+                    f"\n(%%script NAME holds a Python script workflow while rho_notebook is loaded; to run the cell "
+                    f"with a program, use IPython's %%{parsed.name} or %%sh, or %unload_ext rho_notebook)"
+                )
+            raise UsageError(text)
+        if result.plan is None:  # pragma: no cover - define_script returns a plan or an error
+            raise RuntimeError("validation returned neither a plan nor diagnostics")
+        return _script_report(result.plan, parsed, label=self.session.entry_label(parsed.name, suffix=".py"))
+
+    @no_var_expand
+    @cell_magic
     def agent(self, line: str, cell: str) -> Report:
         """%%agent ID — the cell is an agent definition file (the format of agents/ID.md)"""
         parsed = self._cell("agent", line, cell)
@@ -238,6 +302,15 @@ class WorkflowMagics(Magics):
 
     def _target(self, target: str, raw_inputs: list[str], *, store: bool) -> tuple[Plan, WorkflowCell | None]:
         inputs = self._inputs(raw_inputs)
+        if target in self.session.cells.scripts:
+            source = self.session.source(target)
+            try:
+                plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
+            except InvalidWorkflow as err:
+                retry = f"%workflow {'plan' if store else 'validate'} {target}"
+                raise UsageError(diagnostics_text(err, what=f"script {target}", retry=retry)) from None
+            (self.session.planned if store else self.session.validated)[target] = plan
+            return plan, None
         if target in self.session.cells.workflows:
             source = self.session.source(target)
             what = f"workflow {target}"
@@ -250,7 +323,7 @@ class WorkflowMagics(Magics):
                 self.session.planned[target] = plan
             else:
                 self.session.validated[target] = plan
-            return plan, self.session.cell(target)
+            return plan, self.session.cells.workflows[target]
         path = Path(target)
         if target.endswith(".star") or path.is_file():
             try:
@@ -271,6 +344,9 @@ class WorkflowMagics(Magics):
         if args.output == "json":
             self._json_summary(plan, stored=False)
             return None
+        script = self.session.cells.scripts.get(args.target)
+        if script is not None:
+            return _script_report(plan, script, label=self.session.entry_label(script.name, suffix=".py"))
         show_graph(plan)
         return workflow_report(plan, cell)
 
@@ -279,11 +355,12 @@ class WorkflowMagics(Magics):
         if args.output == "json":
             self._json_summary(plan, stored=True)
             return None
-        show_graph(plan)
+        if plan.graph.script is None:  # a script's steps appear while it runs: no graph to draw yet
+            show_graph(plan)
         return plan_report(plan)
 
     def _plan_for_run(self, args: Any) -> Plan:
-        if args.target in self.session.cells.workflows:
+        if self.session.has(args.target):
             plan, _ = self._target(args.target, args.input, store=True)
             return plan
         if args.input:
@@ -365,14 +442,19 @@ class WorkflowMagics(Magics):
                     tried, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
                 )
 
-            show_plan_card(derived, on_run=on_run)
+            again = f"%workflow try {tried.node} --workflow {name} --from {tried.source_run[:13]} --yes"
+            show_plan_card(derived, on_run=on_run, confirm=again)
             return None
         handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
         return self._started(handle, args)
 
     def _verb_resume(self, args: Any) -> Any:
         handle = api.resume(
-            args.run, recover_uncertain=args.recover_uncertain, yes=args.yes, approval_timeout=args.approval_timeout
+            args.run,
+            recover_uncertain=args.recover_uncertain,
+            yes=args.yes,
+            approval_timeout=args.approval_timeout,
+            decisions=_decisions(args.decide),
         )
         return self._started(handle, args)
 

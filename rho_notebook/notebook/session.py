@@ -8,6 +8,9 @@ held so that ``%workflow validate NAME`` and planning show its diagnostics again
 Python nodes planned here are frozen with this process's interpreter (``sys.executable``): in a
 kernel, the kernel's, the one that ran the ``%%py`` cells.
 
+A ``%%script NAME`` cell is held as a script (``//<notebook folder>/<NAME>.py``) and validated, never
+executed here: ``%workflow run NAME`` plans it and the run starts its own interpreter process.
+
 The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
 the nearest ancestor holding ``.rho/`` or ``.git``.
 """
@@ -39,6 +42,7 @@ from rho_notebook.service.cells import (
     ModuleCell,
     NotebookSource,
     PythonCell,
+    ScriptCell,
     WorkflowCell,
     agent_definition,
 )
@@ -48,9 +52,9 @@ __all__ = ["NotebookSession", "CellResult"]
 
 @dataclass(frozen=True)
 class CellResult:
-    """What running a ``%%workflow`` cell produced."""
+    """What running a ``%%workflow`` or ``%%script`` cell produced."""
 
-    cell: WorkflowCell
+    cell: WorkflowCell | ScriptCell
     plan: Plan | None
     """The validation (plan ID ``unsaved``); None when the cell is invalid."""
     error: InvalidWorkflow | None = None
@@ -84,34 +88,42 @@ class NotebookSession:
     def layout(self) -> StoreLayout:
         return StoreLayout.default()
 
-    def entry_label(self, name: str) -> str:
-        """``//<notebook folder relative to the workspace>/<name>.star``."""
+    def entry_label(self, name: str, *, suffix: str = ".star") -> str:
+        """``//<notebook folder relative to the workspace>/<name>.star`` (``.py`` for a script)."""
         root = self.workspace().root
         folder = self.folder()
         relative = folder.relative_to(root).as_posix() if folder.is_relative_to(root) else ""
-        return "//" + (f"{relative}/" if relative and relative != "." else "") + f"{name}.star"
+        return "//" + (f"{relative}/" if relative and relative != "." else "") + f"{name}{suffix}"
 
     # -- cells -----------------------------------------------------------------------------------------
 
     def workflow_names(self) -> list[str]:
-        return sorted(self.cells.workflows)
+        """The names of the ``%%workflow NAME`` and ``%%script NAME`` cells."""
+        return self.cells.names()
 
-    def cell(self, name: str) -> WorkflowCell:
-        try:
-            return self.cells.workflows[name]
-        except KeyError:
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is a ``%%workflow`` or ``%%script`` cell of this session."""
+        return name in self.cells.workflows or name in self.cells.scripts
+
+    def cell(self, name: str) -> WorkflowCell | ScriptCell:
+        found = self.cells.workflows.get(name) or self.cells.scripts.get(name)
+        if found is None:
             known = ", ".join(self.workflow_names()) or "none yet"
-            msg = f"this notebook has no %%workflow {name} cell (its workflows: {known}); run the cell first"
-            raise NotFound(msg) from None
+            msg = (
+                f"this notebook has no %%workflow or %%script {name} cell (its workflows: {known}); run the cell first"
+            )
+            raise NotFound(msg)
+        return found
 
     def source(self, name: str) -> NotebookSource:
-        """What ``name`` plans as: its cell, with every ``%%star`` and ``%%agent`` cell as overlays."""
+        """What ``name`` plans as: its cell, with every ``%%star``, ``%%py`` and ``%%agent`` cell as overlays."""
         return self._source_of(self.cell(name), name)
 
-    def _source_of(self, cell: WorkflowCell, name: str) -> NotebookSource:
+    def _source_of(self, cell: WorkflowCell | ScriptCell, name: str) -> NotebookSource:
+        suffix = ".py" if isinstance(cell, ScriptCell) else ".star"
         return self.cells.source(
             cell,
-            entry_label=self.entry_label(name),
+            entry_label=self.entry_label(name, suffix=suffix),
             workflow_dir=self.folder(),
             python_interpreter=self.python_interpreter(),
         )
@@ -151,6 +163,21 @@ class NotebookSession:
         self.cells.add(named)
         self.validated[built] = plan
         return CellResult(cell=named, plan=plan)
+
+    def define_script(self, cell: ScriptCell, *, validate: Callable[[NotebookSource], Plan]) -> CellResult:
+        """Hold a ``%%script NAME`` cell (valid or not: the cell is the truth) and validate it.
+
+        Validating reads the script statically and freezes it with this kernel's interpreter; the
+        script itself never runs here.
+        """
+        self.cells.add(cell)
+        self.validated.pop(cell.name, None)
+        try:
+            plan = validate(self._source_of(cell, cell.name))
+        except InvalidWorkflow as err:
+            return CellResult(cell=cell, plan=None, error=err)
+        self.validated[cell.name] = plan
+        return CellResult(cell=cell, plan=plan)
 
     def define_module(self, cell: ModuleCell) -> ModuleCell:
         self.cells.add(cell)
@@ -213,13 +240,23 @@ class NotebookSession:
         """This kernel's live handle of ``run_id``, or None when another process owns it."""
         return self.runner.handle(run_id)
 
+    def _named_cells(self) -> dict[str, WorkflowCell | ScriptCell]:
+        found: dict[str, WorkflowCell | ScriptCell] = dict(self.cells.workflows)
+        found.update(self.cells.scripts)
+        return found
+
     def describe(self) -> dict[str, Any]:
         """A JSON-able overview (what ``%workflow hub`` shows without widgets)."""
         return {
             "workspace": str(self.workspace().root),
             "workflows": {
-                name: {"cell": cell.display, "valid": name in self.validated, "inputs": cell.inputs}
-                for name, cell in sorted(self.cells.workflows.items())
+                name: {
+                    "cell": cell.display,
+                    "valid": name in self.validated,
+                    "inputs": cell.inputs,
+                    "kind": "script" if isinstance(cell, ScriptCell) else "workflow",
+                }
+                for name, cell in sorted(self._named_cells().items())
             },
             "modules": dict(
                 sorted(

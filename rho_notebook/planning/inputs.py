@@ -1,16 +1,22 @@
-"""Workflow inputs: parsing ``--input KEY=JSON`` and validating values against the declaration."""
+"""Workflow inputs: parsing ``--input KEY=JSON``, validating values against the declaration,
+and (script inputs) canonical ``path`` values and the cap on the resolved map."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import Diagnostic, InputError
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.source.limits import Limits
 
-__all__ = ["parse_input_args", "check_inputs"]
+__all__ = ["SCRIPT_INPUT_BYTES", "parse_input_args", "check_inputs", "check_inputs_size", "resolve_path_inputs"]
+
+SCRIPT_INPUT_BYTES = 32 * 1024
+"""Cap on a script's resolved inputs, measured as canonical JSON (sorted keys, no spaces, UTF-8)."""
 
 
 def _too_deep(value: Any) -> int:
@@ -146,6 +152,8 @@ def _matches(kind: str, value: Any, choices: Sequence[Any]) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
     if kind == "bool":
         return isinstance(value, bool)
+    if kind == "path":
+        return isinstance(value, str) and value != ""
     return any(type(value) is type(c) and value == c for c in choices)
 
 
@@ -205,3 +213,60 @@ def check_inputs(
     if problems:
         raise InputError(problems)
     return values
+
+
+def resolve_path_inputs(
+    declared: Mapping[str, Any], values: Mapping[str, Any], *, workspace: Path, file: str | None = None
+) -> dict[str, Any]:
+    """``values`` with every ``path`` input made canonical (``realpath``; a relative path is taken
+    from the workspace root) and checked to stay inside ``workspace`` (a canonical path).
+
+    Raises
+    ------
+    InputError
+        A path value leaves the workspace (directly, by ``..`` or through a symlink) or is unusable.
+    """
+    resolved = dict(values)
+    problems: list[Diagnostic] = []
+    for key in sorted(values):
+        if declared.get(key, {}).get("type") != "path" or values[key] is None:
+            continue
+        raw = values[key]
+        try:
+            canonical = Path(os.path.realpath(workspace / raw))
+        except (ValueError, OSError) as err:
+            problems.append(
+                Diagnostic(rule="input.path", message=f"input {key!r}: {raw!r} is not a usable path: {err}", file=file)
+            )
+            continue
+        if not canonical.is_relative_to(workspace):
+            problems.append(
+                Diagnostic(
+                    rule="input.path",
+                    message=f"input {key!r} is {raw!r}, which resolves to {canonical}, outside the workspace {workspace}; "
+                    "path inputs must stay inside the workspace",
+                    file=file,
+                )
+            )
+            continue
+        resolved[key] = str(canonical)
+    if problems:
+        raise InputError(problems)
+    return resolved
+
+
+def check_inputs_size(values: Mapping[str, Any], *, cap: int, file: str | None = None) -> None:
+    """Refuse resolved inputs whose canonical JSON (sorted keys, no spaces, UTF-8) exceeds ``cap`` bytes.
+
+    Raises
+    ------
+    InputError
+        Naming the measured size and the cap.
+    """
+    size = len(json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    if size > cap:
+        message = (
+            f"the resolved inputs are {size} bytes of canonical JSON, over the cap of {cap} bytes; "
+            "pass large data as a path input instead"
+        )
+        raise InputError([Diagnostic(rule="limit.script_inputs", message=message, file=file)])

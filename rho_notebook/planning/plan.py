@@ -48,7 +48,7 @@ from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.pymodules import ModuleIndex
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["PlanRequest", "build_plan"]
+__all__ = ["PlanRequest", "build_plan", "source_records"]
 
 AgentResolver = Any  # (agent_id, workflow_dir, workspace, user_home, overlay) -> (AgentDefinition, Path | None)
 
@@ -70,6 +70,16 @@ class PlanRequest:
     """Recorded in the plan; project settings and hooks apply only to trusted workspaces."""
     python_interpreter: Path | None = None
     """The interpreter Python nodes run in, by absolute path; None: this process's ``sys.executable``."""
+
+
+def source_records(sources: list[SourceText]) -> tuple[SourceRecord, ...]:
+    """The manifest's record (label, size, digest) of each frozen source text."""
+    return tuple(
+        SourceRecord(
+            label=s.label, size=len(s.text.encode()), sha256="sha256:" + hashlib.sha256(s.text.encode()).hexdigest()
+        )
+        for s in sources
+    )
 
 
 def _argv_part(raw: Any) -> ArgvPart:
@@ -427,12 +437,7 @@ async def build_plan(
         workspace_root=str(request.workspace.root),
         workspace_key=request.workspace.key,
         workspace_trusted=request.workspace_trusted,
-        sources=tuple(
-            SourceRecord(
-                label=s.label, size=len(s.text.encode()), sha256="sha256:" + hashlib.sha256(s.text.encode()).hexdigest()
-            )
-            for s in sources
-        ),
+        sources=source_records(sources),
         inputs=graph.input_values(),
         identities=dict(sorted(resolver.identities.items())),
         authority=_authority(graph, resolver),

@@ -79,6 +79,8 @@ FAILPOINTS = (
     "before_completed",
     "after_completed",
     "after_cancel_requested",
+    "script_step_launched",
+    "script_step_finished",
 )
 _failpoint_counts: dict[str, int] = {}
 
@@ -258,7 +260,7 @@ class RunDriver:
 
     async def _decide(
         self,
-        node: Node,
+        name: str,
         number: int,
         *,
         kind: str,
@@ -267,12 +269,13 @@ class RunDriver:
         cancel: asyncio.Event,
         request_id: str | None,
     ) -> ApprovalDecision | None | str:
-        """Ask a person; returns their decision, None on timeout, or "cancelled"."""
+        """Ask a person about attempt ``number`` of node ``name`` (a script run asks for the script
+        and its steps too); returns their decision, None on timeout, or "cancelled"."""
         if request_id is None:
             request = ApprovalRequest(
                 request_id=new_id(),
                 run_id=self.run_id,
-                node=node.name,
+                node=name,
                 attempt=number,
                 kind="node" if kind == "node" else "launch",
                 facts=facts,
@@ -284,7 +287,7 @@ class RunDriver:
                 event(
                     EventKind.APPROVAL_REQUESTED,
                     self.run_id,
-                    node=node.name,
+                    node=name,
                     attempt=number,
                     request_id=request.request_id,
                     approval=request.kind,
@@ -307,7 +310,7 @@ class RunDriver:
                 event(
                     EventKind.APPROVAL_DECIDED,
                     self.run_id,
-                    node=node.name,
+                    node=name,
                     attempt=number,
                     request_id=request.request_id,
                     decision=decision.decision,
@@ -330,7 +333,7 @@ class RunDriver:
             return None
         return CarriedApprovals(self.layout, self.workspace_key)
 
-    def _carry_approval(self, node: Node, number: int, facts: dict[str, Any]) -> bool:
+    def _carry_approval(self, name: str, number: int, facts: dict[str, Any]) -> bool:
         """Whether a person approved exactly these launch facts in this workspace before; if so,
         journal ``approval_carried`` (durably, before the launch) instead of asking again."""
         carried = self._carried_approvals()
@@ -342,7 +345,7 @@ class RunDriver:
             event(
                 EventKind.APPROVAL_CARRIED,
                 self.run_id,
-                node=node.name,
+                node=name,
                 attempt=number,
                 facts_sha256=digest,
                 from_run=found.run_id,
@@ -407,7 +410,7 @@ class RunDriver:
 
         async def ask(facts: dict[str, Any], timeout: float) -> ApprovalDecision | None | str:
             return await self._decide(
-                node, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
+                node.name, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
             )
 
         def finish(state: NodeState, message: str) -> tuple[str, int, AttemptResult]:
@@ -464,11 +467,17 @@ class RunDriver:
                 if verdict.denied:
                     return finish(NodeState.DENIAL, verdict.reason)
             if policy is LaunchDecision.ASK and not (
-                resume_request is None and self._carry_approval(node, number, facts)
+                resume_request is None and self._carry_approval(node.name, number, facts)
             ):
                 timeout = float(node.timeout_seconds) if self.responder is not None else self.approval_timeout
                 decided = await self._decide(
-                    node, number, kind="launch", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
+                    node.name,
+                    number,
+                    kind="launch",
+                    facts=facts,
+                    timeout=timeout,
+                    cancel=cancel,
+                    request_id=resume_request,
                 )
                 if decided == "cancelled":
                     return finish(NodeState.CANCELLATION, "cancelled while waiting for approval")

@@ -5,7 +5,9 @@ whole execution. A run whose journal is damaged (:func:`rho_notebook.runtime.sta
 is never owned: nothing can say which of its nodes finished, so it is refused before anything is
 written. Status never takes it (:mod:`rho_notebook.runtime.status`). Resume replays the
 journal; attempts of a dead owner are settled by :mod:`rho_notebook.runtime.recovery` before the
-driver starts, and cancel requests by :mod:`rho_notebook.runtime.cancel`.
+driver starts, and cancel requests by :mod:`rho_notebook.runtime.cancel`. A script run
+(``graph.script``) is executed by :class:`~rho_notebook.runtime.script_driver.ScriptDriver` instead,
+with this resume's ``--decide`` decisions.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from rho_notebook.errors import PlanError, RhoError, RunRefused, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
+from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import Lifecycle
@@ -37,7 +40,7 @@ from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import CHAINED, JournalWriter
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
-from rho_notebook.store.runs import OwnerLock, RunManifest, RunStore
+from rho_notebook.store.runs import OwnerLock, RunFolder, RunManifest, RunStore
 
 __all__ = [
     "create_run",
@@ -174,8 +177,13 @@ async def execute_run(
     on_event: EventSink | None = None,
     responder: Callable[[ApprovalRequest], None] | None = None,
     approval_timeout: float = 0.0,
+    decisions: Mapping[str, str] | None = None,
+    steps: Callable[..., Any] | None = None,
 ) -> RunState:
-    """Own and execute (or resume) a run until it completes or is cancelled."""
+    """Own and execute (or resume) a run until it completes, is cancelled or (a script run)
+    halts. ``decisions`` (step key -> ``rerun``/``skip``, a script run's ``resume --decide``)
+    authorise one call each; ``steps`` makes a script run's step runner (called with
+    StepRunner's keyword arguments; default StepRunner)."""
     store = RunStore(layout)
     folder = store.folder(run_id)
     manifest = store.manifest(run_id)
@@ -197,8 +205,11 @@ async def execute_run(
             raise RunRefused(msg)
         journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
-        outputs = folder.output_values(state.succeeded_attempts())
-        restore_taken_values(layout, folder, state, outputs)
+        # (a script run reads a step's value when the step is called: an unreadable one halts it)
+        outputs = folder.output_values(state.succeeded_attempts()) if graph.script is None else {}
+        if graph.script is None:
+            restore_taken_values(layout, folder, state, outputs)
+        _check_decisions(run_id, graph.script is not None, state, decisions or {})
         records: list[dict[str, Any]] = []
         if journal.repaired_bytes:
             records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))
@@ -219,6 +230,22 @@ async def execute_run(
         journal.sync()
         # current trust only narrows: an untrusted workspace's project settings and hooks are ignored
         trusted = TrustStore(layout).is_trusted(Workspace(Path(manifest.workspace_root)))
+        if graph.script is not None:
+            return await _execute_script(
+                layout,
+                manifest,
+                graph,
+                folder,
+                state=state,
+                journal=journal,
+                resume=resume,
+                trusted=trusted,
+                on_event=on_event,
+                responder=responder,
+                approval_timeout=approval_timeout,
+                decisions=decisions or {},
+                steps=steps,
+            )
         driver = RunDriver(
             run_id=run_id,
             graph=graph,
@@ -246,3 +273,76 @@ async def execute_run(
         if journal is not None:
             journal.close()
         lock.release()
+
+
+def _check_decisions(run_id: str, script: bool, state: RunState, decisions: Mapping[str, str]) -> None:
+    """``--decide`` names steps of this script run, each with ``rerun`` or ``skip``."""
+    if not decisions:
+        return
+    if not script:
+        msg = f"run {run_id} is not a script run: --decide applies to the steps of script runs"
+        raise RunRefused(msg)
+    halted = ", ".join(h["step"] for h in state.halted) or "none"
+    for key, decision in sorted(decisions.items()):
+        if decision not in ("rerun", "skip"):
+            msg = f"--decide {key}={decision}: a decision is rerun or skip"
+            raise RunRefused(msg)
+        if key not in state.nodes:
+            msg = f"--decide {key}={decision}: run {run_id} has no step {key!r} (halted steps: {halted})"
+            raise RunRefused(msg)
+
+
+async def _execute_script(
+    layout: StoreLayout,
+    manifest: RunManifest,
+    graph: Graph,
+    folder: RunFolder,
+    *,
+    state: RunState,
+    journal: JournalWriter,
+    resume: bool,
+    trusted: bool,
+    on_event: EventSink | None,
+    responder: Callable[[ApprovalRequest], None] | None,
+    approval_timeout: float,
+    decisions: Mapping[str, str],
+    steps: Callable[..., Any] | None,
+) -> RunState:
+    """Execute a script run (graph.script) with the script driver."""
+    from rho_notebook.runtime.script_driver import ScriptDriver
+    from rho_notebook.runtime.script_steps import StepRunner
+
+    workspace = Path(manifest.workspace_root)
+    environ = dict(os.environ)
+    runner = (steps or StepRunner)(
+        graph=graph,
+        workspace=workspace,
+        layout=layout,
+        run_id=manifest.run_id,
+        folder=folder,
+        identities=manifest.identities,
+        environ=environ,
+        trusted=trusted,
+    )
+    driver = ScriptDriver(
+        run_id=manifest.run_id,
+        graph=graph,
+        folder=folder,
+        state=state,
+        journal=journal,
+        executors={},
+        workspace=workspace,
+        identities=manifest.identities,
+        layout=layout,
+        on_event=on_event,
+        mode=PermissionMode(manifest.mode),
+        checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
+        responder=responder,
+        approval_timeout=approval_timeout,
+        workspace_key=manifest.workspace_key,
+        origin=manifest.origin,
+        reuse=False,
+        steps=runner,
+        decisions={key: "rerun" if d == "rerun" else "skip" for key, d in decisions.items()},
+    )
+    return await driver.execute(resumed=resume)

@@ -6,6 +6,9 @@ running or may have finished. The owner that opens such a run journals the uncer
 then any process tree still carrying the run's ``RHO_RUN_ID`` is stopped and the node gets a new
 attempt. On resume, cancelled nodes are reset for a new attempt and the nodes downstream of every
 reset node that were skipped, blocked or ready are decided again.
+
+Script runs (``graph.script``) are recovered differently: their unsettled steps are decided when
+the script calls them again, so only leftover processes are stopped here.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ def recovery_events(
     """
     run_id = state.run_id
     records = list(pending)
+    if graph.script is not None:
+        return _script_recovery(state, records)
     waiting = state.waiting_requests()
     running = [
         name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.RUNNING and name not in waiting
@@ -109,4 +114,19 @@ def recovery_events(
         for name in sorted(downstream):
             if state.nodes[name].state in (NodeState.SKIPPED, NodeState.BLOCKED, NodeState.READY):
                 records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="re-decided after resume"))
+    return records
+
+
+def _script_recovery(state: RunState, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A script run never needs ``--recover-uncertain``: a step whose attempt never settled is
+    decided when the re-executed script calls it again (it halts for a person's ``--decide``
+    unless it declared ``recovery="rerun"``, runtime/script_replay.py). What a dead owner left
+    running (its script process, a step's process tree) is stopped before anything starts."""
+    unsettled = any(
+        rec.current is not None and rec.current.state is None and not rec.current.reused_from
+        for rec in state.nodes.values()
+    )
+    if unsettled or state.owner_pid is not None:
+        for pid in _stop_orphans(state.run_id):
+            records.append(event(EventKind.ORPHAN_STOPPED, state.run_id, pid=pid))
     return records

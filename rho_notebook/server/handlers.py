@@ -169,14 +169,16 @@ class ResultHandler(RhoHandler):
 
 
 class ViewHandler(RhoHandler):
-    """Everything the DAG view module draws for a run; ``?layout=0`` leaves the layout out."""
+    """Everything the DAG view module draws for a run; ``?layout=0`` leaves the layout out (not
+    for a script run, whose layout grows while it runs)."""
 
     @web.authenticated
     @authorized
     async def get(self, run: str) -> None:
         with_layout = self.get_query_argument("layout", "1") not in ("0", "false", "no")
         view = await read_run_view(self.ctx.service, run)
-        self.send_json(view.to_wire(with_layout=with_layout))
+        # a script run's layout grows as its steps launch: it always travels
+        self.send_json(view.to_wire(with_layout=with_layout or view.script))
 
 
 class NodeHandler(RhoHandler):

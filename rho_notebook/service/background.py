@@ -79,6 +79,7 @@ class RunService(Protocol):
         on_event: Callable[[dict[str, Any]], None] | None = ...,
         responder: Callable[[Any], None] | None = ...,
         approval_timeout: float = ...,
+        decisions: Mapping[str, str] | None = ...,
     ) -> Coroutine[Any, Any, RunState]: ...
 
 
@@ -198,6 +199,7 @@ class BackgroundRunner:
         approval_timeout: float = 0.0,
         listeners: Sequence[Listener] = (),
         wait_started: bool = True,
+        decisions: Mapping[str, str] | None = None,
     ) -> RunHandle:
         """Execute (or resume) ``run_id`` as its owner on the runner thread; returns at once.
 
@@ -217,6 +219,8 @@ class BackgroundRunner:
         wait_started
             Wait (on this thread) until the owner has journaled ``run_started`` or failed, so that
             refusals (owned elsewhere, needs recovery) raise here instead of later.
+        decisions
+            A script run's ``resume --decide STEP=rerun|skip`` (each authorises one call).
 
         Raises
         ------
@@ -234,6 +238,7 @@ class BackgroundRunner:
             on_event=handle._on_event,
             responder=handle._on_approval_request,
             approval_timeout=approval_timeout,
+            decisions=decisions,
         )
         with self._lock:
             self._handles[run_id] = handle

@@ -12,6 +12,8 @@ import argparse
 import shlex
 from typing import NoReturn
 
+from rho_notebook.model.state import Lifecycle
+
 __all__ = [
     "ArgumentError",
     "HelpShown",
@@ -21,6 +23,7 @@ __all__ = [
     "workflow_header",
     "star_header",
     "py_header",
+    "script_header",
     "agent_header",
     "parse_verb",
     "options_of",
@@ -113,6 +116,13 @@ def _build() -> argparse.ArgumentParser:
         action="store_true",
         help="after inspection: stop leftover processes and rerun attempts without a journaled result",
     )
+    p.add_argument(
+        "--decide",
+        action="append",
+        default=[],
+        metavar="STEP=rerun|skip",
+        help="script runs: resolve a halted step (repeatable); authorises exactly one attempt",
+    )
     p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
     p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
@@ -132,9 +142,7 @@ def _build() -> argparse.ArgumentParser:
     )
 
     p = verbs.add_parser("runs", help="list runs, newest last")
-    p.add_argument(
-        "--state", choices=("planned", "running", "waiting", "cancelling", "completed", "needs_recovery", "damaged")
-    )
+    p.add_argument("--state", choices=[lifecycle.value for lifecycle in Lifecycle], help="only runs in this lifecycle")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--output", choices=("text", "json"), default="text")
 
@@ -239,6 +247,21 @@ def py_header(line: str) -> str:
     args = parser.parse_args(split(line))
     label: str = args.label
     return label
+
+
+def script_header(line: str) -> tuple[str, list[str]]:
+    """``%%script NAME [--input KEY=JSON]...`` -> (NAME, raw inputs)."""
+    parser = _Parser(
+        prog="%%script",
+        description="The cell is a Python script workflow (NAME.py); it is stored, never run in the kernel: "
+        "%workflow run NAME runs it in its own interpreter process.",
+    )
+    parser.add_argument("name", help="the script's name: a-z, 0-9 and _, e.g. review")
+    _input(parser, "an input value, e.g. --input 'target=\"src\"'")
+    args = parser.parse_args(split(line))
+    name: str = args.name
+    inputs: list[str] = args.input
+    return name, inputs
 
 
 def agent_header(line: str) -> str:

@@ -7,7 +7,9 @@ line N of the module is line N of the cell: diagnostics, the stored plan source 
 file all number lines as the notebook does. A ``%%py`` cell's module is its body exactly as
 written (no comment line is added, so the frozen module is the text a person wrote and would
 save as a file); line N of the module is line N + 1 of the cell, so diagnostics (and, in the
-kernel, tracebacks) are shifted down by one line to point at the cell. An ``%%agent`` cell's body is the agent file itself
+kernel, tracebacks) are shifted down by one line to point at the cell. A ``%%script NAME`` cell's
+module is likewise its body exactly as written (the script file ``NAME.py``), shifted by one
+line. An ``%%agent`` cell's body is the agent file itself
 (it must start with its ``---`` frontmatter), so its diagnostics are shifted down by one line to
 point at the cell.
 
@@ -17,7 +19,12 @@ in ``.py`` and every part of it is a Python identifier, so that it imports as a 
 ``//nodes/stats.py`` -> ``nodes.stats``) is an overlay in the same way, next to the ``%%star``
 modules. The entry module of a ``%%workflow NAME`` cell is labelled
 ``//<notebook folder>/<NAME>.star``, its workflow folder is the notebook's folder, and the
-``%%agent`` cells are the highest-precedence agent catalog root.
+``%%agent`` cells are the highest-precedence agent catalog root. A ``%%script NAME`` cell is
+labelled ``//<notebook folder>/<NAME>.py`` (so NAME is a Python identifier in lower case: the
+script is a module like any other) and shares the namespace of workflow names: a later
+``%%script NAME`` replaces an earlier ``%%workflow NAME`` and the other way round, and
+``%workflow run NAME`` plans whichever the notebook holds. A script cell is never executed in the
+kernel (scripts run in their own interpreter process, docs/scripts.md).
 """
 
 from __future__ import annotations
@@ -34,16 +41,25 @@ from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.planning.inputs import parse_input_args
-from rho_notebook.service.cell_args import ArgumentError, agent_header, py_header, star_header, workflow_header
+from rho_notebook.service.cell_args import (
+    ArgumentError,
+    agent_header,
+    py_header,
+    script_header,
+    star_header,
+    workflow_header,
+)
 from rho_notebook.source.labels import SourceText, check_label
 from rho_notebook.source.limits import load_limits
 from rho_notebook.source.pymodules import check_module_label, module_name
 
 __all__ = [
     "CellKind",
+    "Cell",
     "WorkflowCell",
     "ModuleCell",
     "PythonCell",
+    "ScriptCell",
     "AgentCell",
     "CellSet",
     "NotebookSource",
@@ -54,11 +70,14 @@ __all__ = [
     "inputs_text",
     "renumber",
     "NAME_RE",
+    "SCRIPT_NAME_RE",
 ]
 
-CellKind = Literal["workflow", "star", "py", "agent"]
+CellKind = Literal["workflow", "star", "py", "agent", "script"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_MAGIC = re.compile(r"^%%(workflow|star|py|agent)(?:\s+(.*))?$")
+SCRIPT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+"""A ``%%script NAME``: a workflow name that is also a Python module name (no ``-``)."""
+_MAGIC = re.compile(r"^%%(workflow|star|py|agent|script)(?:\s+(.*))?$")
 
 
 def normalize_body(body: str) -> str:
@@ -150,6 +169,24 @@ class PythonCell:
 
 
 @dataclass(frozen=True)
+class ScriptCell:
+    """A ``%%script NAME [--input KEY=JSON]...`` cell: a Python script run (docs/scripts.md)."""
+
+    name: str
+    args: str
+    """The magic's arguments as written."""
+    body: str
+    inputs: dict[str, Any]
+    """Parsed ``--input`` values: the defaults whenever this script is planned."""
+    display: str
+
+    @property
+    def text(self) -> str:
+        """The script: the body as written (line N of the script is line N + 1 of the cell)."""
+        return self.body
+
+
+@dataclass(frozen=True)
 class AgentCell:
     """A ``%%agent ID`` cell: an agent definition file (``agents/<ID>.md``)."""
 
@@ -162,9 +199,10 @@ class AgentCell:
         return self.body
 
 
-def parse_cell(
-    kind: CellKind, args: str, body: str, *, display: str
-) -> WorkflowCell | ModuleCell | PythonCell | AgentCell:
+Cell = WorkflowCell | ModuleCell | PythonCell | ScriptCell | AgentCell
+
+
+def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
     """Check a cell's magic arguments and build the cell.
 
     Raises
@@ -184,6 +222,18 @@ def parse_cell(
         except InvalidWorkflow as err:
             raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
         return WorkflowCell(name=name, args=args, body=body, inputs=inputs, display=display)
+    if kind == "script":
+        name, raw_inputs = script_header(args)
+        if not SCRIPT_NAME_RE.match(name):
+            raise ArgumentError(
+                f"%%script {name!r}: a script name starts with a-z and uses only a-z, 0-9 and _ (at most 63 bytes), "
+                "since the script is the module NAME.py"
+            )
+        try:
+            inputs = parse_input_args(raw_inputs, limits=load_limits())
+        except InvalidWorkflow as err:
+            raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
+        return ScriptCell(name=name, args=args, body=body, inputs=inputs, display=display)
     if kind == "star":
         label = star_header(args)
         problem = check_label(label)
@@ -227,22 +277,29 @@ def agent_definition(cell: AgentCell) -> AgentDefinition:
 @dataclass
 class CellSet:
     """The workflow cells of a notebook or kernel session; a later cell replaces an earlier one
-    with the same workflow name, module label or agent ID (as running the notebook top to bottom)."""
+    with the same workflow name (``%%workflow`` or ``%%script``), module label or agent ID (as
+    running the notebook top to bottom)."""
 
     workflows: dict[str, WorkflowCell] = field(default_factory=dict)
     modules: dict[str, ModuleCell] = field(default_factory=dict)
     python: dict[str, PythonCell] = field(default_factory=dict)
     """``%%py`` modules by label."""
+    scripts: dict[str, ScriptCell] = field(default_factory=dict)
+    """``%%script`` cells by name."""
     agents: dict[str, AgentCell] = field(default_factory=dict)
     unnamed: list[WorkflowCell] = field(default_factory=list)
     """``%%workflow`` cells without NAME (a notebook file cannot say their name without evaluating them)."""
 
-    def add(self, cell: WorkflowCell | ModuleCell | PythonCell | AgentCell) -> None:
+    def add(self, cell: Cell) -> None:
         if isinstance(cell, WorkflowCell):
             if cell.name is None:
                 self.unnamed.append(cell)
             else:
                 self.workflows[cell.name] = cell
+                self.scripts.pop(cell.name, None)
+        elif isinstance(cell, ScriptCell):
+            self.scripts[cell.name] = cell
+            self.workflows.pop(cell.name, None)
         elif isinstance(cell, ModuleCell):
             self.modules[cell.label] = cell
         elif isinstance(cell, PythonCell):
@@ -264,22 +321,34 @@ class CellSet:
         found.update((label, module.source()) for label, module in self.python.items())
         return dict(sorted(found.items()))
 
+    def names(self) -> list[str]:
+        """Every named workflow: ``%%workflow NAME`` and ``%%script NAME`` cells, sorted."""
+        return sorted([*self.workflows, *self.scripts])
+
     def source(
         self,
-        cell: WorkflowCell,
+        cell: WorkflowCell | ScriptCell,
         *,
         entry_label: str,
         workflow_dir: Path | None,
         python_interpreter: Path | None = None,
     ) -> NotebookSource:
-        """The source that plans ``cell`` with every module and agent of this set as overlays."""
+        """The source that plans ``cell`` with every module and agent of this set as overlays.
+
+        A script's entry label ends in ``.py`` (``//<folder>/<NAME>.py``); its diagnostics are
+        shifted by one line to count the cell's lines, as a ``%%py`` cell's.
+        """
+        locations = self.locations()
+        if isinstance(cell, ScriptCell):
+            locations[cell.display] = (cell.display, 1)
+            locations[entry_label] = (cell.display, 1)
         return NotebookSource(
             entry=SourceText(label=entry_label, text=cell.text, display=cell.display),
             modules=self.overlays(),
             agents={agent_id: (agent.display, agent.text) for agent_id, agent in sorted(self.agents.items())},
             inputs=dict(cell.inputs),
             workflow_dir=workflow_dir,
-            locations=self.locations(),
+            locations=locations,
             python_interpreter=python_interpreter,
         )
 

@@ -5,6 +5,8 @@ Layout of ``export NOTEBOOK.ipynb DIR [--workflow NAME]`` (DIR is laid out as a 
 =================================  ==============================================================
 ``DIR/<NAME>.star``                the ``%%workflow NAME`` cell (its magic line kept as a comment,
                                    so file lines are cell lines)
+``DIR/<NAME>.py``                  or the ``%%script NAME`` cell, its body verbatim (the script file
+                                   ``rho-notebook run DIR/<NAME>.py`` runs)
 ``DIR/<label path>``               each ``%%star //<label path>`` cell, e.g. ``//lib/common.star``
                                    -> ``DIR/lib/common.star``, and each ``%%py`` cell, its body
                                    verbatim, e.g. ``//nodes/stats.py`` -> ``DIR/nodes/stats.py``
@@ -36,6 +38,7 @@ from rho_notebook.service.cells import (
     ModuleCell,
     NotebookSource,
     PythonCell,
+    ScriptCell,
     WorkflowCell,
     parse_cell,
     split_cell,
@@ -54,7 +57,7 @@ class ExportResult:
     files: tuple[Path, ...]
     """Every file written, in the order written (sorted by relative path)."""
     inputs: dict[str, Any] = field(default_factory=dict)
-    """The ``--input`` values of the ``%%workflow`` cell (give them again when planning)."""
+    """The ``--input`` values of the ``%%workflow`` or ``%%script`` cell (give them again when planning)."""
     modules: tuple[str, ...] = ()
     """Labels of the exported ``%%star`` and ``%%py`` modules."""
     agents: tuple[str, ...] = ()
@@ -100,37 +103,42 @@ def read_cells(notebook: Path) -> CellSet:
     return cells
 
 
-def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> WorkflowCell:
-    """The ``%%workflow`` cell to export: ``name``, or the only named one."""
-    names = sorted(cells.workflows)
+def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> WorkflowCell | ScriptCell:
+    """The ``%%workflow`` or ``%%script`` cell to export: ``name``, or the only named one."""
+    names = cells.names()
     hint = ""
     if cells.unnamed:
         shown = ", ".join(c.display for c in cells.unnamed)
         hint = f"; {shown} {'has' if len(cells.unnamed) == 1 else 'have'} no NAME (write %%workflow NAME to export it)"
     if name is not None:
-        if name not in cells.workflows:
-            msg = f"{where} has no %%workflow {name} cell; its workflows: {', '.join(names) or 'none'}{hint}"
+        found = cells.workflows.get(name) or cells.scripts.get(name)
+        if found is None:
+            msg = f"{where} has no %%workflow {name} cell (nor a %%script {name}); its workflows: {', '.join(names) or 'none'}{hint}"
             raise ExportError(msg)
-        return cells.workflows[name]
+        return found
     if len(names) == 1:
-        return cells.workflows[names[0]]
+        return cells.workflows.get(names[0]) or cells.scripts[names[0]]
     if not names:
-        msg = f"{where} has no %%workflow NAME cell to export{hint}"
+        msg = f"{where} has no %%workflow NAME or %%script NAME cell to export{hint}"
         raise ExportError(msg)
     msg = f"{where} has several workflows ({', '.join(names)}); choose one with --workflow NAME"
     raise ExportError(msg)
 
 
-def _files(cells: CellSet, cell: WorkflowCell) -> dict[str, bytes]:
+def _entry_file(cell: WorkflowCell | ScriptCell) -> str:
+    return f"{cell.name}.py" if isinstance(cell, ScriptCell) else f"{cell.name}.star"
+
+
+def _files(cells: CellSet, cell: WorkflowCell | ScriptCell) -> dict[str, bytes]:
     if cell.name is None:
         msg = f"{cell.display}: a %%workflow cell needs a NAME to be exported"
         raise ExportError(msg)
-    files: dict[str, tuple[bytes, str]] = {f"{cell.name}.star": (cell.text.encode(), cell.display)}
+    files: dict[str, tuple[bytes, str]] = {_entry_file(cell): (cell.text.encode(), cell.display)}
     modules: list[tuple[str, ModuleCell | PythonCell]] = [*cells.modules.items(), *cells.python.items()]
     for label, module in sorted(modules, key=lambda item: item[0]):
         relative = label[2:]
         if relative in files:
-            msg = f"{module.display}: module {label} would overwrite {files[relative][1]} (the entry is written as {cell.name}.star); rename the module"
+            msg = f"{module.display}: module {label} would overwrite {files[relative][1]} (the entry is written as {_entry_file(cell)}); rename the module"
             raise ExportError(msg)
         files[relative] = (module.text.encode(), module.display)
     for agent_id, agent in sorted(cells.agents.items()):
@@ -189,7 +197,7 @@ def export_cells(
     return ExportResult(
         workflow=name,
         out_dir=out_dir,
-        entry=out_dir / f"{name}.star",
+        entry=out_dir / _entry_file(cell),
         files=written,
         inputs=dict(cell.inputs),
         modules=tuple(sorted([*cells.modules, *cells.python])),
@@ -203,21 +211,37 @@ def export_notebook(notebook: Path, out_dir: Path, *, workflow: str | None = Non
 
 
 def exported_source(
-    result: ExportResult, cells: CellSet, *, workspace: Workspace, python_interpreter: Path | None = None
+    result: ExportResult,
+    cells: CellSet,
+    *,
+    workspace: Workspace,
+    python_interpreter: Path | None = None,
+    script_folder: Path | None = None,
 ) -> NotebookSource:
     """Plan an export folder that lies inside ``workspace``: its entry file, its modules as
     overlays at their labels (the folder is a module root), and its ``agents/`` as the workflow
     folder's catalog. Diagnostics name the notebook cells the files came from. Python nodes are
     frozen with ``python_interpreter`` (None: this process's ``sys.executable``).
 
+    A script's label is part of its plan's digest, so ``script_folder`` (the notebook's folder)
+    labels the exported ``NAME.py`` as the kernel labels the cell, ``//<notebook folder>/NAME.py``:
+    planning a saved notebook headless then gives the digest its kernel gives. None: the label of
+    the exported file.
+
     Raises
     ------
     SourceError
         The folder is outside the workspace or a file cannot be read.
     """
-    cell = cells.workflows[result.workflow]
+    cell: WorkflowCell | ScriptCell = cells.workflows.get(result.workflow) or cells.scripts[result.workflow]
     label = label_for_path(result.entry, workspace.root)
-    entry_text = read_regular_file_nofollow(workspace.root, label[2:].split("/"), shown=label[2:]).decode()
+    shown_label = label
+    if isinstance(cell, ScriptCell) and script_folder is not None:
+        shown_label = label_for_path(script_folder / result.entry.name, workspace.root)
+    entry_suffix = ".py" if isinstance(cell, ScriptCell) else ".star"
+    entry_text = read_regular_file_nofollow(
+        workspace.root, label[2:].split("/"), shown=label[2:], suffix=entry_suffix
+    ).decode()
     modules: dict[str, SourceText] = {}
     for module_label in result.modules:
         relative = module_label[2:]
@@ -232,8 +256,11 @@ def exported_source(
     for module_label, python in cells.python.items():
         locations[python.display] = (python.display, 1)
         locations[module_label] = (python.display, 1)
+    if isinstance(cell, ScriptCell):  # the script file is the body: its lines are one above the cell's
+        locations[cell.display] = (cell.display, 1)
+        locations[shown_label] = (cell.display, 1)
     return NotebookSource(
-        entry=SourceText(label=label, text=entry_text, display=cell.display),
+        entry=SourceText(label=shown_label, text=entry_text, display=cell.display),
         modules=modules,
         agents={},
         inputs=dict(cell.inputs),

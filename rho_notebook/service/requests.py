@@ -89,6 +89,9 @@ class ResumeRun(FrozenModel):
     consent: Consent
     recover_uncertain: bool = False
     """After inspection: stop leftover processes and rerun attempts without a journaled result."""
+    decisions: dict[str, Literal["rerun", "skip"]] = {}
+    """A script run's ``--decide STEP=rerun|skip``: each authorises one call of that step (rerun:
+    one new attempt; skip: its stored result is accepted)."""
 
 
 class RunsQuery(FrozenModel):

@@ -37,6 +37,7 @@ from rho_notebook.model.source import SourceText
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.oshelpers import read_fd
 from rho_notebook.planning.plan import PlanRequest, build_plan
+from rho_notebook.planning.script import Finding, is_script_request, lint_script, plan_script, script_entry
 from rho_notebook.policy.approvals import (
     ApprovalDecision,
     ApprovalRequest,
@@ -64,6 +65,7 @@ from rho_notebook.service.export import (
     exported_source,
     read_cells,
 )
+from rho_notebook.service.record import Recorded, record_run
 from rho_notebook.service.requests import ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
 from rho_notebook.source.labels import FileSourceReader, label_for_path
@@ -109,6 +111,13 @@ def entry_source(path: Path, workspace: Workspace) -> SourceText:
         msg = f"{path}: a workflow entry must be a .star file"
         raise SourceError(msg, rule="load.label", file=str(path))
     return FileSourceReader(workspace.root).read(label)
+
+
+def _is_script_path(source: object) -> bool:
+    """Whether a planning source names a script file (``SCRIPT.py``), not Starlark text or a notebook."""
+    if isinstance(source, Path):
+        return source.suffix == ".py"
+    return isinstance(source, str) and "\n" not in source and source.endswith(".py")
 
 
 @dataclass(frozen=True)
@@ -182,13 +191,16 @@ class Service:
         workspace: Workspace | None = None,
         search_path: str | None = None,
     ) -> PlanRequest:
-        """The planning request for an entry ``.star`` path, Starlark source text (a str with a
-        newline) or a notebook's workflow cells.
+        """The planning request for an entry ``.star`` path, a script (a ``.py`` path: its
+        workspace is found from the script's folder), Starlark source text (a str with a newline)
+        or a notebook's workflow cells.
 
         The workspace (module root) defaults to the nearest ancestor of the current directory
         holding ``.rho/`` or ``.git``. Explicit ``inputs`` override a notebook source's default
         inputs key by key.
         """
+        if _is_script_path(source):
+            return self._script_request(Path(str(source)), inputs=inputs, workspace=workspace, search_path=search_path)
         ws = workspace or find_workspace()
         given = dict(inputs or {})
         common: dict[str, Any] = {
@@ -216,15 +228,50 @@ class Service:
         entry = entry_source(Path(source), ws)
         return PlanRequest(entry=entry, inputs=given, workflow_dir=(ws.root / entry.label[2:]).parent, **common)
 
+    def _script_request(
+        self,
+        path: Path,
+        *,
+        inputs: Mapping[str, Any] | None,
+        workspace: Workspace | None,
+        search_path: str | None,
+    ) -> PlanRequest:
+        """The planning request of a script (``SCRIPT.py``): its workspace is found from the
+        script's folder (unless given) and the script must lie inside it."""
+        ws = workspace or find_workspace(Path(os.path.realpath(path.absolute().parent)))
+        entry = script_entry(path, ws)
+        return PlanRequest(
+            entry=entry,
+            inputs=dict(inputs or {}),
+            workflow_dir=(ws.root / entry.label[2:]).parent,
+            workspace=ws,
+            user_home=self.layout.home,
+            search_path=search_path if search_path is not None else os.environ.get("PATH", os.defpath),
+            workspace_trusted=TrustStore(self.layout).is_trusted(ws),
+        )
+
+    @_in_thread
+    def lint_script(self, path: Path) -> list[Finding]:
+        """``validate SCRIPT.py``: the script's lint findings (planning/script.py lists the rules),
+        read with ``ast``, never imported; errors make the script invalid, warnings do not."""
+        ws = find_workspace(Path(os.path.realpath(path.absolute().parent)))
+        entry = script_entry(path, ws)
+        return lint_script(entry.text, entry.label, display=str(path))
+
     async def validate(self, request: PlanRequest) -> Plan:
         """Everything ``plan`` does except storing: the returned plan has the ID ``unsaved``."""
+        if is_script_request(request):
+            return await plan_script(request, plan_id="unsaved")
         return await build_plan(request, plan_id="unsaved")
 
     async def plan(self, request: PlanRequest) -> Plan:
         """Validate, resolve agents and executables, freeze, and store an immutable plan; when
         this workspace already stored the same graph from the same sources, that plan is
         returned instead (one plan per graph: :meth:`PlanStore.save_once`)."""
-        plan = await build_plan(request, plan_id=new_id())
+        if is_script_request(request):
+            plan = await plan_script(request, plan_id=new_id())
+        else:
+            plan = await build_plan(request, plan_id=new_id())
         return await asyncio.to_thread(self.plan_store.save_once, plan)
 
     async def plan_notebook(
@@ -253,7 +300,9 @@ class Service:
         folder = Path(tempfile.mkdtemp(prefix=".rho-notebook-export-", dir=notebook.parent))
         try:
             result = await asyncio.to_thread(export_cells, cells, folder, workflow=cell.name, where=where)
-            source = exported_source(result, cells, workspace=workspace, python_interpreter=python_interpreter)
+            source = exported_source(
+                result, cells, workspace=workspace, python_interpreter=python_interpreter, script_folder=notebook.parent
+            )
             request = self.request_for(source, inputs=inputs, workspace=workspace)
             return await self.plan_source(source, request)
         finally:
@@ -280,6 +329,12 @@ class Service:
     def export(self, notebook: Path, out_dir: Path, *, workflow: str | None = None) -> ExportResult:
         """Write the workflow folder of a saved notebook (``export NOTEBOOK.ipynb DIR``)."""
         return export_notebook(notebook, out_dir, workflow=workflow)
+
+    @_in_thread
+    def record(self, run: str, out_dir: Path, *, live_commands: bool = False) -> Recorded:
+        """Write a finished run's recording and a pytest file replaying it (``record RUN DIR``;
+        :mod:`rho_notebook.service.record`)."""
+        return record_run(self.layout, self.run_store.resolve(run), out_dir, live_commands=live_commands)
 
     # -- comparing plans and trying one node -------------------------------------------------------
 
@@ -355,8 +410,10 @@ class Service:
         on_event: EventSink | None = None,
         responder: Responder | None = None,
         approval_timeout: float = 0.0,
+        decisions: Mapping[str, str] | None = None,
     ) -> RunState:
-        """Execute (or resume) a created run as its owner on this loop, until it ends."""
+        """Execute (or resume) a created run as its owner on this loop, until it ends (or, a
+        script run, halts for a decision; ``decisions`` are a script run's ``--decide``)."""
         return await execute_run(
             self.layout,
             run_id,
@@ -365,6 +422,7 @@ class Service:
             on_event=on_event,
             responder=responder,
             approval_timeout=approval_timeout,
+            decisions=decisions,
         )
 
     def can_run(self, kind: str) -> bool:
@@ -415,6 +473,7 @@ class Service:
             on_event=on_event,
             responder=responder,
             approval_timeout=approval_timeout,
+            decisions=request.decisions,
         )
 
     # -- reading runs -----------------------------------------------------------------------------

@@ -34,6 +34,8 @@ __all__ = [
     "NodeChangeJson",
     "diff_json",
     "ReusedFromJson",
+    "HaltedStepJson",
+    "StepJson",
     "NodeStatusJson",
     "StatusJson",
     "RunRowJson",
@@ -48,6 +50,9 @@ __all__ = [
     "plan_summary_json",
     "status_json",
     "reused_from_json",
+    "halted_json",
+    "step_json",
+    "node_order",
     "run_row_json",
     "result_json",
     "approval_json",
@@ -237,6 +242,26 @@ class ReusedFromJson(TypedDict):
     attempt: int
 
 
+class StepJson(TypedDict):
+    """A script step's journaled facts (its latest ``node_launched``)."""
+
+    kind: str
+    """command, agent or model."""
+    digest: str
+    """The digest of the step's execution-affecting inputs."""
+    facts: dict[str, Any]
+    after: list[str]
+    """The steps whose handles fed this step's arguments (the edges of the live DAG)."""
+    recovery: str | None
+
+
+class HaltedStepJson(TypedDict):
+    """A script step the run stopped at (lifecycle ``needs_decision``)."""
+
+    step: str
+    why: str
+
+
 class NodeStatusJson(TypedDict):
     state: str
     attempt: int
@@ -245,6 +270,10 @@ class NodeStatusJson(TypedDict):
     uncertain: bool
     reused_from: NotRequired[ReusedFromJson]
     """Present when the latest attempt reused a stored success of the same reuse key."""
+    step: NotRequired[StepJson]
+    """Script runs: the step's kind, digest, facts, edges and recovery."""
+    replayed: NotRequired[int]
+    """Script runs: how many step calls were answered from the journal (nothing ran)."""
 
 
 class StatusJson(TypedDict):
@@ -257,6 +286,11 @@ class StatusJson(TypedDict):
     lifecycle: str
     outcome: str | None
     nodes: dict[str, NodeStatusJson]
+    """By name; a script run's steps in arrival order."""
+    halted: NotRequired[list[HaltedStepJson]]
+    """Lifecycle ``needs_decision`` only: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
+    output: NotRequired[Any]
+    """Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none)."""
     damage: NotRequired[str]
     """Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part)."""
 
@@ -270,10 +304,40 @@ def reused_from_json(record: NodeRecord) -> ReusedFromJson | None:
     return {"run_id": str(source["run_id"]), "node": str(source["node"]), "attempt": int(source["attempt"])}
 
 
+def step_json(record: NodeRecord) -> StepJson | None:
+    """A script step's facts, or None for a graph node."""
+    step = record.step
+    if step is None:
+        return None
+    facts = step.get("facts")
+    recovery = step.get("recovery")
+    return {
+        "kind": str(step.get("kind", "")),
+        "digest": str(step.get("digest", "")),
+        "facts": dict(facts) if isinstance(facts, dict) else {},
+        "after": [str(key) for key in step.get("after") or ()],
+        "recovery": str(recovery) if recovery is not None else None,
+    }
+
+
+def halted_json(state: RunState) -> list[HaltedStepJson]:
+    """The steps a script run stopped at (empty unless it needs a decision)."""
+    return [{"step": str(h.get("step", "")), "why": str(h.get("why", ""))} for h in state.halted]
+
+
+def node_order(state: RunState) -> list[str]:
+    """The order a run's nodes are listed in: by name, except a script run's steps, which come in
+    arrival order (the order their nodes first appeared in the journal)."""
+    if any(record.step is not None for record in state.nodes.values()):
+        return list(state.nodes)
+    return sorted(state.nodes)
+
+
 def status_json(state: RunState) -> StatusJson:
     """One durable snapshot of a run: ``rho-notebook status --output json``."""
     nodes: dict[str, NodeStatusJson] = {}
-    for name, record in sorted(state.nodes.items()):
+    for name in node_order(state):
+        record = state.nodes[name]
         current = record.current
         nodes[name] = {
             "state": record.state.value,
@@ -285,6 +349,10 @@ def status_json(state: RunState) -> StatusJson:
         reused = reused_from_json(record)
         if reused is not None:
             nodes[name]["reused_from"] = reused
+        step = step_json(record)
+        if step is not None:
+            nodes[name]["step"] = step
+            nodes[name]["replayed"] = record.replayed
     status: StatusJson = {
         "run_id": state.run_id,
         "plan_id": state.plan_id,
@@ -294,6 +362,10 @@ def status_json(state: RunState) -> StatusJson:
         "outcome": state.outcome,
         "nodes": nodes,
     }
+    if state.halted:
+        status["halted"] = halted_json(state)
+    if state.output is not None:
+        status["output"] = state.output
     if state.damage is not None:
         status["damage"] = state.damage
     return status
@@ -380,7 +452,12 @@ class NodeResultJson(TypedDict):
     artifacts: NotRequired[dict[str, str]]
     """Artifact key (stdout, stderr, exit, value, answer, ...) -> file of the latest attempt."""
     output: NotRequired[Any]
-    """The validated output value; present only for successful nodes with an output schema."""
+    """The validated output value; present only for successful nodes with an output schema (a
+    script step's: its ``value.json``, ``{"output", "value"}``)."""
+    step: NotRequired[StepJson]
+    """Script runs: the step's kind, digest, facts, edges and recovery."""
+    replayed: NotRequired[int]
+    """Script runs: how many step calls were answered from the journal."""
 
 
 class ResultJson(TypedDict):
@@ -390,12 +467,18 @@ class ResultJson(TypedDict):
     lifecycle: str
     outcome: str | None
     nodes: dict[str, NodeResultJson]
+    """By name; a script run's steps in arrival order."""
+    halted: NotRequired[list[HaltedStepJson]]
+    """Lifecycle ``needs_decision`` only: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
+    output: NotRequired[Any]
+    """Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none)."""
 
 
 def result_json(folder: RunFolder, state: RunState) -> ResultJson:
     """``rho-notebook result --output json`` (and ``rho.result(id).to_json()``)."""
     nodes: dict[str, NodeResultJson] = {}
-    for name, record in sorted(state.nodes.items()):
+    for name in node_order(state):
+        record = state.nodes[name]
         attempts: list[AttemptJson] = [a.to_json() for a in record.attempts]  # type: ignore[misc]
         entry: NodeResultJson = {"state": record.state.value, "attempts": attempts}
         if record.current is not None:
@@ -404,8 +487,22 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
             entry["artifacts"] = {key: str(path) for key, path in found.items()}
             if "value" in found and record.state is NodeState.SUCCESS:
                 entry["output"] = json.loads(read_nofollow(found["value"]))
+        step = step_json(record)
+        if step is not None:
+            entry["step"] = step
+            entry["replayed"] = record.replayed
         nodes[name] = entry
-    return {"run_id": state.run_id, "lifecycle": state.lifecycle.value, "outcome": state.outcome, "nodes": nodes}
+    result: ResultJson = {
+        "run_id": state.run_id,
+        "lifecycle": state.lifecycle.value,
+        "outcome": state.outcome,
+        "nodes": nodes,
+    }
+    if state.halted:
+        result["halted"] = halted_json(state)
+    if state.output is not None:
+        result["output"] = state.output
+    return result
 
 
 class ApprovalJson(ApprovalRequest):
@@ -484,6 +581,12 @@ class NodeView(TypedDict):
     uncertain: bool
     reused_from: NotRequired[ReusedFromJson]
     """Present when the latest attempt reused a stored success (drawn with a "reused" mark)."""
+    step_kind: NotRequired[str]
+    """Script runs: the step's kind (command, agent, model)."""
+    replayed: NotRequired[int]
+    """Script runs: step calls answered from the journal (drawn with a "replayed" mark when > 0)."""
+    halted: NotRequired[str]
+    """Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision")."""
     v: int
     """Version: the tracker's change counter when this view last changed (newest wins)."""
 
@@ -501,6 +604,12 @@ class RunView(TypedDict, total=False):
     can_cancel: bool
     can_resume: bool
     message: str
+    script: bool
+    """A script run: its steps appear as nodes while it runs (the layout grows)."""
+    halted: list[HaltedStepJson]
+    """Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
+    output: Any
+    """A script run's emitted output (absent when it emitted none)."""
     v: int
 
 
@@ -540,6 +649,13 @@ class Detail(TypedDict, total=False):
     reused_from: ReusedFromJson | None
     """The latest attempt reused this stored success (its artifacts are read from there when the
     attempt has none of its own)."""
+    step: StepJson
+    """Script runs: the step's kind, digest, facts, edges and recovery (``value`` is then the
+    attempt's ``value.json``, ``{"output", "value"}``)."""
+    replayed: int
+    """Script runs: step calls answered from the journal."""
+    halted: str
+    """Lifecycle ``needs_decision``: why the run stopped at this step."""
     approval: dict[str, Any] | None
     """The latest attempt's approval record (decision, by, comment, decided_at, via); ``via`` is
     ``carried`` for a launch approval carried over from an earlier run."""
@@ -558,6 +674,8 @@ WIRE_TYPES: dict[str, Any] = {
     "DeletedJson": DeletedJson,
     "WireLayout": WireLayout,
     "ReusedFromJson": ReusedFromJson,
+    "StepJson": StepJson,
+    "HaltedStepJson": HaltedStepJson,
     "NodeView": NodeView,
     "RunView": RunView,
     "StreamView": StreamView,

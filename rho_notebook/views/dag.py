@@ -6,6 +6,10 @@ of a plan or a run is assembled once, by :func:`dag_view` (layout, node views, r
 server and the widgets read a run's view through the service with :func:`read_run_view` and a
 node's pane with :func:`read_node_detail` (or :func:`node_detail` for a record they hold).
 
+A script run (``Graph.script`` set, no frozen nodes) is drawn from its run state instead: its steps
+are the nodes, in arrival order, with edges from each step's ``after`` (:func:`layout_steps`); the
+layout grows as steps launch, so :class:`RunTracker` says when it changed.
+
 Pure functions and one small state machine (:class:`RunTracker`) that folds journal events into a
 private :class:`RunState` copy and remembers which nodes changed since the last flush. File reads
 (attempt artifacts) are bounded: a pane never carries more than :data:`PANE_BYTES` of one stream.
@@ -25,7 +29,7 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import NotFound, RhoError
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
@@ -39,9 +43,11 @@ from rho_notebook.service.wire import (
     RunView,
     StreamView,
     WireLayout,
+    halted_json,
     reused_from_json,
+    step_json,
 )
-from rho_notebook.views.layout import Layout, layout_graph
+from rho_notebook.views.layout import Layout, layered_layout, layout_graph, layout_steps
 from rho_notebook.views.text import condition_text, reference_text, schema_text, template_text
 
 __all__ = [
@@ -55,7 +61,9 @@ __all__ = [
     "dag_view",
     "read_run_view",
     "node_detail",
+    "step_detail",
     "read_node_detail",
+    "layout_of",
     "reused_source_dir",
     "node_view",
     "node_views",
@@ -79,8 +87,19 @@ ANSWER_BYTES = 256 * 1024
 STATE_ORDER = tuple(state.value for state in NodeState)
 
 _RUN_KINDS = frozenset(
-    {"run_started", "run_completed", "cancel_requested", "cancel_acknowledged", "needs_recovery", "owner_exited"}
+    {
+        "run_started",
+        "run_completed",
+        "cancel_requested",
+        "cancel_acknowledged",
+        "needs_recovery",
+        "owner_exited",
+        "run_halted",
+        "script_output",
+    }
 )
+_EVERY_NODE_KINDS = frozenset({"run_started", "run_halted"})
+"""Events that change node views they do not name (the halted marks)."""
 
 
 def definition_of(node: Node) -> dict[str, Any]:
@@ -130,7 +149,8 @@ def definition_of(node: Node) -> dict[str, Any]:
 # -- node and run views -----------------------------------------------------------------------------
 
 
-def node_view(record: NodeRecord, version: int = 0) -> NodeView:
+def node_view(record: NodeRecord, version: int = 0, *, halted: str | None = None) -> NodeView:
+    """The view of one node; ``halted`` says why a script run stopped at this step."""
     current = record.current
     view: NodeView = {
         "state": record.state.value,
@@ -145,17 +165,30 @@ def node_view(record: NodeRecord, version: int = 0) -> NodeView:
     reused = reused_from_json(record)
     if reused is not None:
         view["reused_from"] = reused
+    if record.step is not None:
+        view["step_kind"] = str(record.step.get("kind", ""))
+        view["replayed"] = record.replayed
+    if halted is not None:
+        view["halted"] = halted
     return view
+
+
+def _halted_by_step(state: RunState) -> dict[str, str]:
+    return {h["step"]: h["why"] for h in halted_json(state)}
 
 
 def node_views(state: RunState | None, graph: Graph | None = None, *, version: int = 0) -> dict[str, NodeView]:
     """The view of every node: of ``graph`` in its order (a node ``state`` has no record of is
-    pending), else of ``state``'s nodes by name."""
-    names = (
-        [node.name for node in graph.nodes] if graph is not None else sorted(state.nodes if state is not None else ())
-    )
+    pending), else of ``state``'s nodes by name; a script run's steps in arrival order."""
     records = state.nodes if state is not None else {}
-    return {name: node_view(records.get(name) or NodeRecord(), version) for name in names}
+    if graph is not None and graph.script is None:
+        names = [node.name for node in graph.nodes]
+    elif any(record.step is not None for record in records.values()) or graph is not None:
+        names = list(records)
+    else:
+        names = sorted(records)
+    halted = _halted_by_step(state) if state is not None else {}
+    return {name: node_view(records.get(name) or NodeRecord(), version, halted=halted.get(name)) for name in names}
 
 
 def node_view_copy(view: NodeView) -> NodeView:
@@ -173,7 +206,8 @@ def run_view_of(
     state: RunState, *, started_at: str | None = None, ended_at: str | None = None, version: int = 0
 ) -> RunView:
     live = state.lifecycle in LIVE_LIFECYCLES
-    return {
+    lifecycle = state.lifecycle.value
+    view: RunView = {
         "run_id": state.run_id,
         "plan_id": state.plan_id,
         "workflow": state.workflow,
@@ -184,9 +218,17 @@ def run_view_of(
         "ended_at": ended_at,
         "cancel_pending": bool(state.cancel_pending),
         "can_cancel": live,
-        "can_resume": state.lifecycle.value in ("completed", "needs_recovery") and state.outcome != "success",
+        "can_resume": lifecycle == "needs_decision"
+        or (lifecycle in ("completed", "needs_recovery") and state.outcome != "success"),
         "v": version,
     }
+    if any(record.step is not None for record in state.nodes.values()):
+        view["script"] = True
+    if state.halted:
+        view["halted"] = halted_json(state)
+    if state.output is not None:
+        view["output"] = state.output
+    return view
 
 
 def run_times(events: list[dict[str, Any]]) -> tuple[str | None, str | None]:
@@ -232,6 +274,11 @@ class DagView:
     def title(self) -> str:
         return self.graph.name
 
+    @property
+    def script(self) -> bool:
+        """A script run: the layout grows while it runs."""
+        return self.graph.script is not None
+
     def to_wire(self, *, with_layout: bool = True) -> DagViewJson:
         wire: DagViewJson = {
             "title": self.title,
@@ -271,12 +318,20 @@ def dag_view(
             run["can_cancel"] = run["can_resume"] = False
     return DagView(
         graph=graph,
-        layout=layout_graph(graph, digest=digest),
+        layout=layout_of(graph, state, digest=digest),
         mode="plan" if state is None else "run",
         nodes=node_views(state, graph, version=version),
         run=run,
         last_seq=state.last_seq if state is not None else 0,
     )
+
+
+def layout_of(graph: Graph, state: RunState | None = None, *, digest: str | None = None) -> Layout:
+    """The layout of a plan's or run's DAG: the frozen graph's, or for a script run the steps it
+    has so far (a script plan, without ``state``, has none)."""
+    if graph.script is not None:
+        return layout_steps(state, digest=digest) if state is not None else layered_layout([])
+    return layout_graph(graph, digest=digest)
 
 
 async def read_run_view(service: Service, run: str) -> DagView:
@@ -293,19 +348,37 @@ async def read_run_view(service: Service, run: str) -> DagView:
 
 
 class RunTracker:
-    """Folds events into a private RunState copy; remembers changed node and run views."""
+    """Folds events into a private RunState copy; remembers changed node and run views.
 
-    def __init__(self, state: RunState, *, started_at: str | None = None, ended_at: str | None = None) -> None:
+    With a script run's ``graph``, a step launched for the first time is a new node: its view is
+    added and :attr:`layout_dirty` says the layout must be drawn again (:meth:`take_layout`).
+    """
+
+    def __init__(
+        self,
+        state: RunState,
+        *,
+        started_at: str | None = None,
+        ended_at: str | None = None,
+        graph: Graph | None = None,
+    ) -> None:
         self.state = copy.deepcopy(state)
         self.version = 0
         self.started_at = started_at
         self.ended_at = ended_at
-        self.nodes: dict[str, NodeView] = node_views(self.state)
+        self.graph = graph
+        self.nodes: dict[str, NodeView] = node_views(self.state, graph if graph is not None and graph.script else None)
         self.run: dict[str, Any] = dict(run_view_of(self.state, started_at=started_at, ended_at=ended_at))
         self.dirty: set[str] = set()
         self.run_dirty = False
+        self.layout_dirty = False
+        """A new step appeared since the last :meth:`take_layout` (script runs)."""
         self.output_dirty: set[str] = set()
         """Nodes with new output bytes since the last flush (from output_chunk events)."""
+
+    @property
+    def script(self) -> bool:
+        return self.graph is not None and self.graph.script is not None
 
     def feed(self, event: Mapping[str, Any]) -> bool:
         """Fold one event; True when some view changed. Events already folded (by seq) are ignored."""
@@ -321,25 +394,32 @@ class RunTracker:
         apply(self.state, dict(event))
         changed = False
         names: list[str] = []
+        if kind in _EVERY_NODE_KINDS:
+            names.extend(self.state.nodes)
         if isinstance(event.get("node"), str):
             names.append(event["node"])
         names.extend(n for n in event.get("nodes", []) if isinstance(n, str))
-        for name in names:
+        halted = _halted_by_step(self.state)
+        for name in dict.fromkeys(names):
             record = self.state.nodes.get(name)
             if record is None:
                 continue
-            view = node_view(record)
-            if not _same(view, self.nodes[name]):
-                self.version += 1
-                view["v"] = self.version
-                self.nodes[name] = view
-                self.dirty.add(name)
-                changed = True
+            view = node_view(record, halted=halted.get(name))
+            known = self.nodes.get(name)
+            if known is None:  # a script step launched for the first time
+                self.layout_dirty = True
+            elif _same(view, known):
+                continue
+            self.version += 1
+            view["v"] = self.version
+            self.nodes[name] = view
+            self.dirty.add(name)
+            changed = True
         if kind == "run_started":
             self.started_at, self.ended_at = event.get("at"), None
         elif kind == "run_completed":
             self.ended_at = event.get("at")
-        if kind in _RUN_KINDS or kind == "run_completed":
+        if kind in _RUN_KINDS or (self.layout_dirty and "script" not in self.run):
             view_run = run_view_of(self.state, started_at=self.started_at, ended_at=self.ended_at)
             if not _same(view_run, self.run):
                 self.version += 1
@@ -357,6 +437,13 @@ class RunTracker:
         self.dirty.clear()
         self.run_dirty = False
         return nodes, run
+
+    def take_layout(self, *, digest: str | None = None) -> Layout | None:
+        """The layout of a script run's steps when a step appeared since the last call, else None."""
+        dirty, self.layout_dirty = self.layout_dirty, False
+        if not dirty or self.graph is None or self.graph.script is None:
+            return None
+        return layout_of(self.graph, self.state, digest=digest)
 
 
 # -- artifacts --------------------------------------------------------------------------------------
@@ -499,6 +586,78 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None, sou
     return detail
 
 
+def step_detail(
+    name: str,
+    record: NodeRecord,
+    *,
+    attempt_dir: Path | None,
+    max_output_bytes: int,
+    halted: str | None = None,
+) -> Detail:
+    """The pane of a script run's step: its journaled facts (kind, digest, facts, edges,
+    recovery) as the definition, its state, how often it was replayed, and the artifacts of its
+    latest attempt (``value`` is the attempt's ``value.json``: ``{"output", "value"}``)."""
+    step = step_json(record)
+    if step is None:
+        msg = f"node {name!r} is no script step"
+        raise NotFound(msg)
+    current = record.current
+    definition: dict[str, Any] = {"kind": step["kind"], "digest": step["digest"]}
+    definition.update(
+        {key: value if isinstance(value, str) else json.dumps(value) for key, value in step["facts"].items()}
+    )
+    definition["after"] = list(step["after"])
+    definition["recovery"] = step["recovery"] or "(default)"
+    detail: Detail = {
+        "node": name,
+        "kind": step["kind"],
+        "state": record.state.value,
+        "reason": record.reason,
+        "attempt": record.attempt,
+        "live": record.state is NodeState.RUNNING and halted is None,
+        "definition": definition,
+        "attempts": [a.to_json() for a in record.attempts],
+        "exit": current.exit if current is not None else None,
+        "answer": None,
+        "raw_answer": None,
+        "usage": None,
+        "stdout": None,
+        "stderr": None,
+        "has_value": False,
+        "value": None,
+        "reused_from": None,
+        "approval": None,
+        "step": step,
+        "replayed": record.replayed,
+    }
+    if halted is not None:
+        detail["halted"] = halted
+    if attempt_dir is None or record.attempt == 0:
+        return detail
+    exit_info = detail["exit"] if isinstance(detail["exit"], dict) else {}
+    detail["stdout"] = _read_stream(
+        attempt_dir / "stdout",
+        limit=PANE_BYTES,
+        truncated=bool(exit_info.get("stdout_truncated")),
+        node_limit=max_output_bytes,
+    )
+    detail["stderr"] = _read_stream(
+        attempt_dir / "stderr",
+        limit=PANE_BYTES,
+        truncated=bool(exit_info.get("stderr_truncated")),
+        node_limit=max_output_bytes,
+    )
+    detail["answer"] = _read_stream(
+        attempt_dir / "answer.md", limit=ANSWER_BYTES, truncated=False, node_limit=max_output_bytes
+    )
+    has_usage, usage = _read_json(attempt_dir / "usage.json")
+    detail["usage"] = usage if has_usage else None
+    has_value, value = _read_json(attempt_dir / "value.json")
+    detail["has_value"] = has_value
+    detail["value"] = value
+    return detail
+
+
 def node_detail(
     graph: Graph,
     name: str,
@@ -506,10 +665,32 @@ def node_detail(
     *,
     attempt_dir: Path | None = None,
     source_dir: Path | None = None,
+    halted: str | None = None,
 ) -> Detail:
     """The pane of node ``name``: its frozen definition, its state when ``record`` is given, and
     the artifacts of the attempt in ``attempt_dir`` (none for a plan); for a reused attempt,
-    ``source_dir`` (:func:`reused_source_dir`) holds what its own folder lacks."""
+    ``source_dir`` (:func:`reused_source_dir`) holds what its own folder lacks. A script run's
+    step (``graph.script`` set) has the pane of :func:`step_detail` (``halted``: why the run
+    stopped at it).
+
+    Raises
+    ------
+    NotFound
+        A script run has no step ``name`` (yet).
+    """
+    if graph.script is not None:
+        if record is None:
+            msg = f"the script run has no step named {name!r} (yet)"
+            raise NotFound(msg)
+        facts = (record.step or {}).get("facts") or {}
+        limit = facts.get("max_output_bytes") if isinstance(facts, dict) else None
+        return step_detail(
+            name,
+            record,
+            attempt_dir=attempt_dir,
+            max_output_bytes=limit if isinstance(limit, int) else graph.script.max_output_bytes,
+            halted=halted,
+        )
     return load_detail(
         node=graph.node(name), record=record or NodeRecord(), attempt_dir=attempt_dir, source_dir=source_dir
     )
@@ -541,6 +722,9 @@ async def read_node_detail(service: Service, run: str, name: str) -> Detail:
     attempt = await service.node_attempt(run, name)
     graph = await service.run_graph(attempt.run_id)
     source = await reused_source_dir(service, attempt.record)
+    halted = None
+    if graph.script is not None:
+        halted = _halted_by_step(await service.status(attempt.run_id)).get(name)
     return await asyncio.to_thread(
-        node_detail, graph, name, attempt.record, attempt_dir=attempt.folder, source_dir=source
+        node_detail, graph, name, attempt.record, attempt_dir=attempt.folder, source_dir=source, halted=halted
     )

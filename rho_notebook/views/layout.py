@@ -16,16 +16,19 @@ Nothing here imports IPython or ipywidgets.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import networkx as nx  # type: ignore[import-untyped]
 
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.run_state import RunState
 from rho_notebook.service.wire import WireLayout
 
 __all__ = [
@@ -35,8 +38,10 @@ __all__ = [
     "PlacedEdge",
     "Layout",
     "specs_of",
+    "step_specs",
     "layered_layout",
     "layout_graph",
+    "layout_steps",
 ]
 
 Direction = Literal["TB", "LR"]
@@ -146,6 +151,30 @@ def specs_of(graph: Graph) -> list[NodeSpec]:
     ]
 
 
+def step_specs(state: RunState) -> list[NodeSpec]:
+    """The steps of a script run as node specs, in arrival order (the order their nodes first
+    appeared in the journal); a step's needs are the earlier steps named in its ``after``."""
+    specs: list[NodeSpec] = []
+    seen: set[str] = set()
+    for name, record in state.nodes.items():
+        step = record.step or {}
+        after = [key for key in step.get("after") or () if isinstance(key, str) and key in seen]
+        specs.append(NodeSpec(name=name, needs=tuple(dict.fromkeys(after)), kind=str(step.get("kind") or "step")))
+        seen.add(name)
+    return specs
+
+
+def layout_steps(state: RunState, *, direction: Direction = "TB", digest: str | None = None) -> Layout:
+    """Lay out the steps a script run has so far (see :func:`step_specs`); a new step is a new
+    layout. With ``digest`` (the graph's), kept like :func:`layout_graph`'s, by the steps too."""
+    specs = step_specs(state)
+    if digest is None:
+        return layered_layout(specs, direction=direction)
+    shape = json.dumps([[spec.name, spec.kind, list(spec.needs)] for spec in specs], separators=(",", ":"))
+    key = f"{digest}/steps/{hashlib.sha256(shape.encode()).hexdigest()}"
+    return _kept_layout(key, direction, lambda: layered_layout(specs, direction=direction))
+
+
 def layout_graph(graph: Graph, *, direction: Direction = "TB", digest: str | None = None) -> Layout:
     """Lay out a frozen graph (see :func:`layered_layout`).
 
@@ -154,13 +183,17 @@ def layout_graph(graph: Graph, *, direction: Direction = "TB", digest: str | Non
     """
     if digest is None:
         return layered_layout(specs_of(graph), direction=direction)
+    return _kept_layout(digest, direction, lambda: layered_layout(specs_of(graph), direction=direction))
+
+
+def _kept_layout(digest: str, direction: Direction, make: Callable[[], Layout]) -> Layout:
     key = (digest, direction)
     with _kept_lock:
         found = _kept.get(key)
         if found is not None:
             _kept.move_to_end(key)
             return found
-    laid = layered_layout(specs_of(graph), direction=direction)
+    laid = make()
     with _kept_lock:
         _kept[key] = laid
         while len(_kept) > LAYOUTS_KEPT:

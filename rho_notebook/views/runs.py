@@ -8,18 +8,13 @@ Python API's ``rho.show`` and the run picker of the DAG widget all choose runs t
 
 from __future__ import annotations
 
-import json
-
 from rho_notebook.errors import NotFound
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import RunsQuery, Service
-from rho_notebook.service.wire import ResultJson, RunRowJson
-from rho_notebook.views.text import node_status_line
+from rho_notebook.service.wire import ResultJson, RunRowJson, node_order
+from rho_notebook.views.text import OUTPUT_CHARS, decision_lines, node_status_line, output_text
 
 __all__ = ["OUTPUT_CHARS", "workflow_runs", "latest_run", "run_choice_label", "run_show_text"]
-
-OUTPUT_CHARS = 400
-"""At most this many characters of one output value in the text of a shown run."""
 
 
 async def workflow_runs(service: Service, *, workflow: str | None, workspace_key: str | None) -> list[RunRowJson]:
@@ -66,17 +61,18 @@ def run_choice_label(row: RunRowJson) -> str:
 
 def run_show_text(state: RunState, result: ResultJson) -> str:
     """What ``%workflow show`` prints under the DAG (and all a text front end sees): the run,
-    every node's status line and the validated outputs, read from the store."""
+    every node's status line (a script run's steps in arrival order), the validated outputs, a
+    script run's emitted output and the steps it needs a decision on, read from the store."""
     outcome = f" · outcome {state.outcome}" if state.outcome else ""
     lines = [
         f"run {state.run_id} of workflow {state.workflow} · {state.lifecycle.value}{outcome} "
         "(from the store: nothing re-executed)"
     ]
-    lines.extend(node_status_line(name, record) for name, record in sorted(state.nodes.items()))
+    lines.extend(node_status_line(name, state.nodes[name]) for name in node_order(state))
     for name, node in result["nodes"].items():
         if "output" in node:
-            value = json.dumps(node["output"], sort_keys=True)
-            if len(value) > OUTPUT_CHARS:
-                value = value[: OUTPUT_CHARS - 1] + "…"
-            lines.append(f"  output of {name}: {value}")
+            lines.append(f"  output of {name}: {output_text(node['output'], limit=OUTPUT_CHARS)}")
+    if "output" in result:
+        lines.append(f"  output of the script: {output_text(result['output'], limit=OUTPUT_CHARS)}")
+    lines.extend(decision_lines(state))
     return "\n".join(lines)

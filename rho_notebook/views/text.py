@@ -9,13 +9,27 @@ a private shorthand, so what is shown can be pasted back into a workflow.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
 from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
-from rho_notebook.model.run_state import NodeRecord
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.schema import EnumSchema, ListSchema, OptionalSchema, RecordSchema, Schema, StdoutJsonSchema
 
-__all__ = ["condition_text", "template_text", "schema_text", "reference_text", "node_status_line", "provenance_text"]
+__all__ = [
+    "condition_text",
+    "template_text",
+    "schema_text",
+    "reference_text",
+    "node_status_line",
+    "provenance_text",
+    "decision_lines",
+    "output_text",
+    "OUTPUT_CHARS",
+]
+
+OUTPUT_CHARS = 400
+"""At most this many characters of one output value in a status text (``result`` shows it whole)."""
 
 
 def reference_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
@@ -83,11 +97,38 @@ def provenance_text(record: NodeRecord) -> str:
     return "; ".join(parts)
 
 
+def output_text(value: Any, *, limit: int | None = OUTPUT_CHARS) -> str:
+    """A JSON value on one line, cut with an ellipsis past ``limit`` characters (None: whole)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> list[str]:
+    """What ``status`` says of a script run that needs a decision: every halted step with why,
+    and the exact command that goes on; empty for any other run."""
+    if not state.halted:
+        return []
+    lines = ["needs a decision: the run stopped at these steps"]
+    for halted in state.halted:
+        lines.append(f"  {halted.get('step', '')}: {halted.get('why', '')}")
+    decide = " ".join(f"--decide {halted.get('step', '')}=rerun|skip" for halted in state.halted)
+    lines.append("decide (rerun: run the step once more; skip: go on with its stored result) and resume with:")
+    lines.append(f"  {command} {state.run_id} {decide}")
+    return lines
+
+
 def node_status_line(name: str, record: NodeRecord) -> str:
-    """One node of ``status``: name, state, attempt, exit code, UNCERTAIN, provenance and reason."""
+    """One node of ``status``: name, state, attempt, exit code, UNCERTAIN, provenance, a script
+    step's kind and replays, and reason."""
     code = record.exit_code()
     current = record.current
     extra = f"  exit {code}" if code is not None else ""
+    if record.step is not None:
+        extra += f"  {record.step.get('kind', 'step')} step"
+        if record.replayed:
+            extra += f"  replayed {record.replayed}x"
     note = "  UNCERTAIN" if current is not None and current.uncertain and not current.abandoned else ""
     provenance = provenance_text(record)
     source = f"  {provenance}" if provenance else ""

@@ -9,7 +9,8 @@ on the kernel's main thread (construction and front-end message handlers).
 
 Messages, front end -> kernel: ``{"kind": "hello"}`` (answered with a ``snapshot``),
 ``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``.
-Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``).
+Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``, and
+``layout`` when a script run's layout grew: a new step is a new node).
 
 Parent headers: the widget remembers the cell that created it; what it sends from another thread
 (patches from the pump, the final snapshot's ``update_display``) carries that cell's parent,
@@ -31,6 +32,7 @@ import anywidget
 import traitlets
 
 from rho_notebook.views.dag import DagView
+from rho_notebook.views.layout import Layout
 from rho_notebook.widgets._call import with_static_views
 from rho_notebook.widgets._parent import current_parent, guard_kernel_parent, owner_parent, send_comm_msg
 from rho_notebook.widgets.svg import counts_line, render_svg
@@ -39,7 +41,7 @@ __all__ = ["DagWidget", "STATIC"]
 
 STATIC = Path(__file__).with_name("static")
 
-_COPIED = ("nodes", "run", "detail")
+_COPIED = ("nodes", "run", "detail", "graph_layout")
 
 
 class DagWidget(anywidget.AnyWidget):
@@ -69,6 +71,8 @@ class DagWidget(anywidget.AnyWidget):
         loads a node's pane, ``on_action("cancel" | "resume")`` acts on the run."""
         self.lock = lock or threading.RLock()
         self.layout_data = view.layout
+        self.growing = view.script
+        """A script run: its layout grows as steps launch (:meth:`grow`)."""
         self._on_select = on_select
         self._on_action = on_action
         self._display_ids: list[str] = []
@@ -111,6 +115,15 @@ class DagWidget(anywidget.AnyWidget):
 
     # -- messages ---------------------------------------------------------------------------------
 
+    def grow(self, layout: Layout) -> dict[str, Any]:
+        """Take a script run's new layout (a step appeared); call under :attr:`lock`. The trait
+        is changed in place (any thread), so the caller sends the returned wire layout in its patch."""
+        self.layout_data = layout
+        wire = dict(layout.to_wire())
+        self.graph_layout.clear()
+        self.graph_layout.update(wire)
+        return wire
+
     def send_patch(self, patch: dict[str, Any]) -> None:
         """Send one patch (built under :attr:`lock` by the caller); safe from any thread."""
         self.send({"kind": "patch", **patch})
@@ -127,12 +140,15 @@ class DagWidget(anywidget.AnyWidget):
 
     def _snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {
+            snapshot = {
                 "kind": "snapshot",
                 "nodes": copy.deepcopy(self.nodes),
                 "run": copy.deepcopy(self.run),
                 "detail": copy.deepcopy(self.detail),
             }
+            if self.growing:
+                snapshot["layout"] = copy.deepcopy(self.graph_layout)
+            return snapshot
 
     def _handle_front_end(self, _widget: object, content: dict[str, Any], _buffers: object) -> None:
         kind = content.get("kind")
@@ -163,7 +179,9 @@ class DagWidget(anywidget.AnyWidget):
             subtitle = f"run {str(run.get('run_id', ''))[:13]} · {run.get('lifecycle', '')}"
             if run.get("outcome"):
                 subtitle += f" · outcome {run['outcome']}"
-        return render_svg(self.layout_data, states=self.states(), title=self.title, subtitle=subtitle)
+        with self.lock:
+            halted = [name for name, view in self.nodes.items() if view.get("halted")]
+        return render_svg(self.layout_data, states=self.states(), title=self.title, subtitle=subtitle, halted=halted)
 
     def snapshot_html(self) -> str:
         names = [node.name for node in self.layout_data.nodes]

@@ -23,8 +23,10 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 from rho_notebook.errors import RhoError, RunRefused
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import RunsQuery, Service
 from rho_notebook.service.wire import LIVE_LIFECYCLES
+from rho_notebook.views.text import decision_lines
 from rho_notebook.widgets._call import call, with_static_views
 
 __all__ = ["HubSession", "Hub"]
@@ -126,6 +128,11 @@ class Hub(widgets.VBox):  # type: ignore[misc]
             text = f"<code>{escape(state.lifecycle.value)}</code> · <code>{escape(run_id[:13])}</code> {escape(state.workflow)}"
             if state.outcome:
                 text += f" · {escape(state.outcome)}"
+            if state.lifecycle is Lifecycle.NEEDS_DECISION:
+                # a script run stopped at steps it cannot decide alone: name them and the command
+                lines = decision_lines(state)
+                steps = ", ".join(escape(line.strip()) for line in lines[1:-2])
+                text += f" · <b>needs a decision</b>: {steps} · <code>{escape(lines[-1].strip())}</code>"
             watch = _button(
                 f"Watch {state.lifecycle.value} · {run_id[:8]}", icon="eye", tooltip=f"open the DAG of run {run_id}"
             )

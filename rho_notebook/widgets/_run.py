@@ -41,6 +41,8 @@ __all__ = ["RunHandleLike", "RunController", "JournalWatch"]
 Listener = Callable[[dict[str, Any]], None]
 _LIVE = tuple(lifecycle.value for lifecycle in LIVE_LIFECYCLES)
 _WATCHED = (*_LIVE, "planned")
+_STOPPED = ("completed", "needs_decision")
+"""Lifecycles in which the run has stopped: the saved snapshot is refreshed."""
 _PLANNED_PATIENCE = 30.0
 """Seconds a watch keeps polling a created run that no owner has started."""
 
@@ -139,7 +141,7 @@ class RunController:
 
     def _make_tracker(self, state: RunState) -> RunTracker:
         started, ended = run_times(call(self.service.journal(self.run_id)).events)
-        return RunTracker(state, started_at=started, ended_at=ended)
+        return RunTracker(state, started_at=started, ended_at=ended, graph=self.graph)
 
     # -- runner thread ----------------------------------------------------------------------------
 
@@ -162,8 +164,10 @@ class RunController:
         if tracker is None:
             return
         with widget.lock:
+            layout = tracker.take_layout(digest=self.graph_digest)
             nodes, run = tracker.take()
             output_dirty, tracker.output_dirty = tracker.output_dirty, set()
+            grown = widget.grow(layout) if layout is not None else None
             if nodes:
                 widget.nodes.update(nodes)
             if run:
@@ -171,6 +175,8 @@ class RunController:
             selected = widget.selected
             lifecycle = widget.run.get("lifecycle")
         patch: dict[str, Any] = {}
+        if grown is not None:
+            patch["layout"] = grown
         if nodes:
             patch["nodes"] = nodes
         if run:
@@ -190,7 +196,7 @@ class RunController:
         if patch:
             patch["now"] = _now()
             widget.send_patch(patch)
-        if lifecycle == "completed" and not self._finished:
+        if lifecycle in _STOPPED and not self._finished:
             self._finished = True
             widget.refresh_static()
 
@@ -233,12 +239,21 @@ class RunController:
         with self.widget.lock:
             record = tracker.state.nodes.get(name)
             record = None if record is None else _copy_record(record)
+            view = tracker.nodes.get(name)
+            halted = view.get("halted") if view is not None else None
         if record is None:
             return {}
         attempt_dir = self.folder.attempt_dir(name, record.attempt) if record.attempt else None
         reused = record.current is not None and record.current.reused_from is not None
         source_dir = call(reused_source_dir(self.service, record)) if reused else None
-        detail: Detail = node_detail(self.graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir)
+        detail: Detail = node_detail(
+            self.graph,
+            name,
+            record,
+            attempt_dir=attempt_dir,
+            source_dir=source_dir,
+            halted=halted,
+        )
         if detail.get("live") and attempt_dir is not None:
             tails = {}
             for stream in ("stdout", "stderr"):
@@ -285,6 +300,15 @@ class RunController:
             self._note(
                 "needs recovery: inspect the uncertain attempts, make sure no earlier process remains, then "
                 f"`%workflow resume {self.run_id[:13]} --recover-uncertain --yes`"
+            )
+            return
+        if lifecycle == "needs_decision":
+            halted = self.widget.run.get("halted") or []
+            decide = " ".join(f"--decide {h.get('step')}=rerun|skip" for h in halted) or "--decide STEP=rerun|skip"
+            self._note(
+                "needs a decision: "
+                + "; ".join(f"{h.get('step')} ({h.get('why')})" for h in halted)
+                + f": `rho-notebook resume {self.run_id} {decide}`"
             )
             return
         digest = self.graph_digest

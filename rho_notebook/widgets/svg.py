@@ -9,12 +9,12 @@ styles only, no scripts, no external fonts.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from html import escape
 
 from rho_notebook.views.layout import Layout
 
-__all__ = ["STATE_STYLE", "STATES", "render_svg", "counts_line"]
+__all__ = ["STATE_STYLE", "DECISION_STYLE", "STATES", "render_svg", "counts_line"]
 
 STATES = ("pending", "ready", "running", "success", "failure", "denial", "cancellation", "skipped", "blocked")
 
@@ -30,6 +30,9 @@ STATE_STYLE: dict[str, tuple[str, str, str]] = {
     "skipped": ("#f8fafc", "#94a3b8", "\u21b7"),
     "blocked": ("#ffedd5", "#ea580c", "\u2297"),
 }
+
+DECISION_STYLE = ("#fef08a", "#a16207", "?")
+"""A script run's halted step (needs decision): js/src/model.ts DECISION_STYLE has the same values."""
 
 _MAX_HEIGHT = 2400.0
 _HEADER = 44.0
@@ -56,9 +59,17 @@ def _path(points: tuple[tuple[float, float], ...], direction: str) -> str:
     return "".join(parts)
 
 
-def render_svg(layout: Layout, *, states: Mapping[str, str] | None = None, title: str = "", subtitle: str = "") -> str:
+def render_svg(
+    layout: Layout,
+    *,
+    states: Mapping[str, str] | None = None,
+    title: str = "",
+    subtitle: str = "",
+    halted: Collection[str] = (),
+) -> str:
     """An SVG document of the DAG: every node (coloured and marked by state), reduced edges
-    (condition edges dashed), a legend line and counts by state in a header."""
+    (condition edges dashed), a legend line and counts by state in a header; the ``halted``
+    steps of a script run that needs a decision are drawn (and counted) in their own style."""
     states = states or {}
     names = [node.name for node in layout.nodes]
     width = max(layout.width, 520.0)
@@ -82,6 +93,13 @@ def render_svg(layout: Layout, *, states: Mapping[str, str] | None = None, title
             f'<text x="{legend_x + 4:g}" y="35" fill="#111827" font-size="10">{escape(label)}</text></g>'
         )
         legend_x += len(label) * 7 + 14
+    if halted:
+        fill, stroke, icon = DECISION_STYLE
+        label = f"{icon} needs decision {len(halted)}"
+        out.append(
+            f'<g class="legend"><rect x="{legend_x:g}" y="24" width="{len(label) * 7 + 8}" height="15" rx="3" fill="{fill}" stroke="{stroke}"/>'
+            f'<text x="{legend_x + 4:g}" y="35" fill="#111827" font-size="10">{escape(label)}</text></g>'
+        )
     out.append(f'<g transform="translate(0,{_HEADER:g})">')
     out.append('<g class="edges" fill="none" stroke="#6b7280" stroke-width="1.2">')
     for edge in layout.edges:
@@ -93,6 +111,10 @@ def render_svg(layout: Layout, *, states: Mapping[str, str] | None = None, title
         state = states.get(node.name, "pending")
         fill, stroke, icon = STATE_STYLE.get(state, STATE_STYLE["pending"])
         dash = ' stroke-dasharray="3,2"' if state == "skipped" else ""
+        if node.name in halted:
+            fill, stroke, icon = DECISION_STYLE
+            dash = ' stroke-dasharray="5,3"'
+
         label = node.name if len(node.name) <= max_chars else node.name[: max_chars - 1] + "\u2026"
         out.append(
             f'<g class="node" data-name="{escape(node.name)}" data-state="{state}">'

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from tests.cli.runhelp import plan_id, run, start_run, wait_for_event
 from tests.conftest import REPO, Project, star
@@ -57,16 +56,16 @@ def test_events_follow_streams_a_live_run_until_it_completes(project: Project) -
 
 
 def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
+    # the node cannot finish before the test creates `go`, so "first" arriving proves live following
     project.write(
         "wf.star",
         star(
-            f'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "echo first; sleep 1; echo second >&2; echo third", {C})])'
+            f'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"], command = "echo first; while [ ! -e go ]; do sleep 0.05; done; echo second >&2; echo third", {C})])'
         ),
     )
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
-    started = time.monotonic()
     follower = subprocess.Popen(
         [sys.executable, "-m", "rho_notebook", "logs", run_id, "s", "--follow"],
         cwd=project.root,
@@ -75,12 +74,14 @@ def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert follower.stdout is not None
-    first = follower.stdout.readline()
-    assert first == "first\n" and time.monotonic() - started < 5
-    out, err = follower.communicate(timeout=30)
+    assert follower.stdout is not None and follower.stderr is not None
+    assert follower.stdout.readline() == "first\n"
+    (project.root / "go").touch()
+    # read through the same buffered file objects (communicate() would bypass their buffers)
+    assert follower.stdout.read() == "third\n"
+    assert follower.stderr.read() == "second\n"
+    assert follower.wait(timeout=30) == 0
     proc.wait(timeout=30)
-    assert out == "third\n" and err == "second\n"
 
 
 def test_delete_refuses_live_run_and_removes_finished_ones(project: Project) -> None:

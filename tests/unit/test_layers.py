@@ -21,6 +21,8 @@ PACKAGE = ROOT / "rho_notebook"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 FRONT_END_MAY_USE = frozenset({"service", "model", "views", "errors", "oshelpers"})
+STANDALONE = "script"
+"""The one layer that imports nothing of ours, not even the base: it runs in a script's interpreter."""
 EXTRA_FRONT_END_EDGES = {("notebook", "widgets")}
 """The one exception the page names: the notebook displays widgets."""
 
@@ -81,6 +83,9 @@ def violations(owner: str, source: str, layers: Layers) -> list[str]:
             bad.append(f"{owner}:{line}: relative import {target!r}; import rho_notebook.... by name")
             continue
         theirs = top(target)
+        if mine == STANDALONE and theirs != mine:
+            bad.append(f"{owner}:{line}: {mine} may import nothing of rho_notebook but itself, not {target}")
+            continue
         if theirs == mine or theirs in ("errors", "oshelpers"):
             continue
         if mine in ("", "__main__"):
@@ -115,7 +120,7 @@ def test_the_table_names_every_package() -> None:
     tops = {top(dotted) for dotted, _ in modules()} - {"", "__main__"}
     named = set(LAYERS.rank) | LAYERS.front_ends
     assert tops <= named, f"packages missing from docs/architecture.md: {sorted(tops - named)}"
-    assert LAYERS.rank["errors"] == 0 and LAYERS.rank["model"] == 1
+    assert LAYERS.rank[STANDALONE] == 0 and LAYERS.rank["errors"] == 1 and LAYERS.rank["model"] == 2
     assert LAYERS.rank["runtime"] < LAYERS.rank["service"] < LAYERS.rank["views"]
 
 
@@ -140,6 +145,9 @@ def test_every_import_follows_the_layer_order() -> None:
         ),
         ("rho_notebook.widgets._dag", "import rho_notebook.notebook.api\n"),
         ("rho_notebook.service.service", "from rho_notebook.views.dag import node_view\n"),
+        ("rho_notebook.script._steps", "from rho_notebook.errors import RhoError\n"),
+        ("rho_notebook.script._channel", "def f():\n    import rho_notebook.oshelpers\n"),
+        ("rho_notebook.script", "from rho_notebook.model.schema import Schema\n"),
     ],
 )
 def test_an_upward_import_is_caught(owner: str, source: str) -> None:
@@ -156,10 +164,48 @@ def test_an_upward_import_is_caught(owner: str, source: str) -> None:
         ("rho_notebook.notebook.display", "def f():\n    from rho_notebook.widgets import show\n"),
         ("rho_notebook.runtime.owner", "from rho_notebook.store.runs import RunStore\n"),
         ("rho_notebook.views.dag", "from rho_notebook.service.wire import NodeView\n"),
+        ("rho_notebook.script", "from rho_notebook.script._steps import run_step\n"),
     ],
 )
 def test_a_downward_import_is_allowed(owner: str, source: str) -> None:
     assert violations(owner, source, LAYERS) == []
+
+
+def stdlib_violations(owner: str, source: str) -> list[str]:
+    """Imports in ``owner`` of anything but the standard library and its own package."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in sys.stdlib_module_names or name == "__future__":
+                continue
+            if name == f"rho_notebook.{STANDALONE}" or name.startswith(f"rho_notebook.{STANDALONE}."):
+                continue
+            bad.append(f"{owner}:{node.lineno}: {STANDALONE} imports only the standard library, not {name}")
+    return bad
+
+
+def test_the_script_shim_imports_only_the_standard_library() -> None:
+    shim = [(dotted, path) for dotted, path in modules() if top(dotted) == STANDALONE]
+    assert shim, "rho_notebook/script is missing"
+    bad = [problem for dotted, path in shim for problem in stdlib_violations(dotted, path.read_text(encoding="utf-8"))]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import pydantic\n", "def f():\n    from starlark import Module\n", "from rho_notebook import errors\n"],
+)
+def test_a_third_party_import_in_the_script_shim_is_caught(source: str) -> None:
+    found = stdlib_violations("rho_notebook.script._steps", source) + violations(
+        "rho_notebook.script._steps", source, LAYERS
+    )
+    assert found, f"{source!r} in the script shim should be refused"
 
 
 def test_headless_import_loads_no_jupyter_framework() -> None:
