@@ -17,6 +17,11 @@ client whose reused connection turns out closed before it got any answer may sen
 one. Connections are served concurrently (a script's thread pool may have many step calls in
 flight); what a request means is the driver's business (:mod:`rho_notebook.runtime.script_driver`).
 
+The server is a plain :class:`asyncio.Protocol`: a request its handler answers at once (a replayed
+step: the handler returns a dict) is answered inside ``data_received``, with no task and no extra
+turn of the loop; one that needs waiting (the handler returns an awaitable) runs as a task, and the
+connection reads nothing more until its answer is written, so answers keep the order of requests.
+
 A run folder can sit deeper than a socket address allows (108 bytes on Linux). The socket is then
 bound and reached through the owner's descriptor of the ``script`` folder
 (``/proc/<owner pid>/fd/<n>/channel.sock``): same file, shorter address.
@@ -44,8 +49,9 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 _MAX_ADDRESS = 100
 """Longest socket path bound directly (sun_path holds 108 bytes with its terminator)."""
 
-ChannelHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Answers one authenticated request (the token is checked and removed)."""
+ChannelHandler = Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]
+"""Answers one authenticated request (the token is checked and removed): the answer itself when it
+is known at once, else an awaitable of it."""
 
 
 class ScriptChannel:
@@ -55,11 +61,12 @@ class ScriptChannel:
         self.folder = run_folder / "script"
         self.socket_path = self.folder / "channel.sock"
         self.token = secrets.token_hex(32)
+        self._token = self.token.encode()
         self.address = str(self.socket_path)
         """What the script process connects to (``RHO_SCRIPT_CHANNEL``)."""
         self._handler = handler
         self._server: asyncio.base_events.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: set[_Connection] = set()
         """Open connections: closed with the channel (a script's child may still hold one)."""
         self._dir_fd: int | None = None
 
@@ -78,7 +85,8 @@ class ScriptChannel:
             self.address = f"/proc/{os.getpid()}/fd/{self._dir_fd}/channel.sock"
         old = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=bind, limit=MAX_REQUEST_BYTES + 1)
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_unix_server(lambda: _Connection(self), path=bind)
         finally:
             os.umask(old)
         os.chmod(self.socket_path, 0o600)
@@ -86,8 +94,8 @@ class ScriptChannel:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-            for writer in list(self._writers):
-                writer.close()
+            for connection in list(self._connections):
+                connection.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)
             self._server = None
@@ -97,35 +105,8 @@ class ScriptChannel:
             os.close(self._dir_fd)
             self._dir_fd = None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            while True:
-                answer, keep = await self._answer(reader)
-                if answer is None:
-                    break  # the client closed the connection between requests
-                writer.write(json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n")
-                await writer.drain()
-                if not keep:
-                    break
-        except (ConnectionError, OSError):
-            pass  # the script went away (stopped, cancelled): nobody is left to answer
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[dict[str, Any] | None, bool]:
-        """(answer, keep the connection open); (None, False) at a clean end of the connection."""
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.LimitOverrunError:
-            return {"ok": False, "error": "invalid", "message": f"request longer than {MAX_REQUEST_BYTES} bytes"}, False
-        except asyncio.IncompleteReadError as err:
-            if not err.partial:
-                return None, False
-            return {"ok": False, "error": "invalid", "message": "request not terminated by a newline"}, False
+    def _answer(self, line: bytes) -> tuple[dict[str, Any] | Awaitable[dict[str, Any]], bool]:
+        """(the answer or an awaitable of it, keep the connection open) for one request line."""
         try:
             request = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -133,9 +114,111 @@ class ScriptChannel:
         if not isinstance(request, dict):
             return {"ok": False, "error": "invalid", "message": "request is not one JSON object"}, False
         token = request.pop("token", None)
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._token):
             return {"ok": False, "error": "refused", "message": "wrong channel token"}, False
         try:
-            return await self._handler(request), True
+            return self._handler(request), True
         except Exception as err:  # a driver bug must answer the script, not hang it
-            return {"ok": False, "error": "internal", "message": f"{type(err).__name__}: {err}"}, True
+            return _internal(err), True
+
+
+def _internal(err: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": "internal", "message": f"{type(err).__name__}: {err}"}
+
+
+def _encode(answer: dict[str, Any]) -> bytes:
+    return json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+
+
+class _Connection(asyncio.Protocol):
+    """One script thread's connection: splits JSON lines and answers them in order."""
+
+    def __init__(self, channel: ScriptChannel) -> None:
+        self._channel = channel
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiting: asyncio.Future[dict[str, Any]] | None = None
+        """The task answering the current request; later lines wait for it."""
+        self._eof = False
+        self._done = False
+        """Refused, malformed or ended: nothing more is read or answered."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._channel._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._channel._connections.discard(self)
+        self._transport = None
+        self._done = True
+
+    def data_received(self, data: bytes) -> None:
+        if self._done:
+            return
+        self._buffer += data
+        self._serve()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._serve()
+        return True  # half-closed: the answers still owed are written, then the connection closes
+
+    def close(self) -> None:
+        self._done = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def _serve(self) -> None:
+        """Answer every complete line in the buffer, until one has to wait for its answer."""
+        while not self._done and self._waiting is None:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                if len(self._buffer) > MAX_REQUEST_BYTES:
+                    self._refuse(f"request longer than {MAX_REQUEST_BYTES} bytes")
+                elif self._eof:
+                    if self._buffer:
+                        self._refuse("request not terminated by a newline")
+                    else:
+                        self.close()  # the client closed the connection between requests
+                return
+            if end > MAX_REQUEST_BYTES:
+                self._refuse(f"request longer than {MAX_REQUEST_BYTES} bytes")
+                return
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            answer, keep = self._channel._answer(line)
+            if isinstance(answer, dict):
+                self._write(answer, keep)
+            else:
+                self._waiting = asyncio.ensure_future(answer)
+                self._waiting.add_done_callback(self._answered)
+                if self._transport is not None:
+                    self._transport.pause_reading()  # nothing more is read until this is answered
+
+    def _answered(self, task: asyncio.Future[dict[str, Any]]) -> None:
+        self._waiting = None
+        if task.cancelled():
+            answer = {"ok": False, "error": "cancelled"}
+        elif task.exception() is not None:
+            answer = _internal(task.exception() or RuntimeError())
+        else:
+            answer = task.result()
+        self._write(answer, True)
+        if self._transport is not None and not self._done:
+            self._transport.resume_reading()
+        self._serve()
+
+    def _refuse(self, message: str) -> None:
+        self._write({"ok": False, "error": "invalid", "message": message}, False)
+
+    def _write(self, answer: dict[str, Any], keep: bool) -> None:
+        if self._done or self._transport is None:
+            return
+        try:
+            data = _encode(answer)
+        except (TypeError, ValueError) as err:
+            data = _encode(_internal(err))
+        self._transport.write(data)
+        if not keep:
+            self.close()

@@ -13,11 +13,12 @@ execution:
    the interpreter with the harness in script mode, supervised like a Python node (verified
    interpreter, process group, timeout, bounded output into ``<run>/script/stdout|stderr``).
 4. Each step call is prepared (:class:`~rho_notebook.runtime.script_steps.StepRunner`) and
-   decided (:func:`~rho_notebook.runtime.script_replay.decide_call`): *replay* journals
-   ``step_replayed`` and answers the stored ``value.json``; *execute* journals ``node_launched``
-   with the step's facts and fsyncs it BEFORE the step's work starts, runs it, writes
-   ``value.json`` (``{"output", "value"}``), journals ``node_finished`` and answers; *halt*
-   journals ``step_halted`` and the run stops with ``run_halted`` (lifecycle
+   decided (:func:`~rho_notebook.runtime.script_replay.decide_call`): *replay* answers the
+   stored ``value.json`` (read ahead in a thread while the interpreter starts) and journals
+   ``step_replayed`` right after the answer is written, before anything more is read; *execute*
+   journals ``node_launched`` with the step's facts and fsyncs it BEFORE the step's work starts,
+   runs it, writes ``value.json`` (``{"output", "value"}``), journals ``node_finished`` and
+   answers; *halt* journals ``step_halted`` and the run stops with ``run_halted`` (lifecycle
    ``needs_decision``); *diverge* journals ``step_diverged`` and the run fails.
 5. When the script process ends: ``script_exited``, then the outcome: ``success`` when it exited
    0, nothing diverged and every step called in this execution ended in success (or was
@@ -53,6 +54,7 @@ from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ScriptSpec
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
+from rho_notebook.oshelpers import read_fd
 from rho_notebook.policy.approvals import ApprovalDecision, who_am_i
 from rho_notebook.policy.permission import LaunchDecision, PermissionMode
 from rho_notebook.runtime.driver import RunDriver, failpoint
@@ -69,7 +71,7 @@ from rho_notebook.runtime.script_replay import (
 )
 from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
 from rho_notebook.runtime.wakeup import OwnerControl
-from rho_notebook.store.files import atomic_write_json, ensure_private_dir, read_nofollow
+from rho_notebook.store.files import atomic_write_json, ensure_private_dir, open_regular, read_nofollow
 
 __all__ = ["MAX_OUTPUT_BYTES", "SCRIPT_NODE", "QuickSteps", "ScriptDriver", "Steps", "script_facts"]
 
@@ -78,6 +80,9 @@ SCRIPT_NODE = "(script)"
 key: those follow the node-name grammar)."""
 
 _STDERR_TAIL = 4096
+
+_READ_AHEAD_BYTES = 32 * 1024 * 1024
+"""Most bytes of stored step values read ahead of their replays in one execution."""
 
 MAX_OUTPUT_BYTES = 1_048_576
 """Largest ``emit_output`` value (as JSON) journaled as the run's output."""
@@ -187,6 +192,10 @@ class ScriptDriver(RunDriver):
     _inflight: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
     _quick: tuple[QuickSteps | None] | None = field(init=False, default=None)
     """``steps`` when it is a :class:`QuickSteps` (asked once: a runtime protocol check is slow)."""
+    _stored: dict[tuple[str, int], bytes] = field(init=False, default_factory=dict)
+    """(step key, attempt) -> its ``value.json``, read ahead while the script starts (each is taken once)."""
+    _reading: bool = field(init=False, default=False)
+    """Whether the read-ahead may go on (cleared when the script ends)."""
 
     # -- the execution --------------------------------------------------------------------------------
 
@@ -236,6 +245,8 @@ class ScriptDriver(RunDriver):
             return
         channel = ScriptChannel(self.folder.path, self._handle)
         await channel.start()
+        self._reading = True
+        reading = asyncio.ensure_future(asyncio.to_thread(self._read_ahead, self._settled()))
         try:
             if self.checkout is None:
                 result, stderr = await self._supervise(channel, requests)
@@ -246,7 +257,10 @@ class ScriptDriver(RunDriver):
                     result, stderr = await self._supervise(channel, requests)
                     await self._drain_steps()
         finally:
+            self._reading = False
             await channel.close()
+            await reading
+            self._stored.clear()
         await self._drain_steps()
         if isinstance(result, str):
             record: dict[str, Any] = {"kind": "not_started", "code": None, "signal": None, "detail": result}
@@ -271,6 +285,38 @@ class ScriptDriver(RunDriver):
             self._complete_with("failure", message)
             return
         self._complete_with(*self._outcome(result, stderr))
+
+    def _settled(self) -> list[tuple[str, int]]:
+        """(key, attempt) of each step whose last attempt settled: what a replay answers from."""
+        return [
+            (key, record.attempts[-1].number)
+            for key, record in self.state.nodes.items()
+            if record.attempts and record.attempts[-1].state is not None
+        ]
+
+    def _read_ahead(self, attempts: list[tuple[str, int]]) -> None:
+        """Read the stored values of ``attempts`` into ``_stored`` (in a thread, while the script's
+        interpreter starts), so that a replay does not wait for the file; at most
+        ``_READ_AHEAD_BYTES`` in all, and a value the replay reads first is read twice, harmlessly
+        (a settled attempt's value never changes)."""
+        budget = _READ_AHEAD_BYTES
+        for key, number in attempts:
+            if not self._reading:
+                return
+            try:
+                fd, info = open_regular(self.folder.attempt_dir(key, number) / "value.json")
+            except (OSError, RhoError):
+                continue
+            try:
+                if info.st_size > budget:
+                    return
+                data = read_fd(fd)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            budget -= len(data)
+            self._stored[(key, number)] = data
 
     def _outcome(self, result: ProcessResult | str, stderr: _LogSink) -> tuple[str, str]:
         if isinstance(result, str):
@@ -454,7 +500,9 @@ class ScriptDriver(RunDriver):
 
     # -- the channel ----------------------------------------------------------------------------------
 
-    async def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """The answer to a channel request, or (a step that prepares in a thread or executes) the
+        task that answers it; a replay is answered right here, without a task or a thread."""
         op = request.get("op")
         if op == "inputs":
             return {"ok": True, "inputs": {decl.name: decl.value for decl in self.graph.inputs}}
@@ -478,21 +526,19 @@ class ScriptDriver(RunDriver):
         except StepInvalid as err:
             return self._invalid(call, err)
         if prepared is None:
-            return await self._tracked(self._prepare_and_answer(call))
-        # a replay is answered right here, without a task or a thread: nothing is left running
+            return self._tracked(self._prepare_and_answer(call))
         answer = self._answer_call(call, prepared)
         if isinstance(answer, Execute):
-            return await self._tracked(self._execute_step(call, prepared, answer))
+            return self._tracked(self._execute_step(call, prepared, answer))
         return answer
 
-    async def _tracked(self, work: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-        """Await ``work`` as its own task, so that draining waits for the step and not for the
-        connection it came on (a connection carries many requests and lives as long as the
-        script's thread)."""
+    def _tracked(self, work: Coroutine[Any, Any, dict[str, Any]]) -> asyncio.Task[dict[str, Any]]:
+        """``work`` as its own task, tracked so that draining waits for the step (a connection
+        carries many requests and lives as long as the script's thread)."""
         task = asyncio.ensure_future(work)
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
-        return await task
+        return task
 
     def _call(self, request: dict[str, Any]) -> StepCall | dict[str, Any]:
         """The step call of a request, or the answer refusing it."""
@@ -533,7 +579,10 @@ class ScriptDriver(RunDriver):
 
         def readable(number: int) -> bool:
             try:
-                stored[number] = json.loads(read_nofollow(self.folder.attempt_dir(key, number) / "value.json"))
+                data = self._stored.pop((key, number), None)
+                if data is None:
+                    data = read_nofollow(self.folder.attempt_dir(key, number) / "value.json")
+                stored[number] = json.loads(data)
             except (OSError, RhoError, ValueError):
                 return False
             return isinstance(stored[number], dict)
@@ -542,9 +591,12 @@ class ScriptDriver(RunDriver):
         verdict = decide_call(history, prepared.digest, call.recovery, self._left.get(key))
         if isinstance(verdict, Replay):
             self._seen[key] = "success"
-            self._emit(
-                event(EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=verdict.attempt, digest=prepared.digest)
+            # journaled just after the answer is written (before the loop reads anything more), so
+            # that the script goes on while the owner journals: nothing new is decided by it
+            replayed = event(
+                EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=verdict.attempt, digest=prepared.digest
             )
+            asyncio.get_running_loop().call_soon(self._emit, replayed)
             return _answer(key, "success", stored[verdict.attempt], replayed=True)
         if isinstance(verdict, Skip):
             self._left.pop(key, None)

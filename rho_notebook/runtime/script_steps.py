@@ -129,7 +129,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "model": ("messages",),
 }
 _DIGEST_MEMO = 4096
-"""Most command digests remembered (the memo starts over when full)."""
+"""Most prepared command steps remembered (the memo starts over when full)."""
 _CHANGED = "after the step call froze it; call the step again (a resume executes a failed step)"
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error"})
 
@@ -307,8 +307,9 @@ class StepRunner:
         self._limits = load_limits()
         self._resolved: dict[tuple[str, str], _Resolved] = {}
         """(argv[0], cwd label) -> its freeze in this execution (one StepRunner per execution)."""
-        self._digests: dict[tuple[tuple[str, ...], str, int, int], tuple[_Resolved, str]] = {}
-        """(argv, cwd, timeout, max_output) -> (the freeze, the digest computed with it)."""
+        self._prepared: dict[tuple[Any, ...], tuple[_Resolved, PreparedStep, dict[str, FileIdentity]]] = {}
+        """(argv, argv data refs, cwd, timeout, max_output) -> (the freeze, the step prepared with
+        it, the cwd identity it saw)."""
 
     # -- prepare ---------------------------------------------------------------------------------
 
@@ -448,6 +449,23 @@ class StepRunner:
         except OSError as err:
             msg = f"step {call.key!r}: cannot resolve {texts[0]!r} in {relative!r}: {err.strerror or err}"
             raise StepInvalid(msg) from None
+        # the same arguments over the same reused freeze (and the same cwd) prepare the same step:
+        # build it once, and give it this call's key
+        refs = tuple(item["step"] if isinstance(item, dict) else None for item in call.args["argv"])
+        memo_key = (tuple(texts), refs, cwd, timeout, max_output)
+        memo = self._prepared.get(memo_key)
+        if memo is not None and memo[0] is resolved and memo[2] == resolver.identities:
+            known = memo[1]
+            node = known.node.model_copy(update={"name": call.key}) if known.node is not None else None
+            return PreparedStep(
+                call=call,
+                digest=known.digest,
+                facts=dict(known.facts),
+                inputs=known.inputs,
+                node=node,
+                identities=known.identities,
+            )
+        identities = {**self.identities, **resolver.identities, **resolved.identities}
         executable = resolved.executable
         problem = code_argument_problem(
             parts,
@@ -476,23 +494,19 @@ class StepRunner:
         }
         facts = process_facts(node, lambda _: UNAVAILABLE)
         facts.update(timeout_seconds=timeout, max_output_bytes=max_output)
-        # the digest of the same inputs over the same reused freeze is the same: encode them once
-        memo_key = (tuple(texts), cwd, timeout, max_output)
-        memo = self._digests.get(memo_key)
-        if memo is not None and memo[0] is resolved:
-            digest = memo[1]
-        else:
-            digest = _digest(call, inputs)
-            if len(self._digests) >= _DIGEST_MEMO:
-                self._digests.clear()
-            self._digests[memo_key] = (resolved, digest)
-        return PreparedStep(
+        prepared = PreparedStep(
             call=call,
-            digest=digest,
+            digest=_digest(call, inputs),
             facts=facts,
             inputs=inputs,
             node=node,
-            identities={**self.identities, **resolver.identities, **resolved.identities},
+            identities=identities,
+        )
+        if len(self._prepared) >= _DIGEST_MEMO:
+            self._prepared.clear()
+        self._prepared[memo_key] = (resolved, prepared, dict(resolver.identities))
+        return PreparedStep(
+            call=call, digest=prepared.digest, facts=dict(facts), inputs=inputs, node=node, identities=identities
         )
 
     def _executable(self, resolver: Resolver, name: str, *, cwd: str, node: str, block: bool) -> _Resolved:

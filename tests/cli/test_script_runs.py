@@ -342,6 +342,61 @@ def test_supervised_script_and_command_steps_ask_and_approvals_carry_to_the_next
     assert effects(project, "asked") == 2
 
 
+def test_the_channel_answers_requests_sent_together_in_order_whether_answered_at_once_or_later(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import socket
+
+    from rho_notebook.runtime.script_channel import ScriptChannel
+
+    def exchange(address: str, data: bytes, answers: int) -> tuple[list[dict[str, Any]], bytes]:
+        """Send ``data`` at once, half-close, and read ``answers`` lines and what follows them."""
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(address)
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            with sock.makefile("rb") as stream:
+                lines = [json.loads(stream.readline()) for _ in range(answers)]
+                return lines, stream.read()
+
+    async def main() -> None:
+        def handler(request: dict[str, Any]) -> dict[str, Any] | Any:
+            if request.get("wait"):
+
+                async def later() -> dict[str, Any]:
+                    await asyncio.sleep(0.05)
+                    return {"ok": True, "n": request["n"]}
+
+                return later()
+            if request.get("boom"):
+                raise RuntimeError("driver bug")
+            return {"ok": True, "n": request["n"]}
+
+        run_folder = tmp_path / "run"
+        run_folder.mkdir(mode=0o700)
+        channel = ScriptChannel(run_folder, handler)
+        await channel.start()
+        try:
+
+            def line(**fields: Any) -> bytes:
+                return (json.dumps({"token": channel.token, **fields}) + "\n").encode()
+
+            data = line(n=0) + line(n=1, wait=True) + line(n=2) + line(boom=True) + line(n=4)
+            answers, rest = await asyncio.to_thread(exchange, channel.address, data, 5)
+            assert [a.get("n") for a in answers] == [0, 1, 2, None, 4], "in the order they were sent"
+            assert answers[3]["error"] == "internal" and "driver bug" in answers[3]["message"]
+            assert rest == b"", "closed once the client's end was answered"
+            answers, rest = await asyncio.to_thread(exchange, channel.address, line(n=5) + b'{"token": "', 2)
+            assert answers[0] == {"ok": True, "n": 5}
+            assert answers[1]["error"] == "invalid" and "newline" in answers[1]["message"]
+            assert rest == b""
+        finally:
+            await channel.close()
+
+    asyncio.run(main())
+
+
 def test_the_channel_refuses_a_wrong_token_and_an_oversized_request_and_serves_connections_at_once(
     tmp_path: Path,
 ) -> None:

@@ -243,6 +243,8 @@ def test_a_frozen_executable_is_reused_while_its_files_are_unchanged(
     again = steps.prepare_now(command("b", ["./bin/tool"]))
     assert again is not None and again.digest == first.digest
     assert first.node is not None and again.node is not None and again.node.executable is first.node.executable
+    assert (again.call.key, again.node.name, first.node.name) == ("b", "b", "a"), "the same step, under its own key"
+    assert again.facts == first.facts and again.facts is not first.facts
     assert steps.prepare_now(command("c", ["./bin/tool"], cwd="bin")) is None, "another cwd is another freeze"
     assert steps.prepare_now(agent("p")) is None
     tool.write_text("#!/bin/sh\necho two, longer\n")
