@@ -151,6 +151,19 @@ class RunState:
             name: r.attempt for name, r in self.nodes.items() if r.state is NodeState.SUCCESS and r.current is not None
         }
 
+    def value_sources(self) -> dict[str, tuple[str, str, int]]:
+        """Where the value of each succeeded node is: (run, node, attempt). A reused or seeded
+        attempt's value is its source attempt's (no copy is written: bench/reuse.py)."""
+        found: dict[str, tuple[str, str, int]] = {}
+        for name, attempt in self.succeeded_attempts().items():
+            current = self.nodes[name].current
+            source = current.reused_from if current is not None else None
+            if source is None:
+                found[name] = (self.run_id, name, attempt)
+            else:
+                found[name] = (str(source["run_id"]), str(source["node"]), int(source["attempt"]))
+        return found
+
     def waiting_requests(self) -> dict[str, str]:
         """node -> approval request ID, for attempts waiting on a person."""
         found = {}

@@ -57,7 +57,7 @@ from rho_notebook.runtime.reuse import NoReuseKey, ReuseKeys, Seed, may_reuse
 from rho_notebook.runtime.scheduler import Scheduler
 from rho_notebook.runtime.wakeup import OwnerControl
 from rho_notebook.store.artifacts import ArtifactWriter
-from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir
+from rho_notebook.store.files import atomic_write_json
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
@@ -91,18 +91,6 @@ REQUEST_RESCAN_SECONDS = 0.5
 _ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
 """(point, ":", count) read once at import: failpoints are armed in the environment a test
 starts the owner process with (a lookup per call cost five environment reads per node)."""
-
-
-TAKEN_VALUES_BATCH = 64
-"""Copies of reused values queued to the artifact writer at once (also at every launch and the end)."""
-
-
-def _write_values(batch: list[tuple[Path, bytes]], *, below: Path) -> None:
-    """(Artifact writer thread.) Write each ``value.json`` copy into its attempt folder (not durable:
-    resume copies a lost one again from its source, runtime/reuse.py)."""
-    for folder, data in batch:
-        ensure_private_dir(folder, below=below)
-        atomic_write(folder / "value.json", data, durable=False)
 
 
 def failpoint(name: str) -> None:
@@ -185,7 +173,6 @@ class RunDriver:
     """Node -> reuse key computed when its current attempt launched (indexed if it succeeds)."""
     _index_pending: list[tuple[str, str, int]] = field(init=False, default_factory=list)
     """(key, node, attempt) of successes whose node_finished is journaled but maybe not yet fsynced."""
-    _taken_values: list[tuple[Path, bytes]] = field(init=False, default_factory=list)
     """value.json copies of reused and seeded attempts not yet queued to the artifact writer."""
 
     def __post_init__(self) -> None:
@@ -531,7 +518,6 @@ class RunDriver:
         self.journal.sync()
         failpoint("after_launch_sync")
         self._record_reusable()
-        self._write_taken_values()
         for name in names:
             cancel = CancelSignal()
             self._cancels[name] = cancel
@@ -633,22 +619,12 @@ class RunDriver:
         )
 
     def _store_value(self, name: str, number: int, data: bytes | None, value: Any) -> None:
-        """A taken value becomes this attempt's value.json (a non-durable copy: resume restores it
-        from the source run, :func:`rho_notebook.runtime.reuse.restore_taken_values`)."""
+        """A taken value is this attempt's output. No copy is written: readers find it in the source
+        attempt the journal names (``RunState.value_sources``); creating an attempt folder per
+        reused node cost more than the rest of reuse together (bench/reuse.py)."""
         if data is None or value is UNAVAILABLE:
             return
         self.outputs[name] = value
-        self._taken_values.append((self.folder.attempt_dir(name, number), data))
-        if len(self._taken_values) >= TAKEN_VALUES_BATCH:
-            self._write_taken_values()
-
-    def _write_taken_values(self) -> None:
-        """Queue the pending copies as one job of the artifact writer (one job per node cost more
-        in hand-offs between the loop and the writer thread than the writes themselves)."""
-        if not self._taken_values:
-            return
-        batch, self._taken_values = self._taken_values, []
-        self.artifacts.submit(_write_values, batch, below=self.folder.path)
 
     def _taken_records(
         self, name: str, number: int, source: tuple[str, str, int], *, key: str | None, message: str
@@ -845,7 +821,6 @@ class RunDriver:
     async def _settle(self) -> None:
         """Before the run ends: index the last successes (after fsyncing their records), then
         wait for every queued file."""
-        self._write_taken_values()
         if self._index_pending:
             self.journal.sync()
             self._record_reusable()

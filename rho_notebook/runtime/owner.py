@@ -33,7 +33,7 @@ from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import EventSink, RunDriver
 from rho_notebook.runtime.recovery import recovery_events
-from rho_notebook.runtime.reuse import Seed, restore_taken_values, seeds
+from rho_notebook.runtime.reuse import Seed, seeds
 from rho_notebook.runtime.status import journal_state
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.ids import new_id
@@ -206,9 +206,7 @@ async def execute_run(
         journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
         # (a script run reads a step's value when the step is called: an unreadable one halts it)
-        outputs = folder.output_values(state.succeeded_attempts()) if graph.script is None else {}
-        if graph.script is None:
-            restore_taken_values(layout, folder, state, outputs)
+        outputs = folder.output_values_at(state.value_sources()) if graph.script is None else {}
         _check_decisions(run_id, graph.script is not None, state, decisions or {})
         records: list[dict[str, Any]] = []
         if journal.repaired_bytes:

@@ -44,13 +44,10 @@ from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, Graph, Node, PythonNode
 from rho_notebook.model.reference import OutputRef
-from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_regular_nofollow
-from rho_notebook.store.files import atomic_write
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.reuse import ReuseIndex
-from rho_notebook.store.runs import RunFolder
 
 __all__ = [
     "KEY_FORMAT",
@@ -61,7 +58,6 @@ __all__ = [
     "reusable",
     "reuse_key",
     "may_reuse",
-    "restore_taken_values",
     "seeds",
 ]
 
@@ -304,23 +300,3 @@ def seeds(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str,
             continue
         found[name] = Seed(run_id, name, attempt, data)
     return found
-
-
-def restore_taken_values(layout: StoreLayout, folder: RunFolder, state: RunState, outputs: dict[str, Any]) -> None:
-    """On resume: the ``value.json`` of a reused or seeded attempt is a non-durable copy; when a
-    crash lost it, copy it again from its source attempt (durably now) and add it to ``outputs``.
-    A source that is gone leaves the value missing (nodes reading it are then blocked)."""
-    for name, attempt in sorted(state.succeeded_attempts().items()):
-        current = state.nodes[name].current
-        if name in outputs or current is None or current.reused_from is None:
-            continue
-        source = current.reused_from
-        path = layout.run_dir(str(source["run_id"])) / "nodes" / str(source["node"])
-        try:
-            data = read_regular_nofollow(path / "attempts" / str(source["attempt"]) / "value.json")
-            value = json.loads(data)
-        except (OSError, ValueError):
-            continue
-        target = layout.ensure(folder.attempt_dir(name, attempt))
-        atomic_write(target / "value.json", data)
-        outputs[name] = value

@@ -317,7 +317,7 @@ class RunOutputs(dict[str, Any]):
 
 def run_outputs(layout: StoreLayout, state: RunState) -> RunOutputs:
     """Validated output values of the successful nodes of ``state``, read from the run store."""
-    return RunOutputs(RunStore(layout).folder(state.run_id).output_values(state.succeeded_attempts()), state=state)
+    return RunOutputs(RunStore(layout).folder(state.run_id).output_values_at(state.value_sources()), state=state)
 
 
 # -- the handle ----------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _step_of(folder: RunFolder, state: RunState, name: str, *, kind: str, digest
     current = record.current
     if current is None:
         return RecordedStep(kind=kind, digest=digest, state=record.state.value, message=record.reason)
-    attempt = folder.attempt_dir(name, current.number)
+    attempt = folder.files_of(name, current)
     text = kind in ("command", "shell", "python")
     return RecordedStep(
         kind=kind,
@@ -137,7 +137,7 @@ def _steps(folder: RunFolder, state: RunState, graph: Graph) -> dict[str, Record
             kind, digest = str(record.step.get("kind")), str(record.step.get("digest"))
             steps[name] = _step_of(folder, state, name, kind=kind, digest=digest)
         return steps
-    outputs = folder.output_values(state.succeeded_attempts())
+    outputs = folder.output_values_at(state.value_sources())
     return {
         node.name: _step_of(
             folder,
@@ -311,7 +311,7 @@ def _outcome(layout: StoreLayout, run_id: str, recording: Recording) -> tuple[di
             continue
         states[name] = record.state.value
         current = record.current
-        values[name] = None if current is None else _read_json(folder.attempt_dir(name, current.number) / "value.json")
+        values[name] = None if current is None else _read_json(folder.files_of(name, current) / "value.json")
     return states, values, state.output
 
 

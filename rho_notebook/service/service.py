@@ -610,7 +610,11 @@ class Service:
         if number < 1 or number > record.attempt:
             msg = f"node {node!r} of run {state.run_id} has no attempt {number} (it has {record.attempt})"
             raise NotFound(msg)
-        folder = self.run_store.folder(state.run_id).attempt_dir(node, number)
+        attempt_record = next((a for a in record.attempts if a.number == number), None)
+        run_folder = self.run_store.folder(state.run_id)
+        folder = run_folder.attempt_dir(node, number)
+        if attempt_record is not None:  # a reused attempt's files are its source attempt's
+            folder = run_folder.files_of(node, attempt_record)
         check_no_symlink(folder, below=self.layout.home)
         return NodeAttempt(run_id=state.run_id, node=node, attempt=number, folder=folder, record=record)
 

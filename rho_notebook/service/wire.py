@@ -483,7 +483,7 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
         entry: NodeResultJson = {"state": record.state.value, "attempts": attempts}
         if record.current is not None:
             entry["exit"] = record.current.exit
-            found = folder.artifacts(name, record.attempt)
+            found = folder.artifacts(name, record.current)
             entry["artifacts"] = {key: str(path) for key, path in found.items()}
             if "value" in found and record.state is NodeState.SUCCESS:
                 entry["output"] = json.loads(read_nofollow(found["value"]))

@@ -21,6 +21,7 @@ from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.run_state import AttemptRecord
 from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
 from rho_notebook.store.graphs import load_graph, remember_graph
@@ -111,6 +112,14 @@ class RunFolder:
     def attempt_dir(self, node: str, attempt: int) -> Path:
         return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
 
+    def files_of(self, node: str, attempt: AttemptRecord) -> Path:
+        """The folder holding an attempt's files: its own, or a reused attempt's source's (a reused
+        attempt has no folder of its own)."""
+        source = attempt.reused_from
+        if source is None:
+            return self.attempt_dir(node, attempt.number)
+        return Path(f"{self.path.parent}/{source['run_id']}/nodes/{source['node']}/attempts/{source['attempt']}")
+
     def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
         """Validated output values (``value.json``) of the given node -> attempt pairs (the
         succeeded ones); an attempt without a value (no output schema) is left out.
@@ -120,9 +129,15 @@ class RunFolder:
         StoreError
             A value file is a symlink, not a regular file, or not valid JSON (the store is damaged).
         """
+        return self.output_values_at({name: (self.path.name, name, attempt) for name, attempt in attempts.items()})
+
+    def output_values_at(self, sources: Mapping[str, tuple[str, str, int]]) -> dict[str, Any]:
+        """As :meth:`output_values` for node -> (run, node, attempt) sources: a reused attempt's
+        value is read from the run it was reused from (a sibling folder of this run's)."""
         values: dict[str, Any] = {}
-        for name, attempt in sorted(attempts.items()):
-            path = self.attempt_dir(name, attempt) / "value.json"
+        runs = self.path.parent
+        for name, (run_id, node, attempt) in sorted(sources.items()):
+            path = Path(f"{runs}/{run_id}/nodes/{node}/attempts/{attempt}/value.json")
             try:
                 values[name] = json.loads(read_nofollow(path))
             except FileNotFoundError:
@@ -132,9 +147,10 @@ class RunFolder:
                 raise StoreError(msg) from None
         return values
 
-    def artifacts(self, node: str, attempt: int) -> dict[str, Path]:
-        """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``)."""
-        folder = self.attempt_dir(node, attempt)
+    def artifacts(self, node: str, attempt: AttemptRecord) -> dict[str, Path]:
+        """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``);
+        a reused attempt's are its source attempt's."""
+        folder = self.files_of(node, attempt)
         return {
             name.removesuffix(".json").replace(".", "_"): folder / name
             for name in ATTEMPT_ARTIFACTS

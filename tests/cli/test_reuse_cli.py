@@ -205,11 +205,11 @@ def test_a_seeded_node_without_a_success_in_the_source_run_fails_with_why(projec
     assert f"run {first['run_id']} has no successful attempt of node 'boom'" in node.current.message
 
 
-def test_a_reused_value_lost_in_a_crash_is_restored_on_resume(project: Project) -> None:
+def test_a_reused_value_is_read_from_its_source_on_resume(project: Project) -> None:
     log = _workflow(project, *CHAIN)
     _, first = run(project)
     plan = project.plan("wf.star")
-    # killed right after the first pass journaled "a reused", before its value copy was written
+    # killed right after the first pass journaled "a reused"; a reused attempt has no folder of its own
     crashed = project.cli("run", plan.plan_id, "--yes", env={"RHO_NOTEBOOK_FAILPOINT": "after_decisions_append:1"})
     assert crashed.returncode == -9, crashed.stderr
     run_id = sorted(p.name for p in (project.home / "workflows" / "runs").iterdir() if p.name != first["run_id"])[0]
@@ -217,7 +217,7 @@ def test_a_reused_value_lost_in_a_crash_is_restored_on_resume(project: Project) 
     assert not (project.home / "workflows" / "runs" / run_id / "nodes" / "a" / "attempts" / "1" / "value.json").exists()
     resumed = project.cli("resume", run_id, "--yes")
     assert resumed.returncode == 0, resumed.stderr
-    assert _lines(log) == ["a", "b", "c"]  # b's key read a's restored value: nothing launched
+    assert _lines(log) == ["a", "b", "c"]  # b's key read a's value from its source: nothing launched
     kinds = _kinds(project, run_id)
     assert kinds["node_reused"] == ["a", "b", "c"] and "node_launched" not in kinds
     result = asyncio.run(project.service.result(run_id))
