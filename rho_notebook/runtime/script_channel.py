@@ -41,7 +41,7 @@ from typing import Any
 
 from rho_notebook.store.files import ensure_private_dir
 
-__all__ = ["MAX_REQUEST_BYTES", "ChannelHandler", "ScriptChannel"]
+__all__ = ["MAX_REQUEST_BYTES", "Answer", "ChannelHandler", "ScriptChannel", "encode_answer"]
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """Largest request line (a step's prompt or an emitted value travels in one)."""
@@ -49,9 +49,17 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 _MAX_ADDRESS = 100
 """Longest socket path bound directly (sun_path holds 108 bytes with its terminator)."""
 
-ChannelHandler = Callable[[dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]]
+Answer = dict[str, Any] | bytes
+"""An answer: a JSON object, or one already encoded as its line (:func:`encode_answer`)."""
+
+ChannelHandler = Callable[[dict[str, Any]], Answer | Awaitable[Answer] | None]
 """Answers one authenticated request (the token is checked and removed): the answer itself when it
-is known at once, else an awaitable of it."""
+is known at once, else an awaitable of it; None for a notice, a line the client does not wait on
+(nothing is written back)."""
+
+_DRAIN_SECONDS = 1.0
+"""How long :meth:`ScriptChannel.close` waits for connections to end (the script's last notices are
+read before the channel closes; a child process of the script may hold a connection longer)."""
 
 
 class ScriptChannel:
@@ -92,8 +100,12 @@ class ScriptChannel:
         os.chmod(self.socket_path, 0o600)
 
     async def close(self) -> None:
+        """Stop serving: read what the (ended) script process left on its connections, then close."""
         if self._server is not None:
             self._server.close()
+            ending = [c.ended for c in self._connections]
+            if ending:
+                await asyncio.wait(ending, timeout=_DRAIN_SECONDS)
             for connection in list(self._connections):
                 connection.close()
             with contextlib.suppress(Exception):
@@ -105,7 +117,7 @@ class ScriptChannel:
             os.close(self._dir_fd)
             self._dir_fd = None
 
-    def _answer(self, line: bytes) -> tuple[dict[str, Any] | Awaitable[dict[str, Any]], bool]:
+    def _answer(self, line: bytes) -> tuple[Answer | Awaitable[Answer] | None, bool]:
         """(the answer or an awaitable of it, keep the connection open) for one request line."""
         try:
             request = json.loads(line)
@@ -126,7 +138,8 @@ def _internal(err: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": "internal", "message": f"{type(err).__name__}: {err}"}
 
 
-def _encode(answer: dict[str, Any]) -> bytes:
+def encode_answer(answer: dict[str, Any]) -> bytes:
+    """``answer`` as its line on the channel (raises TypeError/ValueError for what JSON cannot hold)."""
     return json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
 
 
@@ -137,9 +150,11 @@ class _Connection(asyncio.Protocol):
         self._channel = channel
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._waiting: asyncio.Future[dict[str, Any]] | None = None
+        self._waiting: asyncio.Future[Answer] | None = None
         """The task answering the current request; later lines wait for it."""
         self._eof = False
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done when the client closed its end (or the connection was lost)."""
         self._done = False
         """Refused, malformed or ended: nothing more is read or answered."""
 
@@ -150,6 +165,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._channel._connections.discard(self)
+        self._end()
         self._transport = None
         self._done = True
 
@@ -162,7 +178,12 @@ class _Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._serve()
+        self._end()
         return True  # half-closed: the answers still owed are written, then the connection closes
+
+    def _end(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
 
     def close(self) -> None:
         self._done = True
@@ -188,7 +209,9 @@ class _Connection(asyncio.Protocol):
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
             answer, keep = self._channel._answer(line)
-            if isinstance(answer, dict):
+            if answer is None:
+                continue  # a notice: nothing is written back
+            if isinstance(answer, dict | bytes):
                 self._write(answer, keep)
             else:
                 self._waiting = asyncio.ensure_future(answer)
@@ -196,10 +219,10 @@ class _Connection(asyncio.Protocol):
                 if self._transport is not None:
                     self._transport.pause_reading()  # nothing more is read until this is answered
 
-    def _answered(self, task: asyncio.Future[dict[str, Any]]) -> None:
+    def _answered(self, task: asyncio.Future[Answer]) -> None:
         self._waiting = None
         if task.cancelled():
-            answer = {"ok": False, "error": "cancelled"}
+            answer: Answer = {"ok": False, "error": "cancelled"}
         elif task.exception() is not None:
             answer = _internal(task.exception() or RuntimeError())
         else:
@@ -212,13 +235,13 @@ class _Connection(asyncio.Protocol):
     def _refuse(self, message: str) -> None:
         self._write({"ok": False, "error": "invalid", "message": message}, False)
 
-    def _write(self, answer: dict[str, Any], keep: bool) -> None:
+    def _write(self, answer: Answer, keep: bool) -> None:
         if self._done or self._transport is None:
             return
         try:
-            data = _encode(answer)
+            data = answer if isinstance(answer, bytes) else encode_answer(answer)
         except (TypeError, ValueError) as err:
-            data = _encode(_internal(err))
+            data = encode_answer(_internal(err))
         self._transport.write(data)
         if not keep:
             self.close()

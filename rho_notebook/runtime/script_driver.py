@@ -58,7 +58,7 @@ from rho_notebook.oshelpers import read_fd
 from rho_notebook.policy.approvals import ApprovalDecision, who_am_i
 from rho_notebook.policy.permission import LaunchDecision, PermissionMode
 from rho_notebook.runtime.driver import RunDriver, failpoint
-from rho_notebook.runtime.script_channel import ScriptChannel
+from rho_notebook.runtime.script_channel import Answer, ScriptChannel, encode_answer
 from rho_notebook.runtime.script_replay import (
     Decision,
     Diverge,
@@ -71,6 +71,7 @@ from rho_notebook.runtime.script_replay import (
 )
 from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
 from rho_notebook.runtime.wakeup import OwnerControl
+from rho_notebook.script._channel import request_fingerprint
 from rho_notebook.store.files import atomic_write_json, ensure_private_dir, open_regular, read_nofollow
 
 __all__ = ["MAX_OUTPUT_BYTES", "SCRIPT_NODE", "QuickSteps", "ScriptDriver", "Steps", "script_facts"]
@@ -80,6 +81,10 @@ SCRIPT_NODE = "(script)"
 key: those follow the node-name grammar)."""
 
 _STDERR_TAIL = 4096
+
+_JOURNALED_ARGS = 16 * 1024
+"""Largest step arguments (as JSON characters) journaled with the launch; a step with bigger ones
+(a long prompt) is replayed by asking the runner, never from an offer."""
 
 _READ_AHEAD_BYTES = 32 * 1024 * 1024
 """Most bytes of stored step values read ahead of their replays in one execution."""
@@ -193,6 +198,15 @@ class ScriptDriver(RunDriver):
     _quick: tuple[QuickSteps | None] | None = field(init=False, default=None)
     """``steps`` when it is a :class:`QuickSteps` (asked once: a runtime protocol check is slow)."""
     _stored: dict[tuple[str, int], bytes] = field(init=False, default_factory=dict)
+    _replay_lines: dict[tuple[str, int], bytes] = field(init=False, default_factory=dict)
+    """The encoded replay answer of each settled success read ahead (built in the read-ahead
+    thread, so that answering a replay encodes nothing)."""
+    _offers: dict[str, _Offer] = field(init=False, default_factory=dict)
+    """Replay offers made to the script process (built in the read-ahead thread; read on the loop
+    only once ``_reading_done`` is set): a key leaves when its offer is used or its call comes here."""
+    _read: asyncio.Future[None] | None = field(init=False, default=None)
+    _replays: list[dict[str, Any]] = field(init=False, default_factory=list)
+    """``step_replayed`` records answered in this turn of the loop, journaled at its end."""
     """(step key, attempt) -> its ``value.json``, read ahead while the script starts (each is taken once)."""
     _reading: bool = field(init=False, default=False)
     """Whether the read-ahead may go on (cleared when the script ends)."""
@@ -247,6 +261,7 @@ class ScriptDriver(RunDriver):
         await channel.start()
         self._reading = True
         reading = asyncio.ensure_future(asyncio.to_thread(self._read_ahead, self._settled()))
+        self._read = reading
         try:
             if self.checkout is None:
                 result, stderr = await self._supervise(channel, requests)
@@ -261,6 +276,8 @@ class ScriptDriver(RunDriver):
             await channel.close()
             await reading
             self._stored.clear()
+            self._replay_lines.clear()
+            self._offers.clear()
         await self._drain_steps()
         if isinstance(result, str):
             record: dict[str, Any] = {"kind": "not_started", "code": None, "signal": None, "detail": result}
@@ -317,6 +334,34 @@ class ScriptDriver(RunDriver):
                 os.close(fd)
             budget -= len(data)
             self._stored[(key, number)] = data
+            if self.state.nodes[key].attempts[-1].state == NodeState.SUCCESS.value:
+                line = _replay_line(key, data)
+                if line is not None:
+                    self._replay_lines[(key, number)] = line
+                    self._offer(key, number, data)
+
+    def _offer(self, key: str, number: int, data: bytes) -> None:
+        """Offer the replay of ``key``'s stored success when its journaled request still prepares
+        to its journaled digest (in the read-ahead thread; see rho_notebook.script._channel)."""
+        step = self.state.nodes[key].step or {}
+        args, digest = step.get("args"), step.get("digest")
+        if key in self._left or not isinstance(args, dict) or not isinstance(digest, str):
+            return
+        after = step.get("after") or []
+        call = StepCall(
+            key=key, kind=str(step.get("kind")), args=args, recovery=step.get("recovery"), after=tuple(after)
+        )
+        try:
+            prepared = self.steps.prepare(call)
+        except (StepInvalid, RhoError, OSError, ValueError):
+            return
+        if prepared.digest != digest:
+            return  # changed since (an executable, an agent's definition): the call decides
+        fields = {"kind": call.kind, "args": args, "after": list(after), "recovery": call.recovery}
+        answer = _answer(key, NodeState.SUCCESS.value, json.loads(data), replayed=True)
+        self._offers[key] = _Offer(
+            fingerprint=request_fingerprint(fields), answer=answer, attempt=number, digest=digest
+        )
 
     def _outcome(self, result: ProcessResult | str, stderr: _LogSink) -> tuple[str, str]:
         if isinstance(result, str):
@@ -493,6 +538,7 @@ class ScriptDriver(RunDriver):
 
     async def _drain_steps(self) -> None:
         """Steps still running when the script ended are stopped and settled."""
+        self._flush_replays()
         if self._inflight:
             for cancel in self._cancels.values():
                 cancel.set()
@@ -500,7 +546,7 @@ class ScriptDriver(RunDriver):
 
     # -- the channel ----------------------------------------------------------------------------------
 
-    def _handle(self, request: dict[str, Any]) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    def _handle(self, request: dict[str, Any]) -> Answer | Awaitable[Answer] | None:
         """The answer to a channel request, or (a step that prepares in a thread or executes) the
         task that answers it; a replay is answered right here, without a task or a thread."""
         op = request.get("op")
@@ -514,6 +560,11 @@ class ScriptDriver(RunDriver):
                 return {"ok": False, "error": "invalid", "message": message}
             self._emit(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=value))
             return {"ok": True}
+        if op == "offers":
+            return self._tracked(self._offers_answer())
+        if op == "replayed":
+            self._replayed_offer(request)
+            return None
         if op != "step":
             return {"ok": False, "error": "invalid", "message": f"unknown request {op!r}"}
         if self._stop.is_set():
@@ -532,7 +583,27 @@ class ScriptDriver(RunDriver):
             return self._tracked(self._execute_step(call, prepared, answer))
         return answer
 
-    def _tracked(self, work: Coroutine[Any, Any, dict[str, Any]]) -> asyncio.Task[dict[str, Any]]:
+    async def _offers_answer(self) -> Answer:
+        if self._read is not None:
+            await asyncio.shield(self._read)
+        offers = {key: {"fingerprint": o.fingerprint, "answer": o.answer} for key, o in self._offers.items()}
+        return {"ok": True, "offers": offers}
+
+    def _replayed_offer(self, request: dict[str, Any]) -> None:
+        """The script answered a call from its offer: journal the replay (an offer already used, or
+        one withdrawn because the call came here, journals nothing)."""
+        key = request.get("key")
+        if not isinstance(key, str):
+            return
+        offer = self._offers.pop(key, None)
+        if offer is None or offer.fingerprint != request.get("fingerprint") or key in self._seen:
+            return
+        self._seen[key] = NodeState.SUCCESS.value
+        self._replayed_later(
+            event(EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=offer.attempt, digest=offer.digest)
+        )
+
+    def _tracked(self, work: Coroutine[Any, Any, Answer]) -> asyncio.Task[Answer]:
         """``work`` as its own task, tracked so that draining waits for the step (a connection
         carries many requests and lives as long as the script's thread)."""
         task = asyncio.ensure_future(work)
@@ -549,6 +620,7 @@ class ScriptDriver(RunDriver):
             message = f"step {key} was called twice in one execution; give every call its own step_id"
             return {"ok": False, "error": "invalid", "message": message}
         self._seen[key] = "running"
+        self._offers.pop(key, None)
         after = request.get("after") or []
         return StepCall(
             key=key,
@@ -562,7 +634,7 @@ class ScriptDriver(RunDriver):
         self._seen.pop(call.key, None)
         return {"ok": False, "error": "invalid", "message": err.message}
 
-    async def _prepare_and_answer(self, call: StepCall) -> dict[str, Any]:
+    async def _prepare_and_answer(self, call: StepCall) -> Answer:
         try:
             prepared = await asyncio.to_thread(self.steps.prepare, call)
         except StepInvalid as err:
@@ -572,12 +644,14 @@ class ScriptDriver(RunDriver):
             return await self._execute_step(call, prepared, answer)
         return answer
 
-    def _answer_call(self, call: StepCall, prepared: PreparedStep) -> dict[str, Any] | Execute:
+    def _answer_call(self, call: StepCall, prepared: PreparedStep) -> Answer | Execute:
         """Decide a prepared call: the answer (replay, skip, halt, divergence), or Execute."""
         key = call.key
         stored: dict[int, Any] = {}
 
         def readable(number: int) -> bool:
+            if (key, number) in self._replay_lines:
+                return True
             try:
                 data = self._stored.pop((key, number), None)
                 if data is None:
@@ -596,8 +670,9 @@ class ScriptDriver(RunDriver):
             replayed = event(
                 EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=verdict.attempt, digest=prepared.digest
             )
-            asyncio.get_running_loop().call_soon(self._emit, replayed)
-            return _answer(key, "success", stored[verdict.attempt], replayed=True)
+            self._replayed_later(replayed)
+            line = self._replay_lines.pop((key, verdict.attempt), None)
+            return line if line is not None else _answer(key, "success", stored[verdict.attempt], replayed=True)
         if isinstance(verdict, Skip):
             self._left.pop(key, None)
             self._seen[key] = "skipped"
@@ -645,6 +720,19 @@ class ScriptDriver(RunDriver):
             self._left.pop(key, None)
         return verdict
 
+    def _replayed_later(self, record: dict[str, Any]) -> None:
+        """Journal a ``step_replayed`` once this turn of the loop has written its answers: the
+        replays answered in one turn share one journal write (losing them in a crash loses nothing,
+        as the next execution replays those calls again)."""
+        if not self._replays:
+            asyncio.get_running_loop().call_soon(self._flush_replays)
+        self._replays.append(record)
+
+    def _flush_replays(self) -> None:
+        records, self._replays = self._replays, []
+        if records:
+            self._emit(*records)
+
     def _prepare_now(self, call: StepCall) -> PreparedStep | None:
         if self._quick is None:
             self._quick = (self.steps if isinstance(self.steps, QuickSteps) else None,)
@@ -655,13 +743,15 @@ class ScriptDriver(RunDriver):
         key = call.key
         record = self.state.nodes.get(key)
         number = (record.attempt if record is not None else 0) + 1
-        step = {
+        step: dict[str, Any] = {
             "kind": call.kind,
             "digest": prepared.digest,
             "facts": prepared.facts,
             "after": list(call.after),
             "recovery": call.recovery,
         }
+        if len(json.dumps(call.args, ensure_ascii=False)) <= _JOURNALED_ARGS:
+            step["args"] = call.args  # what a later execution's replay offer is checked from
         extra = {"decision": "rerun"} if verdict.decided else {}
         cancel = CancelSignal()
         self._cancels[key] = cancel
@@ -739,6 +829,28 @@ class ScriptDriver(RunDriver):
         if call.kind == "model" or (call.kind == "agent" and prepared.facts.get("access") == "read_only"):
             return LaunchDecision.ALLOW
         return _launch_policy(self.mode)
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """A replay the script process may answer itself (rho_notebook.script._channel)."""
+
+    fingerprint: str
+    answer: dict[str, Any]
+    attempt: int
+    digest: str
+
+
+def _replay_line(key: str, data: bytes) -> bytes | None:
+    """The channel's answer line replaying a success whose ``value.json`` holds ``data``; None when
+    that is not a JSON object (the replay then finds it unreadable and halts)."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    return encode_answer(_answer(key, NodeState.SUCCESS.value, payload, replayed=True))
 
 
 def _answer(key: str, state: str, payload: dict[str, Any], *, replayed: bool) -> dict[str, Any]:

@@ -456,13 +456,13 @@ class StepRunner:
         memo = self._prepared.get(memo_key)
         if memo is not None and memo[0] is resolved and memo[2] == resolver.identities:
             known = memo[1]
-            node = known.node.model_copy(update={"name": call.key}) if known.node is not None else None
+            # the node keeps the first call's name until it runs (a replay never runs it): see run
             return PreparedStep(
                 call=call,
                 digest=known.digest,
-                facts=dict(known.facts),
+                facts=known.facts,
                 inputs=known.inputs,
-                node=node,
+                node=known.node,
                 identities=known.identities,
             )
         identities = {**self.identities, **resolver.identities, **resolved.identities}
@@ -698,6 +698,8 @@ class StepRunner:
         if node is None:
             msg = f"step {prepared.call.key!r} was not prepared by StepRunner.prepare"
             raise TypeError(msg)
+        if node.name != prepared.call.key:  # a memoised preparation made for an earlier call
+            node = node.model_copy(update={"name": prepared.call.key})
         ctx = AttemptContext(
             run_id=self.run_id,
             node=node,

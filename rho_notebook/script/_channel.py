@@ -13,6 +13,15 @@ the answer arrived (the send fails, or the connection ends at once), the runner 
 request (it answers every request it reads before closing), so it is sent once more on a new
 connection; any other failure is a :class:`ChannelError`.
 
+Replays without a round trip: before its first step call a process asks the runner once for its
+*replay offers* (``{"op": "offers"}``): for each step key whose stored success the runner checked
+at the start of this execution (the journaled request prepares to the journaled digest), the
+request's fingerprint (:func:`request_fingerprint`) and the answer a replay would get. A step call
+whose key has an offer with the same fingerprint takes that answer here and tells the runner with a
+``{"op": "replayed"}`` line that is never answered (the runner journals ``step_replayed``); any
+other call is sent as a request, and the runner decides it (replay, execute, halt or divergence).
+An offer is used once, by the process that fetched it.
+
 Answers with ``"ok": false`` become exceptions here: ``decision_required`` ->
 :class:`DecisionRequired`, ``divergence`` -> :class:`ReplayDivergenceError`, ``cancelled`` ->
 :class:`RunCancelled`, ``invalid`` -> :class:`ValueError` with the runner's message; anything
@@ -21,6 +30,7 @@ else (a refused token, a malformed answer, a closed socket) -> :class:`ChannelEr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -29,7 +39,7 @@ from typing import Any, BinaryIO
 
 from rho_notebook.script._errors import DecisionRequired, ReplayDivergenceError, RunCancelled
 
-__all__ = ["CHANNEL_VARIABLE", "TOKEN_VARIABLE", "ChannelError", "request"]
+__all__ = ["CHANNEL_VARIABLE", "TOKEN_VARIABLE", "ChannelError", "request", "request_fingerprint", "step_request"]
 
 CHANNEL_VARIABLE = "RHO_SCRIPT_CHANNEL"
 """Path of the runner's Unix socket, set by the runner in the script's environment."""
@@ -84,6 +94,12 @@ class _Connection:
             return b""
         self.used = True
         return answer
+
+    def send(self, line: bytes) -> None:
+        """Send a line that is never answered (OSError when the connection is gone)."""
+        if self.stream is None:
+            raise OSError("connection closed")
+        self.sock.sendall(line)
 
     def close(self) -> None:
         """Close this process's descriptor (in a forked child, the parent's connection stays open)."""
@@ -181,3 +197,79 @@ def request(op: str, fields: dict[str, Any]) -> dict[str, Any]:
     if answer.get("ok") is not True:
         _raise_for(answer, op)
     return answer
+
+
+def request_fingerprint(fields: dict[str, Any]) -> str:
+    """The sha256 (hex) of a step request's ``kind``, ``args``, ``after`` and ``recovery`` as
+    canonical JSON: the runner computes the same from what it journaled when the step ran."""
+    text = json.dumps(
+        {name: fields.get(name) for name in ("kind", "args", "after", "recovery")},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _Offers:
+    """This process's replay offers: fetched once, each used once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._offers: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    def take(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._offers = _fetch_offers()
+            return self._offers.pop(key, None)
+
+
+def _fetch_offers() -> dict[str, tuple[str, dict[str, Any]]]:
+    try:
+        offers = request("offers", {}).get("offers")
+    except (
+        ValueError,
+        ChannelError,
+    ):  # a runner that makes no offers (a broken channel shows on the step's own request)
+        return {}
+    if not isinstance(offers, dict):
+        return {}
+    usable: dict[str, tuple[str, dict[str, Any]]] = {}
+    for key, offer in offers.items():
+        if (
+            isinstance(offer, dict)
+            and isinstance(offer.get("fingerprint"), str)
+            and isinstance(offer.get("answer"), dict)
+        ):
+            usable[key] = (offer["fingerprint"], offer["answer"])
+    return usable
+
+
+_OFFERS = _Offers()
+
+
+def step_request(fields: dict[str, Any]) -> dict[str, Any]:
+    """``request("step", fields)``, or the runner's replay offer for the key when the request is the
+    one the offer was made for (see the module docstring)."""
+    offer = _OFFERS.take(str(fields.get("key")))
+    if offer is not None:
+        fingerprint, answer = offer
+        if fingerprint == request_fingerprint(fields):
+            _notify("replayed", {"key": fields["key"], "fingerprint": fingerprint})
+            return answer
+    return request("step", fields)
+
+
+def _notify(op: str, fields: dict[str, Any]) -> None:
+    """Send a line the runner does not answer; losing it loses nothing (a replay runs nothing, and
+    the next execution replays the call again)."""
+    path, token = _endpoint()
+    line = json.dumps({"token": token, "op": op, **fields}, allow_nan=False, separators=(",", ":")) + "\n"
+    try:
+        _connection(path).send(line.encode("utf-8"))
+    except (OSError, ChannelError):
+        _drop()

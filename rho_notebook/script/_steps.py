@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rho_notebook.script._channel import ChannelError, request
+from rho_notebook.script._channel import ChannelError, request, step_request
 from rho_notebook.script.schema import Schema, is_schema
 
 __all__ = ["StepHandle", "run_step", "run_command", "run_model", "get_inputs", "emit_output"]
@@ -238,7 +238,7 @@ def _step(
     edges = list(dict.fromkeys([*_after_keys(after), *sources]))
     _check_json(args, f"the arguments of this {kind} step")
     key = _KEYS.claim(step_id)
-    answer = request("step", {"key": key, "kind": kind, "args": args, "recovery": recovery, "after": edges})
+    answer = step_request({"key": key, "kind": kind, "args": args, "recovery": recovery, "after": edges})
     if answer.get("key", key) != key:
         msg = f"the rho-notebook runner answered step {answer.get('key')!r} to a call of step {key!r}"
         raise ChannelError(msg)

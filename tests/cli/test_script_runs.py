@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,17 @@ def background(project: Project, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def kill_owner_when(proc: subprocess.Popen[str], predicate: Any) -> str:
-    """SIGKILL the owner once an event matching ``predicate`` was printed; returns the run ID."""
+def kill_owner_when(proc: subprocess.Popen[str], predicate: Any, *, ready: Any = None) -> str:
+    """SIGKILL the owner once an event matching ``predicate`` was printed and ``ready()`` (when
+    given) holds; returns the run ID."""
     run_id, _ = wait_for_event(proc, predicate)
+    if ready is not None:
+        for _ in range(600):  # process_started comes before the step's shell has done anything
+            if ready():
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the step never got ready")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     if proc.stdout is not None:
@@ -155,6 +164,31 @@ if not Path("go").exists():
     assert effects(project, "say") == 1
 
 
+def test_a_step_whose_executable_changed_since_it_ran_diverges_rather_than_replays(project: Project) -> None:
+    project.write("tool.sh", "#!/bin/sh\necho ran >> effects/tool.log\necho first\n")
+    os.chmod(project.root / "tool.sh", 0o755)
+    script = write_script(
+        project,
+        """\
+print(run_command(["./tool.sh"], step_id="tool", timeout_seconds=60, max_output_bytes=1000).output)
+if not Path("go").exists():
+    sys.exit(3)
+""",
+    )
+    _, run_id = run(project, script)
+    launched = kinds(project, run_id, "node_launched")[0]["step"]
+    assert launched["args"]["argv"] == ["./tool.sh"], "the request is journaled: a later execution checks it"
+
+    project.write("tool.sh", "#!/bin/sh\necho ran >> effects/tool.log\necho second\n")  # same call, new program
+    (project.root / "go").write_text("")
+    resumed = resume(project, run_id)
+    assert resumed.returncode == 1
+    diverged = kinds(project, run_id, "step_diverged")
+    assert [(r["node"], r["stored_digest"]) for r in diverged] == [("tool", launched["digest"])]
+    assert kinds(project, run_id, "step_replayed") == []
+    assert effects(project, "tool") == 1
+
+
 SLOW = """\
 slow = sh("echo ran >> effects/slow.log; [ -f release ] || sleep 60; echo slow-done", step_id="slow")
 after = sh("echo ran >> effects/after.log; echo after", step_id="after")
@@ -164,7 +198,9 @@ emit_output({"slow": slow.output, "state": slow.state, "replayed": slow.replayed
 
 def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one_attempt(project: Project) -> None:
     script = write_script(project, SLOW)
-    run_id = kill_owner_when(background(project, "run", script, "--yes"), started("slow", 1))
+    run_id = kill_owner_when(
+        background(project, "run", script, "--yes"), started("slow", 1), ready=lambda: effects(project, "slow") == 1
+    )
     assert effects(project, "slow") == 1
 
     halted = resume(project, run_id)
@@ -179,7 +215,11 @@ def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one
     assert kinds(project, run_id, "needs_recovery") == []  # script runs never need --recover-uncertain
 
     # the decision authorises one attempt; that attempt is lost too: the next resume asks again
-    kill_owner_when(background(project, "resume", run_id, "--yes", "--decide", "slow=rerun"), started("slow", 2))
+    kill_owner_when(
+        background(project, "resume", run_id, "--yes", "--decide", "slow=rerun"),
+        started("slow", 2),
+        ready=lambda: effects(project, "slow") == 2,
+    )
     assert effects(project, "slow") == 2
     assert [r["decision"] for r in kinds(project, run_id, "decision_recorded")] == ["rerun"]
     again = resume(project, run_id)

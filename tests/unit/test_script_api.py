@@ -37,6 +37,7 @@ from rho_notebook.model.schema import (
 )
 from rho_notebook.planning.normalize import to_schema
 from rho_notebook.script import schema
+from rho_notebook.script._channel import request_fingerprint
 from rho_notebook.source.pymodules import HARNESS_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +73,13 @@ class _Handler(socketserver.StreamRequestHandler):
             channel.connections += 1
         while line := self.rfile.readline():
             request = json.loads(line)
+            if request.get("op") == "replayed":
+                with channel.lock:
+                    channel.notices.append(request)
+                continue
+            if request.get("op") == "offers" and request.get("token") == channel.token:
+                self.wfile.write((json.dumps({"ok": True, "offers": channel.offers}) + "\n").encode())
+                continue
             with channel.lock:
                 channel.requests.append(request)
             if request.get("token") != channel.token:
@@ -95,6 +103,11 @@ class Channel:
     """How many connections the script opened."""
     one_request_per_connection: bool = False
     """Close each connection after its first answer (as a runner does after a refusal)."""
+    offers: dict[str, Any] = field(default_factory=dict)
+    """The replay offers the runner makes (``{"op": "offers"}`` is answered with these and is not
+    one of ``requests``)."""
+    notices: list[dict[str, Any]] = field(default_factory=list)
+    """Lines the runner does not answer (``{"op": "replayed"}``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -519,6 +532,41 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path, channel: Channe
     assert lines == ["out-parent-1", "child 0", "out-parent-2"]
     assert [r["key"] for r in channel.steps()] == ["parent-1", "child", "parent-2"]
     assert channel.connections == 2
+
+
+def test_a_call_the_runner_offered_is_answered_without_a_request_and_a_changed_call_is_sent(
+    tmp_path: Path, channel: Channel
+) -> None:
+    def offer(key: str, argv: list[str], output: str) -> dict[str, Any]:
+        fields = {"kind": "command", "args": command_args(argv), "after": [], "recovery": None}
+        answer = {"ok": True, "key": key, "state": "success", "output": output, "value": None, "replayed": True}
+        return {"fingerprint": request_fingerprint(fields), "answer": answer}
+
+    channel.offers = {
+        "call-1": offer("call-1", ["echo", "one"], "stored one"),
+        "call-2": offer("call-2", ["echo", "two"], "stored two"),  # the script now sends another argv
+    }
+    lines = ok(
+        run_script(
+            tmp_path,
+            """
+            from rho_notebook.script import run_command
+
+            for word in ("one", "TWO", "three"):
+                h = run_command(["echo", word], timeout_seconds=5, max_output_bytes=100)
+                print(h.step_id, h.output, h.replayed)
+            """,
+            environ=channel.environ(),
+        )
+    )
+    assert lines == ["call-1 stored one True", "call-2 out-call-2 False", "call-3 out-call-3 False"]
+    assert [r["key"] for r in channel.steps()] == ["call-2", "call-3"], "the offered call was not sent"
+    assert [(n["op"], n["key"], n["token"]) for n in channel.notices] == [("replayed", "call-1", TOKEN)]
+    assert channel.notices[0]["fingerprint"] == channel.offers["call-1"]["fingerprint"]
+
+
+def command_args(argv: list[str]) -> dict[str, Any]:
+    return {"argv": argv, "cwd": None, "timeout_seconds": 5, "max_output_bytes": 100}
 
 
 def test_outside_a_run_every_call_says_how_to_run_the_script(tmp_path: Path) -> None:
