@@ -33,6 +33,19 @@ def definition(**fields: Any) -> AgentDefinition:
     return AgentDefinition(**base)
 
 
+def write_settings_for(home: Path, server: ScriptedServer, **extra: Any) -> None:
+    """``settings.json`` in the store home ``home`` whose default provider ``local`` (OpenAI wire,
+    key from ``KEY_ENV``) is ``server``, default model ``test-model``; ``extra`` adds top-level keys."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    settings = {
+        "providers": {"local": {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}},
+        "default_provider": "local",
+        "default_model": "test-model",
+        **extra,
+    }
+    (home / "settings.json").write_text(json.dumps(settings))
+
+
 def settings_for(server: ScriptedServer, wire: Wire = OPENAI, **provider: Any) -> AgentSettings:
     fields: dict[str, Any] = {"type": wire.name, "base_url": wire.base(server.url), "api_key_env": KEY_ENV}
     fields.update(provider)

@@ -18,7 +18,7 @@ import pytest
 from rho_notebook.agents.prompts import BASE_PROMPT
 from rho_notebook.errors import InvalidWorkflow
 from tests.agents.fakeserver import OPENAI, Reply, ScriptedServer
-from tests.agents.helpers import KEY_ENV, SECRET, assert_no_secret, install_fake_claude
+from tests.agents.helpers import KEY_ENV, SECRET, assert_no_secret, install_fake_claude, write_settings_for
 from tests.cli.runhelp import plan_id, start_run, status, wait_for_event
 from tests.conftest import REPO, Project
 
@@ -30,14 +30,7 @@ ENV = {KEY_ENV: SECRET}
 
 def configure(project: Project, server: ScriptedServer, **extra: Any) -> None:
     """settings.json in the test's RHO_NOTEBOOK_HOME, pointing at the scripted server."""
-    project.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    settings = {
-        "providers": {"local": {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}},
-        "default_provider": "local",
-        "default_model": "test-model",
-        **extra,
-    }
-    (project.home / "settings.json").write_text(json.dumps(settings))
+    write_settings_for(project.home, server, **extra)
 
 
 def run_cli(

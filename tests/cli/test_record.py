@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.agents.fakeserver import OPENAI, ScriptedServer
-from tests.agents.helpers import KEY_ENV, SECRET
+from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.cli.runhelp import run
 from tests.conftest import REPO, Project, star
 
@@ -53,13 +53,7 @@ Answer in one sentence.
 
 def configure(project: Project, server: ScriptedServer) -> None:
     """settings.json in the test's store home, pointing at the local OpenAI-compatible server."""
-    project.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    settings = {
-        "providers": {"local": {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}},
-        "default_provider": "local",
-        "default_model": "test-model",
-    }
-    (project.home / "settings.json").write_text(json.dumps(settings))
+    write_settings_for(project.home, server)
 
 
 def pytest_of(project: Project, test: Path) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import pytest
 
 from rho_notebook.store.journal import read_journal
 from tests.agents.fakeserver import OPENAI, Recorded, Reply, ScriptedServer
-from tests.agents.helpers import KEY_ENV, SECRET
+from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.conftest import REPO, Project
 
 Serve = Callable[..., ScriptedServer]
@@ -59,13 +59,7 @@ def setup(project: Project, server: ScriptedServer) -> None:
     shutil.copytree(EXAMPLE / "agents", project.root / "agents")
     for relative, text in SOURCES.items():
         project.write(relative, text)
-    project.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    settings = {
-        "providers": {"local": {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}},
-        "default_provider": "local",
-        "default_model": "test-model",
-    }
-    (project.home / "settings.json").write_text(json.dumps(settings))
+    write_settings_for(project.home, server)
 
 
 def journal(project: Project, run_id: str) -> list[dict[str, Any]]:

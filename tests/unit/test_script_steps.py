@@ -21,7 +21,7 @@ from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import RunFolder
 from tests.agents.fakeserver import OPENAI, Recorded, Reply, ScriptedServer
-from tests.agents.helpers import KEY_ENV, SECRET
+from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.conftest import Project
 
 RUN_ID = "run-steps"
@@ -270,13 +270,7 @@ def test_a_file_changed_within_the_settle_time_is_frozen_again_every_call(projec
 
 
 def configure(project: Project, server: ScriptedServer) -> None:
-    project.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    settings = {
-        "providers": {"local": {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}},
-        "default_provider": "local",
-        "default_model": "test-model",
-    }
-    (project.home / "settings.json").write_text(json.dumps(settings))
+    write_settings_for(project.home, server)
     project.write(".rho/agents/tester.md", AGENT)
 
 
