@@ -50,6 +50,12 @@ __all__ = [
     "UnsupportedPlatform",
     "LaunchError",
     "StepInvalid",
+    "DecisionNeedsPerson",
+    "ExecutorInvalid",
+    "DaskNotInstalled",
+    "MappingError",
+    "ItemTooLarge",
+    "AttemptUncertain",
 ]
 
 
@@ -425,3 +431,83 @@ class StepInvalid(RhoError):
     (the step is refused before anything is journaled for it)."""
 
     rule = "step.invalid"
+
+
+class DecisionNeedsPerson(RunRefused):
+    """A decision a model-facing tool (MCP) may not make: a halted script step whose halt is not a
+    ``recovery="manual"`` one (an uncertain launch, an unreadable result), or a step that is not
+    halted. ``command`` is what a person runs to decide it."""
+
+    rule = "decision_needs_person"
+
+    def __init__(self, message: str, *, run_id: str, step: str, command: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.step = step
+        self.command = command
+
+
+# -- distributed executors (docs/distributed.md) -------------------------------------------------
+
+
+class ExecutorInvalid(RhoError):
+    """An executor choice (``--executor``, ``executor=``, settings ``dask_scheduler`` or
+    ``dask_path_map``) that is not one we know how to run with; the message names what was given."""
+
+    rule = "executor.invalid"
+    exit_code = 2
+
+    def __init__(self, message: str, *, given: str) -> None:
+        super().__init__(message)
+        self.given = given
+
+
+class DaskNotInstalled(RhoError):
+    """A run asked for the Dask executor but ``distributed`` cannot be imported here."""
+
+    rule = "executor.dask_missing"
+    exit_code = 2
+
+    def __init__(self, message: str = "", *, reason: str = "") -> None:
+        super().__init__(
+            message
+            or (
+                "the Dask executor needs the `distributed` package, which is not importable here"
+                + (f" ({reason})" if reason else "")
+                + ": install it with `pip install rho-notebook[dask]` (on the run owner and every worker), "
+                "or run with `--executor local`"
+            )
+        )
+        self.reason = reason
+
+
+class MappingError(RhoError):
+    """An item-graph mapping string (``"={{ $json.a.b }}"``) does not parse (docs/graphs.md)."""
+
+    rule = "graph.mapping_syntax"
+
+    def __init__(self, message: str, *, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
+
+class ItemTooLarge(RhoError):
+    """An item-graph step produced an item larger than the ``item_bytes`` planning limit."""
+
+    rule = "limit.item_bytes"
+
+    def __init__(self, *, step: str, limit: int, measured: int) -> None:
+        super().__init__(
+            f"step {step!r}: the item is {measured} bytes (canonical JSON), over the 'item_bytes' limit of "
+            f"{limit} bytes; keep the item lean: carry IDs or paths of bulky data instead of the data"
+        )
+        self.step = step
+        self.limit = limit
+        self.measured = measured
+
+
+class AttemptUncertain(RhoError):
+    """A remote attempt's result is lost (its worker died, its future was lost): it may have run.
+    The driver journals ``attempt_uncertain`` instead of a result; the resume rules apply."""
+
+    rule = "attempt_uncertain"

@@ -147,11 +147,24 @@ export interface RunRowJson {
   waiting: number;
   last_seq: number;
   /**
-   * This and ``origin``, ``mode``: how the run was created (absent when its manifest is unreadable).
+   * This and ``origin``, ``mode``, ``initiator``, ``via``, ``client``: how and by whom the run
+   * was created (absent when its manifest is unreadable).
    */
   created_at?: string;
   origin?: string;
   mode?: string;
+  /**
+   * The OS account that created the run ("" for runs created before it was recorded).
+   */
+  initiator?: string;
+  /**
+   * How it was started: cli, terminal, notebook, server or mcp.
+   */
+  via?: string;
+  /**
+   * Runs started through MCP: the client's self-reported name (else null).
+   */
+  client?: string | null;
   /**
    * Lifecycle ``damaged`` only: what the journal contradicts.
    */

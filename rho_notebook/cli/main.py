@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rho_notebook.cli import diff_verbs, notebook_verbs, plan_verbs, policy_verbs, record_verbs, run_verbs
+from rho_notebook.cli import diff_verbs, mcp_verbs, notebook_verbs, plan_verbs, policy_verbs, record_verbs, run_verbs
 from rho_notebook.errors import InvalidWorkflow, RhoError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     notebook_verbs.register(verbs)
     policy_verbs.register(verbs)
     record_verbs.register(verbs)
+    mcp_verbs.register(verbs)
     return parser
 
 

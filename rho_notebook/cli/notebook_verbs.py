@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,10 +74,7 @@ def run_export(args: argparse.Namespace) -> int:
             f"workspace root ({workspace.root}), so plan the folder as its own workspace or export into the workspace root",
             file=sys.stderr,
         )
-    flags = "".join(
-        " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items())
-    )
-    print(f"plan it with: rho-notebook plan {result.entry}{flags}")
+    print(f"plan it with: {result.plan_command()}")
     return 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Service, load_limits, parse_input_args
 from rho_notebook.service.wire import plan_json, plan_summary_json
@@ -24,6 +25,9 @@ def register(verbs: Any) -> None:
         "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
     )
     validate.add_argument("--output", choices=("text", "json"), default="text")
+    validate.add_argument(
+        "--flow", metavar="NAME", help="with FLOW.py: compile the Workflow NAME and check its manifest (docs/flows.md)"
+    )
     validate.set_defaults(handler=run_validate)
 
     plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
@@ -32,6 +36,7 @@ def register(verbs: Any) -> None:
         "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
     )
     plan.add_argument("--output", choices=("text", "json"), default="text")
+    plan.add_argument("--flow", metavar="NAME", help="with FLOW.py: plan the module's Workflow NAME as a flow run")
     plan.set_defaults(handler=run_plan)
 
     plans = verbs.add_parser("plans", help="list saved plans")
@@ -47,7 +52,13 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
     print(f"workflow    {m.workflow}", file=out)
     print(f"digest      {m.graph_digest}", file=out)
     print(f"workspace   {m.workspace_root}{'' if m.workspace_trusted else '  (untrusted)'}", file=out)
-    if plan.graph.script is not None:
+    if plan.graph.script is not None and plan.graph.script.flow is not None:
+        print(
+            f"flow        {plan.graph.script.flow} of {plan.graph.script.module}  (model calls become nodes)", file=out
+        )
+        for line in _manifest_lines(m.flow or {}):
+            print(f"  {line}", file=out)
+    elif plan.graph.script is not None:
         print(f"script      {plan.graph.script.module}  (steps become nodes while it runs)", file=out)
     else:
         print(f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)", file=out)
@@ -67,12 +78,18 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
         f"limits      total={sched.total} agent={sched.agent} command={sched.command} checkout_readers={sched.checkout_readers}",
         file=out,
     )
+    if plan.graph.checkout == "shared":
+        print("checkout    shared  (each worker has its own copy; no cross-host checkout lock)", file=out)
+    placed = [node for node in plan.graph.nodes if placement_of(node) == "local" or resources_of(node)]
+    for node in placed:
+        wants = ", ".join(f"{key}={amount}" for key, amount in resources_of(node).items())
+        print(f"placement   {node.name}: {placement_of(node)}{f'  resources {wants}' if wants else ''}", file=out)
 
 
 def _run(args: argparse.Namespace, *, store: bool) -> int:
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits())
-    request = service.request_for(args.file, inputs=inputs)
+    request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
     if args.file.suffix == ".py":  # a script's lint warnings (its errors stop the plan below)
         for finding in asyncio.run(service.lint_script(args.file)):
             if finding.severity == "warning":
@@ -119,7 +136,86 @@ def _validate_script(args: argparse.Namespace) -> int:
     return 0
 
 
+def _manifest_lines(manifest: dict[str, Any]) -> list[str]:
+    """The module tree of a flow manifest (docs/flows.md): each module, its agents with provider
+    and model, and each selector with its candidates (text for ``validate --flow``/``plan --flow``)."""
+    agents = {a.get("path"): a for a in manifest.get("agents") or [] if isinstance(a, dict)}
+    selectors = {d.get("path"): d for d in manifest.get("dynamic") or [] if isinstance(d, dict)}
+    lines: list[str] = []
+    for module in manifest.get("modules") or []:
+        if not isinstance(module, dict):
+            continue
+        path = str(module.get("path", ""))
+        depth = path.count(".")
+        lines.append(f"{'  ' * depth}{path}  ({module.get('class')})")
+        for attribute in module.get("agents") or []:
+            agent = agents.get(f"{path}.{attribute}") or {}
+            snapshot = agent.get("provider")
+            placed: dict[str, Any] = snapshot if isinstance(snapshot, dict) else {}
+            what = f"agent {agent['agent']}" if agent.get("agent") else "inline prompt"
+            provider = placed.get("name") or "(default provider)"
+            model = placed.get("model") or "(default model)"
+            lines.append(f"{'  ' * (depth + 1)}{attribute}: {what}  provider={provider}  model={model}")
+        selector = selectors.get(path)
+        if selector is not None:
+            names = [
+                str(c.get("path") or c.get("class")) for c in selector.get("candidates") or [] if isinstance(c, dict)
+            ]
+            shown = ", ".join(names) or "given when it runs"
+            lines.append(f"{'  ' * (depth + 1)}selector (dynamic): candidates {shown}")
+    return lines
+
+
+def _validate_flow(args: argparse.Namespace) -> int:
+    """``validate FLOW.py --flow NAME``: lint the module, compile the workflow (its top-level code
+    runs in the frozen interpreter; no model is called) and check the manifest; exit 1 on an error."""
+    service = Service.default()
+    findings = asyncio.run(service.lint_script(args.file))
+    shown: list[dict[str, Any]] = [f.to_json() for f in findings]
+    lines = [f.render() for f in findings]
+    errors = sum(1 for f in findings if f.severity == "error")
+    manifest: dict[str, Any] = {}
+    if not errors:
+        try:
+            inputs = parse_input_args(args.input, limits=load_limits())
+            check = asyncio.run(service.validate_flow(service.request_for(args.file, inputs=inputs, flow=args.flow)))
+        except InvalidWorkflow as err:
+            shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+            lines += [d.render() for d in err.diagnostics()]
+            errors += len(err.diagnostics())
+        else:
+            manifest = check.manifest
+            shown += [f.to_json() for f in check.findings]
+            lines += [f.render() for f in check.findings]
+            errors += check.errors
+    warnings = len(shown) - errors
+    if args.output == "json":
+        print(
+            json.dumps({"valid": errors == 0, "flow": args.flow, "manifest": manifest, "diagnostics": shown}, indent=2)
+        )
+        return 1 if errors else 0
+    for line in lines:
+        print(line, file=sys.stderr)
+    if manifest:
+        print(f"flow {args.flow} of {args.file}")
+        for line in _manifest_lines(manifest):
+            print(f"  {line}")
+    counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    if errors:
+        print(f"invalid: flow {args.flow} of {args.file} ({counts}); nothing was stored")
+        return 1
+    print(f"valid: flow {args.flow} of {args.file} passes validate ({counts}; nothing was stored)")
+    return 0
+
+
 def run_validate(args: argparse.Namespace) -> int:
+    from rho_notebook.cli.graph_verbs import validate_graph  # item graphs: validation only (docs/graphs.md)
+    from rho_notebook.model.itemgraph import is_graph_file
+
+    if is_graph_file(args.file.name):
+        return validate_graph(args)
+    if args.file.suffix == ".py" and getattr(args, "flow", None):
+        return _validate_flow(args)
     if args.file.suffix == ".py":
         return _validate_script(args)
     try:

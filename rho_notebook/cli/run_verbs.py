@@ -46,6 +46,14 @@ __all__ = ["register", "EXIT_REFUSED", "consent", "start_plan"]
 EXIT_REFUSED = 3
 EXIT_USAGE = 2
 
+_EXECUTOR_OPTION: dict[str, Any] = {
+    "default": None,
+    "metavar": "local|dask[=ADDRESS]",
+    "help": "where command, shell and python nodes run: local (default), or on a Dask cluster "
+    "(dask: $RHO_NOTEBOOK_DASK_SCHEDULER, settings dask_scheduler, else a LocalCluster for the run; "
+    "docs/distributed.md)",
+}
+
 
 def register(verbs: Any) -> None:
     run = verbs.add_parser("run", help="confirm a plan's digest and run it (plan ID or unique prefix)")
@@ -72,6 +80,10 @@ def register(verbs: Any) -> None:
         action="store_true",
         help="launch every node, even a `reuse = True` node whose stored success has the same reuse key",
     )
+    run.add_argument(
+        "--flow", metavar="NAME", help="with FLOW.py: run the module's Workflow NAME as a flow run (docs/flows.md)"
+    )
+    run.add_argument("--executor", **_EXECUTOR_OPTION)
     run.set_defaults(handler=run_run)
 
     resume = verbs.add_parser("resume", help="resume a cancelled or interrupted run from its frozen graph")
@@ -91,6 +103,12 @@ def register(verbs: Any) -> None:
     )
     resume.add_argument("--output", choices=("text", "jsonl"), default="text")
     resume.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
+    resume.add_argument(
+        "--executor",
+        default=None,
+        metavar="local|dask[=ADDRESS]",
+        help="where this resume runs command, shell and python nodes (default: where the run ran; docs/distributed.md)",
+    )
     resume.set_defaults(handler=run_resume)
 
     status = verbs.add_parser("status", help="one durable snapshot of a run (never takes ownership)")
@@ -301,7 +319,14 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
         given = Consent(plan_approved=True)
     else:
         given = consent(args, digest=plan.graph_digest, what=what)
-    request = StartRun(plan=plan.plan_id, consent=given, mode=args.mode, origin="cli", reuse=not args.no_reuse)
+    request = StartRun(
+        plan=plan.plan_id,
+        consent=given,
+        mode=args.mode,
+        origin="cli",
+        reuse=not args.no_reuse,
+        executor=getattr(args, "executor", None),
+    )
 
     async def start(**options: Any) -> RunState:
         run_id = await service.create_run_of(plan, request)
@@ -322,10 +347,12 @@ def _run_script(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     service = Service.default()
     inputs = parse_input_args(getattr(args, "input", None) or [], limits=load_limits())
-    plan = asyncio.run(service.plan(service.request_for(Path(args.plan), inputs=inputs)))
+    flow = getattr(args, "flow", None)
+    plan = asyncio.run(service.plan(service.request_for(Path(args.plan), inputs=inputs, flow=flow)))
+    kind = "script" if flow is None else f"flow {flow} of"
     if args.output == "text":
-        print(f"script {args.plan}  plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
-    return start_plan(service, plan, args, what=f"run script {args.plan} (plan {plan.plan_id[:13]})")
+        print(f"{kind} {args.plan}  plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
+    return start_plan(service, plan, args, what=f"run {kind} {args.plan} (plan {plan.plan_id[:13]})")
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -344,6 +371,9 @@ def run_run(args: argparse.Namespace) -> int:
             print(f"rho-notebook: {target}: no such script", file=sys.stderr)
             return EXIT_USAGE
         return _run_script(args)
+    if getattr(args, "flow", None):
+        print("rho-notebook: --flow applies to `run FLOW.py`, a Python module defining the workflow", file=sys.stderr)
+        return EXIT_USAGE
     handled = notebook_run(args)  # `run NOTEBOOK.ipynb`
     if handled is not None:
         return handled
@@ -381,7 +411,13 @@ def run_resume(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"rho-notebook: {err}", file=sys.stderr)
         return 2
-    request = ResumeRun(run=run_id, consent=given, recover_uncertain=args.recover_uncertain, decisions=decisions)
+    request = ResumeRun(
+        run=run_id,
+        consent=given,
+        recover_uncertain=args.recover_uncertain,
+        decisions=decisions,
+        executor=args.executor,
+    )
 
     async def start(**options: Any) -> RunState:
         return await service.resume(request, **options)

@@ -21,7 +21,7 @@ from rho_notebook.model.graph import FrozenExecutable
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import json_bytes
 
-__all__ = ["Ended", "FileSink", "process_spec", "supervise"]
+__all__ = ["Ended", "FileSink", "conclude", "process_spec", "supervise"]
 
 _STDERR_TAIL = 4096
 """Bytes of stderr kept in memory for a failure message (the whole stream is in the artifact)."""
@@ -179,6 +179,14 @@ async def supervise(ctx: AttemptContext, spec: ProcessSpec, *, judge: Judge) -> 
     finally:
         stdout.close()
         stderr.close()
+    return await conclude(ctx, result, stdout=stdout, stderr=stderr, judge=judge)
+
+
+async def conclude(
+    ctx: AttemptContext, result: ProcessResult, *, stdout: FileSink, stderr: FileSink, judge: Judge
+) -> AttemptResult:
+    """The attempt result of a process that ran (here or on a worker, exec/dask.py) and whose
+    retained output is in ``stdout``/``stderr``: ``judge`` decides an exit, this the other endings."""
     record = _exit_record(result)
     artifacts = {sink.stream: sink.stream for sink in (stdout, stderr) if sink.created}
     if result.kind == "exit":

@@ -59,9 +59,9 @@ class CommandExecutor:
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render argv: {err}")
         spec = process_spec(ctx, node.executable, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds)
-        return await supervise(ctx, spec, judge=self._judge)
+        return await supervise(ctx, spec, judge=self.judge)
 
-    async def _judge(self, ended: Ended) -> AttemptResult:
+    async def judge(self, ended: Ended) -> AttemptResult:
         if ended.result.exit_code != 0:
             return ended.failure(f"exited with code {ended.result.exit_code}")
         node = ended.ctx.node

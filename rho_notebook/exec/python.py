@@ -39,7 +39,7 @@ from rho_notebook.oshelpers import read_fd
 from rho_notebook.source.pymodules import HARNESS_PATH
 from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
 
-__all__ = ["PythonExecutor", "python_facts", "render_args"]
+__all__ = ["PythonExecutor", "node_request", "python_facts", "render_args", "verified_harness"]
 
 _LAST_LINE_CHARS = 500
 """A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
@@ -73,6 +73,19 @@ def python_facts(node: PythonNode, graph: Graph, outputs: Any) -> dict[str, Any]
     }
 
 
+def node_request(node: PythonNode, graph: Graph, args: dict[str, Any]) -> dict[str, Any]:
+    """The harness's ``request.json`` of one attempt: module, function, rendered ``args`` and the
+    frozen ``sys.path`` (raises PlanError without a frozen interpreter, KeyError for an unknown module)."""
+    runtime = _runtime(graph)
+    return {
+        "module": graph.python_module(node.module).name,
+        "function": node.function,
+        "args": args,
+        "sys_path": list(runtime.sys_path),
+        "site_dirs": list(runtime.site_dirs),
+    }
+
+
 def _module_path(modules: Path, label: str) -> Path:
     parts = PurePosixPath(label.removeprefix("//")).parts
     if not label.startswith("//") or not parts or any(p in ("", ".", "..", "/") for p in parts):
@@ -81,9 +94,8 @@ def _module_path(modules: Path, label: str) -> Path:
     return modules.joinpath(*parts)
 
 
-def _materialise(run: Path, graph: Graph) -> Path:
-    """Write ``<run>/python/`` (frozen modules and the verified harness); returns that folder."""
-    runtime = _runtime(graph)
+def verified_harness(runtime: PythonRuntime) -> bytes:
+    """The installed harness, when its digest is the one frozen in the plan (else PlanError)."""
     harness = HARNESS_PATH.read_bytes()
     digest = "sha256:" + hashlib.sha256(harness).hexdigest()
     if digest != runtime.harness_sha256:
@@ -92,6 +104,12 @@ def _materialise(run: Path, graph: Graph) -> Path:
             f"{runtime.harness_sha256} in the plan); plan again"
         )
         raise PlanError(msg)
+    return harness
+
+
+def _materialise(run: Path, graph: Graph) -> Path:
+    """Write ``<run>/python/`` (frozen modules and the verified harness); returns that folder."""
+    harness = verified_harness(_runtime(graph))
     folder = ensure_private_dir(run / "python", below=run)
     modules = ensure_private_dir(folder / "modules", below=run)
     for module in graph.python_modules:
@@ -148,16 +166,9 @@ class PythonExecutor:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render args: {err}")
         try:
             runtime = _runtime(graph)
-            module = graph.python_module(node.module)
+            request = node_request(node, graph, args)
             folder = await self._python_folder(ctx, graph)
             attempt = await ctx.directory()
-            request = {
-                "module": module.name,
-                "function": node.function,
-                "args": args,
-                "sys_path": list(runtime.sys_path),
-                "site_dirs": list(runtime.site_dirs),
-            }
             await asyncio.to_thread(atomic_write_json, attempt / "request.json", request, durable=False)
         except (RhoError, KeyError, OSError) as err:
             if isinstance(err, OSError):
@@ -177,11 +188,11 @@ class PythonExecutor:
         spec = process_spec(
             ctx, runtime.interpreter, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds
         )
-        result = await supervise(ctx, spec, judge=self._judge)
+        result = await supervise(ctx, spec, judge=self.judge)
         result.artifacts["request"] = "request.json"
         return result
 
-    async def _judge(self, ended: Ended) -> AttemptResult:
+    async def judge(self, ended: Ended) -> AttemptResult:
         node = ended.ctx.node
         if not isinstance(node, PythonNode):
             msg = f"PythonExecutor cannot judge a {node.kind} node"

@@ -32,6 +32,9 @@ __all__ = [
     "PythonRuntime",
     "Node",
     "ScriptSpec",
+    "Placement",
+    "placement_of",
+    "resources_of",
     "ArgvPart",
     "EnvironmentPolicy",
     "SchedulerLimits",
@@ -98,6 +101,28 @@ def _is_empty(value: object) -> bool:
 # Fields added after graphs were first stored are left out of the canonical encoding at their
 # default (``exclude_if``), so every plan stored before them keeps its digest.
 
+Placement = Literal["local", "any"]
+"""Where a node's attempts may run: ``local`` with the run owner, ``any`` on a worker of a
+distributed executor when the run has one (docs/distributed.md). Agent and approval nodes are
+always local."""
+
+
+def _is_any(value: object) -> bool:
+    return value == "any"
+
+
+def _is_exclusive(value: object) -> bool:
+    return value == "exclusive"
+
+
+class _RemotableNode(_NodeBase):
+    """A node whose attempts may travel to a worker: command, shell and Python nodes."""
+
+    placement: Placement = Field(default="any", exclude_if=_is_any)
+    resources: tuple[tuple[str, int], ...] = Field(default=(), exclude_if=_is_empty)
+    """Abstract worker resources one attempt holds, e.g. ``(("GPU", 1),)``; sorted by name,
+    each amount positive. A distributed executor places the attempt on a worker that has them."""
+
 
 class AgentNode(_NodeBase):
     kind: Literal["agent"] = "agent"
@@ -112,7 +137,7 @@ class AgentNode(_NodeBase):
 ArgvPart = Union[str, Template]
 
 
-class CommandNode(_NodeBase):
+class CommandNode(_RemotableNode):
     kind: Literal["command"] = "command"
     argv: tuple[ArgvPart, ...]
     """argv[0] is the literal name as written; later parts may be templates with references."""
@@ -121,7 +146,7 @@ class CommandNode(_NodeBase):
     executable: FrozenExecutable
 
 
-class ShellNode(_NodeBase):
+class ShellNode(_RemotableNode):
     kind: Literal["shell"] = "shell"
     executable: FrozenExecutable
     arguments: tuple[str, ...]
@@ -172,7 +197,7 @@ class PythonRuntime(FrozenModel):
     """Digest of ``rho_notebook/source/_py_harness.py`` at plan time; a different harness fails closed."""
 
 
-class PythonNode(_NodeBase):
+class PythonNode(_RemotableNode):
     kind: Literal["python"] = "python"
     module: str
     """Label of the module that defines ``function`` (one of ``Graph.python_modules``)."""
@@ -196,6 +221,20 @@ class PythonNode(_NodeBase):
 Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode | PythonNode, Field(discriminator="kind")]
 
 
+def placement_of(node: Node) -> Placement:
+    """Where ``node``'s attempts may run; agent and approval nodes are always ``local``."""
+    if isinstance(node, _RemotableNode):
+        return node.placement
+    return "local"
+
+
+def resources_of(node: Node) -> dict[str, int]:
+    """The worker resources one attempt of ``node`` asks for (empty: any worker)."""
+    if isinstance(node, _RemotableNode):
+        return dict(node.resources)
+    return {}
+
+
 class ScriptSpec(FrozenModel):
     """A Python script run (the script tier): the script is a module frozen in
     ``Graph.python_modules`` and runs in ``Graph.python``'s interpreter; its steps become nodes
@@ -209,6 +248,9 @@ class ScriptSpec(FrozenModel):
     """Wall-time limit of the script process (steps have their own)."""
     max_output_bytes: int = 1_048_576
     """Retained stdout/stderr of the script process, per stream."""
+    flow: str | None = Field(default=None, exclude_if=_is_empty)
+    """A flow run (docs/flows.md): the name of the ``Workflow`` the script module defines, run on
+    the initial session; None for a plain script run."""
 
 
 class EnvironmentPolicy(FrozenModel):
@@ -246,6 +288,10 @@ class Graph(FrozenModel):
     """Every Python module a node may import, sorted by label."""
     script: ScriptSpec | None = Field(default=None, exclude_if=_is_empty)
     """Set for a script run: ``nodes`` is empty and the steps appear as nodes while it runs."""
+    checkout: Literal["exclusive", "shared"] = Field(default="exclusive", exclude_if=_is_exclusive)
+    """``shared``: the workflow declares that its nodes do not share one local checkout (each
+    worker of a distributed executor has its own copy), so mutating nodes take no cross-host
+    checkout lock and may run remotely. ``exclusive`` (default): the checkout lock rules hold."""
 
     def python_module(self, label: str) -> PythonModule:
         for module in self.python_modules:

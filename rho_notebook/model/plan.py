@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import Field
+
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
@@ -53,6 +55,8 @@ class PlanManifest(FrozenModel):
     limits: dict[str, int]
     planner: dict[str, Any]
     stats: dict[str, int] = {}
+    flow: dict[str, Any] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A flow plan's compiled manifest (docs/flows.md): modules, agent resources, selectors."""
 
 
 @dataclass

@@ -135,16 +135,18 @@ def request_for(
     return svc.request_for(_source(source_or_path), inputs=inputs, workspace=workspace)
 
 
-def _planned(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None, store: bool) -> Plan:
+def _planned(
+    source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None, store: bool, flow: str | None = None
+) -> Plan:
     svc = service()
     source = _source(source_or_path)
-    request = svc.request_for(source, inputs=inputs)
+    request = svc.request_for(source, inputs=inputs, flow=flow)
     if isinstance(source, NotebookSource):
         return call(svc.plan_source(source, request, store=store))
     return call(svc.plan(request) if store else svc.validate(request))
 
 
-def validate(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None) -> Plan:
+def validate(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None, flow: str | None = None) -> Plan:
     """Evaluate the workflow once in the planning worker and check the whole graph.
 
     Parameters
@@ -153,6 +155,9 @@ def validate(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = N
         An entry ``.star`` path, Starlark source text, or a notebook source.
     inputs
         Input values by name (Python values: str, int, bool, None, lists, dicts).
+    flow
+        With a flow module (``FLOW.py``): the ``Workflow`` it defines to plan as a flow run
+        (docs/flows.md); a notebook source of a ``%%flow`` cell names its own.
 
     Returns
     -------
@@ -164,10 +169,10 @@ def validate(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = N
     InvalidWorkflow
         With every diagnostic (file or cell, line, column, rule).
     """
-    return _planned(source_or_path, inputs=inputs, store=False)
+    return _planned(source_or_path, inputs=inputs, store=False, flow=flow)
 
 
-def plan(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None) -> Plan:
+def plan(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None, flow: str | None = None) -> Plan:
     """Validate, resolve agents and executables, freeze, and store an immutable plan.
 
     Returns
@@ -180,7 +185,7 @@ def plan(source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None = None)
     InvalidWorkflow
         As :func:`validate`.
     """
-    return _planned(source_or_path, inputs=inputs, store=True)
+    return _planned(source_or_path, inputs=inputs, store=True, flow=flow)
 
 
 def run(
@@ -191,6 +196,7 @@ def run(
     mode: Mode = "auto",
     approval_timeout: float = 0.0,
     reuse: bool = True,
+    executor: str | None = None,
 ) -> RunHandle:
     """Confirm a plan's digest, create a run and execute it in the background.
 
@@ -206,6 +212,10 @@ def run(
         Passed to the driver (a notebook run always has a responder; see docs/notebook.md).
     reuse
         False launches every node, even an unchanged ``reuse = True`` node (``--no-reuse``).
+    executor
+        Where command, shell and python nodes run: ``"local"`` (default), ``"dask"`` (the
+        scheduler of ``$RHO_NOTEBOOK_DASK_SCHEDULER`` or settings ``dask_scheduler``, else a
+        LocalCluster for the run) or ``"dask=tcp://host:8786"``; kept in the run (docs/distributed.md).
 
     Returns
     -------
@@ -215,13 +225,17 @@ def run(
     Raises
     ------
     ConfirmationRequired, PlanError, RunRefused
+    ExecutorInvalid, DaskNotInstalled
+        ``executor`` is not one of the forms above, or ``distributed`` is not installed.
     """
     svc = service()
     agreed = consent(yes=yes, confirm_digest=confirm_digest)
 
     async def create() -> str:
         chosen = plan_or_id if isinstance(plan_or_id, Plan) else await svc.load_plan(str(plan_or_id))
-        request = StartRun(plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook", reuse=reuse)
+        request = StartRun(
+            plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook", reuse=reuse, executor=executor
+        )
         return await svc.create_run_of(chosen, request)
 
     run_id = call(create())
@@ -266,6 +280,7 @@ def resume(
     confirm_digest: str | None = None,
     approval_timeout: float = 0.0,
     decisions: Mapping[str, Literal["rerun", "skip"]] | None = None,
+    executor: str | None = None,
 ) -> RunHandle:
     """Resume a cancelled or interrupted run from its frozen graph, in the background.
 
@@ -281,6 +296,8 @@ def resume(
     decisions
         A script run's halted steps decided: ``{"STEP": "rerun" | "skip"}`` (``--decide``); each
         authorises exactly one attempt (docs/scripts.md).
+    executor
+        As for :func:`run`, for this resume (None: where the run ran).
 
     Raises
     ------
@@ -298,6 +315,7 @@ def resume(
         consent=consent(yes=yes, confirm_digest=confirm_digest),
         recover_uncertain=recover_uncertain,
         decisions=dict(decisions or {}),
+        executor=executor,
     )
     full = call(svc.check_resume(request))
     return runner.start_run(
@@ -307,6 +325,7 @@ def resume(
         recover_uncertain=recover_uncertain,
         approval_timeout=approval_timeout,
         decisions=request.decisions,
+        executor=request.executor,
     )
 
 

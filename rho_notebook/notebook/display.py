@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -25,8 +25,9 @@ from rho_notebook.model.plan import Plan
 from rho_notebook.notebook._render import graph_html, graph_text
 from rho_notebook.notebook.api import call
 from rho_notebook.service import DiffResult, RunHandle, Service
+from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
 
-__all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "WIDGET_MIME"]
+__all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "show_flow_tree", "WIDGET_MIME"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -117,6 +118,11 @@ def show_plan_card(
         text = f"{text}\nchanges since the previous plan:\n{shown}"
         body = f"<pre>{html.escape(shown)}</pre>{body}"
     _show(text, body, _view("plan_card", plan, on_run=on_run, changes=changes))
+
+
+def show_flow_tree(manifest: Mapping[str, Any]) -> None:
+    """The module tree of a flow's compiled manifest (``%%flow NAME --compile``)."""
+    _show(flow_tree_text(manifest), flow_tree_html(manifest), _view("flow_tree", manifest))
 
 
 def show_hub(session: Any, text: str) -> None:

@@ -6,27 +6,51 @@ For every kernel, add it to an IPython profile (``ipython profile create`` then
     c.InteractiveShellApp.extensions = ["rho_notebook"]
 
 Loading registers the magics (:mod:`rho_notebook.notebook.magics`) over one new
-:class:`~rho_notebook.notebook.session.NotebookSession` and a completion matcher for ``%workflow``
-lines and ``%%workflow`` headers. Unloading removes exactly those. Nothing is started: the
-background runner thread starts with the first plan or run.
+:class:`~rho_notebook.notebook.session.NotebookSession`, a completion matcher for ``%workflow``
+lines and ``%%workflow`` headers, and the in-memory model backend of flows called outside a run
+(:mod:`rho_notebook.notebook._flowbackend`). Unloading removes exactly those (the backend only if
+it is still the one installed). Nothing is started: the background runner thread starts with the
+first plan, run or in-memory flow call.
 """
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
+from rho_notebook import flow
 from rho_notebook.errors import RhoError
+from rho_notebook.notebook._flowbackend import memory_backend
 from rho_notebook.notebook.completion import CompletionSource, complete_line, newest_first
 from rho_notebook.notebook.session import NotebookSession
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "current_session"]
 
-_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "script", "agent")}
-_loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
-"""shell -> (magics, matcher) of this extension (weak: a discarded shell takes its session along)."""
+_MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "script", "flow", "agent")}
+_loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any, _Installed]] = weakref.WeakKeyDictionary()
+"""shell -> (magics, matcher, flow backend) of this extension (weak: a discarded shell takes its session along)."""
 _shadowed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 """shell -> IPython's own ``%%script`` cell magic, which ``%%script NAME`` replaces until unloaded."""
+
+
+@dataclass(frozen=True)
+class _Installed:
+    """The flow backend loading installed, and the one it replaced (given back on unload)."""
+
+    backend: flow.Backend
+    previous: flow.Backend | None
+
+
+def _install_backend(session: NotebookSession) -> _Installed:
+    backend = memory_backend(service=lambda: session.service, workspace=session.workspace)
+    return _Installed(backend=backend, previous=flow.use_backend(backend))
+
+
+def _uninstall_backend(installed: _Installed) -> None:
+    current = flow.use_backend(installed.previous)
+    if current is not installed.backend:  # someone installed another since: keep theirs
+        flow.use_backend(current)
 
 
 def _completion_source(session: NotebookSession) -> CompletionSource:
@@ -98,7 +122,7 @@ def load_ipython_extension(ipython: Any) -> None:
     completer = getattr(ipython, "Completer", None)
     if completer is not None:
         completer.custom_matchers.append(matcher)
-    _loaded[ipython] = (magics, matcher)
+    _loaded[ipython] = (magics, matcher, _install_backend(session))
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -106,8 +130,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     found = _loaded.pop(ipython, None)
     if found is None:
         return
-    magics, matcher = found
+    magics, matcher, installed = found
     magics.release()
+    _uninstall_backend(installed)
     manager = ipython.magics_manager
     for kind, names in _MAGIC_NAMES.items():
         table = manager.magics[kind]

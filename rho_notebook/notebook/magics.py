@@ -1,4 +1,4 @@
-"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%script``, ``%%agent`` and ``%workflow VERB``.
+"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%script``, ``%%flow``, ``%%agent`` and ``%workflow VERB``.
 
 Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import queue
 import re
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -42,13 +41,14 @@ from rho_notebook.notebook._render import (
     status_report,
     workflow_report,
 )
-from rho_notebook.notebook.display import show_graph, show_hub, show_plan_card, show_run
+from rho_notebook.notebook.display import show_flow_tree, show_graph, show_hub, show_plan_card, show_run
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
 from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
 from rho_notebook.service.cells import (
     AgentCell,
     Cell,
+    FlowCell,
     ModuleCell,
     PythonCell,
     ScriptCell,
@@ -230,31 +230,92 @@ class WorkflowMagics(Magics):
         if found is not None:
             found.uninstall()
 
+    def _script_cell(self, kind: Literal["script", "flow"], line: str, cell: str) -> ScriptCell:
+        parsed = self._cell(kind, line, cell)
+        if not isinstance(parsed, ScriptCell):  # pragma: no cover - parse_cell returns the kind asked for
+            raise TypeError(parsed)
+        return parsed
+
+    def _invalid(self, kind: Literal["script", "flow"], cell: ScriptCell, error: InvalidWorkflow) -> UsageError:
+        """The diagnostics of an invalid ``%%script`` or ``%%flow`` cell, pointing at its lines."""
+        text = diagnostics_text(
+            error, what=f"%%{kind} {cell.name} ({cell.display})", retry=f"%%{kind} {cell.args}".rstrip()
+        )
+        if kind == "script" and any(d.rule == "python.syntax" for d in error.diagnostics()):
+            text += (
+                f"\n(%%script NAME holds a Python script workflow while rho_notebook is loaded; to run the cell "
+                f"with a program, use IPython's %%{cell.name} or %%sh, or %unload_ext rho_notebook)"
+            )
+        if kind == "flow" and any(d.rule == "flow.name" for d in error.diagnostics()):
+            text += (
+                f"\n(%%flow {cell.name} runs the Workflow the cell defines as {cell.name}: a subclass, or an instance "
+                f"such as `{cell.name} = MyFlow()` at the end of the cell)"
+            )
+        return UsageError(text)
+
+    def _define_script(self, kind: Literal["script", "flow"], cell: ScriptCell, *, store: bool) -> Plan:
+        """Hold a ``%%script`` or ``%%flow`` cell and check it: its validation, or with ``store`` its
+        stored plan."""
+        try:
+            result = self.session.define_script(cell, validate=api.plan if store else api.validate)
+        except RhoError as err:
+            raise _usage(err) from None
+        if result.error is not None:
+            raise self._invalid(kind, cell, result.error)
+        if result.plan is None:  # pragma: no cover - define_script returns a plan or an error
+            raise RuntimeError("validation returned neither a plan nor diagnostics")
+        return result.plan
+
     @no_var_expand
     @cell_magic
     def script(self, line: str, cell: str) -> Report:
         """%%script NAME [--input KEY=JSON]... — the cell is a Python script workflow (NAME.py);
         it is stored and checked, never run here: %workflow run NAME runs it in its own process"""
+        parsed = self._script_cell("script", line, cell)
+        plan = self._define_script("script", parsed, store=False)
+        return _script_report(plan, parsed, label=self.session.entry_label(parsed.name, suffix=".py"))
+
+    @no_var_expand
+    @cell_magic
+    def flow(self, line: str, cell: str) -> Any:
+        """%%flow NAME [--input KEY=JSON]... [--compile] — the cell is a flow module (NAME.py) defining
+        the Workflow NAME; running the cell plans it and starts one flow run in the background, in its
+        own process (the cell is the consent to that run), its model calls shown live as steps.
+        --compile shows the module tree instead and runs nothing."""
+        parsed = self._script_cell("flow", line, cell)
+        if not isinstance(parsed, FlowCell):  # pragma: no cover - parse_cell returns the kind asked for
+            raise TypeError(parsed)
+        if parsed.compile_only:
+            return self._compile_flow(parsed)
+        plan = self._define_script("flow", parsed, store=True)
+        self.session.planned[parsed.name] = plan
+        print(f"plan {plan.plan_id}  flow {parsed.name}  digest {plan.graph_digest}")
+        handle = api.run(plan, confirm_digest=plan.graph_digest)
+        show_run(handle)
+        return handle
+
+    def _compile_flow(self, cell: FlowCell) -> Report:
+        """``%%flow NAME --compile``: the module tree and the check's findings; nothing runs. With
+        errors among the findings the cell fails after showing the tree."""
         try:
-            parsed = self._cell("script", line, cell)
-            if not isinstance(parsed, ScriptCell):  # pragma: no cover
-                raise TypeError(parsed)
-            result = self.session.define_script(parsed, validate=api.validate)
+            check = self.session.check_flow(cell)
+        except InvalidWorkflow as err:
+            raise self._invalid("flow", cell, err) from None
         except RhoError as err:
             raise _usage(err) from None
-        if result.error is not None:
-            what = f"%%script {parsed.name} ({parsed.display})"
-            retry = f"%%script {parsed.args}".rstrip()
-            text = diagnostics_text(result.error, what=what, retry=retry)
-            if any(d.rule == "python.syntax" for d in result.error.diagnostics()):
-                text += (
-                    f"\n(%%script NAME holds a Python script workflow while rho_notebook is loaded; to run the cell "
-                    f"with a program, use IPython's %%{parsed.name} or %%sh, or %unload_ext rho_notebook)"
-                )
-            raise UsageError(text)
-        if result.plan is None:  # pragma: no cover - define_script returns a plan or an error
-            raise RuntimeError("validation returned neither a plan nor diagnostics")
-        return _script_report(result.plan, parsed, label=self.session.entry_label(parsed.name, suffix=".py"))
+        show_flow_tree(check.manifest)
+        errors = check.errors
+        warnings = len(check.findings) - errors
+        label = self.session.entry_label(cell.name, suffix=".py")
+        lines = [
+            f"flow {cell.name}: stored as {label}; compiled ({errors} error{'s' if errors != 1 else ''}, "
+            f"{warnings} warning{'s' if warnings != 1 else ''}); not run",
+            *(finding.render() for finding in check.findings),
+            f"next     %%flow {cell.name} (without --compile) plans and runs it",
+        ]
+        if errors:  # the tree is shown; the cell fails as an invalid cell does (Run all stops here)
+            raise UsageError("\n".join(lines[:-1]))
+        return Report("\n".join(lines), data=check)
 
     @no_var_expand
     @cell_magic
@@ -300,8 +361,13 @@ class WorkflowMagics(Magics):
     def _inputs(self, raw: list[str]) -> dict[str, Any]:
         return parse_input_args(raw, limits=load_limits())
 
-    def _target(self, target: str, raw_inputs: list[str], *, store: bool) -> tuple[Plan, WorkflowCell | None]:
+    def _target(
+        self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None
+    ) -> tuple[Plan, WorkflowCell | None]:
         inputs = self._inputs(raw_inputs)
+        if flow is not None and self.session.has(target):
+            msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
+            raise UsageError(msg)
         if target in self.session.cells.scripts:
             source = self.session.source(target)
             try:
@@ -327,7 +393,9 @@ class WorkflowMagics(Magics):
         path = Path(target)
         if target.endswith(".star") or path.is_file():
             try:
-                plan = api.plan(path, inputs=inputs) if store else api.validate(path, inputs=inputs)
+                plan = (
+                    api.plan(path, inputs=inputs, flow=flow) if store else api.validate(path, inputs=inputs, flow=flow)
+                )
             except InvalidWorkflow as err:
                 raise UsageError(diagnostics_text(err, what=target)) from None
             return plan, None
@@ -340,18 +408,21 @@ class WorkflowMagics(Magics):
         print(json.dumps(plan_summary_json(plan, stored=stored), indent=2))
 
     def _verb_validate(self, args: Any) -> Report | None:
-        plan, cell = self._target(args.target, args.input, store=False)
+        plan, cell = self._target(args.target, args.input, store=False, flow=args.flow)
         if args.output == "json":
             self._json_summary(plan, stored=False)
             return None
+        if plan.manifest.flow is not None:  # a flow: its module tree (its steps appear while it runs)
+            show_flow_tree(plan.manifest.flow)
         script = self.session.cells.scripts.get(args.target)
         if script is not None:
             return _script_report(plan, script, label=self.session.entry_label(script.name, suffix=".py"))
-        show_graph(plan)
+        if plan.graph.script is None:
+            show_graph(plan)
         return workflow_report(plan, cell)
 
     def _verb_plan(self, args: Any) -> Report | None:
-        plan, _ = self._target(args.target, args.input, store=True)
+        plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
         if args.output == "json":
             self._json_summary(plan, stored=True)
             return None
@@ -360,8 +431,8 @@ class WorkflowMagics(Magics):
         return plan_report(plan)
 
     def _plan_for_run(self, args: Any) -> Plan:
-        if self.session.has(args.target):
-            plan, _ = self._target(args.target, args.input, store=True)
+        if self.session.has(args.target) or args.flow is not None:
+            plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
             return plan
         if args.input:
             raise UsageError(
@@ -388,6 +459,7 @@ class WorkflowMagics(Magics):
                     mode=args.mode,
                     approval_timeout=args.approval_timeout,
                     reuse=not args.no_reuse,
+                    executor=args.executor,
                 )
 
             changed = previous is not None and previous.graph_digest != plan.graph_digest
@@ -395,7 +467,12 @@ class WorkflowMagics(Magics):
             show_plan_card(plan, on_run=on_run, changes=changes)
             return None
         handle = api.run(
-            plan, yes=True, mode=args.mode, approval_timeout=args.approval_timeout, reuse=not args.no_reuse
+            plan,
+            yes=True,
+            mode=args.mode,
+            approval_timeout=args.approval_timeout,
+            reuse=not args.no_reuse,
+            executor=args.executor,
         )
         return self._started(handle, args)
 
@@ -455,6 +532,7 @@ class WorkflowMagics(Magics):
             yes=args.yes,
             approval_timeout=args.approval_timeout,
             decisions=_decisions(args.decide),
+            executor=args.executor,
         )
         return self._started(handle, args)
 
@@ -569,13 +647,9 @@ class WorkflowMagics(Magics):
                 "%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells"
             )
         text = str(result)
-        if result.inputs:
-            flags = " ".join(
-                "--input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(result.inputs.items())
-            )
-            text += (
-                f"\nthe cell's inputs are not part of the folder; plan with: rho-notebook plan {result.entry} {flags}"
-            )
+        if result.inputs or result.flow:
+            what = "inputs are" if result.inputs else "flow name is"
+            text += f"\nthe cell's {what} not part of the folder; plan with: {result.plan_command()}"
         return Report(text, data=result)
 
     def _verb_show(self, args: Any) -> None:

@@ -9,7 +9,9 @@ Python nodes planned here are frozen with this process's interpreter (``sys.exec
 kernel, the kernel's, the one that ran the ``%%py`` cells.
 
 A ``%%script NAME`` cell is held as a script (``//<notebook folder>/<NAME>.py``) and validated, never
-executed here: ``%workflow run NAME`` plans it and the run starts its own interpreter process.
+executed here: ``%workflow run NAME`` plans it and the run starts its own interpreter process. A
+``%%flow NAME`` cell is held the same way (its module is never executed here either); the magic
+plans it and starts the flow run.
 
 The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
 the nearest ancestor holding ``.rho/`` or ``.git``.
@@ -17,6 +19,7 @@ the nearest ancestor holding ``.rho/`` or ``.git``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -29,16 +32,19 @@ from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import (
     BackgroundRunner,
+    FlowCheck,
     RunHandle,
     Service,
     StoreLayout,
     Workspace,
     default_runner,
     find_workspace,
+    wait_for,
 )
 from rho_notebook.service.cells import (
     AgentCell,
     CellSet,
+    FlowCell,
     ModuleCell,
     NotebookSource,
     PythonCell,
@@ -58,6 +64,12 @@ class CellResult:
     plan: Plan | None
     """The validation (plan ID ``unsaved``); None when the cell is invalid."""
     error: InvalidWorkflow | None = None
+
+
+def _kind(cell: WorkflowCell | ScriptCell) -> str:
+    if isinstance(cell, FlowCell):
+        return "flow"
+    return "script" if isinstance(cell, ScriptCell) else "workflow"
 
 
 class NotebookSession:
@@ -179,6 +191,29 @@ class NotebookSession:
         self.validated[cell.name] = plan
         return CellResult(cell=cell, plan=plan)
 
+    def check_flow(self, cell: FlowCell) -> FlowCheck:
+        """Hold a ``%%flow NAME --compile`` cell and compile it: the manifest and the findings of its
+        check (lines counted as the cell's); nothing is planned or run.
+
+        Raises
+        ------
+        InvalidWorkflow
+            The module does not lint, freeze or compile; the diagnostics point at the cell.
+        """
+        self.cells.add(cell)
+        self.validated.pop(cell.name, None)
+        source = self._source_of(cell, cell.name)
+        service = self.service
+        try:
+            check = wait_for(service.validate_flow(service.request_for(source)))
+        except InvalidWorkflow as err:
+            raise InvalidWorkflow(source.renumber(err.diagnostics())) from None
+        found = []
+        for finding in check.findings:
+            display, shift = source.locations.get(finding.file, (finding.file, 0))
+            found.append(dataclasses.replace(finding, file=display, line=finding.line + shift))
+        return dataclasses.replace(check, findings=tuple(found))
+
     def define_module(self, cell: ModuleCell) -> ModuleCell:
         self.cells.add(cell)
         return cell
@@ -254,7 +289,7 @@ class NotebookSession:
                     "cell": cell.display,
                     "valid": name in self.validated,
                     "inputs": cell.inputs,
-                    "kind": "script" if isinstance(cell, ScriptCell) else "workflow",
+                    "kind": _kind(cell),
                 }
                 for name, cell in sorted(self._named_cells().items())
             },

@@ -70,6 +70,8 @@ class PlanRequest:
     """Recorded in the plan; project settings and hooks apply only to trusted workspaces."""
     python_interpreter: Path | None = None
     """The interpreter Python nodes run in, by absolute path; None: this process's ``sys.executable``."""
+    flow: str | None = None
+    """A script entry planned as a flow run (docs/flows.md): the ``Workflow`` the module defines."""
 
 
 def source_records(sources: list[SourceText]) -> tuple[SourceRecord, ...]:
@@ -181,6 +183,11 @@ def _freeze_nodes(
             "max_output_bytes": raw["max_output_bytes"],
             "output": draft.output,
         }
+        # Command, shell and python nodes only (the worker refuses these options on the others).
+        placed: dict[str, Any] = {
+            "placement": raw.get("placement", "any"),
+            "resources": tuple(sorted(raw.get("resources", {}).items())),
+        }
         try:
             if draft.kind == "agent":
                 agent_id = raw["agent"]
@@ -240,7 +247,7 @@ def _freeze_nodes(
                 if problem is not None:
                     found.append(draft.diagnostic("argv.code", problem[1]))
                     continue
-                nodes.append(CommandNode(argv=argv, cwd=cwd, executable=executable, **common))
+                nodes.append(CommandNode(argv=argv, cwd=cwd, executable=executable, **common, **placed))
             elif draft.kind == "shell":
                 cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
                 arguments = tuple(raw.get("arguments", []))
@@ -248,11 +255,13 @@ def _freeze_nodes(
                 _limit(found, draft, limits, "argv_bytes", size)
                 executable = resolver.executable(raw["executable"], cwd_label=cwd, node=draft.name)
                 nodes.append(
-                    ShellNode(executable=executable, arguments=arguments, command=raw["command"], cwd=cwd, **common)
+                    ShellNode(
+                        executable=executable, arguments=arguments, command=raw["command"], cwd=cwd, **common, **placed
+                    )
                 )
             elif draft.kind == "python":
                 try:
-                    frozen = _python_node(draft, common, index=index, resolver=resolver)
+                    frozen = _python_node(draft, {**common, **placed}, index=index, resolver=resolver)
                 except SourceError as err:  # a module's syntax: said once, however many nodes import it
                     found.extend(d for d in err.diagnostics() if d not in found)
                     continue
@@ -411,6 +420,7 @@ async def build_plan(
         nodes=tuple(nodes),
         agents=tuple(agents[k] for k in sorted(agents)),
         scheduler=SchedulerLimits(**(raw.get("concurrency") or {})),
+        checkout=raw.get("checkout", "exclusive"),
         python=frozen.python,
         python_modules=frozen.python_modules,
     )

@@ -68,7 +68,7 @@ class InterpreterFacts:
     """(normalised name, version), sorted; the first of a name on ``sys.path`` wins."""
 
 
-_probed: dict[tuple[str, str], tuple[InterpreterFacts, tuple[int, ...]]] = {}
+_probed: dict[tuple[str, str, tuple[str, ...] | None], tuple[InterpreterFacts, tuple[int, ...]]] = {}
 
 
 def _stamp(folders: tuple[str, ...]) -> tuple[int, ...]:
@@ -100,22 +100,25 @@ def interpreter_path(given: Path | None) -> Path:
     return path
 
 
-def probe_interpreter(path: Path, *, sha256: str) -> InterpreterFacts:
+def probe_interpreter(path: Path, *, sha256: str, sys_path: tuple[str, ...] | None = None) -> InterpreterFacts:
     """Ask the interpreter at ``path`` (run by that path, ``-I``) about itself; cached per
-    (path, digest) while the folders on its ``sys.path`` are unchanged.
+    (path, digest, ``sys_path``) while the folders on its ``sys.path`` are unchanged. ``sys_path``
+    replaces the interpreter's own before it answers, as the node harness does (a Dask worker
+    checks the environment the plan froze this way, exec/_dask_worker.py).
 
     Raises
     ------
     PlanError
         When it does not start, times out, fails or answers something that is not the probe's JSON.
     """
-    key = (str(path), sha256)
+    key = (str(path), sha256, sys_path)
     known = _probed.get(key)
     if known is not None and _stamp(known[0].sys_path) == known[1]:
         return known[0]
+    code = _PROBE if sys_path is None else f"import sys; sys.path[:] = {list(sys_path)!r}\n{_PROBE}"
     try:
         done = subprocess.run(
-            [str(path), "-I", "-c", _PROBE],
+            [str(path), "-I", "-c", code],
             env=_PROBE_ENV,
             cwd="/",
             stdin=subprocess.DEVNULL,

@@ -37,6 +37,15 @@ any of them is an error. The rules:
     ``INPUTS`` is not a literal dict (or is assigned more than once); an entry has the wrong shape.
 ``python.syntax`` (error)
     The script does not parse.
+``flow.fork`` (warning)
+    A module that imports ``rho_notebook.flow`` creates threads or a pool (``ThreadPoolExecutor``,
+    ``Thread``, ``.submit``/``.map`` of an executor) and never calls ``.fork(``: a session sent to
+    two branches without ``Session.fork()`` shares one branch, so the call counters of its steps
+    follow thread timing and a resume may replay another branch's answer (docs/flows.md).
+
+Flow plans (``--flow NAME``, docs/flows.md) add ``flow.name`` (error): ``NAME`` is not a class or
+a name assigned at the module's top level. Without ``INPUTS`` a flow takes one required string
+input, ``prompt``.
 """
 
 from __future__ import annotations
@@ -50,12 +59,13 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError, SourceError
 from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
 from rho_notebook.model.graph import GRAPH_FORMAT, NAME_PATTERN, Graph, InputDecl, ScriptSpec
 from rho_notebook.model.plan import PLAN_FORMAT, AuthorityItem, Plan, PlanManifest
+from rho_notebook.planning._findings import Finding, Severity
 from rho_notebook.planning.inputs import SCRIPT_INPUT_BYTES, check_inputs, check_inputs_size, resolve_path_inputs
 from rho_notebook.planning.plan import PlanRequest, source_records
 from rho_notebook.planning.python import freeze_runtime, frozen_modules
@@ -66,8 +76,12 @@ from rho_notebook.source.pymodules import ModuleIndex, check_module_label
 from rho_notebook.source.workspace import Workspace
 
 __all__ = [
+    "FLOW_INPUTS",
     "INPUT_TYPES",
     "Finding",
+    "FrozenScript",
+    "freeze_script",
+    "script_plan",
     "is_script_request",
     "lint_script",
     "parse_inputs_declaration",
@@ -86,38 +100,6 @@ _NONDETERMINISTIC = ("random", "time", "datetime", "uuid", "secrets")
 _EXECUTORS = frozenset({"ThreadPoolExecutor"})
 _NAME = re.compile(NAME_PATTERN)
 _ID_PART = re.compile(r"^[a-z0-9_-]*$")
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One lint finding of a script: the rule, how bad, where (1-based line and column)."""
-
-    rule: str
-    severity: Severity
-    message: str
-    file: str
-    line: int
-    column: int
-
-    def render(self) -> str:
-        """``file:line:col: warning[rule]: message``, like a diagnostic."""
-        return f"{self.file}:{self.line}:{self.column}: {self.severity}[{self.rule}]: {self.message}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "severity": self.severity,
-            "message": self.message,
-            "file": self.file,
-            "line": self.line,
-            "column": self.column,
-        }
-
-    def diagnostic(self) -> Diagnostic:
-        return Diagnostic(rule=self.rule, message=self.message, file=self.file, line=self.line, column=self.column)
-
 
 # -- reading the script ----------------------------------------------------------------------------
 
@@ -342,6 +324,10 @@ class _Linter:
         self.submitted: set[str] = set()
         self.executor_spans: list[ast.AST] = []
         self.submitted_lambdas: list[ast.Lambda] = []
+        self.imports_flow = False
+        self.threads: list[ast.Call] = []
+        """Calls that create a thread or pool, or hand work to one (for ``flow.fork``)."""
+        self.forks = False
 
     def add(self, node: ast.AST, rule: str, message: str, severity: Severity = "error") -> None:
         self.found.append(_at(node, self.display, rule, message, severity))
@@ -362,6 +348,16 @@ class _Linter:
                 self.call(node, in_executor=id(node) in in_executor)
             elif isinstance(node, ast.Subscript):
                 self.subscript(node)
+        if self.imports_flow and self.threads and not self.forks:
+            for call in self.threads:
+                self.add(
+                    call,
+                    "flow.fork",
+                    f"line {call.lineno} runs work on threads, but this flow never calls Session.fork(): branches that "
+                    "share one session share its step counters, so which call gets which key follows thread timing; "
+                    "give each branch its own session with session.fork()",
+                    "warning",
+                )
         return sorted(self.found, key=lambda f: (f.line, f.column, f.rule))
 
     # imports
@@ -395,6 +391,8 @@ class _Linter:
     def rho_import(self, node: ast.AST, name: str) -> None:
         if name != "rho_notebook" and not name.startswith("rho_notebook."):
             return
+        if name == "rho_notebook.flow" or name.startswith("rho_notebook.flow."):
+            self.imports_flow = True
         if any(name == allowed or name.startswith(allowed + ".") for allowed in _ALLOWED_IMPORTS):
             return
         self.add(
@@ -435,11 +433,17 @@ class _Linter:
                 self.inputs_names.add(target)
 
     def submissions(self, call: ast.Call) -> None:
+        name = _dotted(call.func)
+        if self.is_executor(call) or (name is not None and name.split(".")[-1] == "Thread"):
+            self.threads.append(call)
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "fork":
+            self.forks = True
         if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("submit", "map") or not call.args:
             return
         owner = call.func.value
         if not (isinstance(owner, ast.Name) and owner.id in self.executor_names) and not self.is_executor(owner):
             return
+        self.threads.append(call)
         first = call.args[0]
         if isinstance(first, ast.Name):
             self.submitted.add(first.id)
@@ -611,29 +615,69 @@ def _script_inputs(
     )
 
 
-async def plan_script(request: PlanRequest, *, plan_id: str, limits: Limits | None = None) -> Plan:
-    """Freeze the script ``request.entry`` (a ``.py`` module) into a plan; nothing is stored here.
+FLOW_INPUTS: dict[str, dict[str, Any]] = {
+    "prompt": {"type": "string", "required": True, "default": None, "choices": []}
+}
+"""The inputs of a flow whose module declares no ``INPUTS``: the prompt of its first user message."""
 
-    The graph has no nodes and ``script=ScriptSpec(module=label)``; ``python`` is the frozen
-    interpreter (``request.python_interpreter``, else this process's) and ``python_modules`` the
-    script and every workspace module it imports. Inputs are checked against ``INPUTS``, ``path``
-    values made canonical absolute paths inside the workspace (relative ones are taken from the
-    workspace root), and the resolved map is capped at :data:`SCRIPT_INPUT_BYTES`.
+
+def _flow_defined(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is bound at the module's top level (a class, an assignment, an import)."""
+    for statement in tree.body:
+        if isinstance(statement, ast.ClassDef | ast.FunctionDef) and statement.name == name:
+            return True
+        if isinstance(statement, ast.Assign | ast.AnnAssign):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return True
+        if isinstance(statement, ast.ImportFrom | ast.Import):
+            if any((alias.asname or alias.name.split(".")[0]) == name for alias in statement.names):
+                return True
+    return False
+
+
+def _check_flow_name(text: str, flow: str, display: str) -> None:
+    if not flow.isidentifier():
+        msg = f"--flow {flow!r} is not a Python name; give the name of the Workflow class (or instance) the module defines"
+        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
+    tree = _parse(text, display)
+    if isinstance(tree, ast.Module) and not _flow_defined(tree, flow):
+        msg = (
+            f"{display} defines no {flow} at its top level; --flow names a Workflow subclass or instance of the module"
+        )
+        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
+
+
+@dataclass(frozen=True)
+class FrozenScript:
+    """A script (or flow) frozen but not yet a plan: the graph and what the manifest needs."""
+
+    graph: Graph
+    index: ModuleIndex
+    resolver: Resolver
+    display: str
+
+
+async def freeze_script(request: PlanRequest, *, limits: Limits) -> FrozenScript:
+    """Lint, check inputs and freeze ``request.entry`` (see :func:`plan_script`); a flow request
+    (``request.flow``) is frozen with ``ScriptSpec.flow`` and, without ``INPUTS``, a ``prompt``.
 
     Raises
     ------
     InvalidWorkflow
-        A lint error, a bad name, bad inputs (InputError), a module that cannot be read, or the
-        interpreter that cannot be frozen.
+        As :func:`plan_script`.
     """
-    limits = limits or load_limits()
     entry = request.entry
     label, shown = entry.label, entry.display
     errors = [f for f in lint_script(entry.text, label, display=shown) if f.severity == "error"]
     if errors:
         raise InvalidWorkflow([f.diagnostic() for f in errors])
+    if request.flow is not None:
+        _check_flow_name(entry.text, request.flow, shown)
     name = _name_of(label, shown)
     declared = parse_inputs_declaration(entry.text, label, display=shown)
+    if request.flow is not None and not declared:
+        declared = FLOW_INPUTS
     inputs = _script_inputs(declared, request, display=shown, limits=limits)
     overlay = {label: entry, **request.overlay_sources}
     index = ModuleIndex(FileSourceReader(request.workspace.root, overlay))
@@ -651,10 +695,31 @@ async def plan_script(request: PlanRequest, *, plan_id: str, limits: Limits | No
             nodes=(),
             python=runtime,
             python_modules=frozen_modules(index, labels),
-            script=ScriptSpec(module=label),
+            script=ScriptSpec(module=label, flow=request.flow),
         )
 
     graph = await asyncio.to_thread(freeze)  # reads modules, hashes and probes the interpreter
+    return FrozenScript(graph=graph, index=index, resolver=resolver, display=shown)
+
+
+def script_plan(
+    frozen: FrozenScript,
+    request: PlanRequest,
+    *,
+    plan_id: str,
+    limits: Limits,
+    flow_manifest: dict[str, Any] | None = None,
+) -> Plan:
+    """The plan of a frozen script: its digest, authority and manifest (``flow_manifest``: a flow's
+    compiled manifest, kept in the plan manifest for views).
+
+    Raises
+    ------
+    InvalidWorkflow
+        The graph is over the ``graph_bytes`` budget.
+    """
+    graph, resolver, shown = frozen.graph, frozen.resolver, frozen.display
+    label = request.entry.label
     encoded = graph_bytes(graph)
     if len(encoded) > limits.limit("graph_bytes"):
         msg = f"planning budget 'graph_bytes' exceeded: accepted limit {limits.limit('graph_bytes')}, measured {len(encoded)}"
@@ -670,7 +735,7 @@ async def plan_script(request: PlanRequest, *, plan_id: str, limits: Limits | No
             kind="interpreter", value=interp.path, detail="; ".join((interp.sha256, *resolver.via(interp.path)))
         ),
     )
-    sources = [index.module(module.label).source for module in graph.python_modules]
+    sources = [frozen.index.module(module.label).source for module in graph.python_modules]
     manifest = PlanManifest(
         plan_id=plan_id,
         created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -687,5 +752,27 @@ async def plan_script(request: PlanRequest, *, plan_id: str, limits: Limits | No
         limits=limits.as_dict(),
         planner={"graph_format": GRAPH_FORMAT, "encoding_version": ENCODING_VERSION, "plan_format": PLAN_FORMAT},
         stats={"graph_bytes": len(encoded), "input_bytes": len(json.dumps(graph.input_values()).encode())},
+        flow=flow_manifest,
     )
     return Plan(manifest=manifest, graph=graph, sources=sources)
+
+
+async def plan_script(request: PlanRequest, *, plan_id: str, limits: Limits | None = None) -> Plan:
+    """Freeze the script ``request.entry`` (a ``.py`` module) into a plan; nothing is stored here.
+
+    The graph has no nodes and ``script=ScriptSpec(module=label)``; ``python`` is the frozen
+    interpreter (``request.python_interpreter``, else this process's) and ``python_modules`` the
+    script and every workspace module it imports. Inputs are checked against ``INPUTS``, ``path``
+    values made canonical absolute paths inside the workspace (relative ones are taken from the
+    workspace root), and the resolved map is capped at :data:`SCRIPT_INPUT_BYTES`. A flow request
+    is planned by :func:`rho_notebook.planning.flow.plan_flow`, which also compiles it.
+
+    Raises
+    ------
+    InvalidWorkflow
+        A lint error, a bad name, bad inputs (InputError), a module that cannot be read, or the
+        interpreter that cannot be frozen.
+    """
+    limits = limits or load_limits()
+    frozen = await freeze_script(request, limits=limits)
+    return script_plan(frozen, request, plan_id=plan_id, limits=limits)

@@ -4,6 +4,9 @@ Durability contract:
 
 - ``node_launched`` and everything before it is fsynced before the attempt's process starts, so
   after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
+  A remote attempt (``remote``, exec/dask.py) is submitted from its task, after that fsync too.
+- A remote attempt whose answer is lost (AttemptUncertain) gets ``attempt_uncertain`` instead of
+  a result; the other nodes go on, and the execution ends with ``needs_recovery`` naming it.
 - Other records (process_started, node_finished, decisions) are appended at once and fsynced in
   groups: at the latest before the next launch, before a cancel acknowledgement and at completion.
 - state.json is an atomic, non-durable snapshot written when the run starts, when a person is
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rho_notebook.errors import AttemptUncertain
 from rho_notebook.exec.base import (
     AttemptContext,
     AttemptResult,
@@ -42,7 +46,16 @@ from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.python import python_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
+from rho_notebook.model.graph import (
+    AgentNode,
+    ApprovalNode,
+    CommandNode,
+    Graph,
+    Node,
+    PythonNode,
+    ShellNode,
+    placement_of,
+)
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
@@ -147,6 +160,10 @@ class RunDriver:
     its reuse flag (or why there is none: the node then fails with that message)."""
     """Shared with other runs of the same workspace (fair in-process, flock across processes)."""
     snapshot_interval: float = 1.0
+    remote: Executor | None = None
+    """Where nodes with ``placement = "any"`` (command, shell, Python) run when set, e.g. an
+    :class:`~rho_notebook.exec.dask.DaskExecutor`; agent, approval and ``placement = "local"``
+    nodes always use ``executors``. The driver closes it (``aclose``) when the run's loop ends."""
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
     _done: deque[asyncio.Task[tuple[str, int, AttemptResult]]] = field(default_factory=deque)
@@ -156,6 +173,8 @@ class RunDriver:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _approval_wake: asyncio.Event = field(default_factory=asyncio.Event)
     _last_snapshot: float = 0.0
+    _uncertain: dict[str, str] = field(default_factory=dict)
+    """Node -> why: remote attempts of this execution whose result is lost (AttemptUncertain)."""
     _known_requests: set[str] = field(default_factory=set)
     _requests_due: bool = True
     _control: OwnerControl | None = None
@@ -176,7 +195,7 @@ class RunDriver:
     """value.json copies of reused and seeded attempts not yet queued to the artifact writer."""
 
     def __post_init__(self) -> None:
-        self.scheduler = Scheduler(self.graph)
+        self.scheduler = Scheduler(self.graph, remote=self.remote is not None)
         self.artifacts = ArtifactWriter(self.folder.path)
         self.verified = VerifiedHandles(self.workspace)
         self._environ = EnvironmentSnapshot(os.environ)  # read once: command nodes get the frozen allowlist of it
@@ -406,7 +425,8 @@ class RunDriver:
         policy = decide_launch(self.mode, node)
         if policy is LaunchDecision.DENY:
             return finish(NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: no process was started")
-        executor = self.executors.get(node.kind)
+        remote = self.remote is not None and placement_of(node) == "any"
+        executor = self.remote if remote else self.executors.get(node.kind)
         if executor is None:
             return finish(NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook")
         ctx = AttemptContext(
@@ -480,7 +500,8 @@ class RunDriver:
                         f"launch denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
                     )
         try:
-            if self.checkout is None or isinstance(node, ApprovalNode):
+            if self.checkout is None or isinstance(node, ApprovalNode) or (remote and self.graph.checkout == "shared"):
+                # a shared checkout: each worker has its own copy, remote nodes take no cross-host lock
                 result = await executor.execute(ctx)
             elif isinstance(node, (AgentNode, PythonNode)) and node.access == "read_only":
                 async with self.checkout.read():
@@ -488,6 +509,9 @@ class RunDriver:
             else:
                 async with self.checkout.write():
                     result = await executor.execute(ctx)
+        except AttemptUncertain as err:  # no result to journal: the attempt stays uncertain
+            self._uncertain[node.name] = err.message
+            return node.name, number, AttemptResult(state=NodeState.RUNNING, message=err.message)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
         if facts is not None and self.hooks.get("after_tool_use"):
@@ -685,6 +709,11 @@ class RunDriver:
 
     def _finish(self, name: str, number: int, result: AttemptResult) -> None:
         self._cancels.pop(name, None)
+        if name in self._uncertain and result.state is NodeState.RUNNING:
+            self._emit(
+                event(EventKind.ATTEMPT_UNCERTAIN, self.run_id, node=name, attempt=number, message=result.message)
+            )
+            return
         if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
             self.outputs[name] = result.value
         key = self._launch_keys.pop(name, None)
@@ -726,6 +755,9 @@ class RunDriver:
                 self._rescan.cancel()
             await self._control.close()
             self.verified.close()
+            closing = getattr(self.remote, "aclose", None)
+            if closing is not None:
+                await closing()
             if self.checkout is not None:
                 self.checkout.close_idle()
             await self.artifacts.aclose()
@@ -789,7 +821,10 @@ class RunDriver:
                     # No O(nodes) "all terminal?" test here: after reused nodes this point is
                     # reached once per node, and one more empty pass ends the run as well.
                     await self._settle()
-                    self._complete()
+                    if self._uncertain:
+                        self._needs_recovery()
+                    else:
+                        self._complete()
                     return
                 continue
             self._snapshot()
@@ -852,6 +887,13 @@ class RunDriver:
             write_ack(self.folder.requests, request_id, {"lifecycle": Lifecycle.COMPLETED.value, "outcome": outcome})
             if self._control is not None:
                 self._control.acknowledge(request_id)
+        self._snapshot(force=True)
+
+    def _needs_recovery(self) -> None:
+        """End an execution in which remote attempts became uncertain: ``needs_recovery`` names
+        them (durably), so that resume applies the recovery rules (``--recover-uncertain``)."""
+        self._emit(event(EventKind.NEEDS_RECOVERY, self.run_id, nodes=sorted(self._uncertain)))
+        self.journal.sync()
         self._snapshot(force=True)
 
     def _complete(self) -> None:

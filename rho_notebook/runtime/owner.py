@@ -18,20 +18,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import PlanError, RhoError, RunRefused, StoreError
+from rho_notebook.errors import ExecutorInvalid, PlanError, RhoError, RunRefused, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.policy.approvals import ApprovalRequest
+from rho_notebook.policy.approvals import ApprovalRequest, who_am_i
 from rho_notebook.policy.hooks import load_hooks
 from rho_notebook.policy.permission import PermissionMode
 from rho_notebook.policy.plan_approval import PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import EventSink, RunDriver
+from rho_notebook.runtime.executor_choice import ExecutorChoice, parse_executor, remote_executor, resolve_executor
 from rho_notebook.runtime.recovery import recovery_events
 from rho_notebook.runtime.reuse import Seed, seeds
 from rho_notebook.runtime.status import journal_state
@@ -88,16 +89,30 @@ def create_run(
     *,
     mode: str = "auto",
     origin: str = "cli",
+    via: str | None = None,
+    client: str | None = None,
     reuse: bool = True,
     seed_from: str | None = None,
     seed_nodes: tuple[str, ...] = (),
+    executor: str | None = None,
 ) -> str:
     """Check the plan (and its plan approval when required) and copy its frozen graph into a new
     run; returns the run ID. ``reuse`` False launches every node (``run --no-reuse``);
     ``seed_from`` (a full run ID) and ``seed_nodes`` make the run take those nodes' successful
     attempts from that run instead of launching them (``try``). All three are kept in the run's
-    manifest, so a resumed run keeps them."""
+    manifest, so a resumed run keeps them. Who started the run is recorded once, here: the OS
+    account of this process (``initiator``), how (``via``, default ``origin``) and, through MCP,
+    the client's self-reported name (``client``, printable characters only, at most 128).
+    ``executor`` (``local``, ``dask``, ``dask=ADDRESS``; None: local) is settled here
+    (:func:`~rho_notebook.runtime.executor_choice.resolve_executor`) and kept in the manifest."""
     _check_plan(layout, plan)
+    choice = resolve_executor(executor, home=layout.home, environ=os.environ)
+    if choice.kind != "local" and plan.graph.script is not None:
+        msg = (
+            f"executor {choice.spec()!r}: a script run's steps run with the run owner; "
+            "a distributed executor runs the nodes of a workflow graph (docs/distributed.md)"
+        )
+        raise ExecutorInvalid(msg, given=executor or "")
     unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes})
     if unknown:
         msg = f"plan {plan.plan_id}: cannot take {', '.join(unknown)} from another run: no such node in the plan"
@@ -118,10 +133,14 @@ def create_run(
         identities=plan.manifest.identities,
         mode=mode,
         origin=origin,
+        initiator=who_am_i(),
+        via=via or origin,
+        client=_client_name(client),
         journal_format=CHAINED,
         reuse=reuse,
         seed_from=seed_from,
         seed_nodes=tuple(sorted(set(seed_nodes))),
+        executor=choice.spec(),
     )
     folder = RunStore(layout).create(manifest, plan.graph)
     journal = JournalWriter.open(folder.events, mark=folder.mark)
@@ -156,6 +175,15 @@ def create_run(
     return run_id
 
 
+def _client_name(reported: str | None) -> str | None:
+    """A client's self-reported name as the manifest keeps it: printable characters only (others
+    become ``?``), at most 128 of them; None when nothing printable was reported."""
+    if reported is None:
+        return None
+    shown = "".join(ch if ch.isprintable() else "?" for ch in reported.strip())[:128]
+    return shown or None
+
+
 def _seeds(layout: StoreLayout, manifest: RunManifest) -> dict[str, Seed | str]:
     """The source attempts a ``try`` run takes (or, per node, why it cannot)."""
     if manifest.seed_from is None or not manifest.seed_nodes:
@@ -179,11 +207,13 @@ async def execute_run(
     approval_timeout: float = 0.0,
     decisions: Mapping[str, str] | None = None,
     steps: Callable[..., Any] | None = None,
+    executor: str | None = None,
 ) -> RunState:
     """Own and execute (or resume) a run until it completes, is cancelled or (a script run)
     halts. ``decisions`` (step key -> ``rerun``/``skip``, a script run's ``resume --decide``)
     authorise one call each; ``steps`` makes a script run's step runner (called with
-    StepRunner's keyword arguments; default StepRunner)."""
+    StepRunner's keyword arguments; default StepRunner). ``executor`` overrides where the run's
+    remotable attempts go (None: the manifest's choice, docs/distributed.md)."""
     store = RunStore(layout)
     folder = store.folder(run_id)
     manifest = store.manifest(run_id)
@@ -244,6 +274,7 @@ async def execute_run(
                 decisions=decisions or {},
                 steps=steps,
             )
+        remote = remote_executor(_executor_of(layout, manifest, executor))
         driver = RunDriver(
             run_id=run_id,
             graph=graph,
@@ -264,13 +295,27 @@ async def execute_run(
             origin=manifest.origin,
             reuse=manifest.reuse,
             seeded=_seeds(layout, manifest),
+            remote=remote,
         )
         driver.outputs.update(outputs)
-        return await driver.execute(resumed=resume)
+        return await driver.execute(resumed=resume)  # the driver closes ``remote`` when it ends
     finally:
         if journal is not None:
             journal.close()
         lock.release()
+
+
+def _executor_of(layout: StoreLayout, manifest: RunManifest, given: str | None) -> ExecutorChoice:
+    """The executor choice of this execution: ``given`` (a resume's ``--executor``) settled as at
+    creation, else the manifest's, with the user's current ``dask_path_map``."""
+    if given is not None:
+        return resolve_executor(given, home=layout.home, environ=os.environ)
+    recorded = parse_executor(manifest.executor)
+    if recorded.kind == "local":
+        return recorded
+    # the recorded address stands (None: a LocalCluster); only the path map is read again
+    resolved = resolve_executor("dask", home=layout.home, environ={})
+    return ExecutorChoice(kind="dask", address=recorded.address, path_map=resolved.path_map)
 
 
 def _check_decisions(run_id: str, script: bool, state: RunState, decisions: Mapping[str, str]) -> None:

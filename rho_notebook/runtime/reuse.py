@@ -48,6 +48,7 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_regular_nofollow
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.reuse import ReuseIndex
+from rho_notebook.store.runs import node_folder
 
 __all__ = [
     "KEY_FORMAT",
@@ -288,7 +289,7 @@ def seeds(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str,
             how = "is not in it" if record is None else f"ended {record.state.value}"
             found[name] = f"run {run_id} has no successful attempt of node {name!r} to take its value from ({how})"
             continue
-        path = index.layout.run_dir(run_id) / "nodes" / name / "attempts" / str(attempt) / "value.json"
+        path = index.layout.run_dir(run_id) / "nodes" / node_folder(name) / "attempts" / str(attempt) / "value.json"
         data: bytes | None = None
         try:
             data = read_regular_nofollow(path)

@@ -10,7 +10,10 @@ One pass:
 2. Walk ready nodes in node-ID order and launch each that fits. The walk *stops* at the first node
    that does not fit total capacity or the checkout (read-only nodes share it up to
    ``checkout_readers``; a mutating node needs it alone), and *skips* a node whose kind (agent or
-   command) is at its own limit. Approval nodes need no capacity.
+   command) is at its own limit. Approval nodes need no capacity. With a remote executor
+   (``Scheduler(graph, remote=True)``) and a workflow whose ``checkout = "shared"``, nodes that
+   may run remotely (``placement = "any"``) do not use the owner's checkout at all (each worker
+   has its own copy), so they take no checkout slot; every other limit holds.
 
 The same states always give the same decision. ``dirty`` and ``ready`` only narrow which nodes
 are looked at; they never change the result for a consistent state.
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rho_notebook.model.condition import UNAVAILABLE, evaluate
-from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node, PythonNode
+from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node, PythonNode, placement_of
 from rho_notebook.model.reference import MISSING, ExitCodeRef, Reference, StatusRef, walk_path
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
 
@@ -54,9 +57,12 @@ def _uses_checkout_alone(node: Node) -> bool:
 class Scheduler:
     """Static indexes of one frozen graph; :meth:`decide` is pure."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, *, remote: bool = False) -> None:
         self.graph = graph
         self.nodes: dict[str, Node] = {node.name: node for node in graph.nodes}
+        off_checkout = remote and graph.checkout == "shared"
+        self._no_checkout = frozenset(node.name for node in graph.nodes if off_checkout and placement_of(node) == "any")
+        """Nodes that take no checkout slot (see the module docstring)."""
         self.children: dict[str, list[str]] = {name: [] for name in self.nodes}
         for node in graph.nodes:
             for need in node.needs:
@@ -159,8 +165,11 @@ class Scheduler:
         total = sum(1 for n in running if not isinstance(n, ApprovalNode))
         agents = sum(1 for n in running if isinstance(n, AgentNode))
         commands = sum(1 for n in running if not isinstance(n, (AgentNode, ApprovalNode)))
-        writers = sum(1 for n in running if _uses_checkout_alone(n))
-        readers = sum(1 for n in running if isinstance(n, AgentNode) and not _uses_checkout_alone(n))
+        off = self._no_checkout
+        writers = sum(1 for n in running if n.name not in off and _uses_checkout_alone(n))
+        readers = sum(
+            1 for n in running if n.name not in off and isinstance(n, AgentNode) and not _uses_checkout_alone(n)
+        )
         names = (
             sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
         )
@@ -174,10 +183,11 @@ class Scheduler:
                 continue
             if total >= limits.total:
                 break
-            if _uses_checkout_alone(node):
+            alone = name not in off and _uses_checkout_alone(node)
+            if alone:
                 if writers or readers:
                     break
-            elif writers or readers >= limits.checkout_readers:
+            elif name not in off and (writers or readers >= limits.checkout_readers):
                 break
             if isinstance(node, AgentNode):
                 if agents >= limits.agent:
@@ -188,9 +198,9 @@ class Scheduler:
                     continue
                 commands += 1
             total += 1
-            if _uses_checkout_alone(node):
+            if alone:
                 writers += 1
-            else:
+            elif name not in off:
                 readers += 1
             launches.append(name)
         return launches

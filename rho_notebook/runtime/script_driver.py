@@ -453,6 +453,8 @@ class ScriptDriver(RunDriver):
             "site_dirs": list(runtime.site_dirs),
             "package_dir": str(_PACKAGE_DIR),
         }
+        if spec.flow is not None:  # a flow run (docs/flows.md): the harness runs this workflow
+            request["flow"] = spec.flow
         script_dir = self.folder.path / "script"
         atomic_write_json(script_dir / "request.json", request, durable=False)
         env = node_environment(self.graph.environment, self._environ, run_id=self.run_id, node=SCRIPT_NODE)

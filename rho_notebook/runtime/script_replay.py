@@ -45,12 +45,15 @@ __all__ = [
     "decide_call",
     "NEVER_SETTLED",
     "UNREADABLE",
+    "MANUAL",
 ]
 
 Decision = Literal["rerun", "skip"]
 
 NEVER_SETTLED = "started and never settled"
 UNREADABLE = "its stored result cannot be read"
+MANUAL = 'recovery="manual"'
+"""How the why of a rule-7 halt begins: the step settled and its author asked to decide any rerun."""
 
 
 @dataclass(frozen=True)
@@ -153,5 +156,5 @@ def decide_call(history: StepHistory, digest: str, recovery: str | None, decisio
     if last.state is None:
         return Execute() if recovery == "rerun" else Halt(why=NEVER_SETTLED)
     if recovery == "manual":
-        return Halt(why=f'recovery="manual": attempt {last.number} ended in {last.state}; decide whether to rerun it')
+        return Halt(why=f"{MANUAL}: attempt {last.number} ended in {last.state}; decide whether to rerun it")
     return Execute()

@@ -5,7 +5,9 @@ follow the node-name grammar ``^[a-z][a-z0-9_-]{0,62}$`` (``call-N`` is reserved
 call gets ``call-N``, N counting the calls made *without* an id in this execution, from 1, under a
 lock (so explicit-id steps never shift the default keys of the others). Thread timing decides
 which of two concurrent default-keyed calls gets which N, so concurrent steps need explicit,
-stable ids. A key used twice in one execution is a :class:`ValueError`.
+stable ids. A key used twice in one execution is a :class:`ValueError`. :mod:`rho_notebook.flow`
+builds its own keys (``team.writer/f1#2``, outside this grammar) and sends them through the
+private :func:`_keyed_step`.
 
 **Edges.** A step's ``after`` keys (the live DAG's edges) are the handles in ``after=`` followed
 by every :class:`StepHandle` found in the step's arguments (argv items, the prompt, messages,
@@ -94,6 +96,22 @@ class _Keys:
                     f"step id {key!r} is already used by an earlier step call of this run; "
                     "every step call needs its own id (derive it from the item, e.g. step_id=f'review-{n}')"
                 )
+                raise ValueError(msg)
+            self._used.add(key)
+            return key
+
+    def claim_built(self, key: str) -> str:
+        """Claim a key a caller built (``rho_notebook.flow``'s ``team.writer/f1#2``): any non-empty
+        text without a NUL, outside the step-id grammar so it never meets an author's id."""
+        if not isinstance(key, str) or not key or "\0" in key:
+            msg = f"a built step key must be non-empty text, got {key!r:.60}"
+            raise ValueError(msg)
+        if STEP_ID.fullmatch(key) is not None:
+            msg = f"a built step key must not be a plain step id, got {key!r}"
+            raise ValueError(msg)
+        with self._lock:
+            if key in self._used:
+                msg = f"step key {key!r} is already used by an earlier step call of this run"
                 raise ValueError(msg)
             self._used.add(key)
             return key
@@ -237,7 +255,23 @@ def _step(
         raise ValueError(msg)
     edges = list(dict.fromkeys([*_after_keys(after), *sources]))
     _check_json(args, f"the arguments of this {kind} step")
-    key = _KEYS.claim(step_id)
+    return _send(kind, _KEYS.claim(step_id), args, recovery=recovery, edges=edges)
+
+
+def _keyed_step(kind: str, key: str, args: dict[str, Any], *, after: Sequence[str] = ()) -> StepHandle:
+    """A step under a key the caller built; private to :mod:`rho_notebook.flow`.
+
+    ``args`` go to the runner as given (already JSON data in the runner's shape for ``kind``:
+    model ``{"messages", "provider", "model", "tools", "output"}``, agent ``{"agent", "prompt",
+    "output"}``, command ``{"argv", "cwd", "timeout_seconds", "max_output_bytes"}``, argv items
+    that are model output as ``{"step": KEY, "text": TEXT}``); ``after`` are the keys of the steps
+    it depends on. The key must not match the step-id grammar, so built keys and authors' ids
+    never meet; a key used twice in one execution is a :class:`ValueError`."""
+    _check_json(args, f"the arguments of this {kind} step")
+    return _send(kind, _KEYS.claim_built(key), args, recovery=None, edges=list(dict.fromkeys(after)))
+
+
+def _send(kind: str, key: str, args: dict[str, Any], *, recovery: str | None, edges: list[str]) -> StepHandle:
     answer = step_request({"key": key, "kind": kind, "args": args, "recovery": recovery, "after": edges})
     if answer.get("key", key) != key:
         msg = f"the rho-notebook runner answered step {answer.get('key')!r} to a call of step {key!r}"

@@ -47,7 +47,9 @@ from rho_notebook.views.layout import layout_graph
 __all__ = ["ARTIFACTS", "ARTIFACT_LIMIT", "routes"]
 
 ID = r"(?P<{}>[0-9a-fA-F][0-9a-fA-F-]{{0,35}})"
-NODE = r"(?P<node>[a-z][a-z0-9_-]{0,62})"
+NODE = r"(?P<node>[^/]{1,400})"
+"""A node name, percent-encoded in the path (a flow step key holds `/` and `#`); the service refuses a
+name the run does not have before any file is read."""
 
 ARTIFACTS: dict[str, tuple[str, ...]] = {
     "stdout": ("stdout",),

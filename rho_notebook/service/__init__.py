@@ -7,15 +7,17 @@ enforces it). The verbs are methods of :class:`Service`; the answers' JSON shape
 return.
 """
 
+from rho_notebook.planning.flow import FlowCheck
 from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.planning.plan import PlanRequest
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, describe_request
 from rho_notebook.runtime.cancel import CancelResult
 from rho_notebook.service.background import BackgroundRunner, Listener, RunHandle, RunOutputs, default_runner, wait_for
+from rho_notebook.service.catalog import WorkflowEntry, WorkflowScan
 from rho_notebook.service.cells import NotebookSource
 from rho_notebook.service.diff import DiffResult, GraphRef, TryPlan
 from rho_notebook.service.export import ExportResult
-from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun
+from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun, Via
 from rho_notebook.service.results import NodeResult, RunResult
 from rho_notebook.service.service import NodeAttempt, Responder, RowCache, Service, Stream, entry_source
 from rho_notebook.source.limits import Limits, load_limits
@@ -32,6 +34,7 @@ __all__ = [
     "Consent",
     "DiffResult",
     "ExportResult",
+    "FlowCheck",
     "GraphRef",
     "JournalRead",
     "Limits",
@@ -55,6 +58,9 @@ __all__ = [
     "StoreLayout",
     "Stream",
     "TryPlan",
+    "Via",
+    "WorkflowEntry",
+    "WorkflowScan",
     "Workspace",
     "default_runner",
     "describe_request",

@@ -80,6 +80,7 @@ class RunService(Protocol):
         responder: Callable[[Any], None] | None = ...,
         approval_timeout: float = ...,
         decisions: Mapping[str, str] | None = ...,
+        executor: str | None = ...,
     ) -> Coroutine[Any, Any, RunState]: ...
 
 
@@ -200,6 +201,7 @@ class BackgroundRunner:
         listeners: Sequence[Listener] = (),
         wait_started: bool = True,
         decisions: Mapping[str, str] | None = None,
+        executor: str | None = None,
     ) -> RunHandle:
         """Execute (or resume) ``run_id`` as its owner on the runner thread; returns at once.
 
@@ -221,6 +223,8 @@ class BackgroundRunner:
             refusals (owned elsewhere, needs recovery) raise here instead of later.
         decisions
             A script run's ``resume --decide STEP=rerun|skip`` (each authorises one call).
+        executor
+            ``local``, ``dask`` or ``dask=ADDRESS`` for this execution (None: the run's recorded one).
 
         Raises
         ------
@@ -239,6 +243,7 @@ class BackgroundRunner:
             responder=handle._on_approval_request,
             approval_timeout=approval_timeout,
             decisions=decisions,
+            executor=executor,
         )
         with self._lock:
             self._handles[run_id] = handle

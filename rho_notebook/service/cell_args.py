@@ -24,6 +24,7 @@ __all__ = [
     "star_header",
     "py_header",
     "script_header",
+    "flow_header",
     "agent_header",
     "parse_verb",
     "options_of",
@@ -80,6 +81,14 @@ def _input(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=help)
 
 
+def _flow(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--flow",
+        metavar="NAME",
+        help="with a FLOW.py file: its Workflow NAME as a flow run (docs/flows.md); a %%%%flow cell needs none",
+    )
+
+
 def _build() -> argparse.ArgumentParser:
     root = _Parser(
         prog="%workflow",
@@ -92,11 +101,13 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
     _input(p, "an input value (overrides the cell's --input)")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    _flow(p)
 
     p = verbs.add_parser("plan", help="validate, resolve, freeze and store a plan")
     p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
     _input(p, "an input value (overrides the cell's --input)")
     p.add_argument("--output", choices=("text", "json"), default="text")
+    _flow(p)
 
     p = verbs.add_parser("run", help="confirm a plan's digest and start it in the background")
     p.add_argument("target", help="plan ID (or unique prefix), or a %%%%workflow name (planned first)")
@@ -107,6 +118,13 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
     p.add_argument("--no-reuse", action="store_true", help="launch every node, even unchanged `reuse = True` nodes")
+    _flow(p)
+    p.add_argument(
+        "--executor",
+        default=None,
+        metavar="local|dask[=ADDRESS]",
+        help="where command, shell and python nodes run (docs/distributed.md)",
+    )
 
     p = verbs.add_parser("resume", help="resume a cancelled or interrupted run in the background")
     p.add_argument("run", help="run ID or unique prefix")
@@ -122,6 +140,12 @@ def _build() -> argparse.ArgumentParser:
         default=[],
         metavar="STEP=rerun|skip",
         help="script runs: resolve a halted step (repeatable); authorises exactly one attempt",
+    )
+    p.add_argument(
+        "--executor",
+        default=None,
+        metavar="local|dask[=ADDRESS]",
+        help="where command, shell and python nodes run (docs/distributed.md)",
     )
     p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
     p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
@@ -262,6 +286,24 @@ def script_header(line: str) -> tuple[str, list[str]]:
     name: str = args.name
     inputs: list[str] = args.input
     return name, inputs
+
+
+def flow_header(line: str) -> tuple[str, list[str], bool]:
+    """``%%flow NAME [--input KEY=JSON]... [--compile]`` -> (NAME, raw inputs, compile only)."""
+    parser = _Parser(
+        prog="%%flow",
+        description="The cell is a flow module (NAME.py) defining the Workflow NAME (docs/flows.md); running the "
+        "cell plans it and starts a flow run in the background, in its own interpreter process.",
+    )
+    parser.add_argument("name", help="the flow's name and the module's: a-z, 0-9 and _, e.g. review")
+    _input(parser, "an input value, e.g. --input 'prompt=\"Review the draft\"'")
+    parser.add_argument(
+        "--compile", action="store_true", help="show the module tree (agents, selectors) without running the flow"
+    )
+    args = parser.parse_args(split(line))
+    name: str = args.name
+    inputs: list[str] = args.input
+    return name, inputs, bool(args.compile)
 
 
 def agent_header(line: str) -> str:

@@ -25,6 +25,9 @@ script is a module like any other) and shares the namespace of workflow names: a
 ``%%script NAME`` replaces an earlier ``%%workflow NAME`` and the other way round, and
 ``%workflow run NAME`` plans whichever the notebook holds. A script cell is never executed in the
 kernel (scripts run in their own interpreter process, docs/scripts.md).
+
+A ``%%flow NAME`` cell is a script cell whose module defines the ``Workflow`` NAME (docs/flows.md):
+it is held, labelled and exported as ``%%script NAME`` is, and plans as a flow run of NAME.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.service.cell_args import (
     ArgumentError,
     agent_header,
+    flow_header,
     py_header,
     script_header,
     star_header,
@@ -60,6 +64,7 @@ __all__ = [
     "ModuleCell",
     "PythonCell",
     "ScriptCell",
+    "FlowCell",
     "AgentCell",
     "CellSet",
     "NotebookSource",
@@ -73,11 +78,11 @@ __all__ = [
     "SCRIPT_NAME_RE",
 ]
 
-CellKind = Literal["workflow", "star", "py", "agent", "script"]
+CellKind = Literal["workflow", "star", "py", "agent", "script", "flow"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 SCRIPT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 """A ``%%script NAME``: a workflow name that is also a Python module name (no ``-``)."""
-_MAGIC = re.compile(r"^%%(workflow|star|py|agent|script)(?:\s+(.*))?$")
+_MAGIC = re.compile(r"^%%(workflow|star|py|agent|script|flow)(?:\s+(.*))?$")
 
 
 def normalize_body(body: str) -> str:
@@ -185,6 +190,24 @@ class ScriptCell:
         """The script: the body as written (line N of the script is line N + 1 of the cell)."""
         return self.body
 
+    @property
+    def flow(self) -> str | None:
+        """The ``Workflow`` a flow run runs; None for a plain script."""
+        return None
+
+
+@dataclass(frozen=True)
+class FlowCell(ScriptCell):
+    """A ``%%flow NAME [--input KEY=JSON]... [--compile]`` cell: a script module (``NAME.py``) whose
+    ``Workflow`` NAME a flow run runs (docs/flows.md)."""
+
+    compile_only: bool = False
+    """``--compile``: the cell shows the module tree and starts no run."""
+
+    @property
+    def flow(self) -> str:
+        return self.name
+
 
 @dataclass(frozen=True)
 class AgentCell:
@@ -222,17 +245,23 @@ def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
         except InvalidWorkflow as err:
             raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
         return WorkflowCell(name=name, args=args, body=body, inputs=inputs, display=display)
-    if kind == "script":
-        name, raw_inputs = script_header(args)
+    if kind in ("script", "flow"):
+        compile_only = False
+        if kind == "script":
+            name, raw_inputs = script_header(args)
+        else:
+            name, raw_inputs, compile_only = flow_header(args)
         if not SCRIPT_NAME_RE.match(name):
             raise ArgumentError(
-                f"%%script {name!r}: a script name starts with a-z and uses only a-z, 0-9 and _ (at most 63 bytes), "
-                "since the script is the module NAME.py"
+                f"%%{kind} {name!r}: a {kind} name starts with a-z and uses only a-z, 0-9 and _ (at most 63 bytes), "
+                f"since the {kind} is the module NAME.py"
             )
         try:
             inputs = parse_input_args(raw_inputs, limits=load_limits())
         except InvalidWorkflow as err:
             raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
+        if kind == "flow":
+            return FlowCell(name=name, args=args, body=body, inputs=inputs, display=display, compile_only=compile_only)
         return ScriptCell(name=name, args=args, body=body, inputs=inputs, display=display)
     if kind == "star":
         label = star_header(args)
@@ -285,7 +314,7 @@ class CellSet:
     python: dict[str, PythonCell] = field(default_factory=dict)
     """``%%py`` modules by label."""
     scripts: dict[str, ScriptCell] = field(default_factory=dict)
-    """``%%script`` cells by name."""
+    """``%%script`` and ``%%flow`` cells by name."""
     agents: dict[str, AgentCell] = field(default_factory=dict)
     unnamed: list[WorkflowCell] = field(default_factory=list)
     """``%%workflow`` cells without NAME (a notebook file cannot say their name without evaluating them)."""
@@ -322,7 +351,7 @@ class CellSet:
         return dict(sorted(found.items()))
 
     def names(self) -> list[str]:
-        """Every named workflow: ``%%workflow NAME`` and ``%%script NAME`` cells, sorted."""
+        """Every named workflow: ``%%workflow NAME``, ``%%script NAME`` and ``%%flow NAME`` cells, sorted."""
         return sorted([*self.workflows, *self.scripts])
 
     def source(
@@ -350,6 +379,7 @@ class CellSet:
             workflow_dir=workflow_dir,
             locations=locations,
             python_interpreter=python_interpreter,
+            flow=cell.flow if isinstance(cell, ScriptCell) else None,
         )
 
 
@@ -373,6 +403,8 @@ class NotebookSource:
     python_interpreter: Path | None = None
     """The interpreter Python nodes are frozen with (None: the planning process's ``sys.executable``,
     which in a kernel is the kernel's own)."""
+    flow: str | None = None
+    """A ``%%flow NAME`` cell: the entry plans as a flow run of the ``Workflow`` NAME (docs/flows.md)."""
 
     def renumber(self, found: Iterable[Diagnostic]) -> list[Diagnostic]:
         """Diagnostics that name the notebook cells they point at, with the cells' line numbers."""

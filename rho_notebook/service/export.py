@@ -6,7 +6,8 @@ Layout of ``export NOTEBOOK.ipynb DIR [--workflow NAME]`` (DIR is laid out as a 
 ``DIR/<NAME>.star``                the ``%%workflow NAME`` cell (its magic line kept as a comment,
                                    so file lines are cell lines)
 ``DIR/<NAME>.py``                  or the ``%%script NAME`` cell, its body verbatim (the script file
-                                   ``rho-notebook run DIR/<NAME>.py`` runs)
+                                   ``rho-notebook run DIR/<NAME>.py`` runs), or the ``%%flow NAME``
+                                   cell, likewise (``rho-notebook run DIR/<NAME>.py --flow NAME``)
 ``DIR/<label path>``               each ``%%star //<label path>`` cell, e.g. ``//lib/common.star``
                                    -> ``DIR/lib/common.star``, and each ``%%py`` cell, its body
                                    verbatim, e.g. ``//nodes/stats.py`` -> ``DIR/nodes/stats.py``
@@ -25,7 +26,9 @@ values are not part of the folder (inputs are given at plan time); they are retu
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +64,16 @@ class ExportResult:
     modules: tuple[str, ...] = ()
     """Labels of the exported ``%%star`` and ``%%py`` modules."""
     agents: tuple[str, ...] = ()
+    flow: str | None = None
+    """A ``%%flow NAME`` cell: the entry plans and runs with ``--flow NAME``."""
+
+    def plan_command(self) -> str:
+        """The ``rho-notebook plan`` command line of the folder, with the cell's ``--flow`` and ``--input``."""
+        flags = f" --flow {self.flow}" if self.flow else ""
+        flags += "".join(
+            " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(self.inputs.items())
+        )
+        return f"rho-notebook plan {self.entry}{flags}"
 
     def __str__(self) -> str:
         lines = [f"exported workflow {self.workflow} to {self.out_dir}"]
@@ -202,6 +215,7 @@ def export_cells(
         inputs=dict(cell.inputs),
         modules=tuple(sorted([*cells.modules, *cells.python])),
         agents=tuple(sorted(cells.agents)),
+        flow=cell.flow if isinstance(cell, ScriptCell) else None,
     )
 
 
@@ -267,4 +281,5 @@ def exported_source(
         workflow_dir=result.out_dir,
         locations=locations,
         python_interpreter=python_interpreter,
+        flow=cell.flow if isinstance(cell, ScriptCell) else None,
     )

@@ -15,12 +15,15 @@ from rho_notebook.errors import ConfirmationRequired
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.state import Lifecycle
 
-__all__ = ["Consent", "Mode", "StartRun", "ResumeRun", "RunsQuery", "normalize_digest"]
+__all__ = ["Consent", "Mode", "Via", "StartRun", "ResumeRun", "RunsQuery", "normalize_digest"]
 
 T = TypeVar("T")
 
 Mode = Literal["auto", "plan", "supervised"]
 """Permission mode for command launches, recorded in the run."""
+
+Via = Literal["cli", "terminal", "notebook", "server", "mcp"]
+"""How a run was started, recorded in its manifest (``via``)."""
 
 
 def normalize_digest(given: str) -> str:
@@ -74,12 +77,19 @@ class StartRun(FrozenModel):
     mode: Mode = "auto"
     origin: Literal["cli", "notebook", "server", "mcp"] = "cli"
     """Which front end created the run (recorded in its manifest)."""
+    via: Via | None = None
+    """How the run was started (recorded in its manifest; None: the same as ``origin``)."""
+    client: str | None = None
+    """Runs started through MCP: the client's self-reported name (recorded in the manifest)."""
     reuse: bool = True
     """Take stored successes of unchanged ``reuse = True`` nodes (False: ``run --no-reuse``)."""
     seed_from: str | None = None
     """``try``: the run (ID or unique prefix) whose successful attempts of ``seed_nodes`` the new
     run takes instead of launching them."""
     seed_nodes: tuple[str, ...] = ()
+    executor: str | None = None
+    """Where remotable attempts run: ``local``, ``dask`` or ``dask=ADDRESS`` (None: local);
+    recorded in the run manifest, never in the digest (docs/distributed.md)."""
 
 
 class ResumeRun(FrozenModel):
@@ -92,6 +102,8 @@ class ResumeRun(FrozenModel):
     decisions: dict[str, Literal["rerun", "skip"]] = {}
     """A script run's ``--decide STEP=rerun|skip``: each authorises one call of that step (rerun:
     one new attempt; skip: its stored result is accepted)."""
+    executor: str | None = None
+    """``local``, ``dask`` or ``dask=ADDRESS`` for this resume (None: the run's recorded choice)."""
 
 
 class RunsQuery(FrozenModel):

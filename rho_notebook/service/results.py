@@ -56,6 +56,12 @@ class RunResult:
         """Node name -> validated output, for the nodes that have one."""
         return {name: node.output for name, node in self.nodes.items() if node.has_output}
 
+    @property
+    def output(self) -> Any:
+        """A script or flow run: the value it emitted with ``emit_output`` (a flow's is ``{"text",
+        "messages"}``, its final session); None when it emitted none."""
+        return copy.deepcopy(self.wire.get("output"))
+
     def to_json(self) -> ResultJson:
         """Exactly ``rho-notebook result --output json``."""
         return copy.deepcopy(self.wire)

@@ -16,13 +16,14 @@ loop. Synchronous callers bridge through :func:`rho_notebook.service.background.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +37,8 @@ from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.source import SourceText
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.oshelpers import read_fd
+from rho_notebook.planning.flow import FlowCheck, check_flow, plan_flow
+from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file
 from rho_notebook.planning.plan import PlanRequest, build_plan
 from rho_notebook.planning.script import Finding, is_script_request, lint_script, plan_script, script_entry
 from rho_notebook.policy.approvals import (
@@ -51,11 +54,14 @@ from rho_notebook.policy.approvals import (
 from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.cancel import CancelResult, request_cancel
+from rho_notebook.runtime.detached import start_owner
 from rho_notebook.runtime.driver import EventSink
 from rho_notebook.runtime.owner import create_run, default_executors, execute_run
 from rho_notebook.runtime.status import load_state
 from rho_notebook.runtime.wakeup import poke_owner
+from rho_notebook.service.catalog import WorkflowEntry, WorkflowScan, scan_workflows
 from rho_notebook.service.cells import NotebookSource
+from rho_notebook.service.completion import CompletionJson, complete
 from rho_notebook.service.diff import DiffResult, TryPlan, compare, derive_try_plan, plan_ref, resolve_graph
 from rho_notebook.service.export import (
     ExportResult,
@@ -65,8 +71,9 @@ from rho_notebook.service.export import (
     exported_source,
     read_cells,
 )
+from rho_notebook.service.mcp_rules import check_mcp_decisions, mcp_run_mode, user_max_mode
 from rho_notebook.service.record import Recorded, record_run
-from rho_notebook.service.requests import ResumeRun, RunsQuery, StartRun
+from rho_notebook.service.requests import Mode, ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
 from rho_notebook.source.labels import FileSourceReader, label_for_path
 from rho_notebook.source.workspace import Workspace, find_workspace
@@ -190,6 +197,7 @@ class Service:
         inputs: Mapping[str, Any] | None = None,
         workspace: Workspace | None = None,
         search_path: str | None = None,
+        flow: str | None = None,
     ) -> PlanRequest:
         """The planning request for an entry ``.star`` path, a script (a ``.py`` path: its
         workspace is found from the script's folder), Starlark source text (a str with a newline)
@@ -197,10 +205,17 @@ class Service:
 
         The workspace (module root) defaults to the nearest ancestor of the current directory
         holding ``.rho/`` or ``.git``. Explicit ``inputs`` override a notebook source's default
-        inputs key by key.
+        inputs key by key. ``flow`` (a script only) plans the module's ``Workflow`` of that name as
+        a flow run (docs/flows.md).
         """
         if _is_script_path(source):
-            return self._script_request(Path(str(source)), inputs=inputs, workspace=workspace, search_path=search_path)
+            request = self._script_request(
+                Path(str(source)), inputs=inputs, workspace=workspace, search_path=search_path
+            )
+            return request if flow is None else dataclasses.replace(request, flow=flow)
+        if flow is not None and not isinstance(source, NotebookSource):
+            msg = f"--flow {flow} needs a flow module (a .py file), not {source!s:.80}"
+            raise PlanError(msg)
         ws = workspace or find_workspace()
         given = dict(inputs or {})
         common: dict[str, Any] = {
@@ -217,6 +232,7 @@ class Service:
                 overlay_sources=dict(source.modules),
                 overlay_agents=dict(source.agents),
                 python_interpreter=source.python_interpreter,
+                flow=flow if flow is not None else source.flow,
                 **common,
             )
         if isinstance(source, str) and "\n" in source:
@@ -258,17 +274,34 @@ class Service:
         entry = script_entry(path, ws)
         return lint_script(entry.text, entry.label, display=str(path))
 
+    @_in_thread
+    def lint_graph(self, path: Path, *, inputs: Mapping[str, Any] | None = None) -> list[GraphFinding]:
+        """``validate FILE.graph.yaml``: the item-graph document's findings (planning/itemgraph.py
+        lists the rules); with ``inputs``, they are checked against its declared inputs. Validation
+        only: item graphs do not run yet (docs/graphs.md)."""
+        return lint_graph_file(path, display=str(path), inputs=inputs)
+
     async def validate(self, request: PlanRequest) -> Plan:
         """Everything ``plan`` does except storing: the returned plan has the ID ``unsaved``."""
+        if request.flow is not None:
+            return await plan_flow(request, plan_id="unsaved")
         if is_script_request(request):
             return await plan_script(request, plan_id="unsaved")
         return await build_plan(request, plan_id="unsaved")
+
+    async def validate_flow(self, request: PlanRequest) -> FlowCheck:
+        """``validate FILE.py --flow NAME``: the flow's compiled manifest and the findings of its
+        check (planning/flow.py lists the rules); nothing is stored. Findings are returned, not
+        raised; a module that does not lint, plan or compile raises :class:`InvalidWorkflow`."""
+        return await check_flow(request)
 
     async def plan(self, request: PlanRequest) -> Plan:
         """Validate, resolve agents and executables, freeze, and store an immutable plan; when
         this workspace already stored the same graph from the same sources, that plan is
         returned instead (one plan per graph: :meth:`PlanStore.save_once`)."""
-        if is_script_request(request):
+        if request.flow is not None:
+            plan = await plan_flow(request, plan_id=new_id())
+        elif is_script_request(request):
             plan = await plan_script(request, plan_id=new_id())
         else:
             plan = await build_plan(request, plan_id=new_id())
@@ -396,9 +429,12 @@ class Service:
             plan,
             mode=request.mode,
             origin=request.origin,
+            via=request.via,
+            client=request.client,
             reuse=request.reuse,
             seed_from=seed_from,
             seed_nodes=request.seed_nodes,
+            executor=request.executor,
         )
 
     async def execute(
@@ -411,9 +447,11 @@ class Service:
         responder: Responder | None = None,
         approval_timeout: float = 0.0,
         decisions: Mapping[str, str] | None = None,
+        executor: str | None = None,
     ) -> RunState:
         """Execute (or resume) a created run as its owner on this loop, until it ends (or, a
-        script run, halts for a decision; ``decisions`` are a script run's ``--decide``)."""
+        script run, halts for a decision; ``decisions`` are a script run's ``--decide``).
+        ``executor`` overrides the run's recorded executor (docs/distributed.md)."""
         return await execute_run(
             self.layout,
             run_id,
@@ -423,6 +461,38 @@ class Service:
             responder=responder,
             approval_timeout=approval_timeout,
             decisions=decisions,
+            executor=executor,
+        )
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        workspace: Workspace | None = None,
+    ) -> CompletionJson:
+        """One completion outside any run (a flow's in-memory backend, docs/flows.md): the request
+        and provider selection of a ``run_model`` step, nothing journaled. Settings are the user's,
+        plus the workspace's when it is trusted (default workspace: found from the current
+        directory).
+
+        Raises
+        ------
+        StepInvalid, SettingsError, AgentFailure, ProviderError
+            See :func:`rho_notebook.service.completion.complete`.
+        """
+        ws = workspace if workspace is not None else await asyncio.to_thread(find_workspace)
+        trusted = await asyncio.to_thread(TrustStore(self.layout).is_trusted, ws)
+        return await complete(
+            messages,
+            home=self.layout.home,
+            workspace=ws.root,
+            trusted=trusted,
+            provider=provider,
+            model=model,
+            tools=tools,
         )
 
     def can_run(self, kind: str) -> bool:
@@ -474,6 +544,7 @@ class Service:
             responder=responder,
             approval_timeout=approval_timeout,
             decisions=request.decisions,
+            executor=request.executor,
         )
 
     # -- reading runs -----------------------------------------------------------------------------
@@ -854,6 +925,83 @@ class Service:
         """Stop trusting the workspace holding ``path``: (the workspace, whether it was trusted)."""
         workspace = find_workspace(path)
         return workspace, TrustStore(self.layout).untrust(workspace)
+
+    # -- the model-facing tool (MCP) ---------------------------------------------------------------
+
+    @_in_thread
+    def mcp_run_mode(self, graph_digest: str, requested: Mode) -> tuple[Mode, str]:
+        """The mode a run of ``graph_digest`` started through MCP gets when ``requested``, and why
+        (:mod:`rho_notebook.service.mcp_rules`): at most ``supervised`` unless a person approved
+        the digest (``approve-plan``) or the user settings say ``"mcp_max_mode": "auto"``.
+
+        Raises
+        ------
+        SettingsError
+            The user settings' ``mcp_max_mode`` is neither ``"supervised"`` nor ``"auto"``.
+        """
+        approval = PlanApprovals(self.layout).get(graph_digest)
+        return mcp_run_mode(graph_digest, requested, approval=approval, setting=user_max_mode(self.layout))
+
+    @_in_thread
+    def check_mcp_decisions(self, run: str, decisions: Mapping[str, str]) -> None:
+        """Refuse decisions a model may not make: each must be ``rerun``/``skip`` for a step of the
+        run halted by ``recovery="manual"`` (:func:`~rho_notebook.service.mcp_rules.check_mcp_decisions`).
+
+        Raises
+        ------
+        DecisionNeedsPerson
+            A decided step is not halted, or halted for a reason only a person may decide
+            (an uncertain launch, an unreadable result); the message names the command to run.
+        """
+        check_mcp_decisions(self.layout, self.run_store.resolve(run), decisions)
+
+    @_in_thread
+    def start_detached(self, run: str) -> int:
+        """Start a created run (ID or unique prefix) in an owner process of its own, detached from
+        this one (:mod:`rho_notebook.runtime.detached`): closing this process never stops the run,
+        and a supervised launch waits for a person instead of failing closed. Returns the owner's
+        pid once it holds the run.
+
+        Raises
+        ------
+        RunRefused
+            The owner could not take the run (already started, owned elsewhere, damaged) or could
+            not be started (``owner.log`` in the run's folder says why).
+        """
+        return start_owner(self.layout, self.run_store.resolve(run))
+
+    async def resume_detached(self, request: ResumeRun) -> int:
+        """Check consent and resume the run as :meth:`start_detached` starts one, with the request's
+        script decisions; returns the owner's pid.
+
+        Raises
+        ------
+        ConfirmationRequired
+            The consent does not cover the run's graph digest.
+        RunRefused
+            ``recover_uncertain`` was asked for (it takes a person: ``rho-notebook resume RUN
+            --recover-uncertain``), or the owner could not take the run.
+        """
+        run_id = await self.check_resume(request)
+        if request.recover_uncertain:
+            msg = (
+                f"recovering uncertain attempts of run {run_id[:13]} takes a person who inspected them: "
+                f"`rho-notebook resume {run_id[:13]} --recover-uncertain`"
+            )
+            raise RunRefused(msg)
+        decisions = dict(request.decisions)
+        return await asyncio.to_thread(start_owner, self.layout, run_id, resume=True, decisions=decisions)
+
+    async def workflows(self, root: Path) -> list[WorkflowEntry]:
+        """The workflows of the workspace at ``root`` (:mod:`rho_notebook.service.catalog`):
+        Starlark entries, scripts, flow modules, graph documents and notebooks' workflow cells.
+        Bounded: :meth:`workflow_scan` says whether the scan stopped early."""
+        return (await self.workflow_scan(root)).workflows
+
+    @_in_thread
+    def workflow_scan(self, root: Path) -> WorkflowScan:
+        """:meth:`workflows` with whether the scan stopped after its bound and what it skipped."""
+        return scan_workflows(root)
 
 
 def _read_from(path: Path, offset: int) -> bytes:

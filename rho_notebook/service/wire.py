@@ -396,9 +396,16 @@ class RunRowJson(TypedDict):
     """How many nodes wait for a person."""
     last_seq: int
     created_at: NotRequired[str]
-    """This and ``origin``, ``mode``: how the run was created (absent when its manifest is unreadable)."""
+    """This and ``origin``, ``mode``, ``initiator``, ``via``, ``client``: how and by whom the run
+    was created (absent when its manifest is unreadable)."""
     origin: NotRequired[str]
     mode: NotRequired[str]
+    initiator: NotRequired[str]
+    """The OS account that created the run ("" for runs created before it was recorded)."""
+    via: NotRequired[str]
+    """How it was started: cli, terminal, notebook, server or mcp."""
+    client: NotRequired[str | None]
+    """Runs started through MCP: the client's self-reported name (else null)."""
     damage: NotRequired[str]
     """Lifecycle ``damaged`` only: what the journal contradicts."""
 
@@ -426,6 +433,9 @@ def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRow
         row["created_at"] = manifest.created_at
         row["origin"] = manifest.origin
         row["mode"] = manifest.mode
+        row["initiator"] = manifest.initiator
+        row["via"] = manifest.via
+        row["client"] = manifest.client
     return row
 
 

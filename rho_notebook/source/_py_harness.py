@@ -31,6 +31,16 @@ standard-library ``rho_notebook.script`` is meant to be used from there). ``sys.
 Exit codes: the script's own (``sys.exit(n)`` is respected, falling off the end is 0); 1 when it
 raised (the traceback, from the script's first frame on, is on stderr); 3 when the harness was
 called wrongly (bad arguments, a label outside MODULES_DIR).
+
+Flow runs (docs/flows.md): when the request also has ``"flow": NAME``, the script is imported as a
+module under its dotted name (never as ``__main__``), ``NAME`` is taken from it (a ``Workflow``
+subclass, instantiated without arguments, or an instance), run on the initial session (one user
+message: the ``prompt`` input, or the inputs as JSON text when there is no such input), and
+``{"text": final.text(), "messages": final.to_json()}`` is the run's output (``emit_output``).
+
+Compile mode: ``INTERPRETER -I _rho_harness.py --flow-compile MODULES_DIR REQUEST_JSON`` imports the
+module in the same way and prints ``NAME``'s ``compile()`` manifest as one JSON line on stdout; no
+model is called. Exit 1 when the module or ``compile()`` raised, 3 when called wrongly.
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ import sys
 import traceback
 from typing import Any
 
-__all__ = ["main", "run_script"]
+__all__ = ["compile_flow", "main", "run_script"]
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -87,28 +97,114 @@ def _print_script_traceback(err: BaseException, path: str) -> None:
     traceback.print_exception(type(err), err, tb)
 
 
-def run_script(modules_dir: str, request_path: str) -> int:
-    """Script mode: run the frozen script as ``__main__``; returns its exit code (see the module
-    docstring). ``SystemExit`` raised by the script propagates."""
+def _module_name(label: str) -> str:
+    """``//flows/review.py`` -> ``flows.review``; ``//pkg/__init__.py`` -> ``pkg``."""
+    name = label[2:].removesuffix(".py").replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
+def _flow_of(path: str, label: str, name: object) -> Any:
+    """Import the flow module at ``path`` (as its dotted name) and give the workflow ``name``
+    stands for: an instance of the ``Workflow`` subclass it names, or the instance it names."""
+    from rho_notebook.flow import Workflow  # found once sys.path is set up
+
+    if not isinstance(name, str) or not name.isidentifier():
+        msg = f"the flow name must be a Python identifier defined by {label}, got {name!r}"
+        raise ValueError(msg)
+    module_name = _module_name(label)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        msg = f"{label} cannot be imported as module {module_name}"
+        raise ImportError(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    target = getattr(module, name, None)
+    if isinstance(target, type) and issubclass(target, Workflow):
+        return target()
+    if isinstance(target, Workflow):
+        return target
+    defined = sorted(
+        key
+        for key, value in vars(module).items()
+        if isinstance(value, Workflow)
+        or (isinstance(value, type) and issubclass(value, Workflow) and value.__module__ == module_name)
+    )
+    found = "not defined" if target is None else f"a {type(target).__name__}"
+    msg = f"{label}: {name} is {found}, not a Workflow subclass or instance (workflows defined there: {', '.join(defined) or 'none'})"
+    raise LookupError(msg)
+
+
+def _run_flow(path: str, label: str, name: str) -> None:
+    """Flow mode: run workflow ``name`` of the module on the initial session and emit its output."""
+    from rho_notebook.flow import Session, run_flow
+    from rho_notebook.script import emit_output, get_inputs
+
+    workflow = _flow_of(path, label, name)
+    inputs = get_inputs()
+    prompt = inputs.get("prompt")
+    text = prompt if isinstance(prompt, str) else json.dumps(inputs, sort_keys=True)
+    final = run_flow(workflow, Session.from_user_message(text), name=name)
+    emit_output({"text": final.text(), "messages": final.to_json()})
+
+
+def compile_flow(modules_dir: str, request_path: str) -> int:
+    """Compile mode: print the manifest of the request's flow as one JSON line (module docstring)."""
+    loaded = _prepare(modules_dir, request_path, mode="--flow-compile")
+    if loaded is None:
+        return 3
+    request, path = loaded
+    try:
+        workflow = _flow_of(path, request["script"], request.get("flow"))
+        manifest = workflow.compile(name=request.get("flow"))
+        text = json.dumps(manifest, sort_keys=True, allow_nan=False)
+    except Exception as err:
+        _print_script_traceback(err, path)
+        return 1
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def _prepare(modules_dir: str, request_path: str, *, mode: str) -> tuple[dict[str, Any], str] | None:
+    """The request and the script's file, with ``sys.path`` set up; None (said on stderr) when the
+    request's label is not a script label."""
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
     path = _script_path(modules_dir, request.get("script"))
     if path is None:
         print(
-            f"_rho_harness.py --script: {request.get('script')!r} is not a script label like //name.py", file=sys.stderr
+            f"_rho_harness.py {mode}: {request.get('script')!r} is not a script label like //name.py", file=sys.stderr
         )
-        return 3
+        return None
+    _set_path(modules_dir, request)
+    return request, path
+
+
+def _set_path(modules_dir: str, request: dict[str, Any]) -> None:
     sys.path[:] = [modules_dir, *request["sys_path"]]
     for folder in request["site_dirs"]:
         site.addsitedir(folder)
     package_dir = request.get("package_dir")
     if package_dir and importlib.util.find_spec("rho_notebook") is None:
         sys.path.append(package_dir)
+
+
+def run_script(modules_dir: str, request_path: str) -> int:
+    """Script mode: run the frozen script as ``__main__``; returns its exit code (see the module
+    docstring). ``SystemExit`` raised by the script propagates."""
+    loaded = _prepare(modules_dir, request_path, mode="--script")
+    if loaded is None:
+        return 3
+    request, path = loaded
     sys.argv[:] = [path]
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
+    flow = request.get("flow")
     try:
-        runpy.run_path(path, run_name="__main__")
+        if flow is not None:
+            _run_flow(path, request["script"], flow)
+        else:
+            runpy.run_path(path, run_name="__main__")
     except Exception as err:
         _print_script_traceback(err, path)
         return 1
@@ -118,9 +214,12 @@ def run_script(modules_dir: str, request_path: str) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[1] == "--script":
         return run_script(argv[2], argv[3])
+    if len(argv) == 4 and argv[1] == "--flow-compile":
+        return compile_flow(argv[2], argv[3])
     if len(argv) != 4:
         print(
-            "usage: _rho_harness.py MODULES_DIR REQUEST_JSON RESULT_JSON | --script MODULES_DIR REQUEST_JSON",
+            "usage: _rho_harness.py MODULES_DIR REQUEST_JSON RESULT_JSON | --script MODULES_DIR REQUEST_JSON"
+            " | --flow-compile MODULES_DIR REQUEST_JSON",
             file=sys.stderr,
         )
         return 3

@@ -519,7 +519,17 @@ def install_builtins(module: sl.Module, s: Session) -> None:
     module.add_callable("_cond_not", cond_not)
 
     # -- nodes -----------------------------------------------------------------------------------
-    common = {"name", "needs", "when", "allow_failure", "timeout_seconds", "max_output_bytes", "output"}
+    common = {
+        "name",
+        "needs",
+        "when",
+        "allow_failure",
+        "timeout_seconds",
+        "max_output_bytes",
+        "output",
+        "placement",
+        "resources",
+    }
     specific = {
         "agent": {"agent", "prompt", "access", "reuse"},
         "command": {"argv", "cwd"},
@@ -592,6 +602,53 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             f'{where}: reuse_inputs must be a list of workspace file labels, such as ["//data/x.csv"]',
             at,
         )
+
+    def check_placement(kind: str, kw: dict[str, Any], where: str, at: list[Any]) -> None:
+        """``placement`` and ``resources`` (docs/distributed.md): agent and approval nodes run with
+        the run owner, so only ``placement = "local"`` is accepted on them, and no resources."""
+        remotable = kind in ("command", "shell", "python")
+        if "placement" in kw:
+            placement = kw["placement"]
+            need(
+                placement in ("local", "any"),
+                "node.placement",
+                f'{where}: placement must be "local" or "any", got {json.dumps(placement)[:80]}',
+                at,
+            )
+            need(
+                remotable or placement == "local",
+                "node.placement",
+                f'{where}: placement = "any" is for command, shell and python nodes; {kind} nodes always run '
+                'with the run owner (drop placement or write placement = "local")',
+                at,
+            )
+        if "resources" in kw:
+            need(
+                remotable,
+                "node.resources",
+                f"{where}: resources are for command, shell and python nodes; {kind} nodes always run with the run owner",
+                at,
+            )
+            resources = kw["resources"]
+            need(
+                isinstance(resources, dict),
+                "node.resources",
+                f'{where}: resources must be a dictionary of resource name to amount, such as {{"GPU": 1}}',
+                at,
+            )
+            for key, amount in resources.items():
+                need(
+                    isinstance(key, str) and key != "",
+                    "node.resources",
+                    f"{where}: resources keys must be non-empty resource names (strings), got {json.dumps(key)[:80]}",
+                    at,
+                )
+                need(
+                    isinstance(amount, int) and not isinstance(amount, bool) and amount > 0,
+                    "node.resources",
+                    f"{where}: resources[{json.dumps(key)}] must be a positive integer, got {json.dumps(amount)[:80]}",
+                    at,
+                )
 
     def make_node(kind: str, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
         at = call_site(stack, kind, s)
@@ -744,6 +801,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
             )
         if kind == "python":
             check_python(kw, where, at)
+        check_placement(kind, kw, where, at)
         if "cwd" in kw:
             need(
                 isinstance(kw["cwd"], str) and kw["cwd"] != "",
@@ -757,7 +815,7 @@ def install_builtins(module: sl.Module, s: Session) -> None:
 
     def make_workflow(stack: str, kw: dict[str, Any]) -> dict[str, Any]:
         at = call_site(stack, "workflow", s)
-        unknown = sorted(set(kw) - {"name", "nodes", "concurrency"})
+        unknown = sorted(set(kw) - {"name", "nodes", "concurrency", "checkout"})
         need(not unknown, "workflow.argument", f"workflow() got unknown argument(s): {', '.join(unknown)}", at)
         name = kw.get("name")
         need(
@@ -791,6 +849,12 @@ def install_builtins(module: sl.Module, s: Session) -> None:
                     f"concurrency {key} must be a positive integer",
                     at,
                 )
+        need(
+            kw.get("checkout", "exclusive") in ("exclusive", "shared"),
+            "workflow.checkout",
+            f'workflow {json.dumps(name)}: checkout must be "exclusive" or "shared", got {json.dumps(kw.get("checkout"))[:80]}',
+            at,
+        )
         return tag("workflow", at=at, **kw)
 
     module.add_callable("_workflow", make_workflow)

@@ -1,6 +1,11 @@
 """Runs on disk: runs/<RUN_ID>/{manifest.json, graph.json, state.json, events.jsonl,
 journal.mark, mutation.lock, requests/, nodes/<NODE>/attempts/<N>/...}.
 
+``<NODE>`` is the node's name as one folder (:func:`node_folder`): a flow's step key such as
+``team.research.writer/f1#2`` holds a ``/``, which is written ``%2F`` so that every attempt
+folder sits at the same depth (``%`` itself is written ``%25``). Starlark node names and script
+step ids hold neither, so their folders are their names.
+
 The run copies the frozen graph and the plan facts it needs, so deleting the plan never breaks
 status or resume. The owner of a run holds an exclusive flock on mutation.lock for as long as it
 executes; readers never take it.
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import model_validator
+
 from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
@@ -29,7 +36,7 @@ from rho_notebook.store.ids import match_id
 from rho_notebook.store.journal import CHAINED, Watermark, write_watermark
 from rho_notebook.store.layout import StoreLayout
 
-__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS"]
+__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS", "node_folder"]
 
 ATTEMPT_ARTIFACTS = (
     "stdout",
@@ -48,6 +55,14 @@ ATTEMPT_ARTIFACTS = (
 RUN_FORMAT = "rho-notebook/run/v1"
 
 
+def node_folder(node: str) -> str:
+    """The folder name of node (or step key) ``node`` under ``nodes/``: ``%`` as ``%25`` and ``/``
+    as ``%2F``, so a step key never nests folders; any other name is unchanged."""
+    if "/" not in node and "%" not in node:
+        return node
+    return node.replace("%", "%25").replace("/", "%2F")
+
+
 class RunManifest(FrozenModel):
     format: str = RUN_FORMAT
     run_id: str
@@ -61,7 +76,15 @@ class RunManifest(FrozenModel):
     mode: str = "auto"
     """Permission mode chosen for this run."""
     origin: str = "cli"
-    """Which front end started it (cli, notebook, server)."""
+    """Which front end created it (cli, notebook, server, mcp); ``via`` says how it was started."""
+    initiator: str = ""
+    """The OS account of the process that created the run, recorded once at creation (empty in
+    manifests written before it was recorded)."""
+    via: str = ""
+    """How the run was started: ``cli``, ``terminal``, ``notebook``, ``server`` or ``mcp``; a
+    manifest written before it was recorded reads its ``origin`` here."""
+    client: str | None = None
+    """Runs started through MCP: the client's name as the client reported it (never verified)."""
     journal_format: str = ""
     """``chained-v1``: journal records carry a hash chain and the folder keeps ``journal.mark``
     (:mod:`rho_notebook.store.journal`); empty for runs created before, read without either."""
@@ -70,6 +93,18 @@ class RunManifest(FrozenModel):
     seed_from: str | None = None
     """``try``: the run whose successful attempts of ``seed_nodes`` this run takes instead of launching them."""
     seed_nodes: tuple[str, ...] = ()
+    executor: str = "local"
+    """Where remotable attempts run (docs/distributed.md): ``local``, ``dask`` (a LocalCluster
+    started by the owner) or ``dask=ADDRESS``; chosen at creation, kept by a resume that names no
+    other. Not part of the graph digest."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _via_from_origin(cls, data: Any) -> Any:
+        """A manifest written before ``via`` was recorded: how it was started is its ``origin``."""
+        if isinstance(data, dict) and not data.get("via"):
+            return {**data, "via": data.get("origin", "cli")}
+        return data
 
     @property
     def chained(self) -> bool:
@@ -110,7 +145,7 @@ class RunFolder:
         return self.path / "requests"
 
     def attempt_dir(self, node: str, attempt: int) -> Path:
-        return Path(f"{self.path}/nodes/{node}/attempts/{attempt}")  # one parse: this is per launch
+        return Path(f"{self.path}/nodes/{node_folder(node)}/attempts/{attempt}")  # one parse: this is per launch
 
     def files_of(self, node: str, attempt: AttemptRecord) -> Path:
         """The folder holding an attempt's files: its own, or a reused attempt's source's (a reused
@@ -118,7 +153,8 @@ class RunFolder:
         source = attempt.reused_from
         if source is None:
             return self.attempt_dir(node, attempt.number)
-        return Path(f"{self.path.parent}/{source['run_id']}/nodes/{source['node']}/attempts/{source['attempt']}")
+        folder = node_folder(source["node"])
+        return Path(f"{self.path.parent}/{source['run_id']}/nodes/{folder}/attempts/{source['attempt']}")
 
     def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
         """Validated output values (``value.json``) of the given node -> attempt pairs (the
@@ -137,7 +173,7 @@ class RunFolder:
         values: dict[str, Any] = {}
         runs = self.path.parent
         for name, (run_id, node, attempt) in sorted(sources.items()):
-            path = Path(f"{runs}/{run_id}/nodes/{node}/attempts/{attempt}/value.json")
+            path = Path(f"{runs}/{run_id}/nodes/{node_folder(node)}/attempts/{attempt}/value.json")
             try:
                 values[name] = json.loads(read_nofollow(path))
             except FileNotFoundError:

@@ -140,6 +140,10 @@ def definition_of(node: Node) -> dict[str, Any]:
         found["when"] = condition_text(node.when)
     if node.output is not None:
         found["output"] = schema_text(node.output)
+    if isinstance(node, (CommandNode, ShellNode, PythonNode)):
+        found["placement"] = node.placement
+        if node.resources:
+            found["resources"] = [f"{key}={amount}" for key, amount in node.resources]
     found["allow_failure"] = node.allow_failure
     found["timeout_seconds"] = node.timeout_seconds
     found["max_output_bytes"] = node.max_output_bytes

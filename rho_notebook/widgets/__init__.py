@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from rho_notebook.service import DiffResult, Service
     from rho_notebook.widgets._dag import DagWidget
+    from rho_notebook.widgets._flowtree import FlowTree
     from rho_notebook.widgets._hub import Hub, HubSession
     from rho_notebook.widgets._picker import RunPicker
     from rho_notebook.widgets._plan import PlanCard
@@ -33,6 +34,7 @@ __all__ = [
     "run_view",
     "approvals_view",
     "hub_view",
+    "flow_tree",
     "to_dot",
     "watch_run",
     "run_picker",
@@ -147,6 +149,15 @@ def hub_view(session: HubSession) -> Hub:
     from rho_notebook.widgets._hub import Hub
 
     return Hub(session)
+
+
+def flow_tree(manifest: Mapping[str, Any]) -> FlowTree:
+    """The module tree of a flow's compiled manifest (``plan.manifest.flow``, or
+    ``workflow.compile()``): modules, agents with provider, model and definition digest, and
+    selectors with their candidates."""
+    from rho_notebook.widgets._flowtree import FlowTree
+
+    return FlowTree(manifest)
 
 
 def to_dot(graph: Plan | Graph, *, states: Mapping[str, str] | None = None, reduced: bool = True) -> graphviz.Digraph:

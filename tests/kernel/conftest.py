@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.agents.conftest import serve  # noqa: F401 - the fixture serve([replies...]), for notebook tests of agents
 from tests.conftest import Project
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -391,3 +393,34 @@ async def test_deny_a_run_owned_by_a_terminal(jp_fetch: Any, store: Store) -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_a_step_key_with_slash_and_hash_is_one_node_in_the_api(
+    http_server_client: Any, jp_auth_header: dict[str, str], jp_base_url: str, store: Store
+) -> None:
+    # a flow's model and tool calls are keyed like this (docs/flows.md); the sidebar asks for the
+    # node pane and artifacts with the name as one percent-encoded path segment (encodeURIComponent)
+    key = "team.research.writer/f1#2"
+    store.project.write(
+        "keyed.py",
+        "from rho_notebook.script._steps import _keyed_step\n"
+        f"_keyed_step('command', {key!r}, "
+        "{'argv': ['echo', 'hi'], 'cwd': None, 'timeout_seconds': 60, 'max_output_bytes': 1000})\n",
+    )
+    done = await asyncio.to_thread(store.project.cli, "run", "keyed.py", "--yes", "--output", "jsonl")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = json.loads(done.stdout.splitlines()[0])["run_id"]
+
+    async def get(*parts: str) -> Any:
+        path = "/".join(quote(part, safe="") for part in ("rho", "api", "runs", run_id, "nodes", *parts))
+        return await http_server_client.fetch(
+            f"{jp_base_url.rstrip('/')}/{path}", headers=jp_auth_header, raise_error=False
+        )
+
+    detail = await get(key)
+    assert detail.code == 200, detail.body
+    shown = json.loads(detail.body)
+    assert shown["node"] == key and shown["stdout"]["text"] == "hi\n"
+    stdout = await get(key, "artifacts", "stdout")
+    assert (stdout.code, stdout.body) == (200, b"hi\n")
+    assert (await get("../nodes")).code == 404

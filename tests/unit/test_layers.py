@@ -20,11 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rho_notebook"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-FRONT_END_MAY_USE = frozenset({"service", "model", "views", "errors", "oshelpers"})
+FRONT_END_MAY_USE = frozenset({"service", "model", "views", "errors", "oshelpers", "flow"})
+"""``flow`` too: the authoring API, whose in-memory model backend the notebook extension installs."""
 STANDALONE = "script"
 """The one layer that imports nothing of ours, not even the base: it runs in a script's interpreter."""
-EXTRA_FRONT_END_EDGES = {("notebook", "widgets")}
-"""The one exception the page names: the notebook displays widgets."""
+SHIM_LAYERS = {STANDALONE: frozenset({STANDALONE}), "flow": frozenset({"flow", STANDALONE})}
+"""Layers that run in a script's interpreter: the standard library and these packages of ours only."""
+EXTRA_FRONT_END_EDGES = {("notebook", "widgets"), ("cli", "mcp")}
+"""The exceptions the page names: the notebook displays widgets; the CLI serves the MCP server."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,9 @@ def violations(owner: str, source: str, layers: Layers) -> list[str]:
             bad.append(f"{owner}:{line}: relative import {target!r}; import rho_notebook.... by name")
             continue
         theirs = top(target)
-        if mine == STANDALONE and theirs != mine:
-            bad.append(f"{owner}:{line}: {mine} may import nothing of rho_notebook but itself, not {target}")
+        if mine in SHIM_LAYERS and theirs not in SHIM_LAYERS[mine]:
+            ours = " and ".join(sorted(SHIM_LAYERS[mine]))
+            bad.append(f"{owner}:{line}: {mine} may import nothing of rho_notebook but {ours}, not {target}")
             continue
         if theirs == mine or theirs in ("errors", "oshelpers"):
             continue
@@ -120,7 +124,8 @@ def test_the_table_names_every_package() -> None:
     tops = {top(dotted) for dotted, _ in modules()} - {"", "__main__"}
     named = set(LAYERS.rank) | LAYERS.front_ends
     assert tops <= named, f"packages missing from docs/architecture.md: {sorted(tops - named)}"
-    assert LAYERS.rank[STANDALONE] == 0 and LAYERS.rank["errors"] == 1 and LAYERS.rank["model"] == 2
+    assert LAYERS.rank[STANDALONE] == 0 and LAYERS.rank["flow"] == 1
+    assert LAYERS.rank["errors"] == 2 and LAYERS.rank["model"] == 3
     assert LAYERS.rank["runtime"] < LAYERS.rank["service"] < LAYERS.rank["views"]
 
 
@@ -148,6 +153,9 @@ def test_every_import_follows_the_layer_order() -> None:
         ("rho_notebook.script._steps", "from rho_notebook.errors import RhoError\n"),
         ("rho_notebook.script._channel", "def f():\n    import rho_notebook.oshelpers\n"),
         ("rho_notebook.script", "from rho_notebook.model.schema import Schema\n"),
+        ("rho_notebook.script._steps", "from rho_notebook.flow import Session\n"),
+        ("rho_notebook.flow.session", "from rho_notebook.errors import RhoError\n"),
+        ("rho_notebook.flow", "def f():\n    from rho_notebook.agents.completion import complete_once\n"),
     ],
 )
 def test_an_upward_import_is_caught(owner: str, source: str) -> None:
@@ -165,6 +173,7 @@ def test_an_upward_import_is_caught(owner: str, source: str) -> None:
         ("rho_notebook.runtime.owner", "from rho_notebook.store.runs import RunStore\n"),
         ("rho_notebook.views.dag", "from rho_notebook.service.wire import NodeView\n"),
         ("rho_notebook.script", "from rho_notebook.script._steps import run_step\n"),
+        ("rho_notebook.flow.backend", "from rho_notebook.script._steps import _keyed_step\n"),
     ],
 )
 def test_a_downward_import_is_allowed(owner: str, source: str) -> None:
@@ -172,7 +181,9 @@ def test_a_downward_import_is_allowed(owner: str, source: str) -> None:
 
 
 def stdlib_violations(owner: str, source: str) -> list[str]:
-    """Imports in ``owner`` of anything but the standard library and its own package."""
+    """Imports in ``owner`` (of a layer in :data:`SHIM_LAYERS`) of anything but the standard library
+    and the packages of ours that layer may use."""
+    layer = top(owner)
     bad = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -184,15 +195,16 @@ def stdlib_violations(owner: str, source: str) -> list[str]:
         for name in names:
             if name.split(".")[0] in sys.stdlib_module_names or name == "__future__":
                 continue
-            if name == f"rho_notebook.{STANDALONE}" or name.startswith(f"rho_notebook.{STANDALONE}."):
+            if name.startswith("rho_notebook.") and top(name) in SHIM_LAYERS[layer]:
                 continue
-            bad.append(f"{owner}:{node.lineno}: {STANDALONE} imports only the standard library, not {name}")
+            bad.append(f"{owner}:{node.lineno}: {layer} imports only the standard library, not {name}")
     return bad
 
 
-def test_the_script_shim_imports_only_the_standard_library() -> None:
-    shim = [(dotted, path) for dotted, path in modules() if top(dotted) == STANDALONE]
-    assert shim, "rho_notebook/script is missing"
+@pytest.mark.parametrize("layer", sorted(SHIM_LAYERS))
+def test_the_script_shim_and_flow_import_only_the_standard_library(layer: str) -> None:
+    shim = [(dotted, path) for dotted, path in modules() if top(dotted) == layer]
+    assert shim, f"rho_notebook/{layer} is missing"
     bad = [problem for dotted, path in shim for problem in stdlib_violations(dotted, path.read_text(encoding="utf-8"))]
     assert not bad, "\n".join(bad)
 
@@ -201,11 +213,10 @@ def test_the_script_shim_imports_only_the_standard_library() -> None:
     "source",
     ["import pydantic\n", "def f():\n    from starlark import Module\n", "from rho_notebook import errors\n"],
 )
-def test_a_third_party_import_in_the_script_shim_is_caught(source: str) -> None:
-    found = stdlib_violations("rho_notebook.script._steps", source) + violations(
-        "rho_notebook.script._steps", source, LAYERS
-    )
-    assert found, f"{source!r} in the script shim should be refused"
+@pytest.mark.parametrize("owner", ["rho_notebook.script._steps", "rho_notebook.flow.session"])
+def test_a_third_party_import_in_the_script_shim_or_flow_is_caught(owner: str, source: str) -> None:
+    found = stdlib_violations(owner, source) + violations(owner, source, LAYERS)
+    assert found, f"{source!r} in {owner} should be refused"
 
 
 def test_headless_import_loads_no_jupyter_framework() -> None:

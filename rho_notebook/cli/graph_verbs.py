@@ -1,0 +1,44 @@
+"""``validate FILE.graph.yaml``: the findings of an item-graph document (docs/graphs.md).
+
+Item graphs are validated only in this version; nothing of them runs yet. ``plan_verbs.run_validate``
+dispatches here by the file name's suffix (:func:`~rho_notebook.model.itemgraph.is_graph_file`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.service import Service, load_limits, parse_input_args
+
+__all__ = ["validate_graph"]
+
+
+def validate_graph(args: argparse.Namespace) -> int:
+    """Print every finding (``file:line:col: error[rule]: message``) and a verdict; with
+    ``--input``, a valid document's declared inputs are checked too. Exit 1 when invalid."""
+    service = Service.default()
+    shown: list[dict[str, Any]] = []
+    lines: list[str] = []
+    try:
+        inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
+        for finding in asyncio.run(service.lint_graph(args.file, inputs=inputs)):
+            shown.append(finding.to_json())
+            lines.append(finding.render())
+    except InvalidWorkflow as err:
+        shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+        lines += [d.render() for d in err.diagnostics()]
+    if args.output == "json":
+        print(json.dumps({"valid": not shown, "diagnostics": shown}, indent=2))
+        return 1 if shown else 0
+    for line in lines:
+        print(line, file=sys.stderr)
+    if shown:
+        print(f"invalid: {args.file} ({len(shown)} error{'s' * (len(shown) != 1)}); nothing was stored")
+        return 1
+    print(f"valid: the item graph {args.file} passes validate (validation only: item graphs do not run yet)")
+    return 0

@@ -1,0 +1,45 @@
+"""The ``mcp`` verb: serve the workflow tools to an MCP host over standard input and output.
+
+Standard output carries the protocol and nothing else; warnings go to standard error. The
+server runs in the workspace's root folder (a host may start it anywhere), so relative file
+names in tool calls and in the workflows' commands mean the same as on the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.service import Service, find_workspace
+
+__all__ = ["register"]
+
+
+def register(verbs: Any) -> None:
+    mcp = verbs.add_parser(
+        "mcp", help="serve the workflow tools to an MCP host (Claude, Codex, Jupyter AI) over stdio (docs/mcp.md)"
+    )
+    mcp.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the workspace whose workflows the tools see (default: the one holding the current directory)",
+    )
+    mcp.set_defaults(handler=run_mcp)
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    from rho_notebook.mcp import build_server, serve_stdio  # the SDK loads only for this verb
+
+    if args.workspace is not None and not args.workspace.is_dir():
+        print(f"rho-notebook: --workspace {args.workspace}: no such folder", file=sys.stderr)
+        return 2
+    workspace = find_workspace(args.workspace)
+    os.chdir(workspace.root)
+    asyncio.run(serve_stdio(build_server(Service.default(), workspace)))
+    return 0

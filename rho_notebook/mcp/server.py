@@ -1,0 +1,518 @@
+"""``rho-notebook mcp``: the workflow tools and run resources over the Model Context Protocol.
+
+Built on the official SDK's low-level :class:`mcp.server.lowlevel.Server` (the protocol, framing
+and transports are the SDK's): this module lists the tools of :mod:`rho_notebook.mcp.tools`,
+validates every call with the tool's pydantic model, and answers each with the JSON object the
+matching CLI verb prints with ``--output json`` (:mod:`rho_notebook.service.wire`). A bad call is
+a tool error (``isError``) with a message naming what to fix, never a traceback.
+
+What a model may not do is not here at all: there is no tool, argument or resource that approves
+a launch, answers an approval node, approves a plan, trusts a folder or changes a setting. A run
+started here is recorded ``via: mcp`` with the client's self-reported name; its mode is decided by
+:meth:`Service.mcp_run_mode` (supervised unless a person approved the digest), and it runs in its
+own owner process (:meth:`Service.start_detached`), so closing the server never stops it.
+
+Resources: ``rho://runs/{run_id}/events`` (the journal, one JSON record per line; ``?after_seq=N``
+pages) and ``rho://runs/{run_id}/nodes/{node}/output`` (the node's result; ``?offset=N`` pages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from rho_notebook.errors import InvalidWorkflow, RhoError
+from rho_notebook.mcp._paging import cut_value, page
+from rho_notebook.mcp.tools import (
+    MAX_TEXT,
+    TOOLS,
+    CancelArgs,
+    ListArgs,
+    LogsArgs,
+    PlanApprovalArgs,
+    PlanArgs,
+    ResultArgs,
+    ResumeArgs,
+    RunArgs,
+    RunsArgs,
+    StatusArgs,
+    ToolSpec,
+    ValidateArgs,
+    WaitArgs,
+)
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle
+from rho_notebook.service import (
+    Consent,
+    ResumeRun,
+    RunsQuery,
+    Service,
+    StartRun,
+    Workspace,
+)
+from rho_notebook.service.kernel_python import notebook_interpreter
+from rho_notebook.service.wire import LIVE_LIFECYCLES, plan_summary_json, status_json
+
+__all__ = ["WorkflowTools", "build_server", "serve_stdio"]
+
+_log = logging.getLogger(__name__)
+
+_WAIT_POLL_SECONDS = 0.1
+_CLIENT_NAME_MAX = 200
+_RUN_ID = re.compile(r"^[0-9a-fA-F-]{1,36}$")
+_EVENTS_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/events$")
+_OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/nodes/(?P<node>[^/?#]+)/output$")
+_DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
+_INSTRUCTIONS = """\
+Rho workflows: frozen DAGs (and Python scripts) of agent and command steps.
+workflow_list -> workflow_validate -> workflow_plan (read the graph_digest, authority and nodes) ->
+workflow_run(plan_id, graph_digest) -> workflow_wait / workflow_status -> workflow_result.
+A run you start is supervised (every launch waits for a person) unless a person approved the plan;
+no tool approves anything: when a run waits, tell the user the command the answer names."""
+
+
+class ToolFailure(Exception):
+    """A call the tool answers with an error: ``answer`` is the JSON it carries (or a message)."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__(answer if isinstance(answer, str) else json.dumps(answer))
+        self.answer = answer
+
+
+class WorkflowTools:
+    """The tools, each a method taking its validated argument model and the client's name."""
+
+    def __init__(self, service: Service, workspace: Workspace) -> None:
+        self.service = service
+        self.workspace = workspace
+        self._tools: dict[str, tuple[ToolSpec, Callable[[Any, str | None], Awaitable[Any]]]] = {
+            spec.name: (spec, getattr(self, spec.name)) for spec in TOOLS
+        }
+
+    def listing(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=spec.name,
+                description=spec.description,
+                input_schema=spec.input_schema(),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=spec.read_only, destructive_hint=False, open_world_hint=False
+                ),
+            )
+            for spec in TOOLS
+        ]
+
+    async def call(self, name: str, arguments: dict[str, Any] | None, *, client: str | None) -> types.CallToolResult:
+        """Validate and run one call: its JSON answer, or a tool error saying what is wrong."""
+        found = self._tools.get(name)
+        if found is None:
+            return _error(f"no tool {name!r}; the tools are: {', '.join(self._tools)}")
+        spec, method = found
+        try:
+            args = spec.args.model_validate(arguments or {})
+        except ValidationError as err:
+            return _error(f"{name}: invalid arguments: {_explain(err)}")
+        try:
+            return _answer(await method(args, client))
+        except ToolFailure as failure:
+            return _error(failure.answer)
+        except InvalidWorkflow as err:
+            return _error({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]})
+        except RhoError as err:
+            return _error(f"error[{err.rule}]: {err.message}")
+        except Exception as err:  # a bug or an OS failure: the client gets one line, the log the traceback
+            _log.exception("tool %s failed", name)
+            return _error(f"{name} failed unexpectedly ({type(err).__name__}: {err}); the server's stderr has details")
+
+    # -- finding and planning ---------------------------------------------------------------------
+
+    def _path(self, file: str) -> Path:
+        path = Path(file)
+        return path if path.is_absolute() else self.workspace.root / path
+
+    async def workflow_list(self, args: ListArgs, client: str | None) -> Any:
+        scan = await self.service.workflow_scan(self.workspace.root)
+        return {
+            "workspace": str(self.workspace.root),
+            "workflows": [entry.to_json() for entry in scan.workflows],
+            "truncated": scan.truncated,
+            "skipped": scan.skipped,
+        }
+
+    async def workflow_validate(self, args: ValidateArgs, client: str | None) -> Any:
+        path = self._path(args.file)
+        if path.suffix == ".py":
+            return await self._validate_script(path, args)
+        if path.suffix != ".star":
+            msg = f"workflow_validate takes an entry .star or a SCRIPT.py, not {args.file!r}"
+            if path.suffix == ".ipynb":
+                msg += "; plan a notebook with workflow_plan (it answers the same checks, and stores the plan)"
+            raise ToolFailure(msg)
+        request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace)
+        return plan_summary_json(await self.service.validate(request), stored=False)
+
+    async def _validate_script(self, path: Path, args: ValidateArgs) -> Any:
+        """A script's lint findings; with inputs, also checked against its ``INPUTS`` (as the CLI)."""
+        findings = await self.service.lint_script(path)
+        shown: list[dict[str, Any]] = [finding.to_json() for finding in findings]
+        invalid = any(finding.severity == "error" for finding in findings)
+        if not invalid and args.inputs:
+            try:
+                await self.service.validate(self.service.request_for(path, inputs=args.inputs))
+            except InvalidWorkflow as err:
+                shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+                invalid = True
+        answer = {"valid": not invalid, "diagnostics": shown}
+        if invalid:
+            raise ToolFailure(answer)
+        return answer
+
+    async def workflow_plan(self, args: PlanArgs, client: str | None) -> Any:
+        path = self._path(args.file)
+        if path.suffix == ".ipynb":
+            interpreter = await asyncio.to_thread(notebook_interpreter, path)  # as `run NOTEBOOK.ipynb` does
+            plan = await self.service.plan_notebook(
+                path, workflow=args.workflow, inputs=args.inputs, where=args.file, python_interpreter=interpreter.path
+            )
+        elif path.suffix == ".py":  # a script, or (with workflow) a flow module's Workflow
+            request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=args.workflow)
+            plan = await self.service.plan(request)
+        elif args.workflow is not None:
+            raise ToolFailure("workflow names a notebook's workflow or a flow module's; leave it out for a .star file")
+        elif path.suffix == ".star":
+            plan = await self.service.plan(self.service.request_for(path, inputs=args.inputs, workspace=self.workspace))
+        else:
+            raise ToolFailure(f"workflow_plan takes an entry .star, a SCRIPT.py or a NOTEBOOK.ipynb, not {args.file!r}")
+        return plan_summary_json(plan, stored=True)
+
+    # -- starting and resuming --------------------------------------------------------------------
+
+    async def workflow_run(self, args: RunArgs, client: str | None) -> Any:
+        plan = await self.service.load_plan(args.plan_id)
+        mode, reason = await self.service.mcp_run_mode(plan.graph_digest, args.mode)
+        consent = Consent(digest=args.graph_digest, hint=_DIGEST_HINT)
+        request = StartRun(plan=plan.plan_id, consent=consent, mode=mode, origin="mcp", client=client)
+        run_id = await self.service.create_run_of(plan, request)
+        pid = await self.service.start_detached(run_id)
+        return {
+            "run_id": run_id,
+            "plan_id": plan.plan_id,
+            "graph_digest": plan.graph_digest,
+            "workflow": plan.graph.name,
+            "mode": mode,
+            "mode_asked": args.mode,
+            "mode_reason": reason,
+            "owner_pid": pid,
+            "person": _run_notes(plan, run_id, mode),
+            "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
+        }
+
+    async def workflow_resume(self, args: ResumeArgs, client: str | None) -> Any:
+        run_id = await self.service.resolve_run(args.run_id)
+        consent = Consent(digest=args.graph_digest, hint="pass graph_digest={digest} as workflow_status answers it")
+        request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions))
+        await self.service.check_resume(request)
+        await self.service.check_mcp_decisions(run_id, dict(args.decisions))
+        pid = await self.service.resume_detached(request)
+        return {
+            "run_id": run_id,
+            "resumed": True,
+            "decisions": dict(args.decisions),
+            "owner_pid": pid,
+            "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
+        }
+
+    async def workflow_cancel(self, args: CancelArgs, client: str | None) -> Any:
+        return (await self.service.cancel(args.run_id, wait_seconds=args.timeout_seconds)).to_json()
+
+    # -- reading runs -----------------------------------------------------------------------------
+
+    async def workflow_status(self, args: StatusArgs, client: str | None) -> Any:
+        return status_json(await self.service.status(args.run_id))
+
+    async def workflow_wait(self, args: WaitArgs, client: str | None) -> Any:
+        """Poll the durable state until the run settles (ends, or waits for a person) or time runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + args.timeout_seconds
+        while True:
+            state = await self.service.status(args.run_id)
+            settled = state.lifecycle is Lifecycle.WAITING or (
+                state.lifecycle not in LIVE_LIFECYCLES and state.lifecycle is not Lifecycle.PLANNED
+            )
+            if settled or loop.time() >= deadline:
+                break
+            await asyncio.sleep(_WAIT_POLL_SECONDS)
+        answer: dict[str, Any] = {**status_json(state), "timed_out": not settled}
+        person = await self._person_needed(state)
+        if person:
+            answer["person"] = person
+        return answer
+
+    async def _person_needed(self, state: RunState) -> list[str]:
+        """What a person must do for the run to go on, with the commands they would run."""
+        run_id = state.run_id
+        if state.lifecycle is Lifecycle.WAITING:
+            return [
+                f"node {request.node} waits for a person to approve "
+                + ("this approval node" if request.kind == "node" else "this launch")
+                + f": rho-notebook approve {run_id} {request.request_id} (or --deny), or the notebook widget "
+                "or the JupyterLab sidebar; no tool can approve it"
+                for request in await self.service.pending_approvals(run_id)
+            ]
+        if state.lifecycle is Lifecycle.NEEDS_DECISION:
+            steps = " ".join(f"--decide {halted['step']}=rerun|skip" for halted in status_json(state).get("halted", []))
+            return [
+                'steps halted by recovery="manual" may be decided with workflow_resume(decisions=...); any other '
+                f"halt needs a person: rho-notebook resume {run_id} {steps}"
+            ]
+        if state.lifecycle is Lifecycle.NEEDS_RECOVERY:
+            return [
+                "a launch's outcome is uncertain: a person must inspect it and run "
+                f"rho-notebook resume {run_id} --recover-uncertain (never reachable from a tool)"
+            ]
+        return []
+
+    async def workflow_result(self, args: ResultArgs, client: str | None) -> Any:
+        data: dict[str, Any] = dict(await self.service.result(args.run_id))
+        run_id = data["run_id"]
+        for name, node in data["nodes"].items():
+            if "output" in node:
+                where = f"the resource rho://runs/{run_id}/nodes/{name}/output"
+                node["output"] = cut_value(node["output"], limit=MAX_TEXT // 4, where=where)
+        if "output" in data:
+            data["output"] = cut_value(data["output"], limit=MAX_TEXT // 2, where="workflow_status (output)")
+        return data
+
+    async def workflow_logs(self, args: LogsArgs, client: str | None) -> Any:
+        text = (await self.service.log_text(args.run_id, args.node, streams=(args.stream,)))[args.stream]
+        how = f"call workflow_logs with stream={args.stream!r} and offset={{offset}}"
+        window = page(text, offset=args.offset, limit=args.limit, how=how)
+        return {"run_id": args.run_id, "node": args.node, "stream": args.stream, **window}
+
+    async def workflow_runs(self, args: RunsArgs, client: str | None) -> Any:
+        query = RunsQuery(state=None if args.state is None else Lifecycle(args.state), limit=args.limit)
+        return await self.service.run_rows(query)
+
+    async def workflow_plan_approval(self, args: PlanApprovalArgs, client: str | None) -> Any:
+        plan_id = None
+        digest = args.graph_digest
+        if args.plan_id is not None:
+            plan = await self.service.load_plan(args.plan_id)
+            plan_id, digest = plan.plan_id, plan.graph_digest
+        if digest is None:  # the model validator requires one of them
+            raise ToolFailure("give exactly one of plan_id and graph_digest")
+        record = await self.service.plan_approval(digest)
+        if record is None:
+            return {
+                "graph_digest": digest,
+                "plan_id": plan_id,
+                "approved": False,
+                "person": f"a person who read the plan approves it with: rho-notebook approve-plan {plan_id or digest}",
+            }
+        return {"graph_digest": digest, "plan_id": plan_id, "approved": True, "record": record.model_dump(mode="json")}
+
+    # -- resources --------------------------------------------------------------------------------
+
+    def templates(self) -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                name="run-events",
+                uri_template="rho://runs/{run_id}/events",
+                description="A run's journal, one JSON record per line; a long one is cut with a marker "
+                "naming the ?after_seq=N to read on.",
+                mime_type="application/x-ndjson",
+            ),
+            types.ResourceTemplate(
+                name="node-output",
+                uri_template="rho://runs/{run_id}/nodes/{node}/output",
+                description="A node's result (state, attempts, validated output, artifacts) as JSON; a long one "
+                "is cut with a marker naming the ?offset=N to read on.",
+                mime_type="application/json",
+            ),
+        ]
+
+    async def read(self, uri: str) -> types.TextResourceContents:
+        parts = urlsplit(uri)
+        query = parse_qs(parts.query)
+        base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        if found := _EVENTS_URI.match(base):
+            run_id = _run_id(found["run"])
+            after = _query_int(query, "after_seq")
+            return types.TextResourceContents(
+                uri=uri, mime_type="application/x-ndjson", text=await self._events_text(run_id, after)
+            )
+        if found := _OUTPUT_URI.match(base):
+            run_id, node = _run_id(found["run"]), unquote(found["node"])
+            data = await self.service.result(run_id)
+            if node not in data["nodes"]:
+                msg = f"run {data['run_id']} has no node {node!r}; its nodes: {', '.join(data['nodes'])}"
+                raise MCPError(types.INVALID_PARAMS, msg)
+            text = json.dumps(data["nodes"][node], indent=2, ensure_ascii=False)
+            how = f"read rho://runs/{data['run_id']}/nodes/{found['node']}/output?offset={{offset}}"
+            window = page(text, offset=_query_int(query, "offset"), limit=MAX_TEXT, how=how)
+            return types.TextResourceContents(uri=uri, mime_type="application/json", text=window["text"])
+        msg = f"no resource {uri!r}: read rho://runs/RUN_ID/events or rho://runs/RUN_ID/nodes/NODE/output"
+        raise MCPError(types.INVALID_PARAMS, msg)
+
+    async def _events_text(self, run_id: str, after_seq: int) -> str:
+        read = await self.service.journal(run_id, after_seq=after_seq)
+        lines: list[str] = []
+        size = 0
+        for record in read.events:
+            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+            if lines and size + len(line) > MAX_TEXT:
+                last = lines[-1]
+                seq = json.loads(last)["seq"]
+                lines.append(f"[... truncated: read rho://runs/{run_id}/events?after_seq={seq} for the rest]")
+                break
+            lines.append(line)
+            size += len(line) + 1
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _answer(value: Any) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_text(value))], is_error=False)
+
+
+def _error(value: Any) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_text(value))], is_error=True)
+
+
+def _explain(err: ValidationError) -> str:
+    """Each problem as ``argument: what is wrong`` (never the rejected value: it may be long)."""
+    problems = []
+    for problem in err.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        what = problem["msg"] if problem["type"] != "extra_forbidden" else "is not an argument of this tool"
+        problems.append(f"{where}: {what}")
+    return "; ".join(problems)
+
+
+def _run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
+    """When a run started here will wait for a person, and the commands that person runs."""
+    notes = []
+    if mode == "supervised":
+        notes.append(
+            "supervised: every command, shell and mutating-agent launch waits for a person's approval: "
+            f"rho-notebook approve {run_id} lists the pending requests, rho-notebook approve {run_id} REQUEST "
+            "approves one (or the notebook widget, or the JupyterLab sidebar)"
+        )
+    elif mode == "plan":
+        notes.append("plan mode: every command, shell and mutating-agent launch is denied; nothing is launched")
+    approvals = [node.name for node in plan.graph.nodes if node.kind == "approval"]
+    if approvals:
+        notes.append(
+            f"approval node(s) {', '.join(approvals)} wait for a person: rho-notebook approve {run_id} REQUEST "
+            "(workflow_wait names the request)"
+        )
+    if mode != "auto" and notes:
+        notes.append(
+            f"a person who read this plan may approve it with rho-notebook approve-plan {plan.plan_id}; "
+            "runs of this digest then use the mode asked for"
+        )
+    return notes
+
+
+def _run_id(given: str) -> str:
+    if not _RUN_ID.match(given):
+        msg = f"{given!r} is not a run ID"
+        raise MCPError(types.INVALID_PARAMS, msg)
+    return given
+
+
+def _query_int(query: dict[str, list[str]], key: str) -> int:
+    values = query.get(key, ["0"])
+    if len(values) != 1 or not values[0].isdigit():
+        msg = f"?{key}= takes one non-negative integer"
+        raise MCPError(types.INVALID_PARAMS, msg)
+    return int(values[0])
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The client's self-reported name (``clientInfo.name``), if it gave one."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return None if info is None else info.name[:_CLIENT_NAME_MAX]
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def build_server(service: Service, workspace: Workspace) -> Server[Any]:
+    """The MCP server of the workflow tools and run resources over ``service``, for ``workspace``."""
+    tools = WorkflowTools(service, workspace)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.listing())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await tools.call(params.name, params.arguments, client=_client_name(ctx))
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=tools.templates())
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        try:
+            return types.ReadResourceResult(contents=[await tools.read(str(params.uri))])
+        except RhoError as err:
+            raise MCPError(types.INVALID_PARAMS, f"error[{err.rule}]: {err.message}") from None
+
+    return Server(
+        "rho-notebook",
+        version=_version(),
+        instructions=_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve one client over standard input and output until it closes them."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rho-notebook")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,488 @@
+"""The item-graph document (docs/graphs.md): a workflow written as steps joined by edges that carry
+one JSON object, the *item*, from step to step. These pydantic models are the document's one
+definition: the JSON Schema shipped in ``rho_notebook/schemas/graph.schema.json`` is generated
+from :class:`ItemGraph` (``scripts/gen_graph_schema.py``).
+
+Reading a document from text, with line:column for every problem and the graph-level rules
+(edges to unknown steps, cycles, loops, several in-edges, mappings without ``=``), is
+:mod:`rho_notebook.planning.itemgraph`; these models check the shape of each part only.
+
+API for the runner (pure functions and frozen values; nothing here runs a step):
+
+- :meth:`ItemGraph.step` / :meth:`ItemGraph.out_edges` / :meth:`ItemGraph.in_edges` /
+  :meth:`ItemGraph.starts`: the graph's structure, out-edges in document order (a ``branch``
+  takes the first whose condition holds; any other step sends the item down every edge whose
+  condition holds).
+- :meth:`Condition.holds`: an edge's ``when`` on an item (rules in its docstring).
+- :func:`first_item`: the first item, built from the run's input values.
+- :meth:`StepParams.mapped` names the parameters whose strings are mappings; resolve them with
+  :func:`rho_notebook.model.mapping.resolve` right before the step runs.
+- :func:`item_bytes` / :func:`check_item_size`: the item cap (the ``item_bytes`` planning limit,
+  1 MiB by default); the runner fails a step whose output item is over it (:class:`ItemTooLarge`).
+- :class:`FieldDecl` is one typed field: a graph input, a field of a ``human`` step's form, or a
+  field of an ``agent`` step's typed answer. :meth:`FieldDecl.declaration` gives the dict
+  :func:`rho_notebook.planning.inputs.check_inputs` takes.
+
+How each step kind changes the item (the runner's contract): ``agent`` and ``human`` merge the
+answer's fields over the item (the answer wins a clash); ``model`` and ``command`` add their
+result under ``into``; ``code`` replaces the item with ``run(item)``; ``set`` returns the item with
+the named top-level fields set; ``branch`` and ``output`` pass it on unchanged; ``join`` merges the
+items of the in-edges that delivered, in edge order, and adds each under its source step's id.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import ConfigDict, Field, model_validator
+
+from rho_notebook.errors import ItemTooLarge, MappingError
+from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.graph import NAME_PATTERN
+from rho_notebook.model.mapping import MISSING, lookup, parse_path
+from rho_notebook.model.schema import INT64_MAX, INT64_MIN, Scalar
+
+__all__ = [
+    "GRAPH_SCHEMA_FILE",
+    "GRAPH_SUFFIXES",
+    "ITEM_GRAPH_FORMAT",
+    "STEP_KINDS",
+    "AgentParams",
+    "AgentStep",
+    "BranchStep",
+    "CodeParams",
+    "CodeStep",
+    "CommandParams",
+    "CommandStep",
+    "Condition",
+    "Edge",
+    "FieldDecl",
+    "HumanParams",
+    "HumanStep",
+    "ItemGraph",
+    "JoinStep",
+    "Loop",
+    "ModelParams",
+    "ModelStep",
+    "NoParams",
+    "OutputStep",
+    "PARAMS_BY_KIND",
+    "SetParams",
+    "SetStep",
+    "Step",
+    "StepParams",
+    "check_item_size",
+    "first_item",
+    "graph_json_schema",
+    "is_graph_file",
+    "item_bytes",
+]
+
+ITEM_GRAPH_FORMAT = "rho-notebook/item-graph/v1"
+
+GRAPH_SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "graph.schema.json"
+"""The committed JSON Schema of the document (generated from :class:`ItemGraph`)."""
+
+GRAPH_SUFFIXES = (".graph.yaml", ".graph.yml", ".graph.json")
+"""File names of item-graph documents end with one of these."""
+
+STEP_KINDS = ("agent", "model", "command", "code", "set", "branch", "join", "human", "output")
+
+Operator = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "exists"]
+StepId = Annotated[str, Field(pattern=NAME_PATTERN, description="lower case, digits, _ and -; starts with a-z")]
+
+
+class _Model(FrozenModel):
+    """Field docstrings become descriptions in the JSON Schema (editors show them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class FieldDecl(_Model):
+    """One typed field, declared as a Starlark workflow declares an input: a graph input, a field
+    of a human step's form, or a field of an agent step's answer."""
+
+    type: Literal["string", "integer", "bool", "enum"]
+    required: bool | None = None
+    """Default: required unless a default is given."""
+    default: Scalar = None
+    choices: tuple[Scalar, ...] = ()
+    """The allowed values of an ``enum``, in order (only, and always, for ``enum``)."""
+    label: str | None = None
+    """What a form shows for the field (default: its name)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FieldDecl:
+        if self.type == "enum" and not self.choices:
+            msg = "an enum needs a non-empty list of choices, e.g. {type: enum, choices: [a, b]}"
+            raise ValueError(msg)
+        if self.type != "enum" and self.choices:
+            msg = f"choices belong to type enum, not {self.type}"
+            raise ValueError(msg)
+        if self.required and self.default is not None:
+            msg = "a required field has no default; drop the default or set required: false"
+            raise ValueError(msg)
+        if self.default is not None and not _fits(self, self.default):
+            wanted = f"one of {list(self.choices)!r}" if self.type == "enum" else f"of type {self.type}"
+            msg = f"the default {self.default!r} must be {wanted}"
+            raise ValueError(msg)
+        return self
+
+    @property
+    def is_required(self) -> bool:
+        return self.required if self.required is not None else self.default is None
+
+    def declaration(self) -> dict[str, Any]:
+        """``{"type", "required", "default", "choices"}``, the shape ``check_inputs`` takes."""
+        return {
+            "type": self.type,
+            "required": self.is_required,
+            "default": self.default,
+            "choices": list(self.choices),
+        }
+
+
+def _fits(decl: FieldDecl, value: Any) -> bool:
+    if decl.type == "string":
+        return isinstance(value, str)
+    if decl.type == "integer":
+        return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
+    if decl.type == "bool":
+        return isinstance(value, bool)
+    return any(type(value) is type(c) and value == c for c in decl.choices)
+
+
+# -- step parameters -------------------------------------------------------------------------------
+
+
+class StepParams(_Model):
+    """Base of every kind's parameters."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ()
+    """Parameters whose strings (at any depth) may be mappings; a mapping anywhere else is refused."""
+
+    @classmethod
+    def mapped(cls) -> tuple[str, ...]:
+        return cls.MAPPED
+
+
+class NoParams(StepParams):
+    """``branch``, ``join`` and ``output`` take no parameters."""
+
+
+class AgentParams(StepParams):
+    """Ask an agent of the catalog; the answer's fields are merged over the item."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("prompt",)
+    agent: str
+    """An agent of the catalog (``.rho/agents``), by name."""
+    prompt: str
+    """The prompt; usually a mapping, e.g. ``"=Classify: {{ $json.text }}"``."""
+    answer: dict[str, FieldDecl] = {}
+    """Typed fields the answer must hold (empty: any JSON object)."""
+    access: Literal["read_only", "mutating"] = "read_only"
+
+
+class ModelParams(StepParams):
+    """One completion; the text (or the typed answer) is added under ``into``."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("prompt",)
+    provider: str | None = None
+    """A provider from settings; give ``provider`` and ``model``, or ``agent``."""
+    model: str | None = None
+    agent: str | None = None
+    """An agent of the catalog whose provider and model are used."""
+    prompt: str
+    into: str
+    """The item field the result is added under."""
+    answer: dict[str, FieldDecl] = {}
+    """Typed fields of a JSON answer (empty: the answer is text)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelParams:
+        if self.agent is not None and (self.provider is not None or self.model is not None):
+            msg = "give either agent, or provider and model, not both"
+            raise ValueError(msg)
+        if self.agent is None and (self.provider is None or self.model is None):
+            msg = "a model step names provider and model (from settings), or an agent"
+            raise ValueError(msg)
+        return self
+
+
+class CommandParams(StepParams):
+    """A verified command; its stdout, one JSON value, is added under ``into``."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("argv",)
+    argv: tuple[str, ...] = Field(min_length=1)
+    """The program (a literal: it is resolved and pinned when planned) and its arguments (mappings
+    allowed)."""
+    into: str
+    timeout_seconds: int = Field(default=600, ge=1)
+    max_output_bytes: int = Field(default=1_048_576, ge=1)
+
+
+class CodeParams(StepParams):
+    """A deterministic Starlark function of the item: ``def run(item): return NEW_ITEM``, run in the
+    planning sandbox (no network, clock or imports); its result replaces the item."""
+
+    source: str = Field(min_length=1)
+
+
+class SetParams(StepParams):
+    """Set top-level fields of the item (mappings allowed); the other fields are kept."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("fields",)
+    fields: dict[str, Any] = Field(min_length=1)
+
+
+class HumanParams(StepParams):
+    """Ask a person: a question and a form of typed fields; the run waits (costing nothing) and the
+    answer is merged over the item."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("question",)
+    question: str
+    fields: dict[str, FieldDecl] = Field(min_length=1)
+
+
+# -- steps -----------------------------------------------------------------------------------------
+
+
+class _Step(_Model):
+    id: StepId
+    """Unique in the document; names the step in the run's views and in ``answer RUN STEP``."""
+
+
+class AgentStep(_Step):
+    kind: Literal["agent"]
+    params: AgentParams
+
+
+class ModelStep(_Step):
+    kind: Literal["model"]
+    params: ModelParams
+
+
+class CommandStep(_Step):
+    kind: Literal["command"]
+    params: CommandParams
+
+
+class CodeStep(_Step):
+    kind: Literal["code"]
+    params: CodeParams
+
+
+class SetStep(_Step):
+    kind: Literal["set"]
+    params: SetParams
+
+
+class BranchStep(_Step):
+    kind: Literal["branch"]
+    params: NoParams = NoParams()
+
+
+class JoinStep(_Step):
+    kind: Literal["join"]
+    params: NoParams = NoParams()
+
+
+class HumanStep(_Step):
+    kind: Literal["human"]
+    params: HumanParams
+
+
+class OutputStep(_Step):
+    kind: Literal["output"]
+    params: NoParams = NoParams()
+
+
+Step = Annotated[
+    Union[AgentStep, ModelStep, CommandStep, CodeStep, SetStep, BranchStep, JoinStep, HumanStep, OutputStep],
+    Field(discriminator="kind"),
+]
+
+PARAMS_BY_KIND: dict[str, type[StepParams]] = {
+    "agent": AgentParams,
+    "model": ModelParams,
+    "command": CommandParams,
+    "code": CodeParams,
+    "set": SetParams,
+    "branch": NoParams,
+    "join": NoParams,
+    "human": HumanParams,
+    "output": NoParams,
+}
+"""Each step kind's parameters model."""
+
+
+# -- edges -----------------------------------------------------------------------------------------
+
+
+class Condition(_Model):
+    """A test of one field of the carried item."""
+
+    field: str
+    """A path into the item: ``score``, ``customer.name``, ``items[0]``."""
+    op: Operator
+    value: Any = None
+    """The literal compared with (a list for ``in``; none for ``exists``)."""
+
+    @model_validator(mode="after")
+    def _value_fits(self) -> Condition:
+        try:
+            parse_path(self.field)
+        except MappingError as err:
+            raise ValueError(err.message) from None
+        if self.op == "in" and not isinstance(self.value, list):
+            msg = "op 'in' compares with a list: value: [a, b]"
+            raise ValueError(msg)
+        if self.op == "exists" and self.value is not None:
+            msg = "op 'exists' takes no value"
+            raise ValueError(msg)
+        if self.op in ("gt", "gte", "lt", "lte") and (
+            isinstance(self.value, bool) or not isinstance(self.value, int | str)
+        ):
+            msg = f"op {self.op!r} compares with an integer or a string, got {self.value!r}"
+            raise ValueError(msg)
+        return self
+
+    def holds(self, item: Any) -> bool:
+        """Whether the item passes. Equality is type-strict (``1`` is not ``true``); ``gt`` ..
+        ``lte`` hold only between two integers or two strings; ``in`` holds when the field equals
+        a member; ``exists`` holds when the field is present and not null. A missing field passes
+        only ``ne``."""
+        found = lookup(item, parse_path(self.field))
+        if self.op == "exists":
+            return found is not MISSING and found is not None
+        if found is MISSING:
+            return self.op == "ne"
+        if self.op == "eq":
+            return _same(found, self.value)
+        if self.op == "ne":
+            return not _same(found, self.value)
+        if self.op == "in":
+            return any(_same(found, member) for member in self.value)
+        comparable = (_is_int(found) and _is_int(self.value)) or (
+            isinstance(found, str) and isinstance(self.value, str)
+        )
+        if not comparable:
+            return False
+        if self.op == "gt":
+            return bool(found > self.value)
+        if self.op == "gte":
+            return bool(found >= self.value)
+        if self.op == "lt":
+            return bool(found < self.value)
+        return bool(found <= self.value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality, type-strict at every depth."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+class Loop(_Model):
+    """Marks an edge that goes back to an earlier step."""
+
+    max_rounds: int = Field(ge=1, le=1000)
+    """The total number of rounds of the looped steps (the first pass is round 1)."""
+
+
+class Edge(FrozenModel):
+    """The item goes from one step to another, when ``when`` holds (always, without it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+
+    source: StepId = Field(alias="from")
+    to: StepId
+    when: Condition | None = None
+    loop: Loop | None = None
+
+
+# -- the document ----------------------------------------------------------------------------------
+
+
+class ItemGraph(FrozenModel):
+    """An item-graph document: ``name``, typed ``inputs``, ``steps`` and ``edges``."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        title="rho-notebook item graph",
+        json_schema_extra={
+            "description": "A workflow as steps joined by edges carrying one JSON item (docs/graphs.md)"
+        },
+    )
+
+    name: StepId
+    """The workflow's name (the same grammar as a Starlark workflow's)."""
+    inputs: dict[str, FieldDecl] = {}
+    """The first item holds one field per input."""
+    steps: tuple[Step, ...] = Field(min_length=1)
+    edges: tuple[Edge, ...] = ()
+
+    def step(self, step_id: str) -> Step:
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        msg = f"no step {step_id!r} in graph {self.name!r}"
+        raise KeyError(msg)
+
+    def out_edges(self, step_id: str) -> tuple[Edge, ...]:
+        """The step's out-edges in document order."""
+        return tuple(e for e in self.edges if e.source == step_id)
+
+    def in_edges(self, step_id: str) -> tuple[Edge, ...]:
+        """The step's in-edges in document order (a join merges in this order)."""
+        return tuple(e for e in self.edges if e.to == step_id)
+
+    def starts(self) -> tuple[str, ...]:
+        """Steps without in-edges, in document order: each receives the first item."""
+        targets = {e.to for e in self.edges}
+        return tuple(s.id for s in self.steps if s.id not in targets)
+
+    def document(self) -> dict[str, Any]:
+        """The document as JSON data with every default filled in (``from`` spelled as written), for
+        freezing into a plan."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def is_graph_file(name: str) -> bool:
+    """Whether a file name is an item-graph document's (``*.graph.yaml``, ``.graph.yml``, ``.graph.json``)."""
+    return name.endswith(GRAPH_SUFFIXES)
+
+
+def first_item(graph: ItemGraph, values: dict[str, Any]) -> dict[str, Any]:
+    """The first item: one field per declared input, from the checked input ``values``."""
+    return {name: values.get(name) for name in graph.inputs}
+
+
+def item_bytes(item: Any) -> int:
+    """The size the item cap measures: canonical JSON (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8"))
+
+
+def check_item_size(item: Any, *, step: str, limit: int) -> None:
+    """Raise :class:`ItemTooLarge` naming ``step`` and both sizes when the item is over ``limit``."""
+    measured = item_bytes(item)
+    if measured > limit:
+        raise ItemTooLarge(step=step, limit=limit, measured=measured)
+
+
+def graph_json_schema() -> dict[str, Any]:
+    """The document's JSON Schema (draft 2020-12), generated from :class:`ItemGraph`."""
+    schema = ItemGraph.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **schema,
+    }
