@@ -46,7 +46,7 @@ from typing import Any
 from rho_notebook.errors import PlanError, RhoError, VerificationError
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import ProcessSpec, run_process
-from rho_notebook.exec.python import _module_path, _read_result
+from rho_notebook.exec.python import module_path, read_result
 from rho_notebook.exec.verify import open_verified, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule
 from rho_notebook.planning.python import probe_interpreter
@@ -207,7 +207,7 @@ def _prepare_python(attempt: RemoteAttempt, exe: FrozenExecutable, workspace: Pa
         if _sha256(data) != module.sha256:
             msg = f"module {module.label} does not match its frozen digest {module.sha256}"
             raise _Refused(msg, reason="content")
-        path = _module_path(modules, module.label)
+        path = module_path(modules, module.label)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_bytes(data)
     interpreter = _verify_interpreter(exe, workspace)
@@ -313,7 +313,7 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
         )
         outcome.process = asyncio.run(_launch(attempt, spec, event, outcome))
         if attempt.python is not None:
-            outcome.result = _read_result(folder / "result.json", attempt.max_output_bytes)
+            outcome.result = read_result(folder / "result.json", attempt.max_output_bytes)
     except VerificationError as err:
         outcome.failure, outcome.verification = err.message, err.reason
     except _Refused as err:

@@ -21,7 +21,7 @@ from rho_notebook.model.graph import FrozenExecutable
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import json_bytes
 
-__all__ = ["Ended", "FileSink", "conclude", "process_spec", "supervise"]
+__all__ = ["Ended", "FileSink", "conclude", "exit_record", "process_spec", "supervise"]
 
 _STDERR_TAIL = 4096
 """Bytes of stderr kept in memory for a failure message (the whole stream is in the artifact)."""
@@ -74,7 +74,8 @@ class FileSink:
             self.fd = None
 
 
-def _exit_record(result: ProcessResult) -> dict[str, Any]:
+def exit_record(result: ProcessResult) -> dict[str, Any]:
+    """How a supervised process ended, as journaled (``node_finished.exit``, ``exit.json``)."""
     return {
         "kind": result.kind,
         "code": result.exit_code,
@@ -187,7 +188,7 @@ async def conclude(
 ) -> AttemptResult:
     """The attempt result of a process that ran (here or on a worker, exec/dask.py) and whose
     retained output is in ``stdout``/``stderr``: ``judge`` decides an exit, this the other endings."""
-    record = _exit_record(result)
+    record = exit_record(result)
     artifacts = {sink.stream: sink.stream for sink in (stdout, stderr) if sink.created}
     if result.kind == "exit":
         attempt = await judge(

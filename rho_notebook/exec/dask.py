@@ -52,7 +52,7 @@ from rho_notebook.exec._supervised import Ended, FileSink, Judge, conclude
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, node_environment
 from rho_notebook.exec.command import CommandExecutor, render_argv
 from rho_notebook.exec.process import ProcessResult
-from rho_notebook.exec.python import PythonExecutor, _runtime, node_request, render_args, verified_harness
+from rho_notebook.exec.python import PythonExecutor, frozen_runtime, node_request, render_args, verified_harness
 from rho_notebook.model.graph import CommandNode, PythonNode, ShellNode, resources_of
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
@@ -175,7 +175,7 @@ class DaskExecutor:
             raise TypeError(msg)
         graph = ctx.graph
         request = node_request(node, graph, render_args(node, ctx.outputs))
-        runtime = _runtime(graph)
+        runtime = frozen_runtime(graph)
         python = RemotePython(
             modules=tuple(graph.python_module(label) for label in node.modules),
             harness_text=verified_harness(runtime).decode("utf-8"),

@@ -39,7 +39,17 @@ from rho_notebook.oshelpers import read_fd
 from rho_notebook.source.pymodules import HARNESS_PATH
 from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
 
-__all__ = ["PythonExecutor", "node_request", "python_facts", "render_args", "verified_harness"]
+__all__ = [
+    "PythonExecutor",
+    "frozen_runtime",
+    "materialise",
+    "module_path",
+    "node_request",
+    "python_facts",
+    "read_result",
+    "render_args",
+    "verified_harness",
+]
 
 _LAST_LINE_CHARS = 500
 """A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
@@ -51,7 +61,8 @@ def render_args(node: PythonNode, outputs: Any) -> dict[str, Any]:
     return {arg.name: arg.value if arg.ref is None else output_value(arg.ref, outputs) for arg in node.args}
 
 
-def _runtime(graph: Graph) -> PythonRuntime:
+def frozen_runtime(graph: Graph) -> PythonRuntime:
+    """The interpreter and modules the plan froze for its Python nodes (PlanError when it froze none)."""
     if graph.python is None:
         msg = f"workflow {graph.name!r} has Python nodes but its plan froze no interpreter; plan again"
         raise PlanError(msg)
@@ -61,7 +72,7 @@ def _runtime(graph: Graph) -> PythonRuntime:
 def python_facts(node: PythonNode, graph: Graph, outputs: Any) -> dict[str, Any]:
     """The launch facts a person or a hook decides on: interpreter and digest, module and digest,
     function, rendered arguments and working directory."""
-    runtime = _runtime(graph)
+    runtime = frozen_runtime(graph)
     return {
         "interpreter": runtime.interpreter.file.path,
         "sha256": runtime.interpreter.file.sha256,
@@ -76,7 +87,7 @@ def python_facts(node: PythonNode, graph: Graph, outputs: Any) -> dict[str, Any]
 def node_request(node: PythonNode, graph: Graph, args: dict[str, Any]) -> dict[str, Any]:
     """The harness's ``request.json`` of one attempt: module, function, rendered ``args`` and the
     frozen ``sys.path`` (raises PlanError without a frozen interpreter, KeyError for an unknown module)."""
-    runtime = _runtime(graph)
+    runtime = frozen_runtime(graph)
     return {
         "module": graph.python_module(node.module).name,
         "function": node.function,
@@ -86,7 +97,9 @@ def node_request(node: PythonNode, graph: Graph, args: dict[str, Any]) -> dict[s
     }
 
 
-def _module_path(modules: Path, label: str) -> Path:
+def module_path(modules: Path, label: str) -> Path:
+    """Where the frozen module ``//a/b.py`` is written below ``modules`` (a label that would leave
+    the folder is refused)."""
     parts = PurePosixPath(label.removeprefix("//")).parts
     if not label.startswith("//") or not parts or any(p in ("", ".", "..", "/") for p in parts):
         msg = f"Python module label {label!r} is not a workspace path; the plan is inconsistent, plan again"
@@ -107,20 +120,20 @@ def verified_harness(runtime: PythonRuntime) -> bytes:
     return harness
 
 
-def _materialise(run: Path, graph: Graph) -> Path:
+def materialise(run: Path, graph: Graph) -> Path:
     """Write ``<run>/python/`` (frozen modules and the verified harness); returns that folder."""
-    harness = verified_harness(_runtime(graph))
+    harness = verified_harness(frozen_runtime(graph))
     folder = ensure_private_dir(run / "python", below=run)
     modules = ensure_private_dir(folder / "modules", below=run)
     for module in graph.python_modules:
-        path = _module_path(modules, module.label)
+        path = module_path(modules, module.label)
         ensure_private_dir(path.parent, below=run)
         atomic_write(path, module.text.encode("utf-8"), durable=False)
     atomic_write(folder / "_rho_harness.py", harness, durable=False)
     return folder
 
 
-def _read_result(path: Path, limit: int) -> bytes | int | None:
+def read_result(path: Path, limit: int) -> bytes | int | None:
     """The result file's bytes; its size when that is over ``limit``; None when it is absent."""
     try:
         fd, info = open_regular(path)
@@ -149,7 +162,7 @@ class PythonExecutor:
         run = ctx.attempt_dir.parents[3]  # RunFolder.attempt_dir: <run>/nodes/<node>/attempts/<n>
         made = self._folders.get(run)
         if made is None:
-            made = self._folders[run] = asyncio.ensure_future(asyncio.to_thread(_materialise, run, graph))
+            made = self._folders[run] = asyncio.ensure_future(asyncio.to_thread(materialise, run, graph))
         return await asyncio.shield(made)
 
     async def execute(self, ctx: AttemptContext) -> AttemptResult:
@@ -165,7 +178,7 @@ class PythonExecutor:
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render args: {err}")
         try:
-            runtime = _runtime(graph)
+            runtime = frozen_runtime(graph)
             request = node_request(node, graph, args)
             folder = await self._python_folder(ctx, graph)
             attempt = await ctx.directory()
@@ -202,7 +215,7 @@ class PythonExecutor:
             last = _last_line(ended.stderr.tail)
             return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
         folder = await ended.ctx.directory()
-        raw = await asyncio.to_thread(_read_result, folder / "result.json", node.max_output_bytes)
+        raw = await asyncio.to_thread(read_result, folder / "result.json", node.max_output_bytes)
         if raw is None:
             return ended.failure(f"exited with code 0 before {node.function}() returned (did it call sys.exit?)")
         if isinstance(raw, int):

@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rho_notebook.errors import PlanError, RhoError, StepInvalid
-from rho_notebook.exec._supervised import _exit_record
+from rho_notebook.exec._supervised import exit_record
 from rho_notebook.exec.base import node_environment
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import ProcessResult, ProcessSpec, run_process
-from rho_notebook.exec.python import _materialise
+from rho_notebook.exec.python import materialise
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ScriptSpec
 from rho_notebook.model.run_state import RunState
@@ -282,7 +282,7 @@ class ScriptDriver(RunDriver):
         if isinstance(result, str):
             record: dict[str, Any] = {"kind": "not_started", "code": None, "signal": None, "detail": result}
         else:
-            record = _exit_record(result)
+            record = exit_record(result)
         self._emit(event(EventKind.SCRIPT_EXITED, self.run_id, exit=record))
         await self._settle_artifacts()
         if self._cancelling or requests:
@@ -445,7 +445,7 @@ class ScriptDriver(RunDriver):
         if runtime is None:
             msg = f"script run {self.graph.name!r} has no frozen interpreter; plan again"
             raise PlanError(msg)
-        folder = _materialise(self.folder.path, self.graph)
+        folder = materialise(self.folder.path, self.graph)
         self.graph.python_module(spec.module)  # frozen, or KeyError: plan again
         request = {
             "script": spec.module,
