@@ -240,7 +240,9 @@ def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one
 
 def test_skip_accepts_the_stored_result_and_the_script_goes_on(project: Project) -> None:
     script = write_script(project, SLOW)
-    run_id = kill_owner_when(background(project, "run", script, "--yes"), started("slow", 1))
+    run_id = kill_owner_when(
+        background(project, "run", script, "--yes"), started("slow", 1), ready=lambda: effects(project, "slow") == 1
+    )
     assert resume(project, run_id).returncode == 1  # halted
 
     done = resume(project, run_id, "--decide", "slow=skip")
@@ -310,7 +312,7 @@ def test_a_fan_out_of_eight_steps_replays_by_key_after_a_crash(project: Project)
             launched.add(record["node"])
         return len(finished) == 4 and len(launched) == 8
 
-    run_id = kill_owner_when(proc, midway)
+    run_id = kill_owner_when(proc, midway, ready=lambda: all(effects(project, f"fan-{i}") == 1 for i in range(8)))
     assert finished == {f"fan-{i}" for i in range(4)}
 
     (project.root / "release").write_text("")
