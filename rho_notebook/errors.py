@@ -56,6 +56,7 @@ __all__ = [
     "MappingError",
     "ItemTooLarge",
     "AttemptUncertain",
+    "NotConvertible",
 ]
 
 
@@ -511,3 +512,25 @@ class AttemptUncertain(RhoError):
     The driver journals ``attempt_uncertain`` instead of a result; the resume rules apply."""
 
     rule = "attempt_uncertain"
+
+
+class GraphNotRun(RhoError):
+    """An item graph (a ``%%graph`` cell, a ``*.graph.yaml`` file) was asked to plan or run: this
+    version validates item graphs and does not run them (docs/graphs.md)."""
+
+    rule = "graph.not_run"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"item graph {name}: item graphs are validated but not run in this version (see docs/graphs.md); "
+            f"%workflow validate {name} or rho-notebook validate {name}.graph.yaml checks it"
+        )
+        self.name = name
+
+
+class NotConvertible(InvalidWorkflow):
+    """``convert FILE.graph.yaml``: the item graph has no faithful Starlark equivalent; each
+    diagnostic names the step, edge or input and its line:column (docs/graphs.md)."""
+
+    rule = "convert"
+    exit_code: ClassVar[int] = 2

@@ -10,12 +10,13 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.service import Service, load_limits, parse_input_args
 
-__all__ = ["validate_graph"]
+__all__ = ["convert_graph", "register_convert", "validate_graph"]
 
 
 def validate_graph(args: argparse.Namespace) -> int:
@@ -41,4 +42,22 @@ def validate_graph(args: argparse.Namespace) -> int:
         print(f"invalid: {args.file} ({len(shown)} error{'s' * (len(shown) != 1)}); nothing was stored")
         return 1
     print(f"valid: the item graph {args.file} passes validate (validation only: item graphs do not run yet)")
+    return 0
+
+
+def register_convert(verbs: Any) -> None:
+    """The ``convert`` verb."""
+    convert = verbs.add_parser(
+        "convert",
+        help="print the Starlark workflow equivalent to an item graph (agent, command, branch and output steps)",
+    )
+    convert.add_argument("file", type=Path, help="an item-graph document, FILE.graph.yaml")
+    convert.set_defaults(handler=convert_graph)
+
+
+def convert_graph(args: argparse.Namespace) -> int:
+    """Print the equivalent Starlark workflow (docs/graphs.md, "Graduating to Starlark: convert").
+    A document that does not validate exits 1; one without a faithful equivalent exits 2, each
+    refusal naming the step, edge or input with its line:column (the entry point prints them)."""
+    sys.stdout.write(asyncio.run(Service.default().convert_graph(args.file)))
     return 0

@@ -17,7 +17,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rho_notebook.cli import diff_verbs, mcp_verbs, notebook_verbs, plan_verbs, policy_verbs, record_verbs, run_verbs
+from rho_notebook.cli import (
+    diff_verbs,
+    graph_verbs,
+    mcp_verbs,
+    notebook_verbs,
+    plan_verbs,
+    policy_verbs,
+    record_verbs,
+    run_verbs,
+)
 from rho_notebook.errors import InvalidWorkflow, RhoError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
@@ -50,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy_verbs.register(verbs)
     record_verbs.register(verbs)
     mcp_verbs.register(verbs)
+    graph_verbs.register_convert(verbs)
     return parser
 
 

@@ -21,13 +21,24 @@ from IPython.display import display
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.graph import ApprovalNode
+from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
 from rho_notebook.notebook._render import graph_html, graph_text
 from rho_notebook.notebook.api import call
 from rho_notebook.service import DiffResult, RunHandle, Service
 from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
+from rho_notebook.views.layout import NodeSpec, layered_layout
 
-__all__ = ["widgets_module", "show_graph", "show_run", "show_plan_card", "show_hub", "show_flow_tree", "WIDGET_MIME"]
+__all__ = [
+    "widgets_module",
+    "show_graph",
+    "show_item_graph",
+    "show_run",
+    "show_plan_card",
+    "show_hub",
+    "show_flow_tree",
+    "WIDGET_MIME",
+]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -128,3 +139,26 @@ def show_flow_tree(manifest: Mapping[str, Any]) -> None:
 def show_hub(session: Any, text: str) -> None:
     """The session's hub (workflows, plans, runs)."""
     _show(text, f"<pre>{html.escape(text)}</pre>", _view("hub_view", session))
+
+
+def show_item_graph(graph: ItemGraph) -> None:
+    """A valid item-graph document (``%%graph``) drawn with the DAG layout as a static SVG: steps
+    as nodes, edges (condition edges dashed; loop edges are not drawn, the layout is acyclic).
+    Text only where the widgets package cannot be imported."""
+    needs: dict[str, list[str]] = {step.id: [] for step in graph.steps}
+    conditional: set[str] = set()
+    for edge in graph.edges:
+        if edge.loop is None and edge.source not in needs[edge.to]:
+            needs[edge.to].append(edge.source)
+        if edge.when is not None:
+            conditional.add(edge.to)
+    specs = [
+        NodeSpec(name=step.id, needs=tuple(needs[step.id]), kind=step.kind, conditional=step.id in conditional)
+        for step in graph.steps
+    ]
+    text = f"item graph {graph.name}: {len(graph.steps)} steps, {len(graph.edges)} edges"
+    body = f"<pre>{html.escape(text)}</pre>"
+    if widgets_module() is not None:
+        svg = importlib.import_module("rho_notebook.widgets.svg")
+        body = svg.render_svg(layered_layout(specs), title=f"item graph {graph.name}", subtitle="validated, not run")
+    display({"text/html": body, "text/plain": text}, raw=True)  # type: ignore[no-untyped-call]

@@ -1,4 +1,4 @@
-"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%script``, ``%%flow``, ``%%agent`` and ``%workflow VERB``.
+"""The IPython magics: ``%%workflow``, ``%%star``, ``%%py``, ``%%script``, ``%%flow``, ``%%graph``, ``%%agent`` and ``%workflow VERB``.
 
 Thin wrappers of :mod:`rho_notebook.notebook.api` over one :class:`NotebookSession`. User mistakes
 (invalid workflows, unknown IDs, refused runs, bad arguments) become ``UsageError`` (shown
@@ -26,7 +26,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import GraphNotRun, InvalidWorkflow, NotFound, RhoError
+from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.notebook import api
@@ -41,7 +42,14 @@ from rho_notebook.notebook._render import (
     status_report,
     workflow_report,
 )
-from rho_notebook.notebook.display import show_flow_tree, show_graph, show_hub, show_plan_card, show_run
+from rho_notebook.notebook.display import (
+    show_flow_tree,
+    show_graph,
+    show_hub,
+    show_item_graph,
+    show_plan_card,
+    show_run,
+)
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
 from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
@@ -49,6 +57,7 @@ from rho_notebook.service.cells import (
     AgentCell,
     Cell,
     FlowCell,
+    GraphCell,
     ModuleCell,
     PythonCell,
     ScriptCell,
@@ -106,13 +115,30 @@ def _script_report(plan: Plan, cell: ScriptCell, *, label: str) -> Report:
     """What a ``%%script`` cell prints: stored, checked, frozen, and how to run it."""
     lines = cell.body.count("\n")
     values = plan.manifest.inputs
-    text = [
-        f"script {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel",
-        f"digest   {plan.graph_digest}",
-        f"inputs   {inputs_text(values) if values else '(none)'}",
-        f"next     %workflow run {cell.name} --yes",
-    ]
-    return Report("\n".join(text), data=plan)
+    head = f"script {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel"
+    rows = {
+        "digest": plan.graph_digest,
+        "inputs": inputs_text(values) if values else "(none)",
+        "next": f"%workflow run {cell.name} --yes",
+    }
+    return _cell_report(head, rows, data=plan)
+
+
+def _cell_report(head: str, rows: dict[str, str], *, data: Any) -> Report:
+    """A cell's summary: ``head``, then one ``key     value`` line per row."""
+    return Report("\n".join([head, *(f"{key:<8} {value}" for key, value in rows.items())]), data=data)
+
+
+def _graph_report(graph: ItemGraph, cell: GraphCell, *, label: str) -> Report:
+    """What a valid ``%%graph`` cell prints: stored, valid, its size and inputs, and that it does not run."""
+    inputs = ", ".join(f"{name}: {decl.type}" for name, decl in graph.inputs.items()) or "(none)"
+    head = f"graph {cell.name}: stored as {label}; valid; validated only (item graphs do not run in this version, docs/graphs.md)"
+    rows = {
+        "steps": f"{len(graph.steps)} ({', '.join(f'{step.id} {step.kind}' for step in graph.steps)})",
+        "edges": str(len(graph.edges)),
+        "inputs": inputs,
+    }
+    return _cell_report(head, rows, data=graph)
 
 
 @magics_class
@@ -319,6 +345,27 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    def graph(self, line: str, cell: str) -> Report:
+        """%%graph NAME — the cell is an item-graph document (NAME.graph.yaml, YAML or JSON, docs/graphs.md);
+        it is stored and validated at once. Item graphs are validated, not run, in this version."""
+        parsed = self._cell("graph", line, cell)
+        if not isinstance(parsed, GraphCell):  # pragma: no cover - parse_cell returns the kind asked for
+            raise TypeError(parsed)
+        return self._check_graph(parsed)
+
+    def _check_graph(self, cell: GraphCell) -> Report:
+        """Hold and validate a ``%%graph`` cell: its summary, or a UsageError naming every problem."""
+        try:
+            graph = self.session.define_graph(cell)
+        except InvalidWorkflow as err:
+            raise UsageError(diagnostics_text(err, what=f"%%graph {cell.name} ({cell.display})")) from None
+        except RhoError as err:
+            raise _usage(err) from None
+        show_item_graph(graph)
+        return _graph_report(graph, cell, label=self.session.entry_label(cell.name, suffix=".graph.yaml"))
+
+    @no_var_expand
+    @cell_magic
     def agent(self, line: str, cell: str) -> Report:
         """%%agent ID — the cell is an agent definition file (the format of agents/ID.md)"""
         parsed = self._cell("agent", line, cell)
@@ -364,6 +411,7 @@ class WorkflowMagics(Magics):
     def _target(
         self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None
     ) -> tuple[Plan, WorkflowCell | None]:
+        self._refuse_graph(target)
         inputs = self._inputs(raw_inputs)
         if flow is not None and self.session.has(target):
             msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
@@ -407,7 +455,23 @@ class WorkflowMagics(Magics):
     def _json_summary(self, plan: Plan, *, stored: bool) -> None:
         print(json.dumps(plan_summary_json(plan, stored=stored), indent=2))
 
+    def _refuse_graph(self, target: str) -> None:
+        """Planning or running a ``%%graph`` cell: not in this version (GraphNotRun, as a UsageError)."""
+        if self.session.graph_cell(target) is not None:
+            raise _usage(GraphNotRun(target))
+
     def _verb_validate(self, args: Any) -> Report | None:
+        graph = self.session.graph_cell(args.target)
+        if graph is not None:
+            if args.input or args.flow is not None:
+                raise UsageError(
+                    f"%workflow validate {args.target}: a %%graph cell takes no --input or --flow (its document declares its inputs)"
+                )
+            report = self._check_graph(graph)
+            if args.output == "json":
+                print(json.dumps({"valid": True, "graph": args.target, "diagnostics": []}, indent=2))
+                return None
+            return report
         plan, cell = self._target(args.target, args.input, store=False, flow=args.flow)
         if args.output == "json":
             self._json_summary(plan, stored=False)
@@ -431,6 +495,7 @@ class WorkflowMagics(Magics):
         return plan_report(plan)
 
     def _plan_for_run(self, args: Any) -> Plan:
+        self._refuse_graph(args.target)
         if self.session.has(args.target) or args.flow is not None:
             plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
             return plan

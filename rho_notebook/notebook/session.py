@@ -13,6 +13,9 @@ executed here: ``%workflow run NAME`` plans it and the run starts its own interp
 ``%%flow NAME`` cell is held the same way (its module is never executed here either); the magic
 plans it and starts the flow run.
 
+A ``%%graph NAME`` cell is held as an item-graph document (``//<notebook folder>/<NAME>.graph.yaml``)
+and validated; item graphs are not planned or run in this version (docs/graphs.md).
+
 The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
 the nearest ancestor holding ``.rho/`` or ``.git``.
 """
@@ -29,6 +32,7 @@ from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, NameMismatch, NotFound
 from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import (
     BackgroundRunner,
@@ -45,12 +49,14 @@ from rho_notebook.service.cells import (
     AgentCell,
     CellSet,
     FlowCell,
+    GraphCell,
     ModuleCell,
     NotebookSource,
     PythonCell,
     ScriptCell,
     WorkflowCell,
     agent_definition,
+    check_graph_cell,
 )
 
 __all__ = ["NotebookSession", "CellResult"]
@@ -69,6 +75,8 @@ class CellResult:
 def _kind(cell: WorkflowCell | ScriptCell) -> str:
     if isinstance(cell, FlowCell):
         return "flow"
+    if isinstance(cell, GraphCell):
+        return "graph"
     return "script" if isinstance(cell, ScriptCell) else "workflow"
 
 
@@ -81,6 +89,8 @@ class NotebookSession:
         """workflow name -> last successful validation."""
         self.planned: dict[str, Plan] = {}
         """workflow name -> last stored plan made from its cell in this session."""
+        self.graphs: dict[str, ItemGraph] = {}
+        """graph name -> the document of its ``%%graph`` cell, when it last validated."""
         self._runner = runner
         self._cwd = cwd
 
@@ -214,6 +224,27 @@ class NotebookSession:
             found.append(dataclasses.replace(finding, file=display, line=finding.line + shift))
         return dataclasses.replace(check, findings=tuple(found))
 
+    def define_graph(self, cell: GraphCell) -> ItemGraph:
+        """Hold a ``%%graph NAME`` cell (valid or not: the cell is the truth) and validate it.
+
+        Raises
+        ------
+        InvalidWorkflow
+            The document breaks a rule of docs/graphs.md; the diagnostics count the cell's lines.
+        NameMismatch
+            The document's ``name`` is not NAME (the cell is still held, as an invalid one).
+        """
+        self.cells.add(cell)
+        self.graphs.pop(cell.name, None)
+        self.validated.pop(cell.name, None)
+        graph = check_graph_cell(cell)
+        self.graphs[cell.name] = graph
+        return graph
+
+    def graph_cell(self, name: str) -> GraphCell | None:
+        """The ``%%graph NAME`` cell this session holds, if any."""
+        return self.cells.graphs.get(name)
+
     def define_module(self, cell: ModuleCell) -> ModuleCell:
         self.cells.add(cell)
         return cell
@@ -278,6 +309,7 @@ class NotebookSession:
     def _named_cells(self) -> dict[str, WorkflowCell | ScriptCell]:
         found: dict[str, WorkflowCell | ScriptCell] = dict(self.cells.workflows)
         found.update(self.cells.scripts)
+        found.update(self.cells.graphs)
         return found
 
     def describe(self) -> dict[str, Any]:
@@ -287,7 +319,7 @@ class NotebookSession:
             "workflows": {
                 name: {
                     "cell": cell.display,
-                    "valid": name in self.validated,
+                    "valid": name in self.validated or name in self.graphs,
                     "inputs": cell.inputs,
                     "kind": _kind(cell),
                 }

@@ -25,6 +25,7 @@ __all__ = [
     "py_header",
     "script_header",
     "flow_header",
+    "graph_header",
     "agent_header",
     "parse_verb",
     "options_of",
@@ -304,6 +305,19 @@ def flow_header(line: str) -> tuple[str, list[str], bool]:
     name: str = args.name
     inputs: list[str] = args.input
     return name, inputs, bool(args.compile)
+
+
+def graph_header(line: str) -> str:
+    """``%%graph NAME`` -> NAME."""
+    parser = _Parser(
+        prog="%%graph",
+        description="The cell is an item-graph document (NAME.graph.yaml, YAML or JSON; docs/graphs.md); running "
+        "the cell stores and validates it. Item graphs are validated, not run, in this version.",
+    )
+    parser.add_argument("name", help="the graph's name, equal to the document's name: a-z, 0-9, _ and -")
+    args = parser.parse_args(split(line))
+    name: str = args.name
+    return name
 
 
 def agent_header(line: str) -> str:

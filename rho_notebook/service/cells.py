@@ -28,6 +28,11 @@ kernel (scripts run in their own interpreter process, docs/scripts.md).
 
 A ``%%flow NAME`` cell is a script cell whose module defines the ``Workflow`` NAME (docs/flows.md):
 it is held, labelled and exported as ``%%script NAME`` is, and plans as a flow run of NAME.
+
+A ``%%graph NAME`` cell is an item-graph document (docs/graphs.md), its body exactly as written
+(the file ``NAME.graph.yaml``), labelled ``//<notebook folder>/<NAME>.graph.yaml`` and shifted by one
+line as a script is. It shares the namespace of workflow names too. It is validated
+(:func:`check_graph_cell`), never planned: item graphs do not run in this version.
 """
 
 from __future__ import annotations
@@ -41,13 +46,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
-from rho_notebook.errors import Diagnostic, InvalidWorkflow
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, NameMismatch
 from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.planning.inputs import parse_input_args
+from rho_notebook.planning.itemgraph import lint_graph
 from rho_notebook.service.cell_args import (
     ArgumentError,
     agent_header,
     flow_header,
+    graph_header,
     py_header,
     script_header,
     star_header,
@@ -65,6 +73,7 @@ __all__ = [
     "PythonCell",
     "ScriptCell",
     "FlowCell",
+    "GraphCell",
     "AgentCell",
     "CellSet",
     "NotebookSource",
@@ -72,17 +81,18 @@ __all__ = [
     "split_cell",
     "parse_cell",
     "agent_definition",
+    "check_graph_cell",
     "inputs_text",
     "renumber",
     "NAME_RE",
     "SCRIPT_NAME_RE",
 ]
 
-CellKind = Literal["workflow", "star", "py", "agent", "script", "flow"]
+CellKind = Literal["workflow", "star", "py", "agent", "script", "flow", "graph"]
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 SCRIPT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 """A ``%%script NAME``: a workflow name that is also a Python module name (no ``-``)."""
-_MAGIC = re.compile(r"^%%(workflow|star|py|agent|script|flow)(?:\s+(.*))?$")
+_MAGIC = re.compile(r"^%%(workflow|star|py|agent|script|flow|graph)(?:\s+(.*))?$")
 
 
 def normalize_body(body: str) -> str:
@@ -210,6 +220,17 @@ class FlowCell(ScriptCell):
 
 
 @dataclass(frozen=True)
+class GraphCell(ScriptCell):
+    """A ``%%graph NAME`` cell: an item-graph document (``NAME.graph.yaml``, docs/graphs.md), its
+    body as written. It has no ``--input`` (``inputs`` stays empty): the document declares its inputs."""
+
+    @property
+    def file_name(self) -> str:
+        """The document's file name: ``NAME.graph.yaml``."""
+        return f"{self.name}.graph.yaml"
+
+
+@dataclass(frozen=True)
 class AgentCell:
     """A ``%%agent ID`` cell: an agent definition file (``agents/<ID>.md``)."""
 
@@ -245,6 +266,13 @@ def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
         except InvalidWorkflow as err:
             raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
         return WorkflowCell(name=name, args=args, body=body, inputs=inputs, display=display)
+    if kind == "graph":
+        name = graph_header(args)
+        if not NAME_RE.match(name):
+            raise ArgumentError(
+                f"%%graph {name!r}: a graph name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
+            )
+        return GraphCell(name=name, args=args, body=body, inputs={}, display=display)
     if kind in ("script", "flow"):
         compile_only = False
         if kind == "script":
@@ -283,6 +311,30 @@ def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
     return AgentCell(agent_id=agent_id, body=body, display=display)
 
 
+def check_graph_cell(cell: GraphCell) -> ItemGraph:
+    """Validate a ``%%graph`` cell's document (planning/itemgraph.py): the document, once every rule
+    passes and its ``name`` equals the cell's NAME.
+
+    Raises
+    ------
+    InvalidWorkflow
+        The document breaks a rule; each diagnostic names the step and field and counts the cell's
+        lines (the first body line is line 2 of the cell).
+    NameMismatch
+        The document's ``name`` is not the cell's NAME.
+    """
+    graph, found = lint_graph(cell.text, display=cell.display)
+    if graph is None:
+        raise InvalidWorkflow(renumber([f.diagnostic() for f in found], {cell.display: (cell.display, 1)}))
+    if graph.name != cell.name:
+        msg = (
+            f"%%graph {cell.name}: the document's name is {graph.name!r}; NAME must equal it. "
+            f"Write %%graph {graph.name}, or set name: {cell.name} in the document"
+        )
+        raise NameMismatch(msg)
+    return graph
+
+
 def agent_definition(cell: AgentCell) -> AgentDefinition:
     """Parse an ``%%agent`` cell's definition (so that mistakes can point at the cell at once).
 
@@ -315,6 +367,8 @@ class CellSet:
     """``%%py`` modules by label."""
     scripts: dict[str, ScriptCell] = field(default_factory=dict)
     """``%%script`` and ``%%flow`` cells by name."""
+    graphs: dict[str, GraphCell] = field(default_factory=dict)
+    """``%%graph`` cells by name."""
     agents: dict[str, AgentCell] = field(default_factory=dict)
     unnamed: list[WorkflowCell] = field(default_factory=list)
     """``%%workflow`` cells without NAME (a notebook file cannot say their name without evaluating them)."""
@@ -326,9 +380,15 @@ class CellSet:
             else:
                 self.workflows[cell.name] = cell
                 self.scripts.pop(cell.name, None)
+                self.graphs.pop(cell.name, None)
+        elif isinstance(cell, GraphCell):
+            self.graphs[cell.name] = cell
+            self.workflows.pop(cell.name, None)
+            self.scripts.pop(cell.name, None)
         elif isinstance(cell, ScriptCell):
             self.scripts[cell.name] = cell
             self.workflows.pop(cell.name, None)
+            self.graphs.pop(cell.name, None)
         elif isinstance(cell, ModuleCell):
             self.modules[cell.label] = cell
         elif isinstance(cell, PythonCell):
@@ -351,8 +411,9 @@ class CellSet:
         return dict(sorted(found.items()))
 
     def names(self) -> list[str]:
-        """Every named workflow: ``%%workflow NAME``, ``%%script NAME`` and ``%%flow NAME`` cells, sorted."""
-        return sorted([*self.workflows, *self.scripts])
+        """Every named workflow: ``%%workflow NAME``, ``%%script NAME``, ``%%flow NAME`` and ``%%graph NAME``
+        cells, sorted."""
+        return sorted([*self.workflows, *self.scripts, *self.graphs])
 
     def source(
         self,

@@ -8,6 +8,8 @@ Layout of ``export NOTEBOOK.ipynb DIR [--workflow NAME]`` (DIR is laid out as a 
 ``DIR/<NAME>.py``                  or the ``%%script NAME`` cell, its body verbatim (the script file
                                    ``rho-notebook run DIR/<NAME>.py`` runs), or the ``%%flow NAME``
                                    cell, likewise (``rho-notebook run DIR/<NAME>.py --flow NAME``)
+``DIR/<NAME>.graph.yaml``          or the ``%%graph NAME`` cell, its body verbatim (the item-graph
+                                   document ``rho-notebook validate DIR/<NAME>.graph.yaml`` checks)
 ``DIR/<label path>``               each ``%%star //<label path>`` cell, e.g. ``//lib/common.star``
                                    -> ``DIR/lib/common.star``, and each ``%%py`` cell, its body
                                    verbatim, e.g. ``//nodes/stats.py`` -> ``DIR/nodes/stats.py``
@@ -34,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import ExportError
+from rho_notebook.errors import ExportError, GraphNotRun
 from rho_notebook.service.cell_args import ArgumentError
 from rho_notebook.service.cells import (
     CellSet,
+    GraphCell,
     ModuleCell,
     NotebookSource,
     PythonCell,
@@ -68,7 +71,10 @@ class ExportResult:
     """A ``%%flow NAME`` cell: the entry plans and runs with ``--flow NAME``."""
 
     def plan_command(self) -> str:
-        """The ``rho-notebook plan`` command line of the folder, with the cell's ``--flow`` and ``--input``."""
+        """The ``rho-notebook plan`` command line of the folder, with the cell's ``--flow`` and ``--input``
+        (``rho-notebook validate`` for an item graph, which does not run in this version)."""
+        if self.entry.name.endswith(".graph.yaml"):
+            return f"rho-notebook validate {self.entry}"
         flags = f" --flow {self.flow}" if self.flow else ""
         flags += "".join(
             " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(self.inputs.items())
@@ -117,20 +123,20 @@ def read_cells(notebook: Path) -> CellSet:
 
 
 def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> WorkflowCell | ScriptCell:
-    """The ``%%workflow`` or ``%%script`` cell to export: ``name``, or the only named one."""
+    """The ``%%workflow``, ``%%script`` or ``%%graph`` cell to export: ``name``, or the only named one."""
     names = cells.names()
     hint = ""
     if cells.unnamed:
         shown = ", ".join(c.display for c in cells.unnamed)
         hint = f"; {shown} {'has' if len(cells.unnamed) == 1 else 'have'} no NAME (write %%workflow NAME to export it)"
     if name is not None:
-        found = cells.workflows.get(name) or cells.scripts.get(name)
+        found = cells.workflows.get(name) or cells.scripts.get(name) or cells.graphs.get(name)
         if found is None:
             msg = f"{where} has no %%workflow {name} cell (nor a %%script {name}); its workflows: {', '.join(names) or 'none'}{hint}"
             raise ExportError(msg)
         return found
     if len(names) == 1:
-        return cells.workflows.get(names[0]) or cells.scripts[names[0]]
+        return cells.workflows.get(names[0]) or cells.scripts.get(names[0]) or cells.graphs[names[0]]
     if not names:
         msg = f"{where} has no %%workflow NAME or %%script NAME cell to export{hint}"
         raise ExportError(msg)
@@ -139,6 +145,8 @@ def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> Workflow
 
 
 def _entry_file(cell: WorkflowCell | ScriptCell) -> str:
+    if isinstance(cell, GraphCell):
+        return cell.file_name
     return f"{cell.name}.py" if isinstance(cell, ScriptCell) else f"{cell.name}.star"
 
 
@@ -246,7 +254,11 @@ def exported_source(
     ------
     SourceError
         The folder is outside the workspace or a file cannot be read.
+    GraphNotRun
+        The exported workflow is a ``%%graph`` cell: item graphs are not planned in this version.
     """
+    if result.workflow in cells.graphs:
+        raise GraphNotRun(result.workflow)
     cell: WorkflowCell | ScriptCell = cells.workflows.get(result.workflow) or cells.scripts[result.workflow]
     label = label_for_path(result.entry, workspace.root)
     shown_label = label

@@ -37,6 +37,7 @@ from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.source import SourceText
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.oshelpers import read_fd
+from rho_notebook.planning.convert import convert_graph
 from rho_notebook.planning.flow import FlowCheck, check_flow, plan_flow
 from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file
 from rho_notebook.planning.plan import PlanRequest, build_plan
@@ -280,6 +281,18 @@ class Service:
         lists the rules); with ``inputs``, they are checked against its declared inputs. Validation
         only: item graphs do not run yet (docs/graphs.md)."""
         return lint_graph_file(path, display=str(path), inputs=inputs)
+
+    @_in_thread
+    def convert_graph(self, path: Path) -> str:
+        """``convert FILE.graph.yaml``: the equivalent Starlark workflow's source (planning/convert.py
+        lists what converts). Raises :class:`InvalidWorkflow` for a document that does not validate
+        and :class:`NotConvertible` (a subclass) for one without a faithful Starlark equivalent."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            msg = f"cannot read {path}: {getattr(err, 'strerror', None) or err}"
+            raise SourceError(msg, rule="graph.read", file=str(path)) from None
+        return convert_graph(text, display=str(path))
 
     async def validate(self, request: PlanRequest) -> Plan:
         """Everything ``plan`` does except storing: the returned plan has the ID ``unsaved``."""

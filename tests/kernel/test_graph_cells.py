@@ -1,0 +1,177 @@
+"""``%%graph NAME`` cells: an item-graph document held at ``//<notebook folder>/NAME.graph.yaml`` and
+validated at once (docs/graphs.md); export writes ``NAME.graph.yaml``; item graphs are not run in
+this version, so ``%workflow run NAME`` says so.
+
+The first test uses a real Jupyter kernel (nbclient); the rest the in-process IPython shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from rho_notebook.service.cells import GraphCell
+from tests.conftest import Project
+from tests.kernel.helpers import ok, usage_error
+from tests.kernel.test_kernel import kernel
+from tests.unit.test_itemgraph_validate import TRIAGE
+
+GRAPH = "%%graph triage\n" + TRIAGE
+LITERAL = GRAPH.replace('"=ticket {{ $json.score }}"', '"ticket {{ $json.score }}"')
+
+
+def test_a_graph_cell_validates_in_a_kernel_and_refuses_a_mapping_without_equals(ws: Project) -> None:
+    async def scenario() -> None:
+        async with kernel(ws) as k:
+            shown = await k.ok(GRAPH)
+            assert "graph triage: stored as //triage.graph.yaml; valid" in shown["text"], shown
+            assert "steps    5 (start set, route branch, high set, low set, done output)" in shown["text"]
+            assert "edges    5" in shown["text"] and "inputs   score: integer" in shown["text"]
+
+            refused = await k.cell(LITERAL)
+            [(ename, message)] = refused["errors"]
+            assert ename == "UsageError", message  # shown without a traceback
+            # line 6 of the cell is the `start` step (line 5 of the document)
+            assert "%%graph triage" in message and ":6:82:" in message, message
+            assert "graph.mapping_without_equals" in message
+            assert "step 'start', field 'params.fields.label'" in message, message
+
+    asyncio.run(scenario())
+
+
+# -- the in-process shell ----------------------------------------------------------------------------
+
+
+def test_a_valid_graph_cell_is_stored_as_an_overlay_document(ip: Any) -> None:
+    from rho_notebook.notebook.extension import current_session
+
+    report, captured = ok(ip, GRAPH)
+    assert "do not run in this version" in repr(report)
+    # the document drawn with the DAG layout: steps as nodes, the condition edge into `high` dashed
+    [drawing] = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
+    assert drawing.startswith("<svg") and "item graph triage" in drawing
+    assert all(f'data-name="{step}"' in drawing for step in ("start", "route", "high", "low", "done"))
+    assert 'stroke-dasharray="5,4"' in drawing
+    session = current_session()
+    cell = session.cells.graphs["triage"]
+    assert isinstance(cell, GraphCell) and cell.text == TRIAGE  # the body as written: the file
+    assert session.entry_label("triage", suffix=".graph.yaml") == "//triage.graph.yaml"
+    assert [step.id for step in session.graphs["triage"].steps] == ["start", "route", "high", "low", "done"]
+    assert "triage" in session.workflow_names()
+    assert session.describe()["workflows"]["triage"]["kind"] == "graph"
+    assert session.describe()["workflows"]["triage"]["valid"] is True
+
+
+def test_the_mapping_without_equals_names_step_field_and_cell_line(ip: Any) -> None:
+    from rho_notebook.notebook.extension import current_session
+
+    message = usage_error(ip, LITERAL)
+    assert "%%graph triage" in message and "is not valid (1 problem)" in message, message
+    [problem] = [line for line in message.splitlines() if "graph.mapping_without_equals" in line]
+    assert ":6:82:" in problem, problem  # line 5 of the document: the first body line is line 2 of the cell
+    assert "step 'start', field 'params.fields.label'" in problem, problem
+    session = current_session()
+    assert "triage" in session.cells.graphs and "triage" not in session.graphs  # held, not valid
+
+
+def test_the_documents_name_must_equal_the_cells(ip: Any) -> None:
+    message = usage_error(ip, GRAPH.replace("%%graph triage", "%%graph sorting"))
+    assert "NAME must equal it" in message and "'triage'" in message, message
+    assert "a-z, 0-9, _ and -" in usage_error(ip, "%%graph Triage\n" + TRIAGE)
+    assert "required: name" in usage_error(ip, "%%graph\n" + TRIAGE)
+
+
+def test_other_validation_rules_point_at_cell_lines(ip: Any) -> None:
+    unknown = GRAPH.replace("{from: low, to: done}", "{from: low, to: nowhere}")
+    message = usage_error(ip, unknown)
+    assert "graph.edge_step" in message and ":16:" in message, message
+    assert "graph.yaml" in usage_error(ip, "%%graph broken\nname: [unclosed\n")
+
+
+def test_a_json_document_is_accepted(ip: Any) -> None:
+    document = {
+        "name": "tiny",
+        "steps": [{"id": "a", "kind": "set", "params": {"fields": {"x": 1}}}, {"id": "b", "kind": "output"}],
+        "edges": [{"from": "a", "to": "b"}],
+    }
+    report, _ = ok(ip, "%%graph tiny\n" + json.dumps(document, indent=2) + "\n")
+    assert "graph tiny: stored as //tiny.graph.yaml; valid" in repr(report)
+    assert "inputs   (none)" in repr(report)
+
+
+def test_workflow_validate_checks_a_stored_graph_cell(ip: Any) -> None:
+    ok(ip, GRAPH)
+    report, _ = ok(ip, "%workflow validate triage")
+    assert "graph triage: stored as //triage.graph.yaml; valid" in repr(report)
+    assert "--input" in usage_error(ip, "%workflow validate triage --input score=3")
+
+
+def test_running_or_planning_a_graph_says_it_is_not_run_yet(ip: Any, ws: Project) -> None:
+    ok(ip, GRAPH)
+    for verb in ("run triage --yes", "run triage", "plan triage", "try start --workflow triage"):
+        message = usage_error(ip, f"%workflow {verb}")
+        assert "graph.not_run" in message, message
+        assert "validated but not run in this version" in message and "docs/graphs.md" in message, message
+    assert json.loads(ws.cli("runs", "--output", "json").stdout) == []
+
+
+def test_a_graph_cell_shares_the_namespace_of_workflow_names(ip: Any) -> None:
+    from rho_notebook.notebook.extension import current_session
+
+    ok(ip, "%%script triage\nx = 1\n")
+    ok(ip, GRAPH)
+    session = current_session()
+    assert "triage" in session.cells.graphs and "triage" not in session.cells.scripts
+    ok(ip, "%%script triage\nx = 1\n")
+    assert "triage" in session.cells.scripts and "triage" not in session.cells.graphs
+
+
+def test_export_writes_the_document_as_name_graph_yaml(ip: Any, ws: Project) -> None:
+    ok(ip, GRAPH)
+    report, _ = ok(ip, "%workflow export out --workflow triage")
+    assert (ws.root / "out" / "triage.graph.yaml").read_text() == TRIAGE  # the body verbatim
+    assert Path(report.data.entry).name == "triage.graph.yaml"
+    assert report.data.plan_command() == f"rho-notebook validate {ws.root / 'out' / 'triage.graph.yaml'}"
+    checked = ws.cli("validate", "out/triage.graph.yaml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_saved_notebooks_graph_exports_and_does_not_run_headless(ws: Project) -> None:
+    notebook = new_notebook(cells=[new_code_cell("%load_ext rho_notebook"), new_code_cell(GRAPH)])
+    nbformat.write(notebook, os.fspath(ws.root / "triage.ipynb"))  # type: ignore[no-untyped-call]
+
+    exported = ws.cli("export", "triage.ipynb", "out")
+    assert exported.returncode == 0, exported.stderr
+    assert (ws.root / "out" / "triage.graph.yaml").read_text() == TRIAGE
+
+    ran = ws.cli("run", "triage.ipynb", "--workflow", "triage", "--yes")
+    assert ran.returncode != 0
+    assert "validated but not run in this version" in ran.stderr, ran.stdout + ran.stderr
+    assert not list(ws.root.glob(".rho-notebook-export-*"))
+
+
+def test_a_graph_with_a_loop_edge_is_drawn_without_the_loop(ip: Any) -> None:
+    retry = (
+        "%%graph retry\n"
+        "name: retry\n"
+        "steps:\n"
+        "  - {id: work, kind: set, params: {fields: {tries: 1}}}\n"
+        "  - {id: check, kind: branch}\n"
+        "  - {id: done, kind: output}\n"
+        "edges:\n"
+        "  - {from: work, to: check}\n"
+        "  - {from: check, to: done, when: {field: tries, op: gte, value: 3}}\n"
+        "  - {from: check, to: work, loop: {max_rounds: 3}}\n"
+    )
+    report, captured = ok(ip, retry)
+    assert "steps    3 (work set, check branch, done output)" in repr(report)
+    [drawing] = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
+    assert drawing.count('class="node"') == 3
+    message = usage_error(ip, retry.replace("loop: {max_rounds: 3}", "loop: {}"))
+    assert "cell In[" in message and ":10:35: error[graph.loop_rounds]" in message, message
