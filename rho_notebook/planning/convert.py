@@ -41,8 +41,7 @@ from typing import Any
 from rho_notebook.errors import Diagnostic, NotConvertible
 from rho_notebook.model.itemgraph import AgentStep, CommandStep, Edge, FieldDecl, ItemGraph, Step
 from rho_notebook.model.mapping import Ref, Text, parse_mapping, parse_path
-from rho_notebook.planning.itemgraph import _read, load_graph
-from rho_notebook.source.limits import load_limits
+from rho_notebook.planning.itemgraph import load_graph, locate
 
 __all__ = ["AGENT_MAX_OUTPUT_BYTES", "AGENT_TIMEOUT_SECONDS", "CONVERTIBLE_KINDS", "convert_graph"]
 
@@ -563,10 +562,10 @@ def convert_graph(text: str, *, display: str) -> str:
         except _Refused as refused:
             found.append(refused)
     if found:
-        document = _read(text, display, max_depth=load_limits().limit("value_depth"))
+        where = locate(text, display=display)
         diagnostics = []
         for problem in found:
-            line, column = document.where(problem.where)
+            line, column = where(problem.where)
             diagnostics.append(Diagnostic(problem.rule, problem.message, display, line, column))
         raise NotConvertible(diagnostics)
     return _render(graph, converter.nodes, display)

@@ -61,7 +61,7 @@ the runner enforces it on every step's output with
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.script import Finding
 from rho_notebook.source.limits import Limits, load_limits
 
-__all__ = ["ITEM_BYTES_BUDGET", "GraphFinding", "lint_graph", "lint_graph_file", "load_graph"]
+__all__ = ["ITEM_BYTES_BUDGET", "GraphFinding", "lint_graph", "lint_graph_file", "load_graph", "locate"]
 
 ITEM_BYTES_BUDGET = "item_bytes"
 """The planning limit capping the carried item (canonical JSON bytes)."""
@@ -556,6 +556,12 @@ def _topological(
 
 
 # -- entry points ----------------------------------------------------------------------------------
+
+
+def locate(text: str, *, display: str) -> Callable[[Path_], tuple[int, int]]:
+    """Where each part of a document's text is: ``locate(text, display=...)(("steps", 0, "id"))``
+    is the 1-based (line, column) of that value, or of the nearest value enclosing it."""
+    return _read(text, display, max_depth=load_limits().limit("value_depth")).where
 
 
 def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tuple[ItemGraph | None, list[GraphFinding]]:
