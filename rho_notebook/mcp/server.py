@@ -53,6 +53,7 @@ from rho_notebook.mcp.tools import (
     ValidateArgs,
     WaitArgs,
 )
+from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -157,13 +158,26 @@ class WorkflowTools:
         path = self._path(args.file)
         if path.suffix == ".py":
             return await self._validate_script(path, args)
+        if path.name.endswith(GRAPH_SUFFIXES):
+            return await self._validate_graph(path, args)
         if path.suffix != ".star":
-            msg = f"workflow_validate takes an entry .star or a SCRIPT.py, not {args.file!r}"
+            msg = f"workflow_validate takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not {args.file!r}"
             if path.suffix == ".ipynb":
                 msg += "; plan a notebook with workflow_plan (it answers the same checks, and stores the plan)"
             raise ToolFailure(msg)
         request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace)
         return plan_summary_json(await self.service.validate(request), stored=False)
+
+    async def _validate_graph(self, path: Path, args: ValidateArgs) -> Any:
+        """An item graph's findings, as ``validate FILE.graph.yaml --output json`` prints them."""
+        try:
+            findings = await self.service.lint_graph(path, inputs=args.inputs or None, display=args.file)
+            shown = [finding.to_json() for finding in findings]
+        except InvalidWorkflow as err:
+            shown = [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+        if shown:
+            raise ToolFailure({"valid": False, "diagnostics": shown})
+        return {"valid": True, "diagnostics": []}
 
     async def _validate_script(self, path: Path, args: ValidateArgs) -> Any:
         """A script's lint findings; with inputs, also checked against its ``INPUTS`` (as the CLI)."""

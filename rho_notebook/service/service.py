@@ -276,11 +276,14 @@ class Service:
         return lint_script(entry.text, entry.label, display=str(path))
 
     @_in_thread
-    def lint_graph(self, path: Path, *, inputs: Mapping[str, Any] | None = None) -> list[GraphFinding]:
+    def lint_graph(
+        self, path: Path, *, inputs: Mapping[str, Any] | None = None, display: str | None = None
+    ) -> list[GraphFinding]:
         """``validate FILE.graph.yaml``: the item-graph document's findings (planning/itemgraph.py
-        lists the rules); with ``inputs``, they are checked against its declared inputs. Validation
-        only: item graphs do not run yet (docs/graphs.md)."""
-        return lint_graph_file(path, display=str(path), inputs=inputs)
+        lists the rules), naming the file ``display`` (default: ``path``); with ``inputs``, they are
+        checked against its declared inputs. Validation only: item graphs do not run yet
+        (docs/graphs.md)."""
+        return lint_graph_file(path, display=display or str(path), inputs=inputs)
 
     @_in_thread
     def convert_graph(self, path: Path) -> str:

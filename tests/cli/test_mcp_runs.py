@@ -19,6 +19,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from tests.cli.mcp_session import CLIENT_NAME, McpSession, make_project
 from tests.conftest import Project, star, wait_journaled
+from tests.unit.test_itemgraph_validate import TRIAGE
 
 HELLO = "examples/hello/hello.star"
 C = "timeout_seconds = 60, max_output_bytes = 200000"
@@ -365,3 +366,15 @@ def test_closing_the_server_never_stops_a_run(ws: Project) -> None:
     (ws.root / "go").write_text("")  # the server is gone; the run's own owner goes on
     assert wait_journaled(ws.home, run_id, "run_completed")["outcome"] == "success"
     assert Path(ws.root / "after").exists()
+
+
+def test_an_item_graph_is_listed_and_validated_as_the_cli_validates_it(ws: Project, mcp: McpSession) -> None:
+    ws.write("triage.graph.yaml", TRIAGE)
+    assert {"file": "triage.graph.yaml", "kind": "graph", "name": "triage"} in mcp.answer("workflow_list")["workflows"]
+    assert mcp.answer("workflow_validate", {"file": "triage.graph.yaml"}) == {"valid": True, "diagnostics": []}
+    ws.write("bad.graph.yaml", TRIAGE.replace("=ticket {{", "ticket {{"))
+    refused = json.loads(mcp.error("workflow_validate", {"file": "bad.graph.yaml"}))
+    cli = ws.cli("validate", "bad.graph.yaml", "--output", "json")
+    assert refused == json.loads(cli.stdout) and refused["valid"] is False
+    (finding,) = refused["diagnostics"]
+    assert finding["rule"] == "graph.mapping_without_equals" and "'start'" in finding["message"]
