@@ -83,7 +83,11 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("workflow_validate", {"file": "ok.star", "inputs": []}, "inputs: Input should be a valid dictionary"),
     ("workflow_validate", {"file": "ok.star", "inputs": {"x": "y" * 1_000_001}}, "at most 1000000 are accepted"),
     ("workflow_validate", {"file": "nosuch.star"}, '"message": "nosuch.star: no such file"'),
-    ("workflow_validate", {"file": "notes.txt"}, "takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not 'notes.txt'"),
+    (
+        "workflow_validate",
+        {"file": "notes.txt"},
+        "takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not 'notes.txt'",
+    ),
     ("workflow_validate", {"file": "x.ipynb"}, "plan a notebook with workflow_plan"),
     ("workflow_validate", {"file": "../outside.star"}, '"rule": "load.outside_root"'),
     ("workflow_plan", {"file": "bad.star"}, '"valid": false'),
