@@ -55,6 +55,7 @@ __all__ = [
     "DaskNotInstalled",
     "MappingError",
     "ItemTooLarge",
+    "CodeStepError",
     "AttemptUncertain",
     "NotConvertible",
 ]
@@ -507,25 +508,36 @@ class ItemTooLarge(RhoError):
         self.measured = measured
 
 
+class CodeStepError(RhoError):
+    """An item-graph ``code`` step failed: its Starlark raised or did not parse (``code.error``), it
+    tried to ``load`` a module (``code.load``), ``run(item)`` did not return a JSON object
+    (``code.result``), or it ran past a planning budget (``limit.<budget>``). ``line`` and
+    ``column`` point into the step's source when known."""
+
+    rule = "code.error"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        step: str,
+        rule: str = "code.error",
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        where = f"line {line}:{column or 1}: " if line is not None else ""
+        super().__init__(f"code step {step!r}: {where}{detail}")
+        self.step = step
+        self.rule = rule
+        self.line = line
+        self.column = column
+
+
 class AttemptUncertain(RhoError):
     """A remote attempt's result is lost (its worker died, its future was lost): it may have run.
     The driver journals ``attempt_uncertain`` instead of a result; the resume rules apply."""
 
     rule = "attempt_uncertain"
-
-
-class GraphNotRun(RhoError):
-    """An item graph (a ``%%graph`` cell, a ``*.graph.yaml`` file) was asked to plan or run: this
-    version validates item graphs and does not run them (docs/graphs.md)."""
-
-    rule = "graph.not_run"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"item graph {name}: item graphs are validated but not run in this version (see docs/graphs.md); "
-            f"%workflow validate {name} or rho-notebook validate {name}.graph.yaml checks it"
-        )
-        self.name = name
 
 
 class NotConvertible(InvalidWorkflow):

@@ -101,7 +101,7 @@ export interface StatusJson {
   graph_digest: string;
   workflow: string;
   lifecycle: string;
-  outcome: string | null;
+  outcome: ("success" | "failure" | "denial" | "cancellation" | "stalled" | "blocked") | null;
   /**
    * By name; a script run's steps in arrival order.
    */
@@ -130,7 +130,7 @@ export interface RunRowJson {
   plan_id: string;
   workflow: string;
   lifecycle: string;
-  outcome: string | null;
+  outcome: ("success" | "failure" | "denial" | "cancellation" | "stalled" | "blocked") | null;
   updated_at: string | null;
   graph_digest: string;
   live: boolean;
@@ -177,7 +177,7 @@ export interface RunRowJson {
 export interface ResultJson {
   run_id: string;
   lifecycle: string;
-  outcome: string | null;
+  outcome: ("success" | "failure" | "denial" | "cancellation" | "stalled" | "blocked") | null;
   /**
    * By name; a script run's steps in arrival order.
    */
@@ -202,7 +202,7 @@ export interface ApprovalJson {
   run_id: string;
   node: string;
   attempt: number;
-  kind: "node" | "launch";
+  kind: "node" | "launch" | "form";
   facts: {
     [k: string]: unknown;
   };
@@ -318,7 +318,7 @@ export interface RunView {
   workflow?: string;
   graph_digest?: string;
   lifecycle?: string;
-  outcome?: string | null;
+  outcome?: ("success" | "failure" | "denial" | "cancellation" | "stalled" | "blocked") | null;
   started_at?: string | null;
   ended_at?: string | null;
   cancel_pending?: boolean;

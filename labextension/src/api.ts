@@ -48,7 +48,7 @@ export interface StreamEnd {
   run_id: string;
   last_seq: number;
   lifecycle: string;
-  outcome: string | null;
+  outcome: StatusJson["outcome"];
 }
 
 /** An error answer of the API: {"message", "rule"}. */

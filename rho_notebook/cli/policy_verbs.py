@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.cli.run_verbs import EXIT_REFUSED
-from rho_notebook.service import ApprovalDecision, Service, describe_request
+from rho_notebook.service import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Service,
+    describe_request,
+    load_limits,
+    parse_input_args,
+)
 
 __all__ = ["register"]
 
@@ -23,6 +31,17 @@ def register(verbs: Any) -> None:
     approve.add_argument("--deny", action="store_true", help="deny instead of approving")
     approve.add_argument("--comment", help="recorded with the decision")
     approve.set_defaults(handler=run_approve)
+
+    answer = verbs.add_parser(
+        "answer", help="answer a human step of an item-graph run that waits for a person (docs/graphs.md)"
+    )
+    answer.add_argument("run", help="run ID or unique prefix")
+    answer.add_argument("step", help="the human step's id (or one loop round, STEP@N)")
+    answer.add_argument(
+        "fields", nargs="*", metavar="FIELD=VALUE", help="one per form field; VALUE is parsed as JSON like --input"
+    )
+    answer.add_argument("--comment", help="recorded with the answer")
+    answer.set_defaults(handler=run_answer)
 
     plan = verbs.add_parser("approve-plan", help="approve a graph digest for runs when plan approval is enforced")
     plan.add_argument("target", help="plan ID / prefix, or a graph digest (sha256:...)")
@@ -67,6 +86,29 @@ def run_approve(args: argparse.Namespace) -> int:
         )
         return EXIT_REFUSED
     print(f"{'denied' if args.deny else 'approved'} by {decision.by} at {decision.at}")
+    return 0
+
+
+def run_answer(args: argparse.Namespace) -> int:
+    service = Service.default()
+    values = parse_input_args(args.fields, limits=load_limits())
+
+    async def answer() -> tuple[ApprovalRequest, ApprovalDecision]:
+        request = await service.form_request(args.run, args.step)
+        print(describe_request(request))
+        return request, await service.answer(request, values, comment=args.comment, via="cli")
+
+    request, decision = asyncio.run(answer())
+    if decision.via != "cli" or decision.answer is None or decision.comment != args.comment:
+        shown = "declined" if decision.answer is None else f"answered {json.dumps(decision.answer)}"
+        print(
+            f"already decided: {shown} by {decision.by} at {decision.at} via {decision.via}; your answer was not recorded",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+    print(
+        f"answered step {request.facts.get('step', request.node)} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}"
+    )
     return 0
 
 

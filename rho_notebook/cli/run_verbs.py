@@ -19,9 +19,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
-from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
+from rho_notebook.errors import ConfirmationRequired, NotFound, RhoError, RunRefused
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, is_graph_file
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -261,6 +262,9 @@ def _terminal_responder(service: Service) -> Responder:
 
         def prompt() -> None:
             print("\n" + describe_request(request), file=sys.stderr, flush=True)
+            if request.kind == "form":
+                _fill_form(service, request)
+                return
             try:
                 answer = input("approve? [y/N, or type a comment after y/n:] ").strip()
             except EOFError:
@@ -273,6 +277,26 @@ def _terminal_responder(service: Service) -> Responder:
         threading.Thread(target=prompt, daemon=True, name=f"approve-{request.request_id[:8]}").start()
 
     return respond
+
+
+def _fill_form(service: Service, request: ApprovalRequest) -> None:
+    """Ask for each field of a human step's form on the terminal until the answer fits it (an
+    empty line leaves an optional field at its default); EOF leaves the step waiting."""
+    while True:
+        raw: list[str] = []
+        for name, decl in (request.facts.get("form") or {}).items():
+            try:
+                typed = input(f"  {decl.get('label') or name} ({decl.get('type')}) = ").strip()
+            except EOFError:
+                return
+            if typed:
+                raw.append(f"{name}={typed}")
+        try:
+            values = parse_input_args(raw, limits=load_limits())
+            asyncio.run(service.answer(request, values, via="terminal"))
+            return
+        except RhoError as err:
+            print(f"rho-notebook: {err.message}; try again", file=sys.stderr, flush=True)
 
 
 def _execute(
@@ -335,21 +359,23 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
     return _execute(service, args, start, digest=plan.graph_digest, what=what, graph=plan.graph)
 
 
-_RUN_SUFFIXES = (".ipynb", ".py")
+_RUN_SUFFIXES = (".ipynb", ".py", *GRAPH_SUFFIXES)
 """Files ``run`` takes (an existing file is dispatched by suffix; anything else is a plan ID prefix)."""
 
 
 def _run_script(args: argparse.Namespace) -> int:
-    """``run SCRIPT.py``: plan the script (stored once per graph), show its digest, then run it
-    with consent to that digest, as ``run NOTEBOOK.ipynb`` does."""
+    """``run SCRIPT.py`` or ``run FILE.graph.yaml``: plan the file (stored once per graph), show
+    its digest, then run it with consent to that digest, as ``run NOTEBOOK.ipynb`` does."""
     if getattr(args, "workflow", None):
-        print("rho-notebook: --workflow applies to `run NOTEBOOK.ipynb`, not to a script", file=sys.stderr)
+        print(f"rho-notebook: --workflow applies to `run NOTEBOOK.ipynb`, not to {args.plan}", file=sys.stderr)
         return EXIT_USAGE
     service = Service.default()
     inputs = parse_input_args(getattr(args, "input", None) or [], limits=load_limits())
     flow = getattr(args, "flow", None)
     plan = asyncio.run(service.plan(service.request_for(Path(args.plan), inputs=inputs, flow=flow)))
     kind = "script" if flow is None else f"flow {flow} of"
+    if is_graph_file(str(args.plan)):
+        kind = "item graph"
     if args.output == "text":
         print(f"{kind} {args.plan}  plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
     return start_plan(service, plan, args, what=f"run {kind} {args.plan} (plan {plan.plan_id[:13]})")
@@ -369,6 +395,14 @@ def run_run(args: argparse.Namespace) -> int:
     if target.endswith(".py"):  # `run SCRIPT.py`
         if not Path(target).is_file():
             print(f"rho-notebook: {target}: no such script", file=sys.stderr)
+            return EXIT_USAGE
+        return _run_script(args)
+    if is_graph_file(target):  # `run FILE.graph.yaml`
+        if getattr(args, "flow", None):
+            print("rho-notebook: --flow applies to `run FLOW.py`, not to an item graph", file=sys.stderr)
+            return EXIT_USAGE
+        if not Path(target).is_file():
+            print(f"rho-notebook: {target}: no such item graph", file=sys.stderr)
             return EXIT_USAGE
         return _run_script(args)
     if getattr(args, "flow", None):

@@ -227,6 +227,15 @@ class AgentExecutor:
             self._graphs[ctx.run_id] = graph
         return graph.agent(node.agent)
 
+    @property
+    def transport(self) -> httpx.AsyncBaseTransport | None:
+        """The httpx transport provider requests use (None: the network)."""
+        return self._transport
+
+    async def settings_for(self, ctx: AttemptContext) -> AgentSettings:
+        """The agent settings an attempt of this run uses (raises AgentFailure ``config``)."""
+        return await self._load_settings(ctx)
+
     async def _load_settings(self, ctx: AttemptContext) -> AgentSettings:
         if self._settings is not None:
             return self._settings

@@ -66,6 +66,9 @@ class AttemptContext:
     """The run's kept verified descriptors of frozen files; None verifies every path from scratch."""
     graph: Graph | None = None
     """The run's frozen graph (Python nodes need its interpreter and modules)."""
+    run_fields: Mapping[str, str | None] = field(default_factory=dict)
+    """Who started the run (``initiator``, ``via``, ``client`` of the run manifest); item-graph
+    mappings read them as ``{{ $run.NAME }}``."""
 
     async def directory(self) -> Path:
         """``attempt_dir``, created if it was not yet."""

@@ -54,6 +54,7 @@ needs_recovery       nodes                                   an unclean exit lef
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -152,6 +153,12 @@ def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebo
         return kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
     if kind == "run_completed":
         return f"run completed: {record['outcome']}"
+    if kind == "approval_requested" and record.get("approval") == "form":
+        step = (record.get("facts") or {}).get("step", record.get("node"))
+        answer = approve_command.replace(" approve", " answer").replace(" workflow approve", " workflow answer")
+        return f"waiting for a person: {answer} {record['run_id'][:13]} {step} FIELD=VALUE...  (or approve --deny)"
+    if kind == "approval_decided" and "answer" in record:
+        return f"answered by {record['by']} via {record['via']}: {json.dumps(record['answer'], sort_keys=True)}"
     if kind == "approval_requested":
         return (
             f"waiting for a person: {approve_command} {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"

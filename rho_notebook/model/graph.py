@@ -30,6 +30,9 @@ __all__ = [
     "PythonModule",
     "PythonNode",
     "PythonRuntime",
+    "ItemNode",
+    "ItemRoute",
+    "ItemSettings",
     "Node",
     "ScriptSpec",
     "Placement",
@@ -218,7 +221,62 @@ class PythonNode(_RemotableNode):
         return tuple(arg.ref for arg in self.args if arg.ref is not None)
 
 
-Node = Annotated[AgentNode | CommandNode | ShellNode | ApprovalNode | PythonNode, Field(discriminator="kind")]
+class ItemRoute(FrozenModel):
+    """One out-edge of an item-graph step, as frozen: the node it leads to and its condition."""
+
+    to: str
+    """The target node (``step`` or ``step@N`` for a round of a loop)."""
+    when: dict[str, Any] | None = None
+    """The edge's ``when`` (``{field, op, value}``, see ``model/itemgraph.Condition``); None: always."""
+
+
+ItemStepKind = Literal["agent", "model", "command", "code", "set", "branch", "join", "human", "output"]
+
+
+class ItemNode(_NodeBase):
+    """One step of an item graph (docs/graphs.md), or one round of a looped step. It receives the
+    item from the in-edges that delivered and its value is the item it passes on."""
+
+    kind: Literal["item"] = "item"
+    step: str
+    """The step's id in the document (``answer RUN STEP`` and the views name it)."""
+    round: int | None = None
+    """The loop round (1-based) of a per-round instance ``step@N``; None outside loops."""
+    step_kind: ItemStepKind
+    params: dict[str, Any] = {}
+    """The step's parameters as written (mappings resolved per attempt)."""
+    sources: tuple[str, ...] = ()
+    """The nodes of the in-edges, in document edge order (a join merges in this order)."""
+    routes: tuple[ItemRoute, ...] = ()
+    """The out-edges in document order (a branch takes the first whose condition holds)."""
+    executable: FrozenExecutable | None = None
+    """``command`` steps: argv[0] resolved and pinned when planned."""
+    cwd: str = "//"
+    agent: str | None = None
+    """``agent`` steps and ``model`` steps that name an agent: its id in ``Graph.agents``."""
+    access: Literal["read_only", "mutating"] = "read_only"
+
+    @property
+    def slot(self) -> Literal["agent", "command", "inline"]:
+        """Which scheduler limit an attempt counts against: agents, commands, or none (steps the
+        owner computes itself, and human steps, which wait without cost)."""
+        if self.step_kind in ("agent", "model"):
+            return "agent"
+        if self.step_kind == "command":
+            return "command"
+        return "inline"
+
+
+class ItemSettings(FrozenModel):
+    """What an item-graph run needs beyond its nodes."""
+
+    item_bytes: int
+    """The cap on the carried item (canonical JSON bytes); a step whose item is over it fails."""
+
+
+Node = Annotated[
+    AgentNode | CommandNode | ShellNode | ApprovalNode | PythonNode | ItemNode, Field(discriminator="kind")
+]
 
 
 def placement_of(node: Node) -> Placement:
@@ -288,6 +346,8 @@ class Graph(FrozenModel):
     """Every Python module a node may import, sorted by label."""
     script: ScriptSpec | None = Field(default=None, exclude_if=_is_empty)
     """Set for a script run: ``nodes`` is empty and the steps appear as nodes while it runs."""
+    items: ItemSettings | None = Field(default=None, exclude_if=_is_empty)
+    """Set for an item-graph run (docs/graphs.md): every node is an :class:`ItemNode`."""
     checkout: Literal["exclusive", "shared"] = Field(default="exclusive", exclude_if=_is_exclusive)
     """``shared``: the workflow declares that its nodes do not share one local checkout (each
     worker of a distributed executor has its own copy), so mutating nodes take no cross-host

@@ -41,6 +41,9 @@ class Outcome(str, Enum):
     FAILURE = "failure"
     DENIAL = "denial"
     CANCELLATION = "cancellation"
+    STALLED = "stalled"
+    """An item-graph run in which a step that succeeded had out-edges that all had conditions and
+    none passed: the item went nowhere (docs/graphs.md)."""
     BLOCKED = "blocked"
 
 
@@ -60,11 +63,23 @@ class Lifecycle(str, Enum):
     DAMAGED = "damaged"
 
 
-def workflow_outcome(states: Iterable[tuple[NodeState, bool]]) -> Outcome:
+def workflow_outcome(states: Iterable[tuple[NodeState, bool]], *, stalled: bool = False) -> Outcome:
     """The outcome of a finished run from (state, allow_failure) of every node.
 
-    Cancellation of any node wins; then, over nodes without allow_failure: denial > failure >
-    blocked > success. Skipped nodes count as success.
+    Parameters
+    ----------
+    states
+        (state, allow_failure) of every node of the run.
+    stalled
+        Whether the run stalled: an item-graph step that succeeded had out-edges that all had
+        conditions and none passed (the runtime decides this; a Starlark workflow never stalls).
+
+    Returns
+    -------
+    Outcome
+        Cancellation of any node wins; then, over nodes without allow_failure: denial > failure >
+        stalled > blocked > success. Skipped nodes count as success. ``stalled`` matters only when
+        no counted node was denied or failed, and it beats blocked.
     """
     seen = list(states)
     if any(state is NodeState.CANCELLATION for state, _ in seen):
@@ -73,8 +88,11 @@ def workflow_outcome(states: Iterable[tuple[NodeState, bool]]) -> Outcome:
     for state, outcome in (
         (NodeState.DENIAL, Outcome.DENIAL),
         (NodeState.FAILURE, Outcome.FAILURE),
-        (NodeState.BLOCKED, Outcome.BLOCKED),
     ):
         if state in counted:
             return outcome
+    if stalled:
+        return Outcome.STALLED
+    if NodeState.BLOCKED in counted:
+        return Outcome.BLOCKED
     return Outcome.SUCCESS

@@ -26,7 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import GraphNotRun, InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
@@ -130,9 +130,9 @@ def _cell_report(head: str, rows: dict[str, str], *, data: Any) -> Report:
 
 
 def _graph_report(graph: ItemGraph, cell: GraphCell, *, label: str) -> Report:
-    """What a valid ``%%graph`` cell prints: stored, valid, its size and inputs, and that it does not run."""
+    """What a valid ``%%graph`` cell prints: stored, valid, its size and inputs, and how to run it."""
     inputs = ", ".join(f"{name}: {decl.type}" for name, decl in graph.inputs.items()) or "(none)"
-    head = f"graph {cell.name}: stored as {label}; valid; validated only (item graphs do not run in this version, docs/graphs.md)"
+    head = f"graph {cell.name}: stored as {label}; valid; %workflow run {cell.name} --input NAME=VALUE runs it (docs/graphs.md)"
     rows = {
         "steps": f"{len(graph.steps)} ({', '.join(f'{step.id} {step.kind}' for step in graph.steps)})",
         "edges": str(len(graph.edges)),
@@ -411,12 +411,11 @@ class WorkflowMagics(Magics):
     def _target(
         self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None
     ) -> tuple[Plan, WorkflowCell | None]:
-        self._refuse_graph(target)
         inputs = self._inputs(raw_inputs)
         if flow is not None and self.session.has(target):
             msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
             raise UsageError(msg)
-        if target in self.session.cells.scripts:
+        if target in self.session.cells.scripts or target in self.session.cells.graphs:
             source = self.session.source(target)
             try:
                 plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
@@ -455,11 +454,6 @@ class WorkflowMagics(Magics):
     def _json_summary(self, plan: Plan, *, stored: bool) -> None:
         print(json.dumps(plan_summary_json(plan, stored=stored), indent=2))
 
-    def _refuse_graph(self, target: str) -> None:
-        """Planning or running a ``%%graph`` cell: not in this version (GraphNotRun, as a UsageError)."""
-        if self.session.graph_cell(target) is not None:
-            raise _usage(GraphNotRun(target))
-
     def _verb_validate(self, args: Any) -> Report | None:
         graph = self.session.graph_cell(args.target)
         if graph is not None:
@@ -495,7 +489,6 @@ class WorkflowMagics(Magics):
         return plan_report(plan)
 
     def _plan_for_run(self, args: Any) -> Plan:
-        self._refuse_graph(args.target)
         if self.session.has(args.target) or args.flow is not None:
             plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
             return plan

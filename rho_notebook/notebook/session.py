@@ -124,11 +124,11 @@ class NotebookSession:
         return self.cells.names()
 
     def has(self, name: str) -> bool:
-        """Whether ``name`` is a ``%%workflow`` or ``%%script`` cell of this session."""
-        return name in self.cells.workflows or name in self.cells.scripts
+        """Whether ``name`` is a ``%%workflow``, ``%%script`` or ``%%graph`` cell of this session."""
+        return name in self.cells.workflows or name in self.cells.scripts or name in self.cells.graphs
 
     def cell(self, name: str) -> WorkflowCell | ScriptCell:
-        found = self.cells.workflows.get(name) or self.cells.scripts.get(name)
+        found = self.cells.workflows.get(name) or self.cells.scripts.get(name) or self.cells.graphs.get(name)
         if found is None:
             known = ", ".join(self.workflow_names()) or "none yet"
             msg = (
@@ -142,7 +142,7 @@ class NotebookSession:
         return self._source_of(self.cell(name), name)
 
     def _source_of(self, cell: WorkflowCell | ScriptCell, name: str) -> NotebookSource:
-        suffix = ".py" if isinstance(cell, ScriptCell) else ".star"
+        suffix = ".graph.yaml" if isinstance(cell, GraphCell) else ".py" if isinstance(cell, ScriptCell) else ".star"
         return self.cells.source(
             cell,
             entry_label=self.entry_label(name, suffix=suffix),

@@ -25,8 +25,10 @@ from rho_notebook.model.graph import (
     ApprovalNode,
     ArgvPart,
     CommandNode,
+    FrozenExecutable,
     Graph,
     InputDecl,
+    ItemNode,
     Node,
     PythonArg,
     PythonModule,
@@ -48,7 +50,7 @@ from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.pymodules import ModuleIndex
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["PlanRequest", "build_plan", "source_records"]
+__all__ = ["PlanRequest", "authority_of", "build_plan", "catalog_resolver", "source_records"]
 
 AgentResolver = Any  # (agent_id, workflow_dir, workspace, user_home, overlay) -> (AgentDefinition, Path | None)
 
@@ -294,18 +296,53 @@ def _read_only_caps() -> frozenset[str]:
     return READ_ONLY_TOOLS
 
 
-def _authority(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
+def authority_of(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
+    """Everything the plan's nodes may do, as a person confirms it (sorted)."""
     items: set[AuthorityItem] = set()
+
+    def process(exe: FrozenExecutable, cwd: str) -> None:
+        detail = "; ".join((exe.file.sha256, *resolver.via(exe.file.path)))
+        items.add(AuthorityItem(kind="executable", value=exe.file.path, detail=detail))
+        for interp in exe.interpreters:
+            interp_detail = "; ".join((interp.sha256, *resolver.via(interp.path)))
+            items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp_detail))
+        items.add(AuthorityItem(kind="directory", value=cwd, detail="working directory (mutating)"))
+        items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
+
+    def agent_items(agent_id: str, access: str) -> None:
+        agent = graph.agent(agent_id)
+        tools = "all" if agent.tools == "all" else ", ".join(agent.tools)
+        items.add(
+            AuthorityItem(
+                kind="agent",
+                value=agent.id,
+                detail=f"{agent.runtime} agent from {agent.origin}; tools: {tools}; access: {access}",
+            )
+        )
+        for cap in sorted(agent.capability_set()):
+            items.add(
+                AuthorityItem(kind="capability", value=f"agent:{cap}", detail=f"tool available to agent {agent.id!r}")
+            )
+
     for node in graph.nodes:
         if isinstance(node, (CommandNode, ShellNode)):
-            exe = node.executable
-            detail = "; ".join((exe.file.sha256, *resolver.via(exe.file.path)))
-            items.add(AuthorityItem(kind="executable", value=exe.file.path, detail=detail))
-            for interp in exe.interpreters:
-                interp_detail = "; ".join((interp.sha256, *resolver.via(interp.path)))
-                items.add(AuthorityItem(kind="interpreter", value=interp.path, detail=interp_detail))
-            items.add(AuthorityItem(kind="directory", value=node.cwd, detail="working directory (mutating)"))
-            items.add(AuthorityItem(kind="capability", value="process", detail="run frozen commands in the workspace"))
+            process(node.executable, node.cwd)
+        elif isinstance(node, ItemNode):
+            if node.executable is not None:
+                process(node.executable, node.cwd)
+            elif node.step_kind == "agent" and node.agent is not None:
+                agent_items(node.agent, node.access)
+            elif node.step_kind == "model":
+                detail = (
+                    f"one completion from agent {node.agent!r}'s model"
+                    if node.agent
+                    else "one completion from " + f"{node.params.get('provider')}/{node.params.get('model')}"
+                )
+                items.add(AuthorityItem(kind="capability", value="model", detail=detail))
+            elif node.step_kind == "human":
+                items.add(
+                    AuthorityItem(kind="capability", value="approval", detail=f"a person answers step {node.step!r}")
+                )
         elif isinstance(node, PythonNode):
             if graph.python is None:
                 msg = f"python node {node.name!r} in a graph without a Python runtime"
@@ -321,25 +358,11 @@ def _authority(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
         elif isinstance(node, ApprovalNode):
             items.add(AuthorityItem(kind="capability", value="approval", detail=f"a person decides node {node.name!r}"))
         elif isinstance(node, AgentNode):
-            agent = graph.agent(node.agent)
-            tools = "all" if agent.tools == "all" else ", ".join(agent.tools)
-            items.add(
-                AuthorityItem(
-                    kind="agent",
-                    value=agent.id,
-                    detail=f"{agent.runtime} agent from {agent.origin}; tools: {tools}; access: {node.access}",
-                )
-            )
-            for cap in sorted(agent.capability_set()):
-                items.add(
-                    AuthorityItem(
-                        kind="capability", value=f"agent:{cap}", detail=f"tool available to agent {agent.id!r}"
-                    )
-                )
+            agent_items(node.agent, node.access)
     return tuple(sorted(items, key=lambda i: (i.kind, i.value, i.detail)))
 
 
-def _catalog_resolver(agent_id: str, **where: Any) -> Any:
+def catalog_resolver(agent_id: str, **where: Any) -> Any:
     from rho_notebook.agents.catalog import resolve_agent
 
     return resolve_agent(agent_id, **where)
@@ -360,7 +383,7 @@ async def build_plan(
         With every diagnostic found (source, inputs, graph rules, resolution, limits).
     """
     limits = limits or load_limits()
-    resolve_agent = resolve_agent or _catalog_resolver
+    resolve_agent = resolve_agent or catalog_resolver
     reader = FileSourceReader(request.workspace.root, request.overlay_sources)
     index = ModuleIndex(reader)
     shown = request.entry.display
@@ -450,7 +473,7 @@ async def build_plan(
         sources=source_records(sources),
         inputs=graph.input_values(),
         identities=dict(sorted(resolver.identities.items())),
-        authority=_authority(graph, resolver),
+        authority=authority_of(graph, resolver),
         limits=limits.as_dict(),
         planner={"graph_format": GRAPH_FORMAT, "encoding_version": ENCODING_VERSION, "plan_format": PLAN_FORMAT},
         stats={**evaluation.stats, "graph_bytes": len(encoded)},

@@ -46,8 +46,9 @@ class ApprovalRequest(FrozenModel):
     run_id: str
     node: str
     attempt: int
-    kind: Literal["node", "launch"]
-    """``node``: an approval node; ``launch``: a supervised command or shell launch."""
+    kind: Literal["node", "launch", "form"]
+    """``node``: an approval node; ``launch``: a supervised command or shell launch; ``form``: an
+    item graph's human step (``facts["form"]`` holds its typed fields; answered with values)."""
     facts: dict[str, Any]
     """Exactly what is being decided (prompt text, or executable/digest/argv/cwd)."""
     facts_sha256: str
@@ -64,6 +65,8 @@ class ApprovalDecision(FrozenModel):
     """cli, terminal, notebook, server."""
     facts_sha256: str
     """The digest of the facts the decider was shown; must match the request's."""
+    answer: dict[str, Any] | None = None
+    """A ``form`` request's answer: the values of its fields, checked against their types."""
 
 
 def facts_digest(facts: dict[str, Any]) -> str:
@@ -163,6 +166,16 @@ def describe_request(request: ApprovalRequest) -> str:
     if request.kind == "node":
         lines.append("approval node; its prompt:")
         lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
+    elif request.kind == "form":
+        lines.append(f"human step {facts.get('step', request.node)} asks:")
+        lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
+        lines.append("its form (answer with rho-notebook answer RUN STEP FIELD=VALUE...):")
+        for name, decl in (facts.get("form") or {}).items():
+            kind = decl.get("type")
+            if kind == "enum":
+                kind += " " + json.dumps(decl.get("choices"))
+            need = "required" if decl.get("required") else f"default {json.dumps(decl.get('default'))}"
+            lines.append(f"  {name:<12} {kind}, {need}" + (f"  ({decl['label']})" if decl.get("label") != name else ""))
     elif "agent" in facts:
         lines.append("supervised launch of a mutating agent:")
         lines.append(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from rho_notebook.model.graph import AgentNode, ApprovalNode, Node
+from rho_notebook.model.graph import AgentNode, ApprovalNode, ItemNode, Node
 
 __all__ = ["PermissionMode", "LaunchDecision", "decide_launch"]
 
@@ -47,6 +47,10 @@ def decide_launch(mode: PermissionMode, node: Node) -> LaunchDecision:
         return LaunchDecision.ALLOW
     if isinstance(node, AgentNode) and node.access == "read_only":
         return LaunchDecision.ALLOW
+    if isinstance(node, ItemNode) and (
+        node.step_kind not in ("agent", "command") or (node.step_kind == "agent" and node.access == "read_only")
+    ):
+        return LaunchDecision.ALLOW  # computed by the owner, a person's form, or one completion
     if mode is PermissionMode.AUTO:
         return LaunchDecision.ALLOW
     if mode is PermissionMode.PLAN:

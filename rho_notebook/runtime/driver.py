@@ -43,20 +43,23 @@ from rho_notebook.exec.base import (
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
+from rho_notebook.exec.item import item_launch_facts
 from rho_notebook.exec.python import python_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import (
     AgentNode,
-    ApprovalNode,
     CommandNode,
     Graph,
+    ItemNode,
     Node,
     PythonNode,
     ShellNode,
     placement_of,
 )
 from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.itemrun import stalled_steps
+from rho_notebook.model.mapping import RunContext
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_request, write_request
@@ -67,7 +70,7 @@ from rho_notebook.runtime.approval_wait import wait_for_decision
 from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.reuse import NoReuseKey, ReuseKeys, Seed, may_reuse
-from rho_notebook.runtime.scheduler import Scheduler
+from rho_notebook.runtime.scheduler import Scheduler, uses_checkout, uses_checkout_alone
 from rho_notebook.runtime.wakeup import OwnerControl
 from rho_notebook.store.artifacts import ArtifactWriter
 from rho_notebook.store.files import atomic_write_json
@@ -117,13 +120,13 @@ def failpoint(name: str) -> None:
 
 def _tool_name(node: Node) -> str:
     """The ``tool`` a hook sees for a launch of ``node``."""
-    if isinstance(node, AgentNode):
+    if isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.slot == "agent"):
         return "workflow_agent"
     return "workflow_python" if isinstance(node, PythonNode) else "workflow_command"
 
 
 def _rendered_part(node: Node) -> str:
-    if isinstance(node, AgentNode):
+    if isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.slot == "agent"):
         return "the prompt"
     return "args" if isinstance(node, PythonNode) else "argv"
 
@@ -164,6 +167,8 @@ class RunDriver:
     """Where nodes with ``placement = "any"`` (command, shell, Python) run when set, e.g. an
     :class:`~rho_notebook.exec.dask.DaskExecutor`; agent, approval and ``placement = "local"``
     nodes always use ``executors``. The driver closes it (``aclose``) when the run's loop ends."""
+    run_fields: Mapping[str, str | None] = field(default_factory=dict)
+    """Who started the run (the manifest's initiator, via, client): item-graph mappings read them."""
     outputs: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[asyncio.Task[tuple[str, int, AttemptResult]], str] = field(default_factory=dict)
     _done: deque[asyncio.Task[tuple[str, int, AttemptResult]]] = field(default_factory=deque)
@@ -283,7 +288,7 @@ class RunDriver:
                 run_id=self.run_id,
                 node=name,
                 attempt=number,
-                kind="node" if kind == "node" else "launch",
+                kind="form" if kind == "node" and "form" in facts else ("node" if kind == "node" else "launch"),
                 facts=facts,
                 facts_sha256=facts_digest(facts),
                 requested_at=time.time(),
@@ -325,11 +330,12 @@ class RunDriver:
                     decided_at=decision.at,
                     via=decision.via,
                     facts_sha256=request.facts_sha256,
+                    **({"answer": decision.answer} if decision.answer is not None else {}),
                 )
             )
             self.journal.sync()
             carried = self._carried_approvals()
-            if carried is not None:
+            if carried is not None and request.kind != "form":
                 carried.record(request, decision)
         return decision
 
@@ -368,6 +374,8 @@ class RunDriver:
             return process_facts(node, self._output)
         if isinstance(node, PythonNode):
             return python_facts(node, self.graph, self._output)
+        if isinstance(node, ItemNode):
+            return item_launch_facts(node, self.graph, self._output, RunContext(self.run_id, **self.run_fields))
         if isinstance(node, AgentNode):
             agent = self.graph.agent(node.agent)
             return {
@@ -446,12 +454,17 @@ class RunDriver:
             source_environ=self._environ,
             verified=self.verified,
             graph=self.graph,
+            run_fields=self.run_fields,
         )
         facts: dict[str, Any] | None = None
         needs_facts = policy is LaunchDecision.ASK or bool(
             self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use")
         )
-        if isinstance(node, AgentNode) or (needs_facts and isinstance(node, (CommandNode, ShellNode, PythonNode))):
+        if isinstance(node, AgentNode) or (
+            needs_facts
+            and isinstance(node, (CommandNode, ShellNode, PythonNode, ItemNode))
+            and (not isinstance(node, ItemNode) or node.slot != "inline")
+        ):
             try:
                 facts = self._launch_facts(node)
             except UnavailableValue as err:
@@ -500,10 +513,10 @@ class RunDriver:
                         f"launch denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
                     )
         try:
-            if self.checkout is None or isinstance(node, ApprovalNode) or (remote and self.graph.checkout == "shared"):
+            if self.checkout is None or not uses_checkout(node) or (remote and self.graph.checkout == "shared"):
                 # a shared checkout: each worker has its own copy, remote nodes take no cross-host lock
                 result = await executor.execute(ctx)
-            elif isinstance(node, (AgentNode, PythonNode)) and node.access == "read_only":
+            elif not uses_checkout_alone(node):
                 async with self.checkout.read():
                     result = await executor.execute(ctx)
             else:
@@ -716,6 +729,9 @@ class RunDriver:
             return
         if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
             self.outputs[name] = result.value
+            node = self.graph_nodes[name]
+            if isinstance(node, ItemNode) and node.step_kind == "output":
+                self._emit(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=result.value))
         key = self._launch_keys.pop(name, None)
         if key is not None and result.state is NodeState.SUCCESS:
             self._index_pending.append((key, name, number))
@@ -901,7 +917,10 @@ class RunDriver:
         if any(s not in TERMINAL_STATES for s, _ in states):
             outcome = "blocked"
         else:
-            outcome = workflow_outcome(states).value
+            stalled = self.graph.items is not None and bool(
+                stalled_steps(self.graph_nodes, self._node_states, self._output)
+            )
+            outcome = workflow_outcome(states, stalled=stalled).value
         failpoint("before_completed")
         self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome))
         self.journal.sync()

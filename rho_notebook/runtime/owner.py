@@ -55,15 +55,18 @@ def default_executors(*, trusted: bool = False) -> dict[str, Executor]:
     from rho_notebook.exec.agent import AgentExecutor
     from rho_notebook.exec.approval import ApprovalExecutor
     from rho_notebook.exec.command import CommandExecutor
+    from rho_notebook.exec.item import ItemExecutor
     from rho_notebook.exec.python import PythonExecutor
 
     executor = CommandExecutor()
+    agents = AgentExecutor(trusted=trusted)
     return {
         "command": executor,
         "shell": executor,
         "approval": ApprovalExecutor(),
-        "agent": AgentExecutor(trusted=trusted),
+        "agent": agents,
         "python": PythonExecutor(),
+        "item": ItemExecutor(agents=agents, commands=executor),
     }
 
 
@@ -296,6 +299,11 @@ async def execute_run(
             reuse=manifest.reuse,
             seeded=_seeds(layout, manifest),
             remote=remote,
+            run_fields={
+                "initiator": manifest.initiator or None,
+                "via": manifest.via or manifest.origin,
+                "client": manifest.client,
+            },
         )
         driver.outputs.update(outputs)
         return await driver.execute(resumed=resume)  # the driver closes ``remote`` when it ends

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rho_notebook.model.condition import UNAVAILABLE, evaluate
-from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, Node, PythonNode, placement_of
+from rho_notebook.model.graph import AgentNode, ApprovalNode, Graph, ItemNode, Node, PythonNode, placement_of
+from rho_notebook.model.itemrun import item_verdict
 from rho_notebook.model.reference import MISSING, ExitCodeRef, Reference, StatusRef, walk_path
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
 
@@ -46,11 +47,26 @@ class Decision:
     launches: list[str] = field(default_factory=list)
 
 
-def _uses_checkout_alone(node: Node) -> bool:
+def slot_of(node: Node) -> str:
+    """The limit an attempt counts against: ``agent``, ``command``, or ``none`` (approval nodes,
+    and item steps the owner computes itself or that wait for a person)."""
     if isinstance(node, ApprovalNode):
+        return "none"
+    if isinstance(node, ItemNode):
+        return "none" if node.slot == "inline" else node.slot
+    return "agent" if isinstance(node, AgentNode) else "command"
+
+
+def uses_checkout(node: Node) -> bool:
+    """Whether an attempt of ``node`` takes a checkout slot at all."""
+    return slot_of(node) != "none"
+
+
+def uses_checkout_alone(node: Node) -> bool:
+    if not uses_checkout(node):
         return False
-    if isinstance(node, (AgentNode, PythonNode)):
-        return node.access != "read_only"
+    if isinstance(node, (AgentNode, PythonNode, ItemNode)):
+        return node.access != "read_only" or (isinstance(node, ItemNode) and node.slot == "command")
     return True
 
 
@@ -94,11 +110,17 @@ class Scheduler:
         return lookup
 
     def _decide_one(
-        self, node: Node, states: Mapping[str, NodeState], lookup: Callable[[Reference], object]
+        self,
+        node: Node,
+        states: Mapping[str, NodeState],
+        lookup: Callable[[Reference], object],
+        outputs: ValueLookup,
     ) -> tuple[NodeState, str] | None:
         for need in node.needs:  # the common case on a hot path: some need is still open
             if states[need] not in TERMINAL_STATES:
                 return None
+        if isinstance(node, ItemNode):
+            return item_verdict(node, self.nodes, states, outputs)
         need_states = [states[n] for n in node.needs]
         if node.when is not None:
             verdict = evaluate(node.when, lookup)
@@ -141,7 +163,7 @@ class Scheduler:
             queued.discard(name)
             if current[name] is not NodeState.PENDING:
                 continue
-            verdict = self._decide_one(self.nodes[name], current, lookup)
+            verdict = self._decide_one(self.nodes[name], current, lookup, outputs)
             if verdict is None:
                 continue
             current[name] = verdict[0]
@@ -162,13 +184,15 @@ class Scheduler:
         if running_names is None:
             running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
         running = [self.nodes[n] for n in running_names if current[n] is NodeState.RUNNING]
-        total = sum(1 for n in running if not isinstance(n, ApprovalNode))
-        agents = sum(1 for n in running if isinstance(n, AgentNode))
-        commands = sum(1 for n in running if not isinstance(n, (AgentNode, ApprovalNode)))
+        total = sum(1 for n in running if slot_of(n) != "none")
+        agents = sum(1 for n in running if slot_of(n) == "agent")
+        commands = sum(1 for n in running if slot_of(n) == "command")
         off = self._no_checkout
-        writers = sum(1 for n in running if n.name not in off and _uses_checkout_alone(n))
+        writers = sum(1 for n in running if n.name not in off and uses_checkout_alone(n))
         readers = sum(
-            1 for n in running if n.name not in off and isinstance(n, AgentNode) and not _uses_checkout_alone(n)
+            1
+            for n in running
+            if n.name not in off and uses_checkout(n) and slot_of(n) == "agent" and not uses_checkout_alone(n)
         )
         names = (
             sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
@@ -178,18 +202,19 @@ class Scheduler:
         limits = self.limits
         for name in names:
             node = self.nodes[name]
-            if isinstance(node, ApprovalNode):
+            slot = slot_of(node)
+            if slot == "none":
                 launches.append(name)
                 continue
             if total >= limits.total:
                 break
-            alone = name not in off and _uses_checkout_alone(node)
+            alone = name not in off and uses_checkout_alone(node)
             if alone:
                 if writers or readers:
                     break
             elif name not in off and (writers or readers >= limits.checkout_readers):
                 break
-            if isinstance(node, AgentNode):
+            if slot == "agent":
                 if agents >= limits.agent:
                     continue
                 agents += 1

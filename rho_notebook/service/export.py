@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import ExportError, GraphNotRun
+from rho_notebook.errors import ExportError
 from rho_notebook.service.cell_args import ArgumentError
 from rho_notebook.service.cells import (
     CellSet,
@@ -72,9 +72,7 @@ class ExportResult:
 
     def plan_command(self) -> str:
         """The ``rho-notebook plan`` command line of the folder, with the cell's ``--flow`` and ``--input``
-        (``rho-notebook validate`` for an item graph, which does not run in this version)."""
-        if self.entry.name.endswith(".graph.yaml"):
-            return f"rho-notebook validate {self.entry}"
+        (an item graph declares its inputs in the document)."""
         flags = f" --flow {self.flow}" if self.flow else ""
         flags += "".join(
             " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(self.inputs.items())
@@ -254,17 +252,15 @@ def exported_source(
     ------
     SourceError
         The folder is outside the workspace or a file cannot be read.
-    GraphNotRun
-        The exported workflow is a ``%%graph`` cell: item graphs are not planned in this version.
     """
-    if result.workflow in cells.graphs:
-        raise GraphNotRun(result.workflow)
-    cell: WorkflowCell | ScriptCell = cells.workflows.get(result.workflow) or cells.scripts[result.workflow]
+    cell: WorkflowCell | ScriptCell = (
+        cells.workflows.get(result.workflow) or cells.scripts.get(result.workflow) or cells.graphs[result.workflow]
+    )
     label = label_for_path(result.entry, workspace.root)
     shown_label = label
     if isinstance(cell, ScriptCell) and script_folder is not None:
         shown_label = label_for_path(script_folder / result.entry.name, workspace.root)
-    entry_suffix = ".py" if isinstance(cell, ScriptCell) else ".star"
+    entry_suffix = ".graph.yaml" if isinstance(cell, GraphCell) else ".py" if isinstance(cell, ScriptCell) else ".star"
     entry_text = read_regular_file_nofollow(
         workspace.root, label[2:].split("/"), shown=label[2:], suffix=entry_suffix
     ).decode()

@@ -29,9 +29,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, PlanError, RhoError, RunRefused, SourceError
+from rho_notebook.errors import ApprovalRefused, InvalidWorkflow, NotFound, PlanError, RhoError, RunRefused, SourceError
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.itemgraph import is_graph_file
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.source import SourceText
@@ -39,6 +40,8 @@ from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.oshelpers import read_fd
 from rho_notebook.planning.convert import convert_graph
 from rho_notebook.planning.flow import FlowCheck, check_flow, plan_flow
+from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.item_plan import graph_entry, is_graph_request, plan_item_graph
 from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file
 from rho_notebook.planning.plan import PlanRequest, build_plan
 from rho_notebook.planning.script import Finding, is_script_request, lint_script, plan_script, script_entry
@@ -128,6 +131,13 @@ def _is_script_path(source: object) -> bool:
     return isinstance(source, str) and "\n" not in source and source.endswith(".py")
 
 
+def _is_graph_path(source: object) -> bool:
+    """Whether a planning source names an item-graph document (``FILE.graph.yaml``)."""
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
+        return is_graph_file(str(source))
+    return False
+
+
 @dataclass(frozen=True)
 class NodeAttempt:
     """One attempt of a node and where it keeps its artifacts (:meth:`Service.node_attempt`)."""
@@ -209,7 +219,7 @@ class Service:
         inputs key by key. ``flow`` (a script only) plans the module's ``Workflow`` of that name as
         a flow run (docs/flows.md).
         """
-        if _is_script_path(source):
+        if _is_script_path(source) or _is_graph_path(source):
             request = self._script_request(
                 Path(str(source)), inputs=inputs, workspace=workspace, search_path=search_path
             )
@@ -256,7 +266,7 @@ class Service:
         """The planning request of a script (``SCRIPT.py``): its workspace is found from the
         script's folder (unless given) and the script must lie inside it."""
         ws = workspace or find_workspace(Path(os.path.realpath(path.absolute().parent)))
-        entry = script_entry(path, ws)
+        entry = graph_entry(path, ws) if is_graph_file(path.name) else script_entry(path, ws)
         return PlanRequest(
             entry=entry,
             inputs=dict(inputs or {}),
@@ -303,6 +313,8 @@ class Service:
             return await plan_flow(request, plan_id="unsaved")
         if is_script_request(request):
             return await plan_script(request, plan_id="unsaved")
+        if is_graph_request(request):
+            return await plan_item_graph(request, plan_id="unsaved")
         return await build_plan(request, plan_id="unsaved")
 
     async def validate_flow(self, request: PlanRequest) -> FlowCheck:
@@ -319,6 +331,8 @@ class Service:
             plan = await plan_flow(request, plan_id=new_id())
         elif is_script_request(request):
             plan = await plan_script(request, plan_id=new_id())
+        elif is_graph_request(request):
+            plan = await plan_item_graph(request, plan_id=new_id())
         else:
             plan = await build_plan(request, plan_id=new_id())
         return await asyncio.to_thread(self.plan_store.save_once, plan)
@@ -886,6 +900,13 @@ class Service:
             The caller is the run's owner process or one of its children (a node cannot approve
             itself).
         """
+        if request.kind == "form" and approve:
+            msg = (
+                f"step {request.facts.get('step', request.node)!r} asks a person to fill a form; answer it with "
+                f"rho-notebook answer {request.run_id} {request.facts.get('step', request.node)} FIELD=VALUE... "
+                "(approve --deny declines it)"
+            )
+            raise ApprovalRefused(msg)
         state = load_state(self.layout, request.run_id)
         check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
         decision = ApprovalDecision(
@@ -896,6 +917,59 @@ class Service:
             at=now_iso(),
             via=via,
             facts_sha256=request.facts_sha256,
+        )
+        standing = write_decision(self.run_store.folder(request.run_id).requests, decision)
+        poke_owner(request.run_id, request.request_id, timeout=0.0)
+        return standing
+
+    @_in_thread
+    def form_request(self, run: str, step: str) -> ApprovalRequest:
+        """The pending form request of a human step (``step`` or one round, ``step@N``) of a run.
+
+        Raises
+        ------
+        NotFound
+            The run has no pending form request for that step (the message lists those it has).
+        """
+        folder = self.run_store.folder(self.run_store.resolve(run)).requests
+        pending = [r for r in list_requests(folder) if r.kind == "form" and read_decision(folder, r.request_id) is None]
+        found = [r for r in pending if step in (r.node, r.facts.get("step"))]
+        if not found:
+            waiting = ", ".join(sorted(r.node for r in pending)) or "none"
+            msg = f"run {run}: no human step {step!r} is waiting for an answer (steps waiting: {waiting})"
+            raise NotFound(msg)
+        return max(found, key=lambda r: r.requested_at)
+
+    @_in_thread
+    def answer(
+        self, request: ApprovalRequest, values: Mapping[str, Any], *, comment: str | None = None, via: str
+    ) -> ApprovalDecision:
+        """Answer a human step's form (:meth:`form_request`): ``values`` are checked against the
+        form's fields (types, choices, required; defaults filled in), recorded like an approval
+        with who, when and via (the first answer wins; the one that stands is returned), and the
+        owner is woken.
+
+        Raises
+        ------
+        InputError
+            A value is missing, unknown or of the wrong type (the message names the field).
+        ApprovalRefused
+            The caller is the run's owner or one of its children.
+        """
+        form = request.facts.get("form") or {}
+        where = f"step {request.facts.get('step', request.node)}"
+        checked = check_inputs(form, values, file=where)
+        state = load_state(self.layout, request.run_id)
+        check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
+        decision = ApprovalDecision(
+            request_id=request.request_id,
+            decision="approve",
+            by=who_am_i(),
+            comment=comment,
+            at=now_iso(),
+            via=via,
+            facts_sha256=request.facts_sha256,
+            answer=checked,
         )
         standing = write_decision(self.run_store.folder(request.run_id).requests, decision)
         poke_owner(request.run_id, request.request_id, timeout=0.0)

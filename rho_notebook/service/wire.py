@@ -12,7 +12,7 @@ The builders are pure functions of records already read from the store, except
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
@@ -27,6 +27,8 @@ from rho_notebook.store.runs import RunFolder, RunManifest
 __all__ = [
     "LIVE_LIFECYCLES",
     "WIRE_TYPES",
+    "OutcomeName",
+    "outcome_name",
     "PlanJson",
     "PlanSummaryJson",
     "DiffJson",
@@ -67,6 +69,15 @@ __all__ = [
 
 LIVE_LIFECYCLES = frozenset({Lifecycle.RUNNING, Lifecycle.WAITING, Lifecycle.CANCELLING})
 """Lifecycles in which an owner is executing the run."""
+
+OutcomeName = Literal["success", "failure", "denial", "cancellation", "stalled", "blocked"]
+"""A finished run's outcome (:class:`~rho_notebook.model.state.Outcome`); by precedence
+cancellation > denial > failure > stalled > blocked > success (docs/running.md)."""
+
+
+def outcome_name(state: RunState) -> OutcomeName | None:
+    """The run's outcome as the wire names it: one of :data:`OutcomeName`, None until it completes."""
+    return cast("OutcomeName | None", state.outcome)
 
 
 # -- plans ------------------------------------------------------------------------------------------
@@ -284,7 +295,7 @@ class StatusJson(TypedDict):
     graph_digest: str
     workflow: str
     lifecycle: str
-    outcome: str | None
+    outcome: OutcomeName | None
     nodes: dict[str, NodeStatusJson]
     """By name; a script run's steps in arrival order."""
     halted: NotRequired[list[HaltedStepJson]]
@@ -359,7 +370,7 @@ def status_json(state: RunState) -> StatusJson:
         "graph_digest": state.graph_digest,
         "workflow": state.workflow,
         "lifecycle": state.lifecycle.value,
-        "outcome": state.outcome,
+        "outcome": outcome_name(state),
         "nodes": nodes,
     }
     if state.halted:
@@ -385,7 +396,7 @@ class RunRowJson(TypedDict):
     plan_id: str
     workflow: str
     lifecycle: str
-    outcome: str | None
+    outcome: OutcomeName | None
     updated_at: str | None
     graph_digest: str
     live: bool
@@ -418,7 +429,7 @@ def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRow
         "plan_id": state.plan_id,
         "workflow": state.workflow,
         "lifecycle": state.lifecycle.value,
-        "outcome": state.outcome,
+        "outcome": outcome_name(state),
         "updated_at": state.updated_at,
         "graph_digest": state.graph_digest,
         "live": state.lifecycle in LIVE_LIFECYCLES,
@@ -475,7 +486,7 @@ class ResultJson(TypedDict):
 
     run_id: str
     lifecycle: str
-    outcome: str | None
+    outcome: OutcomeName | None
     nodes: dict[str, NodeResultJson]
     """By name; a script run's steps in arrival order."""
     halted: NotRequired[list[HaltedStepJson]]
@@ -505,7 +516,7 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
     result: ResultJson = {
         "run_id": state.run_id,
         "lifecycle": state.lifecycle.value,
-        "outcome": state.outcome,
+        "outcome": outcome_name(state),
         "nodes": nodes,
     }
     if state.halted:
@@ -607,7 +618,7 @@ class RunView(TypedDict, total=False):
     workflow: str
     graph_digest: str
     lifecycle: str
-    outcome: str | None
+    outcome: OutcomeName | None
     started_at: str | None
     ended_at: str | None
     cancel_pending: bool

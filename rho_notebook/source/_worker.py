@@ -10,14 +10,21 @@ module is frozen only after ``build`` returns, so ``build`` may still change its
 touches the filesystem, the network, the clock as a value, the environment or randomness on
 Starlark's behalf.
 
+The same worker runs the ``code`` step of item graphs (docs/graphs.md): the source is evaluated on
+its own (standard Starlark, none of the workflow builtins, no ``load``), the item is set as the
+global ``item`` and ``run(item)`` is called once, under the same budgets; the dict it returns must
+be a JSON object and becomes the new item.
+
 Frames, parent -> worker:
     {"op": "evaluate", "entry": LABEL, "text": SRC, "limits": {...}}
+    {"op": "code", "text": SRC, "item": {...}, "limits": {...}}
     {"op": "source", "label": L, "text": SRC} | {"op": "source_error", "rule": R, "message": M}
     {"op": "inputs", "values": {...}} | {"op": "inputs_error", "diagnostics": [...]}
 Frames, worker -> parent:
     {"op": "load", "label": L, "from": [file, line, col]}
     {"op": "declared", "inputs": {...}}
     {"op": "result", "graph": {...}, "stats": {...}}
+    {"op": "code_result", "item": {...}, "stats": {...}}
     {"op": "error", "diagnostic": {...}, "stats": {...}}
 """
 
@@ -238,13 +245,62 @@ class Session:
         if not self.loading:
             return None
         current = self.loading[-1]
-        for number, line in enumerate(self.sources.get(current, "").splitlines(), start=1):
-            col = line.find(json.dumps(label))
-            if col < 0:
-                col = line.find(f"'{label}'")
-            if col >= 0 and "load" in line:
-                return [current, number, col + 1]
-        return [current, 1, 1]
+        return [current, *find_load(self.sources.get(current, ""), label)]
+
+    # -- code steps -----------------------------------------------------------------------------
+
+    def run_code(self, text: str, item: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate a code step's source, call ``run(item)`` and return the checked new item."""
+        self.source_bytes = len(text.encode())
+        if self.source_bytes > self.limits["source_bytes"]:
+            self.over("source_bytes", self.limits["source_bytes"], self.source_bytes, CODE)
+        self.sources[CODE] = text
+        ast = sl.parse(CODE, text)
+        for load in ast.loads():
+            self.fail(
+                "code.load",
+                f"code steps cannot load modules (load({json.dumps(load.module_id)}, ...)); "
+                "write what you need inside the step's source",
+                [CODE, *find_load(text, load.module_id)],
+            )
+        module = sl.Module()
+        module["item"] = item
+        sl.eval_with(self.options(), module, ast, self.globals)
+        try:
+            kind = self.run_in(module, "type(run)")
+        except sl.StarlarkError as err:
+            if _NO_RUN not in str(err):
+                raise
+            self.fail("code.error", "the source must define the function `def run(item): ... return NEW_ITEM`")
+        if kind != "function":
+            self.fail("code.error", f"`run` must be a function (def run(item): ...), got a value of type {kind}")
+        self.run_in(module, f"{CODE_RESULT} = run(item)")
+        kind = self.run_in(module, f"type({CODE_RESULT})")
+        if kind != "dict":
+            self.fail("code.result", f"run(item) must return a dict (the new item, a JSON object), got {kind}")
+        try:
+            result = self.run_in(module, CODE_RESULT)
+        except sl.StarlarkError as err:
+            found = re.search(r"not supported on type `(\w+)`", str(err))
+            held = found.group(1) if found else "unknown"
+            self.fail("code.result", f"run(item) returned a dict holding a value of type {held}; {ITEM_VALUES}")
+        try:
+            self.check_value(result, "run(item) result")
+        except RhoBuiltinError as err:
+            self.fail("code.result", f"{err.message}; {ITEM_VALUES}")
+        checked: dict[str, Any] = result
+        return checked
+
+
+def find_load(text: str, label: str) -> list[int]:
+    """Line and column (1-based) of the ``load`` of ``label`` in ``text`` (1, 1 if not found)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        col = line.find(json.dumps(label))
+        if col < 0:
+            col = line.find(f"'{label}'")
+        if col >= 0 and "load" in line:
+            return [number, col + 1]
+    return [1, 1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -900,6 +956,11 @@ WORKFLOW["inputs"] if type(WORKFLOW) == "dict" and WORKFLOW.get("__rho__") == "d
 """
 BUILD_SOURCE = f'WORKFLOW["build"]({INPUTS_GLOBAL})'
 _NO_WORKFLOW = "Variable `WORKFLOW` not found"
+# A code step's source is evaluated as the module CODE; the driver keeps run's result in CODE_RESULT.
+CODE = "<code>"
+CODE_RESULT = "_rho_code_result"
+_NO_RUN = "Variable `run` not found"
+ITEM_VALUES = "the new item may hold only dicts with string keys, lists, strings, integers, booleans and None"
 
 _SPAN = re.compile(r"--> (.+?):(\d+):(\d+)")
 _PARSE_ERROR = re.compile(r"^(Parse error: unexpected .+? here), expected one of (.+)$", re.S)
@@ -1012,35 +1073,20 @@ def stats(session: Session) -> dict[str, Any]:
 
 def serve(channel: Channel, request: dict[str, Any]) -> None:
     session = Session(channel, request["limits"])
-    entry = request["entry"]
+    code = request.get("op") == "code"
+    file = CODE if code else request["entry"]
     try:
-        module = session.eval_unfrozen(entry, request["text"])
-        try:
-            declared = session.run_in(module, DECLARED_SOURCE)
-        except sl.StarlarkError as err:
-            if _NO_WORKFLOW not in str(err):
-                raise
-            session.fail(
-                "starlark.error",
-                "Module has no symbol `WORKFLOW`; the entry module must set WORKFLOW = define(...)",
-                [entry, None, None],
-            )
-        channel.send({"op": "declared", "inputs": declared})
-        reply = channel.receive()
-        if reply["op"] == "inputs_error":
-            channel.send({"op": "done"})
-            return
-        module[INPUTS_GLOBAL] = reply["values"]
-        result = session.run_in(module, BUILD_SOURCE)
-        module.freeze()  # as in Rho: the entry module is frozen once build has returned
-        session.check_value(result, "build() result")
-        if not is_tag(result, "workflow"):
-            session.fail("define.build", "build(inputs) must return workflow(name = ..., nodes = [...])", [entry, 1, 1])
-        channel.send({"op": "result", "graph": result, "stats": stats(session)})
+        if code:
+            item = session.run_code(request["text"], request["item"])
+            channel.send({"op": "code_result", "item": item, "stats": stats(session)})
+        else:
+            evaluate_entry(session, request)
     except (sl.StarlarkError, RhoBuiltinError, Budget) as err:
         found = diagnose(err, session)
+        if code and not found["rule"].startswith(("limit.", "code.")):
+            found["rule"] = "code.error"  # a Starlark error in the step's source
         if found["file"] is None and "budget" not in found:
-            found["file"] = entry  # raised by the driver (WORKFLOW itself is wrong): the entry's fault
+            found["file"] = file  # raised by the driver (WORKFLOW or run itself is wrong): the source's fault
         channel.send({"op": "error", "diagnostic": found, "stats": stats(session)})
     except BaseException as err:  # MemoryError, or pyo3's PanicException("out of memory")
         if not isinstance(err, MemoryError) and "out of memory" not in str(err):
@@ -1057,13 +1103,42 @@ def serve(channel: Channel, request: dict[str, Any]) -> None:
                     "limit": limit,
                     "measured": in_use,
                     "message": detail,
-                    "file": request["entry"],
+                    "file": file,
                     "line": None,
                     "column": None,
                 },
                 "stats": stats(session),
             }
         )
+
+
+def evaluate_entry(session: Session, request: dict[str, Any]) -> None:
+    """Evaluate the entry module, have the parent check the declared inputs, call ``build``."""
+    channel = session.channel
+    entry = request["entry"]
+    module = session.eval_unfrozen(entry, request["text"])
+    try:
+        declared = session.run_in(module, DECLARED_SOURCE)
+    except sl.StarlarkError as err:
+        if _NO_WORKFLOW not in str(err):
+            raise
+        session.fail(
+            "starlark.error",
+            "Module has no symbol `WORKFLOW`; the entry module must set WORKFLOW = define(...)",
+            [entry, None, None],
+        )
+    channel.send({"op": "declared", "inputs": declared})
+    reply = channel.receive()
+    if reply["op"] == "inputs_error":
+        channel.send({"op": "done"})
+        return
+    module[INPUTS_GLOBAL] = reply["values"]
+    result = session.run_in(module, BUILD_SOURCE)
+    module.freeze()  # as in Rho: the entry module is frozen once build has returned
+    session.check_value(result, "build() result")
+    if not is_tag(result, "workflow"):
+        session.fail("define.build", "build(inputs) must return workflow(name = ..., nodes = [...])", [entry, 1, 1])
+    channel.send({"op": "result", "graph": result, "stats": stats(session)})
 
 
 def main() -> None:

@@ -44,6 +44,7 @@ from rho_notebook.service.wire import (
     StreamView,
     WireLayout,
     halted_json,
+    outcome_name,
     reused_from_json,
     step_json,
 )
@@ -217,7 +218,7 @@ def run_view_of(
         "workflow": state.workflow,
         "graph_digest": state.graph_digest,
         "lifecycle": state.lifecycle.value,
-        "outcome": state.outcome,
+        "outcome": outcome_name(state),
         "started_at": started_at,
         "ended_at": ended_at,
         "cancel_pending": bool(state.cancel_pending),

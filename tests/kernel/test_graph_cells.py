@@ -52,7 +52,7 @@ def test_a_valid_graph_cell_is_stored_as_an_overlay_document(ip: Any) -> None:
     from rho_notebook.notebook.extension import current_session
 
     report, captured = ok(ip, GRAPH)
-    assert "do not run in this version" in repr(report)
+    assert "%workflow run triage --input NAME=VALUE runs it" in repr(report)
     # the document drawn with the DAG layout: steps as nodes, the condition edge into `high` dashed
     [drawing] = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
     assert drawing.startswith("<svg") and "item graph triage" in drawing
@@ -112,13 +112,14 @@ def test_workflow_validate_checks_a_stored_graph_cell(ip: Any) -> None:
     assert "--input" in usage_error(ip, "%workflow validate triage --input score=3")
 
 
-def test_running_or_planning_a_graph_says_it_is_not_run_yet(ip: Any, ws: Project) -> None:
+def test_a_graph_cell_plans_and_runs_in_the_kernel(ip: Any, ws: Project) -> None:
     ok(ip, GRAPH)
-    for verb in ("run triage --yes", "run triage", "plan triage", "try start --workflow triage"):
-        message = usage_error(ip, f"%workflow {verb}")
-        assert "graph.not_run" in message, message
-        assert "validated but not run in this version" in message and "docs/graphs.md" in message, message
-    assert json.loads(ws.cli("runs", "--output", "json").stdout) == []
+    report, _ = ok(ip, "%workflow run triage --input score=70 --yes")
+    [run] = json.loads(ws.cli("runs", "--output", "json").stdout)
+    result = json.loads(ws.cli("result", run["run_id"], "--output", "json").stdout)
+    assert result["outcome"] == "success"
+    assert result["output"] == {"score": 70, "label": "ticket 70", "level": "high"}
+    assert result["nodes"]["low"]["state"] == "skipped"
 
 
 def test_a_graph_cell_shares_the_namespace_of_workflow_names(ip: Any) -> None:
@@ -137,12 +138,12 @@ def test_export_writes_the_document_as_name_graph_yaml(ip: Any, ws: Project) -> 
     report, _ = ok(ip, "%workflow export out --workflow triage")
     assert (ws.root / "out" / "triage.graph.yaml").read_text() == TRIAGE  # the body verbatim
     assert Path(report.data.entry).name == "triage.graph.yaml"
-    assert report.data.plan_command() == f"rho-notebook validate {ws.root / 'out' / 'triage.graph.yaml'}"
+    assert report.data.plan_command() == f"rho-notebook plan {ws.root / 'out' / 'triage.graph.yaml'}"
     checked = ws.cli("validate", "out/triage.graph.yaml")
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_a_saved_notebooks_graph_exports_and_does_not_run_headless(ws: Project) -> None:
+def test_a_saved_notebooks_graph_exports_and_runs_headless(ws: Project) -> None:
     notebook = new_notebook(cells=[new_code_cell("%load_ext rho_notebook"), new_code_cell(GRAPH)])
     nbformat.write(notebook, os.fspath(ws.root / "triage.ipynb"))  # type: ignore[no-untyped-call]
 
@@ -150,9 +151,11 @@ def test_a_saved_notebooks_graph_exports_and_does_not_run_headless(ws: Project) 
     assert exported.returncode == 0, exported.stderr
     assert (ws.root / "out" / "triage.graph.yaml").read_text() == TRIAGE
 
-    ran = ws.cli("run", "triage.ipynb", "--workflow", "triage", "--yes")
-    assert ran.returncode != 0
-    assert "validated but not run in this version" in ran.stderr, ran.stdout + ran.stderr
+    ran = ws.cli("run", "triage.ipynb", "--workflow", "triage", "--input", "score=10", "--yes")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [run] = json.loads(ws.cli("runs", "--output", "json").stdout)
+    result = json.loads(ws.cli("result", run["run_id"], "--output", "json").stdout)
+    assert result["output"]["level"] == "low"
     assert not list(ws.root.glob(".rho-notebook-export-*"))
 
 

@@ -567,7 +567,7 @@ def test_workflow_outcome_accepts_any_iterable_once() -> None:
 
 
 def test_outcome_and_state_values() -> None:
-    assert {o.value for o in Outcome} == {"success", "failure", "denial", "cancellation", "blocked"}
+    assert {o.value for o in Outcome} == {"success", "failure", "denial", "cancellation", "stalled", "blocked"}
     assert {s.value for s in NodeState} == {
         "pending",
         "ready",

@@ -22,6 +22,7 @@
 .rho-dag .rho-outcome-success { border-color: #16a34a; color: #16a34a; }
 .rho-dag .rho-outcome-failure, .rho-dag .rho-outcome-blocked, .rho-dag .rho-outcome-denial { border-color: #dc2626; color: #dc2626; }
 .rho-dag .rho-outcome-cancellation { border-color: #d97706; color: #d97706; }
+.rho-dag .rho-outcome-stalled { border-color: #7c3aed; color: #7c3aed; }
 .rho-dag .rho-badge.rho-badge-needs_decision { border-color: #a16207; color: #a16207; background: #fef08a; }
 .rho-dag .rho-badge-needs_recovery { border-color: #ea580c; color: #ea580c; }
 .rho-dag .rho-run-output { margin: 2px 0 4px; font-size: 12px; overflow-wrap: anywhere; }
@@ -180,6 +181,7 @@
 .rho-sb-oc-success { border-color: #16a34a; color: #16a34a; }
 .rho-sb-oc-failure, .rho-sb-oc-blocked, .rho-sb-oc-denial { border-color: #dc2626; color: #dc2626; }
 .rho-sb-oc-cancellation { border-color: #d97706; color: #d97706; }
+.rho-sb-oc-stalled { border-color: #7c3aed; color: #7c3aed; }
 .rho-sb-waiting { color: #a21caf; font-weight: 600; }
 .rho-sb-btn {
   border: 1px solid var(--jp-border-color1); background: var(--jp-layout-color2); color: var(--jp-ui-font-color1);

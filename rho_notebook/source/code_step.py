@@ -1,0 +1,88 @@
+"""Running the ``code`` step of an item graph: a deterministic Starlark function of the item.
+
+The step's source defines ``def run(item): ... return NEW_ITEM``. Each attempt runs it in a fresh
+planning worker (:mod:`rho_notebook.source._worker`) with the planning sandbox's budgets: no
+network, no clock, no ``load()`` of modules, the wall, tick, memory and value budgets of
+:func:`~rho_notebook.source.limits.load_limits`. The item is set as the global ``item`` and also
+passed to ``run(item)``; the dict it returns (string keys; dicts, lists, strings, integers,
+booleans and None inside; no floats, no functions) replaces the item. Every failure is a
+:class:`~rho_notebook.errors.CodeStepError` naming the step and, for Starlark errors, the
+line:column inside the step's source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rho_notebook.errors import CodeStepError
+from rho_notebook.source.evaluate import WorkerChannel, WorkerStopped, talk_to_worker
+from rho_notebook.source.limits import Limits, load_limits
+
+__all__ = ["run_code_step"]
+
+
+async def run_code_step(
+    source: str,
+    item: dict[str, Any],
+    *,
+    step: str,
+    limits: Limits | None = None,
+) -> dict[str, Any]:
+    """Run a code step's ``run(item)`` in a fresh sandboxed worker and return the new item.
+
+    Parameters
+    ----------
+    source
+        The step's Starlark source; it must define ``run(item)``.
+    item
+        The carried item (a JSON object).
+    step
+        The step's id, named in every error.
+    limits
+        The planning budgets; :func:`load_limits` when not given.
+
+    Raises
+    ------
+    CodeStepError
+        ``code.error`` (a Starlark error, or ``run`` missing or not a function), ``code.load``
+        (a ``load`` statement), ``code.result`` (the result is not a JSON object) or
+        ``limit.<budget>`` (a planning budget ran out and the step was stopped).
+    asyncio.CancelledError
+        When the awaiting task is cancelled; the worker is killed and reaped first.
+    """
+    limits = limits or load_limits()
+    worker_limits = limits.worker_limits()
+
+    async def talk(chan: WorkerChannel) -> dict[str, Any]:
+        await chan.send({"op": "code", "text": source, "item": item, "limits": worker_limits})
+        reply = await chan.receive()
+        if reply["op"] == "code_result":
+            result: dict[str, Any] = reply["item"]
+            return result
+        if reply["op"] == "error":
+            raise _error(reply["diagnostic"], step=step, limits=limits)
+        msg = f"the worker sent an unexpected frame {reply['op']!r}"
+        raise CodeStepError(msg, step=step)
+
+    try:
+        return await talk_to_worker(talk, worker_limits=worker_limits)
+    except WorkerStopped as stopped:
+        raise _error(stopped.diagnostic, step=step, limits=limits) from None
+
+
+def _error(found: dict[str, Any], *, step: str, limits: Limits) -> CodeStepError:
+    """A worker diagnostic as the step's error."""
+    rule: str = found["rule"]
+    line, column = found.get("line"), found.get("column")
+    if "budget" in found:
+        budget = found["budget"]
+        unit = limits.budgets[budget].unit
+        detail = f" ({found['message']})" if found.get("message") else ""
+        message = (
+            f"planning budget '{budget}' exceeded: limit {found['limit']} {unit}, measured {found['measured']} "
+            f"{unit}{detail}; the step was stopped"
+        )
+        return CodeStepError(message, step=step, rule=rule, line=line, column=column)
+    if not rule.startswith("code."):
+        rule = "code.error"  # the worker crashed
+    return CodeStepError(found["message"], step=step, rule=rule, line=line, column=column)
