@@ -393,6 +393,12 @@ export interface Detail {
   stderr?: StreamView | null;
   has_value?: boolean;
   value?: unknown;
+  has_input?: boolean;
+  /**
+   * Item-graph steps: the item the attempt received (its ``input.json``); ``value`` is the item
+   * it passed on.
+   */
+  input?: unknown;
   /**
    * The latest attempt reused this stored success (its artifacts are read from there when the
    * attempt has none of its own).

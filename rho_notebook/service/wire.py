@@ -667,6 +667,10 @@ class Detail(TypedDict, total=False):
     stderr: StreamView | None
     has_value: bool
     value: Any
+    has_input: bool
+    input: Any
+    """Item-graph steps: the item the attempt received (its ``input.json``); ``value`` is the item
+    it passed on."""
     reused_from: ReusedFromJson | None
     """The latest attempt reused this stored success (its artifacts are read from there when the
     attempt has none of its own)."""

@@ -31,7 +31,16 @@ from typing_extensions import TypedDict
 
 from rho_notebook.errors import NotFound, RhoError
 from rho_notebook.model.events import now_iso
-from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, PythonNode, ShellNode
+from rho_notebook.model.graph import (
+    AgentNode,
+    ApprovalNode,
+    CommandNode,
+    Graph,
+    ItemNode,
+    Node,
+    PythonNode,
+    ShellNode,
+)
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import open_regular_nofollow
@@ -121,6 +130,21 @@ def definition_of(node: Node) -> dict[str, Any]:
         found["prompt"] = template_text(node.prompt)
         if node.reuse:
             found["reuse"] = True
+    elif isinstance(node, ItemNode):
+        found["step"] = node.step
+        found["step_kind"] = node.step_kind
+        if node.round is not None:
+            found["round"] = node.round
+        found["params"] = node.params
+        found["edges"] = [
+            route.to
+            + (
+                f" when {route.when['field']} {route.when['op']} {json.dumps(route.when.get('value'))}"
+                if route.when
+                else ""
+            )
+            for route in node.routes
+        ]
     elif isinstance(node, PythonNode):
         found["module"] = node.module
         found["function"] = node.function
@@ -588,6 +612,8 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None, sou
     has_value, value = _read_json(artifact("value.json"))
     detail["has_value"] = has_value
     detail["value"] = value
+    if isinstance(node, ItemNode):
+        detail["has_input"], detail["input"] = _read_json(artifact("input.json"))
     return detail
 
 
