@@ -1,0 +1,156 @@
+"""Item graphs through real `rho-notebook` processes: `run FILE.graph.yaml`, the exit code of a
+stalled run, and human steps answered with `answer RUN STEP field=JSON` while the run waits and
+after the owner was killed (docs/graphs.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from tests.cli.runhelp import status, wait_for_event
+from tests.conftest import REPO, Project
+from tests.unit.test_item_graph_runs import TRIAGE
+
+ASK = """\
+name: ask
+inputs:
+  score: {type: integer}
+steps:
+  - {id: start, kind: set, params: {fields: {label: "=ticket {{ $json.score }}"}}}
+  - id: review
+    kind: human
+    params:
+      question: "=Escalate {{ $json.label }}?"
+      fields:
+        level: {type: enum, choices: [low, high]}
+        count: {type: integer, default: 1}
+  - {id: done, kind: output}
+edges:
+  - {from: start, to: review}
+  - {from: review, to: done}
+"""
+
+
+def result(project: Project, run_id: str) -> dict[str, Any]:
+    found = project.cli("result", run_id, "--output", "json")
+    assert found.returncode == 0, found.stderr
+    data: dict[str, Any] = json.loads(found.stdout)
+    return data
+
+
+def start(project: Project, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rho_notebook", *args, "--yes", "--output", "jsonl"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_run_a_graph_file_ends_with_the_result_item(project: Project) -> None:
+    project.write("triage.graph.yaml", TRIAGE)
+    for score in (70, 10):
+        ran = project.cli("run", "triage.graph.yaml", "--input", f"score={score}", "--yes")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "item graph triage.graph.yaml" in ran.stdout and "outcome success" in ran.stdout
+    runs = json.loads(project.cli("runs", "--output", "json").stdout)
+    outputs = sorted(
+        (result(project, row["run_id"])["output"]["label"], result(project, row["run_id"])["output"]["level"])
+        for row in runs
+    )
+    assert outputs == [("ticket 10", "low"), ("ticket 70", "high")]
+
+
+def test_a_refused_mapping_stops_the_run_before_it_starts(project: Project) -> None:
+    project.write("triage.graph.yaml", TRIAGE.replace('"=ticket {{', '"ticket {{'))
+    ran = project.cli("run", "triage.graph.yaml", "--input", "score=70", "--yes")
+    assert ran.returncode == 1
+    assert "triage.graph.yaml:5:" in ran.stderr and "step 'start', field 'params.fields.label'" in ran.stderr
+    assert json.loads(project.cli("runs", "--output", "json").stdout) == []
+
+
+def test_a_stalled_run_exits_1(project: Project) -> None:
+    project.write(
+        "stuck.graph.yaml",
+        """\
+name: stuck
+steps:
+  - {id: s, kind: set, params: {fields: {x: 1}}}
+  - {id: out, kind: output}
+edges:
+  - {from: s, to: out, when: {field: x, op: gt, value: 5}}
+""",
+    )
+    ran = project.cli("run", "stuck.graph.yaml", "--yes")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "outcome stalled" in ran.stdout
+
+
+def test_a_human_step_waits_and_is_answered_from_the_cli(project: Project) -> None:
+    project.write("ask.graph.yaml", ASK)
+    proc = start(project, "run", "ask.graph.yaml", "--input", "score=70")
+    run_id, asked = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    assert asked["approval"] == "form" and asked["facts"]["prompt"] == "Escalate ticket 70?"
+    assert status(project, run_id)["lifecycle"] == "waiting"
+
+    wrong = project.cli("answer", run_id, "review", 'level="loud"')
+    assert wrong.returncode != 0 and "level" in wrong.stderr and "loud" in wrong.stderr
+    approve = project.cli("approve", run_id, asked["request_id"][:13])
+    assert approve.returncode != 0 and "rho-notebook answer" in approve.stderr
+    missing = project.cli("answer", run_id, "nosuch", 'level="high"')
+    assert missing.returncode != 0 and "review" in missing.stderr  # names the step that waits
+
+    answered = project.cli("answer", run_id, "review", 'level="high"', "--comment", "on call")
+    assert answered.returncode == 0, answered.stderr
+    assert "Escalate ticket 70?" in answered.stdout  # what was answered is shown first
+    proc.wait(timeout=30)
+    data = result(project, run_id)
+    assert data["outcome"] == "success"
+    assert data["output"] == {"score": 70, "label": "ticket 70", "level": "high", "count": 1}
+    events = [json.loads(line) for line in project.cli("events", run_id).stdout.splitlines()]
+    decided = next(e for e in events if e["kind"] == "approval_decided")
+    assert decided["answer"] == {"level": "high", "count": 1} and decided["via"] == "cli" and decided["by"]
+
+    again = project.cli("answer", run_id, "review", 'level="low"')
+    assert again.returncode != 0  # nothing waits any more
+
+
+def test_a_human_step_waits_again_after_kill9_and_resume(project: Project) -> None:
+    project.write("ask.graph.yaml", ASK)
+    proc = start(project, "run", "ask.graph.yaml", "--input", "score=3")
+    run_id, first = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert status(project, run_id)["lifecycle"] == "needs_recovery"
+
+    resumed = start(project, "resume", run_id)
+    wait_for_event(resumed, lambda e: e["kind"] == "run_started")
+    answered = project.cli("answer", run_id, "review", 'level="low"', "count=2")
+    assert answered.returncode == 0, answered.stderr
+    resumed.wait(timeout=30)
+    data = result(project, run_id)
+    assert data["outcome"] == "success"
+    assert data["output"] == {"score": 3, "label": "ticket 3", "level": "low", "count": 2}
+    assert data["nodes"]["review"]["attempts"][-1]["number"] == 1  # the same attempt waited again
+    events = [json.loads(line) for line in project.cli("events", run_id).stdout.splitlines()]
+    assert [e["request_id"] for e in events if e["kind"] == "approval_requested"] == [first["request_id"]]
+
+
+def test_declining_a_human_step_is_a_denial(project: Project) -> None:
+    project.write("ask.graph.yaml", ASK)
+    proc = start(project, "run", "ask.graph.yaml", "--input", "score=3")
+    run_id, asked = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    declined = project.cli("approve", run_id, asked["request_id"][:13], "--deny", "--comment", "not mine")
+    assert declined.returncode == 0, declined.stderr
+    proc.wait(timeout=30)
+    data = result(project, run_id)
+    assert data["outcome"] == "denial"
+    assert data["nodes"]["done"]["state"] == "blocked"
