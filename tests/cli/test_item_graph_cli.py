@@ -154,3 +154,20 @@ def test_declining_a_human_step_is_a_denial(project: Project) -> None:
     data = result(project, run_id)
     assert data["outcome"] == "denial"
     assert data["nodes"]["done"]["state"] == "blocked"
+
+
+def test_command_steps_obey_the_permission_mode(project: Project) -> None:
+    project.write(
+        "cmd.graph.yaml",
+        """\
+name: cmd
+steps:
+  - {id: call, kind: command, params: {argv: [touch, "=made-{{ $json.n }}"], into: got}}
+inputs:
+  n: {type: integer}
+""",
+    )
+    for mode in ("plan", "supervised"):  # supervised without anyone to ask fails closed
+        ran = project.cli("run", "cmd.graph.yaml", "--input", "n=1", "--yes", "--mode", mode)
+        assert ran.returncode == 1 and "outcome denial" in ran.stdout, ran.stdout + ran.stderr
+    assert not (project.root / "made-1").exists()
