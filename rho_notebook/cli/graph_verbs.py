@@ -1,6 +1,6 @@
 """``validate FILE.graph.yaml``: the findings of an item-graph document (docs/graphs.md).
 
-Item graphs are validated only in this version; nothing of them runs yet. ``plan_verbs.run_validate``
+``plan``/``run`` freeze and run the document like any workflow; ``plan_verbs.run_validate``
 dispatches here by the file name's suffix (:func:`~rho_notebook.model.itemgraph.is_graph_file`).
 """
 
@@ -41,7 +41,9 @@ def validate_graph(args: argparse.Namespace) -> int:
     if shown:
         print(f"invalid: {args.file} ({len(shown)} error{'s' * (len(shown) != 1)}); nothing was stored")
         return 1
-    print(f"valid: the item graph {args.file} passes validate (validation only: item graphs do not run yet)")
+    print(
+        f"valid: the item graph {args.file} passes validate (nothing was stored; rho-notebook run {args.file} runs it)"
+    )
     return 0
 
 

@@ -7,7 +7,7 @@ matching CLI verb prints with ``--output json`` (:mod:`rho_notebook.service.wire
 a tool error (``isError``) with a message naming what to fix, never a traceback.
 
 What a model may not do is not here at all: there is no tool, argument or resource that approves
-a launch, answers an approval node, approves a plan, trusts a folder or changes a setting. A run
+a launch, answers an approval node or a human step's form, approves a plan, trusts a folder or changes a setting. A run
 started here is recorded ``via: mcp`` with the client's self-reported name; its mode is decided by
 :meth:`Service.mcp_run_mode` (supervised unless a person approved the digest), and it runs in its
 own owner process (:meth:`Service.start_detached`), so closing the server never stops it.
@@ -53,11 +53,13 @@ from rho_notebook.mcp.tools import (
     ValidateArgs,
     WaitArgs,
 )
+from rho_notebook.model.graph import ItemNode
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import (
+    ApprovalRequest,
     Consent,
     ResumeRun,
     RunsQuery,
@@ -79,7 +81,7 @@ _EVENTS_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/events$")
 _OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/nodes/(?P<node>[^/?#]+)/output$")
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
-Rho workflows: frozen DAGs (and Python scripts) of agent and command steps.
+Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
 workflow_list -> workflow_validate -> workflow_plan (read the graph_digest, authority and nodes) ->
 workflow_run(plan_id, graph_digest) -> workflow_wait / workflow_status -> workflow_result.
 A run you start is supervised (every launch waits for a person) unless a person approved the plan;
@@ -206,11 +208,14 @@ class WorkflowTools:
             request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=args.workflow)
             plan = await self.service.plan(request)
         elif args.workflow is not None:
-            raise ToolFailure("workflow names a notebook's workflow or a flow module's; leave it out for a .star file")
-        elif path.suffix == ".star":
+            raise ToolFailure(
+                "workflow names a notebook's workflow or a flow module's; leave it out for a .star file or a FILE.graph.yaml"
+            )
+        elif path.suffix == ".star" or path.name.endswith(GRAPH_SUFFIXES):
             plan = await self.service.plan(self.service.request_for(path, inputs=args.inputs, workspace=self.workspace))
         else:
-            raise ToolFailure(f"workflow_plan takes an entry .star, a SCRIPT.py or a NOTEBOOK.ipynb, not {args.file!r}")
+            msg = f"workflow_plan takes an entry .star, a SCRIPT.py, a NOTEBOOK.ipynb or a FILE.graph.yaml, not {args.file!r}"
+            raise ToolFailure(msg)
         return plan_summary_json(plan, stored=True)
 
     # -- starting and resuming --------------------------------------------------------------------
@@ -280,13 +285,7 @@ class WorkflowTools:
         """What a person must do for the run to go on, with the commands they would run."""
         run_id = state.run_id
         if state.lifecycle is Lifecycle.WAITING:
-            return [
-                f"node {request.node} waits for a person to approve "
-                + ("this approval node" if request.kind == "node" else "this launch")
-                + f": rho-notebook approve {run_id} {request.request_id} (or --deny), or the notebook widget "
-                "or the JupyterLab sidebar; no tool can approve it"
-                for request in await self.service.pending_approvals(run_id)
-            ]
+            return [_person_note(run_id, request) for request in await self.service.pending_approvals(run_id)]
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
             steps = " ".join(f"--decide {halted['step']}=rerun|skip" for halted in status_json(state).get("halted", []))
             return [
@@ -423,6 +422,26 @@ def _explain(err: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def _person_note(run_id: str, request: ApprovalRequest) -> str:
+    """What a person runs to settle one pending request: approve a launch or node, or fill a form."""
+    if request.kind == "form":
+        step = request.facts.get("step", request.node)
+        command = " ".join(
+            ["rho-notebook answer", run_id, step, *(f"{name}=JSON" for name in request.facts.get("form") or {})]
+        )
+        return (
+            f"human step {request.node} waits for a person to fill its form: {command} (or rho-notebook approve "
+            f"{run_id} {request.request_id} --deny to decline), or the notebook widget or the JupyterLab sidebar; "
+            "no tool can answer it"
+        )
+    return (
+        f"node {request.node} waits for a person to approve "
+        + ("this approval node" if request.kind == "node" else "this launch")
+        + f": rho-notebook approve {run_id} {request.request_id} (or --deny), or the notebook widget "
+        "or the JupyterLab sidebar; no tool can approve it"
+    )
+
+
 def _run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
     """When a run started here will wait for a person, and the commands that person runs."""
     notes = []
@@ -439,6 +458,12 @@ def _run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
         notes.append(
             f"approval node(s) {', '.join(approvals)} wait for a person: rho-notebook approve {run_id} REQUEST "
             "(workflow_wait names the request)"
+        )
+    humans = [node.name for node in plan.graph.nodes if isinstance(node, ItemNode) and node.step_kind == "human"]
+    if humans:
+        notes.append(
+            f"human step(s) {', '.join(humans)} wait for a person to fill a form: rho-notebook answer {run_id} "
+            "STEP field=JSON... (workflow_wait names the fields)"
         )
     if mode != "auto" and notes:
         notes.append(

@@ -76,7 +76,7 @@ File = Annotated[
         min_length=1,
         max_length=4096,
         description="a workflow file of the workspace as workflow_list names it (relative to the workspace root): "
-        "an entry .star, a SCRIPT.py, a NOTEBOOK.ipynb or (workflow_validate only) a FILE.graph.yaml",
+        "an entry .star, a SCRIPT.py, a NOTEBOOK.ipynb (workflow_plan only) or an item graph FILE.graph.yaml",
     ),
 ]
 StepId = Annotated[str, Field(min_length=1, max_length=200)]

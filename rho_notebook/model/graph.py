@@ -257,6 +257,14 @@ class ItemNode(_NodeBase):
     access: Literal["read_only", "mutating"] = "read_only"
 
     @property
+    def pure(self) -> bool:
+        """Whether an attempt has no effect outside the run: the owner computes it (``set``,
+        ``branch``, ``join``, ``output``), a sandboxed Starlark worker does (``code``) or a person
+        is asked (``human``). Such an attempt is safe to start again after a crash, so its launch
+        need not be durable first and recovery resets it without ``--recover-uncertain``."""
+        return self.step_kind not in ("agent", "model", "command")
+
+    @property
     def slot(self) -> Literal["agent", "command", "inline"]:
         """Which scheduler limit an attempt counts against: agents, commands, or none (steps the
         owner computes itself, and human steps, which wait without cost)."""

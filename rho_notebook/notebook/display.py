@@ -160,5 +160,7 @@ def show_item_graph(graph: ItemGraph) -> None:
     body = f"<pre>{html.escape(text)}</pre>"
     if widgets_module() is not None:
         svg = importlib.import_module("rho_notebook.widgets.svg")
-        body = svg.render_svg(layered_layout(specs), title=f"item graph {graph.name}", subtitle="validated, not run")
+        body = svg.render_svg(
+            layered_layout(specs), title=f"item graph {graph.name}", subtitle="validated; %workflow run runs it"
+        )
     display({"text/html": body, "text/plain": text}, raw=True)  # type: ignore[no-untyped-call]

@@ -552,7 +552,8 @@ class RunDriver:
             records.append(event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number))
         self._emit(*records)
         failpoint("before_launch_sync")
-        self.journal.sync()
+        if not all(isinstance(node := self.graph_nodes[name], ItemNode) and node.pure for name in names):
+            self.journal.sync()  # a launch with effects outside the run is durable before it starts
         failpoint("after_launch_sync")
         self._record_reusable()
         for name in names:

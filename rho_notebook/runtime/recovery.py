@@ -20,7 +20,7 @@ from typing import Any
 
 from rho_notebook.errors import NeedsRecovery
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.graph import Graph
+from rho_notebook.model.graph import Graph, ItemNode
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import kill_group_of, processes_with_env
@@ -81,11 +81,18 @@ def recovery_events(
     ]
     # a reused attempt started no process: one whose node_finished was lost is simply taken again
     untaken = [name for name in running if (taken := state.nodes[name].current) is not None and taken.reused_from]
-    uncertain = [name for name in running if name not in untaken]
     records.extend(
         event(EventKind.NODE_RESET, run_id, node=name, reason="its reuse was not journaled as finished")
         for name in untaken
     )
+    # an item step without effects outside the run (ItemNode.pure) is simply computed again
+    pure = [name for name in running if name not in untaken and _is_pure(graph, name)]
+    records.extend(
+        event(EventKind.NODE_RESET, run_id, node=name, reason="an item step without outside effects is started again")
+        for name in pure
+    )
+    untaken += pure
+    uncertain = [name for name in running if name not in untaken]
     for name in uncertain:
         rec = state.nodes[name]
         if rec.current is not None and not rec.current.uncertain:
@@ -115,6 +122,11 @@ def recovery_events(
             if state.nodes[name].state in (NodeState.SKIPPED, NodeState.BLOCKED, NodeState.READY):
                 records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="re-decided after resume"))
     return records
+
+
+def _is_pure(graph: Graph, name: str) -> bool:
+    node = graph.node(name)
+    return isinstance(node, ItemNode) and node.pure
 
 
 def _script_recovery(state: RunState, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ VERBS = (
     "result",
     "logs",
     "approve",
+    "answer",
     "export",
     "show",
     "hub",
@@ -190,6 +191,12 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("--deny", action="store_true")
     p.add_argument("--comment")
 
+    p = verbs.add_parser("answer", help="answer a human step of an item-graph run that waits for a person")
+    p.add_argument("run")
+    p.add_argument("step", help="the human step's id (or one loop round, STEP@N)")
+    p.add_argument("fields", nargs="*", metavar="FIELD=VALUE", help="one per form field; VALUE is JSON, as --input")
+    p.add_argument("--comment")
+
     p = verbs.add_parser("export", help="write a workflow folder from a notebook (or from this session's cells)")
     p.add_argument("paths", nargs="+", metavar="[NOTEBOOK.ipynb] DIR")
     p.add_argument("--workflow", metavar="NAME")
@@ -312,7 +319,7 @@ def graph_header(line: str) -> str:
     parser = _Parser(
         prog="%%graph",
         description="The cell is an item-graph document (NAME.graph.yaml, YAML or JSON; docs/graphs.md); running "
-        "the cell stores and validates it. Item graphs are validated, not run, in this version.",
+        "the cell stores and validates it; %workflow run NAME --input k=v runs it.",
     )
     parser.add_argument("name", help="the graph's name, equal to the document's name: a-z, 0-9, _ and -")
     args = parser.parse_args(split(line))

@@ -32,7 +32,7 @@ it is held, labelled and exported as ``%%script NAME`` is, and plans as a flow r
 A ``%%graph NAME`` cell is an item-graph document (docs/graphs.md), its body exactly as written
 (the file ``NAME.graph.yaml``), labelled ``//<notebook folder>/<NAME>.graph.yaml`` and shifted by one
 line as a script is. It shares the namespace of workflow names too. It is validated
-(:func:`check_graph_cell`), never planned: item graphs do not run in this version.
+when the cell runs (:func:`check_graph_cell`) and plans and runs as the document it holds.
 """
 
 from __future__ import annotations

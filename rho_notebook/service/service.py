@@ -291,8 +291,7 @@ class Service:
     ) -> list[GraphFinding]:
         """``validate FILE.graph.yaml``: the item-graph document's findings (planning/itemgraph.py
         lists the rules), naming the file ``display`` (default: ``path``); with ``inputs``, they are
-        checked against its declared inputs. Validation only: item graphs do not run yet
-        (docs/graphs.md)."""
+        checked against its declared inputs. Nothing is stored (``plan`` freezes the document)."""
         return lint_graph_file(path, display=display or str(path), inputs=inputs)
 
     @_in_thread
