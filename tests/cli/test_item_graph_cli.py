@@ -171,3 +171,27 @@ inputs:
         ran = project.cli("run", "cmd.graph.yaml", "--input", "n=1", "--yes", "--mode", mode)
         assert ran.returncode == 1 and "outcome denial" in ran.stdout, ran.stdout + ran.stderr
     assert not (project.root / "made-1").exists()
+
+
+def test_an_owner_killed_mid_step_resumes_without_recover_uncertain(project: Project) -> None:
+    project.write("triage.graph.yaml", TRIAGE)
+    plan = project.cli("plan", "triage.graph.yaml", "--input", "score=70", "--output", "json")
+    assert plan.returncode == 0, plan.stderr
+    # the owner SIGKILLs itself right after launching the second step (route)
+    killed = project.cli(
+        "run",
+        json.loads(plan.stdout)["plan_id"],
+        "--yes",
+        "--output",
+        "jsonl",
+        env={"RHO_NOTEBOOK_FAILPOINT": "after_launch_sync:2"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    run_id = json.loads(killed.stdout.splitlines()[0])["run_id"]
+    assert status(project, run_id)["nodes"]["route"]["state"] == "running"
+    resumed = project.cli("resume", run_id, "--yes", "--output", "jsonl")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    events = [json.loads(line) for line in resumed.stdout.splitlines()]
+    assert any(e["kind"] == "node_reset" and e["node"] == "route" for e in events)
+    assert not any(e["kind"] == "attempt_uncertain" for e in events)
+    assert result(project, run_id)["output"] == {"score": 70, "label": "ticket 70", "level": "high"}
