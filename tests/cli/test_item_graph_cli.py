@@ -195,3 +195,21 @@ def test_an_owner_killed_mid_step_resumes_without_recover_uncertain(project: Pro
     assert any(e["kind"] == "node_reset" and e["node"] == "route" for e in events)
     assert not any(e["kind"] == "attempt_uncertain" for e in events)
     assert result(project, run_id)["output"] == {"score": 70, "label": "ticket 70", "level": "high"}
+
+
+def test_cancel_while_a_person_is_asked_then_resume_asks_again(project: Project) -> None:
+    project.write("ask.graph.yaml", ASK)
+    proc = start(project, "run", "ask.graph.yaml", "--input", "score=5")
+    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    cancelled = project.cli("cancel", run_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    proc.wait(timeout=30)
+    assert result(project, run_id)["outcome"] == "cancellation"
+
+    resumed = start(project, "resume", run_id)
+    wait_for_event(resumed, lambda e: e["kind"] == "approval_requested")
+    assert project.cli("answer", run_id, "review", 'level="low"').returncode == 0
+    resumed.wait(timeout=30)
+    data = result(project, run_id)
+    assert data["outcome"] == "success" and data["output"]["level"] == "low"
+    assert [a["number"] for a in data["nodes"]["review"]["attempts"]] == [1, 2]
