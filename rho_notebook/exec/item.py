@@ -61,11 +61,15 @@ class _StepFailed(Exception):
 
 
 _NODES: dict[int, tuple[Graph, dict[str, Node]]] = {}
+"""id(graph) -> (graph, its nodes by name): a run's steps look their sources up by name."""
+_NODES_KEPT = 16
 
 
 def _nodes_of(graph: Graph) -> dict[str, Node]:
     cached = _NODES.get(id(graph))
     if cached is None or cached[0] is not graph:
+        if len(_NODES) >= _NODES_KEPT:
+            _NODES.clear()
         cached = (graph, {node.name: node for node in graph.nodes})
         _NODES[id(graph)] = cached
     return cached[1]
@@ -245,7 +249,7 @@ class ItemExecutor:
     async def _human(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
         if ctx.request_approval is None:
             return AttemptResult(state=NodeState.FAILURE, message="human steps need an owner that can ask a person")
-        question = resolve(params_question(node), item, run)
+        question = resolve(node.params["question"], item, run)
         form = {name: _form_field(name, raw) for name, raw in node.params["fields"].items()}
         facts = {"node": node.name, "step": node.step, "prompt": question, "form": form}
         decided = await ctx.request_approval(facts, float(node.timeout_seconds))
@@ -357,10 +361,6 @@ class ItemExecutor:
             exit={"kind": "model", "provider": selection.provider, "model": selection.model},
             artifacts={"answer": "answer.txt"},
         )
-
-
-def params_question(node: ItemNode) -> Any:
-    return node.params["question"]
 
 
 def _form_field(name: str, raw: Any) -> dict[str, Any]:
