@@ -35,7 +35,18 @@ import {
   wheelFactor,
   zoomScroll,
 } from "./model";
-import type { AttemptJson, Change, DagSource, Detail, StateName, StreamView, WireLayout, WireNode } from "./types";
+import type {
+  AttemptJson,
+  Change,
+  DagSource,
+  Detail,
+  FormField,
+  FormRequestView,
+  StateName,
+  StreamView,
+  WireLayout,
+  WireNode,
+} from "./types";
 
 export type { DagSource, Change } from "./types";
 export { STATES, formatDuration, DECISION_STYLE } from "./model";
@@ -107,6 +118,116 @@ export function jsonTree(value: unknown, key?: string, depth = 0): HTMLElement {
     h("span", { class: "rho-json-key" }, label),
     h("span", { class: `rho-json-${kind}` }, JSON.stringify(value)),
   );
+}
+
+/** The input of one form field: text, number (integer), checkbox (bool) or select (enum). */
+function fieldInput(name: string, field: FormField, value: unknown): HTMLElement {
+  const attrs: Record<string, string> = { name, "data-type": field.type, class: "rho-field-input" };
+  if (field.type === "bool") {
+    const box = h("input", { ...attrs, type: "checkbox" });
+    box.checked = value === true;
+    return box;
+  }
+  if (field.type === "enum") {
+    const select = h("select", attrs);
+    const choices = field.choices ?? [];
+    const chosen = choices.findIndex((choice) => JSON.stringify(choice) === JSON.stringify(value));
+    if (chosen < 0) select.append(h("option", { value: "" }, "\u2014 choose \u2014"));
+    choices.forEach((choice, i) => select.append(h("option", { value: String(i) }, typeof choice === "string" ? choice : JSON.stringify(choice))));
+    select.value = chosen < 0 ? "" : String(chosen);
+    return select;
+  }
+  const input = h("input", { ...attrs, type: field.type === "integer" ? "number" : "text" });
+  if (field.type === "integer") input.step = "1";
+  if (value !== undefined && value !== null) input.value = String(value);
+  return input;
+}
+
+/**
+ * The values of a rendered form (formCard): a checkbox is always a bool; an empty text, number or
+ * select is left out (the kernel fills the default, or names a required field); a number that is
+ * not an integer is sent as it is, so the kernel refuses it naming the field.
+ */
+export function formValues(form: HTMLElement, fields: Record<string, FormField>): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const [name, field] of Object.entries(fields)) {
+    const input = Array.from(form.querySelectorAll<HTMLInputElement | HTMLSelectElement>(".rho-field-input")).find((el) => el.name === name);
+    if (!input) continue;
+    if (field.type === "bool") {
+      values[name] = (input as HTMLInputElement).checked;
+    } else if (field.type === "enum") {
+      if (input.value !== "") values[name] = (field.choices ?? [])[Number(input.value)];
+    } else if (field.type === "integer") {
+      if (input.value.trim() !== "") values[name] = Number.isFinite(Number(input.value)) ? Number(input.value) : input.value;
+    } else if (input.value !== "" || (field.default !== undefined && field.default !== null)) {
+      values[name] = input.value;
+    }
+  }
+  return values;
+}
+
+export interface FormCardOptions {
+  /** Called with the form's values on Submit; absent: the form is shown read-only. */
+  submit?: (values: Record<string, unknown>) => void;
+  /** Called on Decline (the step is denied). */
+  decline?: () => void;
+  /** Values to show instead of the defaults (what the person submitted last). */
+  values?: Record<string, unknown>;
+  /** The run, for the command line shown when the form is read-only. */
+  runId?: string;
+}
+
+/**
+ * A human step's pending form: its question, one labelled input per field (the default filled
+ * in), the message of a refused answer, and Submit / Decline.
+ */
+export function formCard(request: FormRequestView, options: FormCardOptions = {}): HTMLFormElement {
+  const form = h("form", { class: "rho-form", "data-request": request.request_id, "data-node": request.node });
+  form.noValidate = true; // the kernel checks the values against the form and names a wrong field
+  const head = h("div", { class: "rho-form-head" }, h("b", {}, "\u270b waiting for a person"), ` \u00b7 step ${request.step}`);
+  if (request.node !== request.step) head.append(` (${request.node})`);
+  form.append(head, h("div", { class: "rho-form-prompt" }, request.prompt));
+  const fields = h("div", { class: "rho-form-fields" });
+  for (const [name, field] of Object.entries(request.form)) {
+    const value = options.values && name in options.values ? options.values[name] : field.default;
+    const label = h("span", { class: "rho-field-label" }, field.label || name, field.required ? h("span", { class: "rho-required", title: "required" }, " *") : null);
+    fields.append(h("label", { class: `rho-field rho-field-${field.type}`, "data-field": name }, label, fieldInput(name, field, value)));
+  }
+  form.append(fields);
+  if (request.error) form.append(h("div", { class: "rho-form-error", role: "alert" }, request.error));
+  const submit = h("button", { class: "rho-btn rho-submit", type: "submit" }, "Submit");
+  const decline = h("button", { class: "rho-btn rho-decline", type: "button", title: "decline: the step ends in denial" }, "Decline");
+  const actions = h("div", { class: "rho-form-actions" }, submit, decline);
+  form.append(actions);
+  const { submit: onSubmit, decline: onDecline } = options;
+  if (!onSubmit) {
+    submit.disabled = decline.disabled = true;
+    actions.append(h("span", { class: "rho-note" }, `answer with: rho-notebook answer ${options.runId ?? "RUN"} ${request.node} FIELD=VALUE...`));
+  }
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!onSubmit || submit.disabled) return;
+    submit.disabled = decline.disabled = true;
+    onSubmit(formValues(form, request.form));
+  });
+  decline.addEventListener("click", () => {
+    if (!onDecline || decline.disabled) return;
+    submit.disabled = decline.disabled = true;
+    onDecline();
+  });
+  return form;
+}
+
+/** Loop rounds of one step (`step@1`, `step@2`, ...) in a layout: step id -> node names. */
+export function roundGroups(names: Iterable<string>): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const name of names) {
+    const match = /^(.+)@(\d+)$/.exec(name);
+    if (!match) continue;
+    const step = match[1] as string;
+    groups.set(step, [...(groups.get(step) ?? []), name]);
+  }
+  return groups;
 }
 
 export interface DagViewOptions {
@@ -184,11 +305,12 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   const edgeNote = h("span", { class: "rho-edge-note" });
   legend.append(edgeNote);
   const runOutput = h("div", { class: "rho-run-output", hidden: "" });
+  const formsArea = h("div", { class: "rho-forms", hidden: "" });
 
   const viewport = h("div", { class: "rho-viewport" });
   const pane = h("div", { class: "rho-pane", hidden: "" });
   const body = h("div", { class: "rho-body" }, viewport, pane);
-  el.append(toolbar, legend, runOutput, body);
+  el.append(toolbar, legend, runOutput, formsArea, body);
   el.dataset.pane = "below";
 
   let layout: WireLayout = source.layout();
@@ -210,7 +332,21 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const { node_width: w, node_height: nh, direction } = layout;
     const maxChars = labelChars(w);
     const parts: string[] = [];
-    parts.push(`<g class="rho-edges">`);
+    // loop rounds of one step share a dashed frame labelled with the step id
+    parts.push(`<g class="rho-rounds">`);
+    const placed = new Map(layout.nodes.map((n) => [n.name, n]));
+    for (const [step, names] of roundGroups(placed.keys())) {
+      const boxes = names.map((name) => placed.get(name) as WireNode);
+      const left = Math.min(...boxes.map((n) => n.x)) - 8;
+      const top = Math.min(...boxes.map((n) => n.y)) - 16;
+      const right = Math.max(...boxes.map((n) => n.x)) + w + 8;
+      const bottom = Math.max(...boxes.map((n) => n.y)) + nh + 6;
+      parts.push(
+        `<g class="rho-round-group" data-step="${esc(step)}"><rect x="${left}" y="${top}" width="${right - left}" height="${bottom - top}" rx="8"/>` +
+          `<text x="${left + 6}" y="${top + 11}">${esc(step)} \u00b7 ${names.length} round${names.length === 1 ? "" : "s"}</text></g>`,
+      );
+    }
+    parts.push(`</g><g class="rho-edges">`);
     for (const edge of layout.edges) {
       const cls = edge.condition ? "rho-edge rho-edge-cond" : "rho-edge";
       parts.push(`<path class="${cls}" data-source="${esc(edge.source)}" data-target="${esc(edge.target)}" d="${curve(edge.points, direction)}"/>`);
@@ -330,7 +466,40 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       found.reused.textContent = mark.text;
       found.title.textContent = nodeTitle(found.data, view);
     }
+    markAsking();
     updateCounts();
+  }
+
+  /** Nodes whose human step waits for a form answer get a mark of their own. */
+  function markAsking(): void {
+    const asking = new Set((source.forms?.() ?? []).map((form) => form.node));
+    for (const [name, found] of elements) found.group.classList.toggle("rho-asking", asking.has(name));
+  }
+
+  /** What the person submitted last per request, kept when a refused form is drawn again. */
+  const submitted = new Map<string, Record<string, unknown>>();
+
+  function renderForms(): void {
+    const forms = source.forms?.() ?? [];
+    formsArea.hidden = forms.length === 0;
+    const answer = source.answer?.bind(source);
+    const runId = source.run().run_id ?? undefined;
+    formsArea.replaceChildren(
+      ...forms.map((request) =>
+        formCard(request, {
+          values: submitted.get(request.request_id),
+          runId,
+          submit: answer
+            ? (values) => {
+                submitted.set(request.request_id, values);
+                answer(request.request_id, values);
+              }
+            : undefined,
+          decline: answer ? () => answer(request.request_id, null) : undefined,
+        }),
+      ),
+    );
+    markAsking();
   }
 
   function updateCounts(): void {
@@ -450,6 +619,10 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const list = h("dl", { class: "rho-definition" });
     for (const [key, value] of Object.entries(definition)) {
       if (key === "kind") continue;
+      if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+        list.append(h("dt", {}, key), h("dd", {}, jsonTree(value)));
+        continue;
+      }
       const text = Array.isArray(value) ? (key === "argv" || key === "arguments" ? JSON.stringify(value) : value.join(", ") || "(none)") : String(value);
       list.append(h("dt", {}, key), h("dd", {}, key === "prompt" || key === "command" ? h("pre", {}, text) : text));
     }
@@ -517,8 +690,12 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     blocks.push(streamBlock("raw answer", detail.raw_answer, "raw-answer"));
     blocks.push(streamBlock("stdout", detail.stdout, "stdout"));
     blocks.push(streamBlock("stderr", detail.stderr, "stderr"));
+    const item = detail.kind === "item";
+    if (item && detail.has_input) {
+      blocks.push(h("details", { class: "rho-section rho-section-input", open: "" }, h("summary", {}, "input item"), jsonTree(detail.input)));
+    }
     if (detail.has_value) {
-      const label = detail.step ? "step result (output, value)" : "validated value";
+      const label = item ? "output item" : detail.step ? "step result (output, value)" : "validated value";
       blocks.push(h("details", { class: "rho-section rho-section-value", open: "" }, h("summary", {}, label), jsonTree(detail.value)));
     }
     if (detail.usage !== null && detail.usage !== undefined) {
@@ -641,6 +818,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       highlight();
     }
     if (change.nodes) updateNodes(change.nodes);
+    if (change.forms) renderForms();
     if (change.run) {
       updateRun();
       resumeButton.disabled = false;
@@ -659,6 +837,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   updateRun();
   highlight();
   renderPane();
+  renderForms();
   const timer = window.setInterval(tick, 1000);
   // the starting zoom and the pane's place once the element has a size, and again when it changes
   const resized = (): void => {

@@ -3,7 +3,8 @@
 // types: the wire types generated from rho_notebook/service/wire.py plus the view's own. The
 // anywidget entry (widget.ts) is not part of the library: build.mjs bundles it for the kernel.
 
-export { h, jsonTree, markdownHtml, renderDag, STATE_STYLE } from "./dagview";
+export { formCard, formValues, h, jsonTree, markdownHtml, renderDag, roundGroups, STATE_STYLE } from "./dagview";
+export type { FormCardOptions } from "./dagview";
 export {
   attemptCells,
   childrenOf,

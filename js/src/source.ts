@@ -3,13 +3,14 @@
 // feed (model messages, REST answers) and say where the layout comes from and what select and
 // action do; the view (dagview.ts) reads the rest from here.
 
-import type { Change, DagSource, Detail, NodeView, RunView, WireLayout } from "./types";
+import type { Change, DagSource, Detail, FormRequestView, NodeView, RunView, WireLayout } from "./types";
 
 export abstract class BaseDagSource implements DagSource {
   protected views: Record<string, NodeView> = {};
   protected runView: RunView = {};
   protected detailView: Detail = {};
   protected selectedName = "";
+  protected formViews: FormRequestView[] = [];
   /** Milliseconds to add to Date.now() to get the kernel's (or server's) clock. */
   protected offset = 0;
   protected listeners = new Set<(change: Change) => void>();
@@ -31,6 +32,9 @@ export abstract class BaseDagSource implements DagSource {
   }
   selected(): string {
     return this.selectedName;
+  }
+  forms(): FormRequestView[] {
+    return this.formViews;
   }
   clockOffset(): number {
     return this.offset;

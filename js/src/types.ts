@@ -32,6 +32,28 @@ export interface OutputChunk {
   text: string;
 }
 
+/** One field of a human step's form (the request's ``facts.form``). */
+export interface FormField {
+  type: "string" | "integer" | "bool" | "enum";
+  required?: boolean;
+  default?: unknown;
+  choices?: unknown[];
+  label?: string;
+}
+
+/**
+ * A human step's pending form request, as the widget shows it (rho_notebook/widgets/_run.py
+ * form_view): the question, the typed fields, and the message of the last refused answer.
+ */
+export interface FormRequestView {
+  request_id: string;
+  node: string;
+  step: string;
+  prompt: string;
+  form: Record<string, FormField>;
+  error?: string;
+}
+
 /** What changed since the last notification (absent: unchanged). */
 export interface Change {
   nodes?: string[] | "all";
@@ -40,6 +62,7 @@ export interface Change {
   output?: OutputChunk[];
   selected?: boolean;
   layout?: boolean;
+  forms?: boolean;
 }
 
 /** Everything the view reads and the two things it can ask for. Framework-free. */
@@ -56,4 +79,8 @@ export interface DagSource {
   subscribe(listener: (change: Change) => void): () => void;
   select(name: string): void;
   action(kind: "cancel" | "resume"): void;
+  /** Pending form requests of human steps (a source without them: none). */
+  forms?(): FormRequestView[];
+  /** Answer a form with its values, or decline it (null); absent: forms are shown read-only. */
+  answer?(request: string, values: Record<string, unknown> | null): void;
 }

@@ -11,7 +11,7 @@ import type { AnyModel } from "@anywidget/types";
 
 import { renderDag } from "./dagview";
 import { BaseDagSource } from "./source";
-import type { Change, Detail, NodeView, OutputChunk, RunView, WireLayout } from "./types";
+import type { Change, Detail, FormRequestView, NodeView, OutputChunk, RunView, WireLayout } from "./types";
 
 interface Traits {
   mode: "plan" | "run";
@@ -21,6 +21,7 @@ interface Traits {
   run: RunView;
   detail: Detail;
   selected: string;
+  forms: FormRequestView[];
 }
 
 interface Message {
@@ -30,6 +31,7 @@ interface Message {
   detail?: Detail;
   output?: OutputChunk[];
   layout?: WireLayout;
+  forms?: FormRequestView[];
   now?: string;
 }
 
@@ -48,6 +50,12 @@ export class ModelStore extends BaseDagSource {
     this.runView = { ...(model.get("run") ?? {}) };
     this.detailView = { ...(model.get("detail") ?? {}) };
     this.selectedName = model.get("selected") ?? "";
+    this.formViews = [...(model.get("forms") ?? [])];
+    model.on("change:forms", () => {
+      if (this.mirroring) return;
+      this.formViews = [...(this.model.get("forms") ?? [])];
+      this.emit({ forms: true });
+    });
     model.on("change:nodes", () => {
       if (!this.mirroring) this.emit({ nodes: this.mergeNodes(this.model.get("nodes") ?? {}) });
     });
@@ -128,6 +136,10 @@ export class ModelStore extends BaseDagSource {
       if (changed.length && !change.nodes) change.nodes = changed;
     }
     if (msg.run && this.mergeRun(msg.run)) change.run = true;
+    if (msg.forms) {
+      this.formViews = msg.forms;
+      change.forms = true;
+    }
     if (msg.detail && (msg.kind === "snapshot" || msg.detail.node === this.selectedName)) {
       this.detailView = msg.detail;
       change.detail = true;
@@ -146,6 +158,7 @@ export class ModelStore extends BaseDagSource {
       if (change.nodes) this.model.set("nodes", { ...this.views });
       if (change.run) this.model.set("run", { ...this.runView });
       if (change.detail || change.output) this.model.set("detail", { ...this.detailView });
+      if (change.forms) this.model.set("forms", [...this.formViews]);
     } finally {
       this.mirroring = false;
     }
@@ -168,6 +181,9 @@ export class ModelStore extends BaseDagSource {
   }
   action(kind: "cancel" | "resume"): void {
     this.model.send({ kind: "action", action: kind });
+  }
+  answer(request: string, values: Record<string, unknown> | null): void {
+    this.model.send(values === null ? { kind: "decline", request } : { kind: "answer", request, values });
   }
 }
 

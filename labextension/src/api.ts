@@ -135,6 +135,10 @@ export class RhoApi {
   decide(runId: string, requestId: string, decision: "approve" | "deny", comment: string): Promise<unknown> {
     return this.request("POST", ["runs", runId, "approvals", requestId], { decision, comment: comment || null });
   }
+  /** Answer a human step's form (a request of kind "form"); a wrong value is refused (400) naming its field. */
+  answer(runId: string, requestId: string, values: Record<string, unknown>, comment: string): Promise<unknown> {
+    return this.request("POST", ["runs", runId, "approvals", requestId, "answer"], { values, comment: comment || null });
+  }
 
   /**
    * Follow the run's journal as SSE from `afterSeq`, reconnecting with Last-Event-ID after a

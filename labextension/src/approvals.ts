@@ -1,6 +1,7 @@
 // The approvals of the selected run: one card per request its owner is waiting on (an approval
 // node's prompt as markdown, or a supervised launch's facts), with a comment field and Approve /
-// Deny. A decision goes to the server, which journals it; the cards are reloaded after it.
+// Deny. A decision goes to the server, which journals it; the cards are reloaded after it. An item
+// graph's human step (kind "form") is not shown here: the DAG view draws its form (RunSource.forms).
 
 import { showErrorMessage } from "@jupyterlab/apputils";
 import { markdownHtml, type ApprovalJson } from "@rho-notebook/dagview";
@@ -27,7 +28,7 @@ export class ApprovalsPanel {
   async load(): Promise<void> {
     let requests: ApprovalJson[];
     try {
-      requests = (await this.api.approvals(this.runId)).filter((r) => r.waiting);
+      requests = (await this.api.approvals(this.runId)).filter((r) => r.waiting && r.kind !== "form");
     } catch {
       return; // the next poll or journal record tries again
     }

@@ -1,6 +1,7 @@
 // The selected run, under the lists: a head (workflow, run ID, "Open" in the main area, close),
 // its approvals and its live DAG (the shared view of @rho-notebook/dagview over a RunSource that
-// follows the run's event stream). RunMainView is the same DAG, wider, in the main area.
+// follows the run's event stream). RunMainView is the same DAG, wider, in the main area. An item
+// graph's human step shows its form in the DAG view itself (RunSource.forms), as in the notebook.
 
 import { Widget } from "@lumino/widgets";
 import { renderDag, type RunRowJson } from "@rho-notebook/dagview";

@@ -3,10 +3,26 @@
 // (each batch of journal records triggers one refresh of the node and run views), and the pane of
 // the selected node from /nodes/<node>, polled while that node runs. A script run's /view always
 // carries its layout (its steps appear as nodes while it runs): a grown layout is drawn again.
+// An item graph's human steps waiting for a person are the source's forms (the run's waiting
+// requests of kind "form", reloaded with the views); the view draws them with Submit and Decline,
+// which go to .../approvals/<request>/answer and to a deny; a refusal (the server names the field)
+// is shown in the form.
 
-import { BaseDagSource, type Change, type DagSource, type Detail, type NodeView, type RunView, type WireLayout } from "@rho-notebook/dagview";
+import {
+  BaseDagSource,
+  type ApprovalJson,
+  type Change,
+  type DagSource,
+  type Detail,
+  type FormField,
+  type FormRequestView,
+  type NodeView,
+  type RunView,
+  type WireLayout,
+} from "@rho-notebook/dagview";
 
-import { RhoApi, type JournalRecord, type RunViewData } from "./api";
+import { ApiError, RhoApi, type JournalRecord, type RunViewData } from "./api";
+import { errorText } from "./dom";
 
 const REFRESH_MS = 200;
 const DETAIL_POLL_MS = 1000;
@@ -19,6 +35,10 @@ export class RunSource extends BaseDagSource {
   private disposed = false;
   /** The journal seq of the /view answer the views come from. */
   private viewSeq = 0;
+  /** The waiting form requests of the last /approvals answer, before errors are added. */
+  private formRequests: ApprovalJson[] = [];
+  /** The refusal of the last answer to a form, by request ID (shown in that form). */
+  private formErrors = new Map<string, string>();
   lastSeq: number;
 
   private constructor(
@@ -37,6 +57,7 @@ export class RunSource extends BaseDagSource {
     this.offset = Date.parse(data.now) - Date.now();
     this.titleText = data.title;
     this.follow();
+    void this.loadForms();
   }
 
   private titleText: string;
@@ -124,6 +145,47 @@ export class RunSource extends BaseDagSource {
     }
     if (runChanged) change.run = true;
     this.emit(change);
+    await this.loadForms();
+  }
+
+  /** Reload the run's waiting form requests; tell the view when they (or their errors) changed. */
+  async loadForms(): Promise<void> {
+    let requests: ApprovalJson[];
+    try {
+      requests = (await this.api.approvals(this.runId)).filter((r) => r.kind === "form" && r.waiting);
+    } catch {
+      return; // the next refresh tries again
+    }
+    if (this.disposed) return;
+    this.formRequests = requests;
+    this.showForms();
+  }
+
+  private showForms(): void {
+    const live = new Set(this.formRequests.map((r) => r.request_id));
+    for (const id of [...this.formErrors.keys()]) if (!live.has(id)) this.formErrors.delete(id);
+    const views = this.formRequests.map((r) => formView(r, this.formErrors.get(r.request_id)));
+    if (JSON.stringify(views) === JSON.stringify(this.formViews)) return;
+    this.formViews = views;
+    this.emit({ forms: true });
+  }
+
+  /** Submit a form's values (null: decline it); a refusal is shown in the form. */
+  answer(request: string, values: Record<string, unknown> | null): void {
+    const sent = values === null ? this.api.decide(this.runId, request, "deny", "") : this.api.answer(this.runId, request, values, "");
+    void sent.then(
+      () => {
+        this.formErrors.delete(request);
+        return this.loadForms();
+      },
+      (error: unknown) => {
+        this.formErrors.set(request, error instanceof ApiError ? error.message : errorText(error));
+        // drawn again even when the message is the same: the view disabled the buttons
+        this.formViews = [];
+        this.showForms();
+        return this.loadForms();
+      },
+    );
   }
 
   private loadDetail(): void {
@@ -161,6 +223,21 @@ export class RunSource extends BaseDagSource {
   action(kind: "cancel" | "resume"): void {
     this.onAction(kind);
   }
+}
+
+/** A waiting request of kind "form" as the view draws it: its step, question and fields. */
+function formView(request: ApprovalJson, error: string | undefined): FormRequestView {
+  const facts = request.facts ?? {};
+  const form = facts.form !== null && typeof facts.form === "object" && !Array.isArray(facts.form) ? facts.form : {};
+  const view: FormRequestView = {
+    request_id: request.request_id,
+    node: request.node,
+    step: typeof facts.step === "string" ? facts.step : request.node,
+    prompt: typeof facts.prompt === "string" ? facts.prompt : "",
+    form: form as Record<string, FormField>,
+  };
+  if (error !== undefined) view.error = error;
+  return view;
 }
 
 /** A DagSource for a saved plan (no run): the frozen graph, every node pending. */

@@ -47,6 +47,7 @@ _POSITIONALS: dict[str, tuple[str, ...]] = {
     "result": ("run",),
     "logs": ("run", "node"),
     "approve": ("run",),
+    "answer": ("run",),
     "show": ("run",),
 }
 

@@ -51,7 +51,7 @@ from rho_notebook.notebook.display import (
     show_run,
 )
 from rho_notebook.notebook.session import NotebookSession
-from rho_notebook.service import RunHandle, RunsQuery, Service, load_limits, parse_input_args
+from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request, load_limits, parse_input_args
 from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
 from rho_notebook.service.cells import (
     AgentCell,
@@ -347,7 +347,7 @@ class WorkflowMagics(Magics):
     @cell_magic
     def graph(self, line: str, cell: str) -> Report:
         """%%graph NAME — the cell is an item-graph document (NAME.graph.yaml, YAML or JSON, docs/graphs.md);
-        it is stored and validated at once. Item graphs are validated, not run, in this version."""
+        it is stored and validated at once; ``%workflow run NAME`` runs it."""
         parsed = self._cell("graph", line, cell)
         if not isinstance(parsed, GraphCell):  # pragma: no cover - parse_cell returns the kind asked for
             raise TypeError(parsed)
@@ -693,6 +693,21 @@ class WorkflowMagics(Magics):
             return
         decision = api.approve(args.run, args.request, deny=args.deny, comment=args.comment)
         print(f"{decision.decision} by {decision.by} at {decision.at} via {decision.via}")
+
+    def _verb_answer(self, args: Any) -> None:
+        """Answer a human step's form: ``%workflow answer RUN STEP FIELD=JSON...`` (as the CLI's
+        ``rho-notebook answer``; ``%workflow approve RUN REQUEST --deny`` declines it)."""
+        values = self._inputs(args.fields)
+        svc = api.service()
+        request = api.call(svc.form_request(args.run, args.step))
+        print(describe_request(request))
+        decision = api.call(svc.answer(request, values, comment=args.comment, via="notebook"))
+        if decision.answer is None or decision.via != "notebook" or decision.comment != args.comment:
+            shown = "declined" if decision.answer is None else f"answered {json.dumps(decision.answer)}"
+            msg = f"already decided: {shown} by {decision.by} at {decision.at} via {decision.via}; your answer was not recorded"
+            raise UsageError(msg)
+        step = request.facts.get("step", request.node)
+        print(f"answered step {step} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}")
 
     def _verb_export(self, args: Any) -> Report:
         paths = args.paths

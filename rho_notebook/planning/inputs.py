@@ -158,13 +158,14 @@ def _matches(kind: str, value: Any, choices: Sequence[Any]) -> bool:
 
 
 def check_inputs(
-    declared: Mapping[str, Any], supplied: Mapping[str, Any], *, file: str | None = None
+    declared: Mapping[str, Any], supplied: Mapping[str, Any], *, file: str | None = None, noun: str = "input"
 ) -> dict[str, Any]:
     """The values ``build`` receives: supplied values checked against the declaration, plus defaults.
 
     Rejects a string holding a NUL byte or a lone surrogate anywhere in a supplied value (named
     by its input), then missing required inputs, unknown inputs, wrong types and values outside
-    an enum.
+    an enum. ``noun`` names what is checked in messages: ``input`` (a workflow's inputs, with the
+    ``--input`` hint) or ``field`` (a human step's form).
     """
     problems: list[Diagnostic] = []
     values: dict[str, Any] = {}
@@ -172,14 +173,17 @@ def check_inputs(
         bad = _bad_text(key) or _bad_text(supplied[key])
         if bad is not None:
             shown = key.encode("utf-8", "backslashreplace").decode() if isinstance(key, str) else repr(key)
-            problems.append(Diagnostic(rule="input.text", message=f"input {shown!r} {bad}", file=file))
+            problems.append(Diagnostic(rule="input.text", message=f"{noun} {shown!r} {bad}", file=file))
     if problems:
         raise InputError(problems)
     for key in sorted(set(supplied) - set(declared)):
         known = ", ".join(sorted(declared)) or "none"
         problems.append(
             Diagnostic(
-                rule="input.unknown", message=f"unknown input {key!r}; this workflow declares: {known}", file=file
+                rule="input.unknown",
+                message=f"unknown {noun} {key!r}; "
+                + (f"this workflow declares: {known}" if noun == "input" else f"the form has: {known}"),
+                file=file,
             )
         )
     for key in sorted(declared):
@@ -191,7 +195,8 @@ def check_inputs(
                 problems.append(
                     Diagnostic(
                         rule="input.missing",
-                        message=f"missing required input {key!r} ({kind}); pass --input '{key}=JSON'",
+                        message=f"missing required {noun} {key!r} ({kind})"
+                        + (f"; pass --input '{key}=JSON'" if noun == "input" else ""),
                         file=file,
                     )
                 )
@@ -201,11 +206,11 @@ def check_inputs(
         value = supplied[key]
         if not _matches(kind, value, choices):
             if kind == "enum":
-                message = f"input {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
+                message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
                 rule = "input.enum"
             else:
                 article = "an" if kind[0] in "aeiou" else "a"
-                message = f"input {key!r} must be {article} {kind}, got {json.dumps(value)}"
+                message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
                 rule = "input.type"
             problems.append(Diagnostic(rule=rule, message=message, file=file))
             continue

@@ -17,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError, SourceError
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
 from rho_notebook.model.graph import GRAPH_FORMAT, Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
@@ -31,8 +30,9 @@ from rho_notebook.model.itemrun import instance_name
 from rho_notebook.model.plan import PLAN_FORMAT, Plan, PlanManifest
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.itemgraph import load_graph, locate
-from rho_notebook.planning.plan import PlanRequest, authority_of, catalog_resolver, source_records
+from rho_notebook.planning.plan import PlanRequest, authority_of, catalog_resolver, frozen_agent, source_records
 from rho_notebook.planning.resolve import Resolver
+from rho_notebook.planning.script import workspace_label
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
@@ -54,17 +54,9 @@ def graph_entry(path: Path, workspace: Workspace) -> SourceText:
     SourceError
         The document is outside the workspace or cannot be read.
     """
-    absolute = Path(os.path.realpath(path.absolute().parent)) / path.name
-    try:
-        relative = absolute.relative_to(workspace.root)
-    except ValueError:
-        msg = (
-            f"{path} is outside the workspace {workspace.root}; an item graph must live inside its workspace "
-            "(move it under that folder, or plan it from the workspace that holds it)"
-        )
-        raise SourceError(msg, rule="graph.outside_workspace", file=str(path)) from None
+    label = workspace_label(path, workspace, what="an item graph", rule="graph.outside_workspace")
     suffix = next(s for s in GRAPH_SUFFIXES if path.name.endswith(s))
-    return FileSourceReader(workspace.root).read("//" + relative.as_posix(), suffix=suffix)
+    return FileSourceReader(workspace.root).read(label, suffix=suffix)
 
 
 def is_graph_request(request: PlanRequest) -> bool:
@@ -146,7 +138,6 @@ def _timeout(kind: str, params: dict[str, Any]) -> int:
 def _freeze(
     graph: ItemGraph, request: PlanRequest, resolver: Resolver, where: Any
 ) -> tuple[list[ItemNode], dict[str, AgentDefinition]]:
-    from rho_notebook.agents.resolve import check_agent_provider
     from rho_notebook.model.agent import READ_ONLY_TOOLS
 
     try:
@@ -177,22 +168,7 @@ def _freeze(
         agent_id = params.get("agent")
         if step.kind in ("agent", "model") and agent_id is not None:
             try:
-                if agent_id not in agents:
-                    definition, file = catalog_resolver(
-                        agent_id,
-                        workflow_dir=request.workflow_dir,
-                        workspace=request.workspace.root,
-                        user_home=request.user_home,
-                        overlay=request.overlay_agents,
-                    )
-                    check_agent_provider(
-                        definition,
-                        user_home=request.user_home,
-                        workspace=request.workspace.root,
-                        trusted=request.workspace_trusted,
-                        file=file,
-                    )
-                    agents[agent_id] = definition
+                frozen_agent(agent_id, agents, request=request, resolve_agent=catalog_resolver)
             except (InvalidWorkflow, PlanError) as err:
                 problem("resolve", f"step {step.id!r}: {err.message}")
                 continue

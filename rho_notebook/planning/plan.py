@@ -50,7 +50,7 @@ from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.pymodules import ModuleIndex
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["PlanRequest", "authority_of", "build_plan", "catalog_resolver", "source_records"]
+__all__ = ["PlanRequest", "authority_of", "build_plan", "catalog_resolver", "frozen_agent", "source_records"]
 
 AgentResolver = Any  # (agent_id, workflow_dir, workspace, user_home, overlay) -> (AgentDefinition, Path | None)
 
@@ -169,7 +169,6 @@ def _freeze_nodes(
     limits: Limits,
     index: ModuleIndex,
 ) -> _Frozen:
-    from rho_notebook.agents.resolve import check_agent_provider
 
     nodes: list[Node] = []
     agents: dict[str, AgentDefinition] = {}
@@ -193,23 +192,7 @@ def _freeze_nodes(
         try:
             if draft.kind == "agent":
                 agent_id = raw["agent"]
-                if agent_id not in agents:
-                    definition, where = resolve_agent(
-                        agent_id,
-                        workflow_dir=request.workflow_dir,
-                        workspace=request.workspace.root,
-                        user_home=request.user_home,
-                        overlay=request.overlay_agents,
-                    )
-                    agents[agent_id] = definition
-                    check_agent_provider(
-                        definition,
-                        user_home=request.user_home,
-                        workspace=request.workspace.root,
-                        trusted=request.workspace_trusted,
-                        file=where,
-                    )
-                definition = agents[agent_id]
+                definition = frozen_agent(agent_id, agents, request=request, resolve_agent=resolve_agent)
                 access = raw.get("access", "mutating")
                 if access == "read_only" and not definition.is_read_only():
                     mutating = sorted(definition.capability_set() - _read_only_caps())
@@ -288,6 +271,39 @@ def _freeze_nodes(
     return _Frozen(
         nodes=nodes, agents=agents, found=found, python=runtime, python_modules=frozen_modules(index, labels)
     )
+
+
+def frozen_agent(
+    agent_id: str, agents: dict[str, AgentDefinition], *, request: PlanRequest, resolve_agent: AgentResolver
+) -> AgentDefinition:
+    """The definition of ``agent_id`` from the catalog (``request``'s workflow folder, overlays,
+    workspace and user home), its provider checked against the settings; kept in ``agents`` so
+    each agent is resolved once per plan.
+
+    Raises
+    ------
+    InvalidWorkflow, PlanError
+        The agent is not found, its definition is invalid, or its provider is unknown.
+    """
+    from rho_notebook.agents.resolve import check_agent_provider
+
+    if agent_id not in agents:
+        definition, where = resolve_agent(
+            agent_id,
+            workflow_dir=request.workflow_dir,
+            workspace=request.workspace.root,
+            user_home=request.user_home,
+            overlay=request.overlay_agents,
+        )
+        agents[agent_id] = definition  # a provider problem is said once, at the first node naming it
+        check_agent_provider(
+            definition,
+            user_home=request.user_home,
+            workspace=request.workspace.root,
+            trusted=request.workspace_trusted,
+            file=where,
+        )
+    return agents[agent_id]
 
 
 def _read_only_caps() -> frozenset[str]:

@@ -104,6 +104,27 @@ _ID_PART = re.compile(r"^[a-z0-9_-]*$")
 # -- reading the script ----------------------------------------------------------------------------
 
 
+def workspace_label(path: Path, workspace: Workspace, *, what: str, rule: str) -> str:
+    """The ``//`` label of the entry file at ``path`` (its folder's symlinks resolved, not the
+    file's own: reading it refuses a symlink).
+
+    Raises
+    ------
+    SourceError
+        ``path`` is outside the workspace (``rule``; the message calls the file ``what``).
+    """
+    absolute = Path(os.path.realpath(Path(path).absolute().parent)) / Path(path).name
+    try:
+        relative = absolute.relative_to(workspace.root)
+    except ValueError:
+        msg = (
+            f"{path} is outside the workspace {workspace.root}; {what} must live inside its workspace "
+            "(move it under that folder, or plan it from the workspace that holds it)"
+        )
+        raise SourceError(msg, rule=rule, file=str(path)) from None
+    return "//" + relative.as_posix()
+
+
 def script_entry(path: Path, workspace: Workspace) -> SourceText:
     """Read the script at ``path`` under the label rules (inside ``workspace``, no symlinks, a
     module label whose parts are Python identifiers).
@@ -113,16 +134,7 @@ def script_entry(path: Path, workspace: Workspace) -> SourceText:
     SourceError
         The script is outside the workspace, its label is not importable, or it cannot be read.
     """
-    absolute = Path(os.path.realpath(Path(path).absolute().parent)) / Path(path).name
-    try:
-        relative = absolute.relative_to(workspace.root)
-    except ValueError:
-        msg = (
-            f"{path} is outside the workspace {workspace.root}; a script must live inside its workspace "
-            "(move it under that folder, or plan it from the workspace that holds it)"
-        )
-        raise SourceError(msg, rule="script.outside_workspace", file=str(path)) from None
-    label = "//" + relative.as_posix()
+    label = workspace_label(path, workspace, what="a script", rule="script.outside_workspace")
     problem = check_module_label(label)
     if problem is not None:
         raise SourceError(f"{path}: {problem}", rule="script.label", file=str(path))

@@ -17,6 +17,7 @@ POST     runs/<run>/cancel                                     durable cancel re
 POST     runs/<run>/resume  {"graph_digest", "recover_uncertain"?}   resume (owned here)
 GET      runs/<run>/approvals                                  undecided approval requests
 POST     runs/<run>/approvals/<request>  {"decision", "comment"?}   approve or deny
+POST     runs/<run>/approvals/<request>/answer  {"values", "comment"?}   answer a human step's form
 =======  ====================================================  ===============================================
 
 ``<plan>``, ``<run>`` and ``<request>`` are IDs or unique prefixes (hex and dashes only);
@@ -39,7 +40,7 @@ from rho_notebook.errors import NotFound, RunRefused
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.server import API_PREFIX
 from rho_notebook.server._base import ApiError, RhoHandler
-from rho_notebook.service import Consent, ResumeRun, RunsQuery, StartRun
+from rho_notebook.service import ApprovalRequest, Consent, ResumeRun, RunsQuery, Service, StartRun
 from rho_notebook.service.wire import approval_json, plan_json, status_json
 from rho_notebook.views.dag import read_node_detail, read_run_view
 from rho_notebook.views.layout import layout_graph
@@ -287,6 +288,17 @@ class ApprovalsHandler(RhoHandler):
         self.send_json([approval_json(r, waiting=r.request_id in waiting) for r in pending])
 
 
+async def _refuse_decided(service: Service, request: ApprovalRequest) -> None:
+    """409 ``already_decided`` naming who decided, when a decision stands on ``request``."""
+    standing = await service.decision(request)
+    if standing is not None:
+        msg = (
+            f"request {request.request_id} was already decided: {standing.decision} by {standing.by} "
+            f"via {standing.via} at {standing.at}"
+        )
+        raise ApiError(409, msg, rule="already_decided")
+
+
 class DecisionHandler(RhoHandler):
     @web.authenticated
     @authorized
@@ -300,11 +312,35 @@ class DecisionHandler(RhoHandler):
             raise ApiError(400, "comment must be a string", rule="bad_request")
         service = self.ctx.service
         found = await service.approval_request(run, request)
-        standing = await service.decision(found)
-        if standing is not None:
-            msg = f"request {found.request_id} was already decided: {standing.decision} by {standing.by} via {standing.via} at {standing.at}"
-            raise ApiError(409, msg, rule="already_decided")
+        await _refuse_decided(service, found)
         made = await service.decide(found, approve=decision == "approve", comment=comment or None, via="server")
+        self.send_json(made.model_dump(mode="json"))
+
+
+class AnswerHandler(RhoHandler):
+    """Answer the form of an item graph's human step (a request of kind ``form``) with values;
+    they are checked against the form's fields (400 naming the field when one is wrong). Declining
+    the form is a ``deny`` on :class:`DecisionHandler`; ``approve`` there is refused for a form."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, run: str, request: str) -> None:
+        body = self.json_body()
+        values = body.get("values")
+        if not isinstance(values, dict):
+            raise ApiError(
+                400, 'values must be a JSON object of the form\'s fields: {"values": {...}}', rule="bad_request"
+            )
+        comment = body.get("comment")
+        if comment is not None and not isinstance(comment, str):
+            raise ApiError(400, "comment must be a string", rule="bad_request")
+        service = self.ctx.service
+        found = await service.approval_request(run, request)
+        if found.kind != "form":
+            msg = f"request {found.request_id} ({found.kind} {found.node}) has no form to answer; approve or deny it"
+            raise ApiError(400, msg, rule="not_a_form")
+        await _refuse_decided(service, found)
+        made = await service.answer(found, values, comment=comment or None, via="server")
         self.send_json(made.model_dump(mode="json"))
 
 
@@ -328,4 +364,5 @@ def routes(prefix: str) -> list[tuple[str, type[RhoHandler]]]:
         (rf"{prefix}/runs/{run}/resume/?", ResumeHandler),
         (rf"{prefix}/runs/{run}/approvals/?", ApprovalsHandler),
         (rf"{prefix}/runs/{run}/approvals/{ID.format('request')}/?", DecisionHandler),
+        (rf"{prefix}/runs/{run}/approvals/{ID.format('request')}/answer/?", AnswerHandler),
     ]

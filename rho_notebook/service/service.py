@@ -957,7 +957,7 @@ class Service:
         """
         form = request.facts.get("form") or {}
         where = f"step {request.facts.get('step', request.node)}"
-        checked = check_inputs(form, values, file=where)
+        checked = check_inputs(form, values, file=where, noun="field")
         state = load_state(self.layout, request.run_id)
         check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
         decision = ApprovalDecision(

@@ -1,6 +1,7 @@
 """Pending approvals of a run, decided in the notebook: one card per request with exactly what is
 being decided (an approval node's prompt, or a supervised launch's process facts), a comment box,
-and Approve / Deny buttons.
+and Approve / Deny buttons. A human step's ``form`` request is not listed: it is answered with values
+in the run's DAG widget (``_run.py``).
 
 A click records the decision through the same path as ``rho-notebook approve`` (first decision
 wins, recorded with who, when and the digest of the facts shown). The handle's listener runs on
@@ -59,7 +60,8 @@ class ApprovalsPanel:
             self._schedule(self.refresh)
 
     def pending(self) -> list[ApprovalRequest]:
-        return call(self.service.pending_approvals(self.run_id))
+        """Pending approvals; a human step's form is answered in the DAG widget, not here."""
+        return [r for r in call(self.service.pending_approvals(self.run_id)) if r.kind != "form"]
 
     def refresh(self) -> None:
         self._pending.clear()

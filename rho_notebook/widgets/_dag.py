@@ -8,9 +8,12 @@ front end (or a saved widget state) always gets the current views. Traits are on
 on the kernel's main thread (construction and front-end message handlers).
 
 Messages, front end -> kernel: ``{"kind": "hello"}`` (answered with a ``snapshot``),
-``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``.
-Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``, and
-``layout`` when a script run's layout grew: a new step is a new node).
+``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``,
+``{"kind": "answer", "request": request_id, "values": {field: value}}`` (a human step's form
+submitted) and ``{"kind": "decline", "request": request_id}``.
+Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``,
+``forms``: the pending form requests, each with the ``error`` of a refused answer, and ``layout``
+when a script run's layout grew: a new step is a new node).
 
 Parent headers: the widget remembers the cell that created it; what it sends from another thread
 (patches from the pump, the final snapshot's ``update_display``) carries that cell's parent,
@@ -41,7 +44,10 @@ __all__ = ["DagWidget", "STATIC"]
 
 STATIC = Path(__file__).with_name("static")
 
-_COPIED = ("nodes", "run", "detail", "graph_layout")
+_COPIED = ("nodes", "run", "detail", "graph_layout", "forms")
+
+Answer = Callable[[str, dict[str, Any] | None], None]
+"""(request ID, the form's values) answers a human step's form; values None declines it."""
 
 
 class DagWidget(anywidget.AnyWidget):
@@ -58,6 +64,8 @@ class DagWidget(anywidget.AnyWidget):
     run = traitlets.Dict().tag(sync=True)
     detail = traitlets.Dict().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
+    forms: traitlets.List[dict[str, Any]] = traitlets.List().tag(sync=True)
+    """Pending form requests of human steps (:func:`rho_notebook.widgets._run.form_view`)."""
 
     def __init__(
         self,
@@ -65,16 +73,19 @@ class DagWidget(anywidget.AnyWidget):
         *,
         on_select: Callable[[str], dict[str, Any]] | None = None,
         on_action: Callable[[str], None] | None = None,
+        on_answer: Answer | None = None,
         lock: threading.RLock | None = None,
     ) -> None:
         """The widget of ``view`` (:func:`rho_notebook.views.dag.dag_view`); ``on_select(node)``
-        loads a node's pane, ``on_action("cancel" | "resume")`` acts on the run."""
+        loads a node's pane, ``on_action("cancel" | "resume")`` acts on the run,
+        ``on_answer(request, values)`` answers (values None: declines) a human step's form."""
         self.lock = lock or threading.RLock()
         self.layout_data = view.layout
         self.growing = view.script
         """A script run: its layout grows as steps launch (:meth:`grow`)."""
         self._on_select = on_select
         self._on_action = on_action
+        self._on_answer = on_answer
         self._display_ids: list[str] = []
         self.on_close: Callable[[], None] | None = None
         self.messages_sent = 0
@@ -145,6 +156,7 @@ class DagWidget(anywidget.AnyWidget):
                 "nodes": copy.deepcopy(self.nodes),
                 "run": copy.deepcopy(self.run),
                 "detail": copy.deepcopy(self.detail),
+                "forms": copy.deepcopy(self.forms),
             }
             if self.growing:
                 snapshot["layout"] = copy.deepcopy(self.graph_layout)
@@ -159,6 +171,11 @@ class DagWidget(anywidget.AnyWidget):
             self.select(str(content.get("node") or ""))
         elif kind == "action" and self._on_action is not None:
             self._on_action(str(content.get("action")))
+        elif kind in ("answer", "decline") and self._on_answer is not None:
+            values = content.get("values")
+            if kind == "answer" and not isinstance(values, dict):
+                values = {}
+            self._on_answer(str(content.get("request") or ""), values if kind == "answer" else None)
 
     def select(self, name: str) -> None:
         """Select a node (empty string: none) and load its output pane."""

@@ -6,6 +6,12 @@ flushes run on the shared pump thread, at most one per ``interval`` (0.1 s: ~10 
 second), and send one custom message with only the changed node views (plus new output of the
 selected running node). Traits are never assigned off the main thread (see ``_dag.py``).
 
+Human steps of an item graph wait for a person with a ``form`` request: the controller keeps the
+run's pending form requests in the widget's ``forms`` (re-read from the store when a request is
+made or decided), and a form submitted in the widget is answered through
+:meth:`Service.answer` (``via="notebook"``) on the kernel's thread; a refused answer (a value of
+the wrong type, a missing field) is shown on the form, which stays pending.
+
 :class:`JournalWatch` gives the same handle interface for a run this kernel does not own (started
 by the CLI or another kernel, or finished): it polls the run's journal without taking ownership.
 """
@@ -19,8 +25,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from rho_notebook.errors import RhoError
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
-from rho_notebook.service import Consent, ResumeRun, RunFolder, Service, StoreLayout, default_runner
+from rho_notebook.service import (
+    ApprovalRequest,
+    Consent,
+    ResumeRun,
+    RunFolder,
+    Service,
+    StoreLayout,
+    default_runner,
+)
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.dag import (
     PANE_BYTES,
@@ -36,7 +51,7 @@ from rho_notebook.widgets._call import call
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
 
-__all__ = ["RunHandleLike", "RunController", "JournalWatch"]
+__all__ = ["RunHandleLike", "RunController", "JournalWatch", "form_view"]
 
 Listener = Callable[[dict[str, Any]], None]
 _LIVE = tuple(lifecycle.value for lifecycle in LIVE_LIFECYCLES)
@@ -45,6 +60,24 @@ _STOPPED = ("completed", "needs_decision")
 """Lifecycles in which the run has stopped: the saved snapshot is refreshed."""
 _PLANNED_PATIENCE = 30.0
 """Seconds a watch keeps polling a created run that no owner has started."""
+_FORM_EVENTS = ("approval_requested", "approval_decided", "run_completed")
+"""Events after which the pending form requests are read again."""
+
+
+def form_view(request: ApprovalRequest, *, error: str | None = None) -> dict[str, Any]:
+    """What the widget shows of a human step's pending form request: the question and the typed
+    fields (``facts["form"]``), with the message of the last refused answer."""
+    facts = request.facts
+    view: dict[str, Any] = {
+        "request_id": request.request_id,
+        "node": request.node,
+        "step": str(facts.get("step", request.node)),
+        "prompt": str(facts.get("prompt", "")),
+        "form": copy.deepcopy(facts.get("form") or {}),
+    }
+    if error:
+        view["error"] = error
+    return view
 
 
 @runtime_checkable
@@ -111,6 +144,9 @@ class RunController:
         self._tails: dict[str, StreamTail] = {}
         self._tail_key: tuple[str, int] | None = None
         self._finished = False
+        self._forms_dirty = False
+        self._form_errors: dict[str, str] = {}
+        """The message of each request's last refused answer, shown on its form."""
         self.listener_calls = 0
         self.throttle = Throttle(self._flush, interval=interval, clock=clock, timer=timer)
         # listen first, then take the state: events in between are replayed (seq filters repeats)
@@ -123,8 +159,11 @@ class RunController:
             ended_at=tracker.ended_at,
             digest=self.graph_digest,
         )
-        self.widget = DagWidget(view, on_select=self._detail, on_action=self._action, lock=self.lock)
+        self.widget = DagWidget(
+            view, on_select=self._detail, on_action=self._action, on_answer=self._answer, lock=self.lock
+        )
         self.widget.on_close = self.close
+        self.widget.forms = self._pending_forms()
         with self.lock:
             for event in self._early:
                 tracker.feed(event)
@@ -149,11 +188,13 @@ class RunController:
         """The handle's listener: fold under the lock, poke the throttle. Nothing else."""
         with self.lock:
             self.listener_calls += 1
+            forms = event.get("kind") in _FORM_EVENTS
+            self._forms_dirty = self._forms_dirty or forms
             if self.tracker is None:
                 self._early.append(event)
                 return
             changed = self.tracker.feed(event)
-        if changed or event.get("kind") == "output_chunk":
+        if changed or forms or event.get("kind") == "output_chunk":
             self.throttle.poke()
 
     # -- pump thread ------------------------------------------------------------------------------
@@ -164,6 +205,13 @@ class RunController:
         if tracker is None:
             return
         with widget.lock:
+            forms_dirty, self._forms_dirty = self._forms_dirty, False
+        forms = self._pending_forms() if forms_dirty else None
+        with widget.lock:
+            if forms is not None and forms != widget.forms:
+                widget.forms[:] = forms
+            else:
+                forms = None
             layout = tracker.take_layout(digest=self.graph_digest)
             nodes, run = tracker.take()
             output_dirty, tracker.output_dirty = tracker.output_dirty, set()
@@ -181,6 +229,8 @@ class RunController:
             patch["nodes"] = nodes
         if run:
             patch["run"] = run
+        if forms is not None:
+            patch["forms"] = forms
         if selected:
             if selected in nodes:
                 detail = self._detail(selected)
@@ -264,6 +314,35 @@ class RunController:
         elif self._tail_key is not None and self._tail_key[0] == name:
             self._tails, self._tail_key = {}, None
         return dict(detail)
+
+    def _pending_forms(self) -> list[dict[str, Any]]:
+        """The run's pending form requests (none once the run has stopped: nobody waits)."""
+        if self.handle.done():
+            return []
+        pending = [r for r in call(self.service.pending_approvals(self.run_id)) if r.kind == "form"]
+        pending.sort(key=lambda r: (r.requested_at, r.request_id))
+        return [form_view(r, error=self._form_errors.get(r.request_id)) for r in pending]
+
+    def _answer(self, request_id: str, values: dict[str, Any] | None) -> None:
+        """A form submitted (``values``) or declined (None) in the widget: record it as the person
+        at this kernel (``via="notebook"``); a refusal is shown on the form, which stays pending."""
+        try:
+            request = call(self.service.approval_request(self.run_id, request_id))
+            if request.kind != "form":
+                msg = f"request {request_id} of run {self.run_id} is not a human step's form"
+                raise ValueError(msg)
+            if values is None:
+                call(self.service.decide(request, approve=False, comment=None, via="notebook"))
+            else:
+                call(self.service.answer(request, values, via="notebook"))
+        except (RhoError, ValueError) as err:  # refused (wrong value, gone, ...): said on the form
+            self._form_errors[request_id] = str(err)
+        else:
+            self._form_errors.pop(request_id, None)
+        forms = self._pending_forms()
+        with self.widget.lock:
+            self.widget.forms[:] = forms
+        self.widget.send_patch({"forms": forms, "now": _now()})
 
     def _note(self, message: str) -> None:
         tracker = self.tracker

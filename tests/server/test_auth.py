@@ -30,6 +30,7 @@ ROUTES = [
     ("POST", "runs/{run}/resume"),
     ("GET", "runs/{run}/approvals"),
     ("POST", "runs/{run}/approvals/{request}"),
+    ("POST", "runs/{run}/approvals/{request}/answer"),
 ]
 
 ID = "01234567-89ab-7def-8123-456789abcdef"
