@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.service import Service, load_limits, parse_input_args
 
 __all__ = ["convert_graph", "register_convert", "validate_graph"]
@@ -23,23 +22,15 @@ def validate_graph(args: argparse.Namespace) -> int:
     """Print every finding (``file:line:col: error[rule]: message``) and a verdict; with
     ``--input``, a valid document's declared inputs are checked too. Exit 1 when invalid."""
     service = Service.default()
-    shown: list[dict[str, Any]] = []
-    lines: list[str] = []
-    try:
-        inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
-        for finding in asyncio.run(service.lint_graph(args.file, inputs=inputs)):
-            shown.append(finding.to_json())
-            lines.append(finding.render())
-    except InvalidWorkflow as err:
-        shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-        lines += [d.render() for d in err.diagnostics()]
+    inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
+    checked = asyncio.run(service.check_graph(args.file, inputs=inputs))
     if args.output == "json":
-        print(json.dumps({"valid": not shown, "diagnostics": shown}, indent=2))
-        return 1 if shown else 0
-    for line in lines:
+        print(json.dumps(checked.to_json(), indent=2))
+        return 1 if checked.errors else 0
+    for line in checked.lines:
         print(line, file=sys.stderr)
-    if shown:
-        print(f"invalid: {args.file} ({len(shown)} error{'s' * (len(shown) != 1)}); nothing was stored")
+    if checked.errors:
+        print(f"invalid: {args.file} ({checked.errors} error{'s' * (checked.errors != 1)}); nothing was stored")
         return 1
     print(
         f"valid: the item graph {args.file} passes validate (nothing was stored; rho-notebook run {args.file} runs it)"

@@ -110,23 +110,13 @@ def _validate_script(args: argparse.Namespace) -> int:
     """``validate SCRIPT.py``: the script's lint findings (never imported); with ``--input``, the
     values are checked against ``INPUTS`` too (as ``plan`` would); exit 1 on an error."""
     service = Service.default()
-    findings = asyncio.run(service.lint_script(args.file))
-    shown: list[dict[str, Any]] = [f.to_json() for f in findings]
-    lines = [f.render() for f in findings]
-    errors = sum(1 for f in findings if f.severity == "error")
-    if not errors and args.input:
-        try:
-            inputs = parse_input_args(args.input, limits=load_limits())
-            asyncio.run(service.validate(service.request_for(args.file, inputs=inputs)))
-        except InvalidWorkflow as err:
-            shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-            lines += [d.render() for d in err.diagnostics()]
-            errors += len(err.diagnostics())
-    warnings = len(shown) - errors
+    inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
+    checked = asyncio.run(service.check_script(args.file, inputs=inputs))
+    errors, warnings = checked.errors, checked.warnings
     if args.output == "json":
-        print(json.dumps({"valid": errors == 0, "diagnostics": shown}, indent=2))
+        print(json.dumps(checked.to_json(), indent=2))
         return 1 if errors else 0
-    for line in lines:
+    for line in checked.lines:
         print(line, file=sys.stderr)
     counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
     if errors:

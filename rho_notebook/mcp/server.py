@@ -172,30 +172,17 @@ class WorkflowTools:
 
     async def _validate_graph(self, path: Path, args: ValidateArgs) -> Any:
         """An item graph's findings, as ``validate FILE.graph.yaml --output json`` prints them."""
-        try:
-            findings = await self.service.lint_graph(path, inputs=args.inputs or None, display=args.file)
-            shown = [finding.to_json() for finding in findings]
-        except InvalidWorkflow as err:
-            shown = [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-        if shown:
-            raise ToolFailure({"valid": False, "diagnostics": shown})
-        return {"valid": True, "diagnostics": []}
+        checked = await self.service.check_graph(path, inputs=args.inputs or None, display=args.file)
+        if checked.errors:
+            raise ToolFailure(checked.to_json())
+        return checked.to_json()
 
     async def _validate_script(self, path: Path, args: ValidateArgs) -> Any:
         """A script's lint findings; with inputs, also checked against its ``INPUTS`` (as the CLI)."""
-        findings = await self.service.lint_script(path)
-        shown: list[dict[str, Any]] = [finding.to_json() for finding in findings]
-        invalid = any(finding.severity == "error" for finding in findings)
-        if not invalid and args.inputs:
-            try:
-                await self.service.validate(self.service.request_for(path, inputs=args.inputs))
-            except InvalidWorkflow as err:
-                shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-                invalid = True
-        answer = {"valid": not invalid, "diagnostics": shown}
-        if invalid:
-            raise ToolFailure(answer)
-        return answer
+        checked = await self.service.check_script(path, inputs=args.inputs)
+        if checked.errors:
+            raise ToolFailure(checked.to_json())
+        return checked.to_json()
 
     async def workflow_plan(self, args: PlanArgs, client: str | None) -> Any:
         path = self._path(args.file)

@@ -65,6 +65,7 @@ from rho_notebook.runtime.status import load_state
 from rho_notebook.runtime.wakeup import poke_owner
 from rho_notebook.service.catalog import WorkflowEntry, WorkflowScan, scan_workflows
 from rho_notebook.service.cells import NotebookSource
+from rho_notebook.service.checks import Checked
 from rho_notebook.service.completion import CompletionJson, complete
 from rho_notebook.service.diff import DiffResult, TryPlan, compare, derive_try_plan, plan_ref, resolve_graph
 from rho_notebook.service.export import (
@@ -293,6 +294,28 @@ class Service:
         lists the rules), naming the file ``display`` (default: ``path``); with ``inputs``, they are
         checked against its declared inputs. Nothing is stored (``plan`` freezes the document)."""
         return lint_graph_file(path, display=display or str(path), inputs=inputs)
+
+    async def check_script(self, path: Path, *, inputs: Mapping[str, Any] | None = None) -> Checked:
+        """``validate SCRIPT.py``: the lint findings; when there is no error and ``inputs`` are
+        given, they are checked against the script's ``INPUTS`` too (as ``plan`` would)."""
+        checked = Checked.of(await self.lint_script(path))
+        if not checked.errors and inputs:
+            try:
+                await self.validate(self.request_for(path, inputs=inputs))
+            except InvalidWorkflow as err:
+                checked.add_errors(err)
+        return checked
+
+    async def check_graph(
+        self, path: Path, *, inputs: Mapping[str, Any] | None = None, display: str | None = None
+    ) -> Checked:
+        """``validate FILE.graph.yaml``: :meth:`lint_graph`'s findings, or the input errors."""
+        try:
+            return Checked.of(await self.lint_graph(path, inputs=inputs, display=display))
+        except InvalidWorkflow as err:
+            checked = Checked.of([])
+            checked.add_errors(err)
+            return checked
 
     @_in_thread
     def convert_graph(self, path: Path) -> str:
