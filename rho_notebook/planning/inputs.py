@@ -164,8 +164,8 @@ def check_inputs(
 
     Rejects a string holding a NUL byte or a lone surrogate anywhere in a supplied value (named
     by its input), then missing required inputs, unknown inputs, wrong types and values outside
-    an enum. ``noun`` names what is checked in messages: ``input`` (a workflow's inputs, with the
-    ``--input`` hint) or ``field`` (a human step's form).
+    an enum. ``noun`` names what is checked in messages and rules: ``input`` (a workflow's inputs:
+    ``input.missing``, with the ``--input`` hint) or ``field`` (a human step's form: ``field.missing``).
     """
     problems: list[Diagnostic] = []
     values: dict[str, Any] = {}
@@ -173,14 +173,14 @@ def check_inputs(
         bad = _bad_text(key) or _bad_text(supplied[key])
         if bad is not None:
             shown = key.encode("utf-8", "backslashreplace").decode() if isinstance(key, str) else repr(key)
-            problems.append(Diagnostic(rule="input.text", message=f"{noun} {shown!r} {bad}", file=file))
+            problems.append(Diagnostic(rule=f"{noun}.text", message=f"{noun} {shown!r} {bad}", file=file))
     if problems:
         raise InputError(problems)
     for key in sorted(set(supplied) - set(declared)):
         known = ", ".join(sorted(declared)) or "none"
         problems.append(
             Diagnostic(
-                rule="input.unknown",
+                rule=f"{noun}.unknown",
                 message=f"unknown {noun} {key!r}; "
                 + (f"this workflow declares: {known}" if noun == "input" else f"the form has: {known}"),
                 file=file,
@@ -194,7 +194,7 @@ def check_inputs(
             if decl["required"]:
                 problems.append(
                     Diagnostic(
-                        rule="input.missing",
+                        rule=f"{noun}.missing",
                         message=f"missing required {noun} {key!r} ({kind})"
                         + (f"; pass --input '{key}=JSON'" if noun == "input" else ""),
                         file=file,
@@ -207,11 +207,11 @@ def check_inputs(
         if not _matches(kind, value, choices):
             if kind == "enum":
                 message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
-                rule = "input.enum"
+                rule = f"{noun}.enum"
             else:
                 article = "an" if kind[0] in "aeiou" else "a"
                 message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
-                rule = "input.type"
+                rule = f"{noun}.type"
             problems.append(Diagnostic(rule=rule, message=message, file=file))
             continue
         values[key] = value
