@@ -20,6 +20,7 @@ on); an item over the graph's ``item_bytes`` cap fails the step, naming both siz
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -373,6 +374,4 @@ def _passed(item: Any) -> AttemptResult:
 
 
 def _with_node(ctx: AttemptContext, node: Node) -> AttemptContext:
-    from dataclasses import replace
-
-    return replace(ctx, node=node)
+    return dataclasses.replace(ctx, node=node)

@@ -8,9 +8,11 @@ styles only, no scripts, no external fonts.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection, Mapping
 from html import escape
+from typing import Any
 
 from rho_notebook.views.layout import Layout
 
@@ -59,6 +61,33 @@ def _path(points: tuple[tuple[float, float], ...], direction: str) -> str:
     return "".join(parts)
 
 
+_ROUND = re.compile(r"^(.+)@(\d+)$")
+
+
+def _round_frames(layout: Layout) -> list[str]:
+    """One dashed frame, labelled with the step id, around the loop rounds ``step@N`` of each
+    step of an item graph (as the live widget draws them)."""
+    groups: dict[str, list[Any]] = {}
+    for node in layout.nodes:
+        match = _ROUND.match(node.name)
+        if match is not None:
+            groups.setdefault(match.group(1), []).append(node)
+    frames: list[str] = []
+    for step, nodes in groups.items():
+        left = min(n.x for n in nodes) - 8
+        top = min(n.y for n in nodes) - 16
+        right = max(n.x for n in nodes) + layout.node_width + 8
+        bottom = max(n.y for n in nodes) + layout.node_height + 6
+        rounds = f"{len(nodes)} round{'s' * (len(nodes) != 1)}"
+        frames.append(
+            f'<g class="round-group" data-step="{escape(step)}">'
+            f'<rect x="{left:g}" y="{top:g}" width="{right - left:g}" height="{bottom - top:g}" rx="8" '
+            f'fill="none" stroke="#9ca3af" stroke-dasharray="4,3"/>'
+            f'<text x="{left + 6:g}" y="{top + 11:g}" fill="#6b7280" font-size="10">{escape(step)} \u00b7 {rounds}</text></g>'
+        )
+    return frames
+
+
 def render_svg(
     layout: Layout,
     *,
@@ -101,6 +130,7 @@ def render_svg(
             f'<text x="{legend_x + 4:g}" y="35" fill="#111827" font-size="10">{escape(label)}</text></g>'
         )
     out.append(f'<g transform="translate(0,{_HEADER:g})">')
+    out.extend(_round_frames(layout))
     out.append('<g class="edges" fill="none" stroke="#6b7280" stroke-width="1.2">')
     for edge in layout.edges:
         dash = ' stroke-dasharray="5,4"' if edge.condition else ""

@@ -120,3 +120,24 @@ def test_pane_reads_agent_artifacts(small_plan: object, tmp_path: Path) -> None:
     assert detail["raw_answer"]["text"] == '{"decision": "approve"}'  # type: ignore[index]
     assert detail["usage"] == {"model": "m", "tokens": {"input": 10}}
     assert detail["stdout"] is None  # no exit.json: the process never ran
+
+
+def test_snapshot_frames_the_loop_rounds_of_one_step() -> None:
+    specs = [
+        NodeSpec("init"),
+        NodeSpec("bump@1", ("init",)),
+        NodeSpec("bump@2", ("bump@1",)),
+        NodeSpec("bump@3", ("bump@2",)),
+        NodeSpec("out", ("bump@3",)),
+    ]
+    layout = layered_layout(specs)
+    root = ET.fromstring(render_svg(layout))
+    [frame] = [g for g in root.iter(f"{SVG}g") if g.get("class") == "round-group"]
+    assert frame.get("data-step") == "bump"
+    assert "bump \u00b7 3 rounds" in "".join(frame.itertext())
+    rect = frame.find(f"{SVG}rect")
+    assert rect is not None
+    top, bottom = float(rect.get("y", 0)), float(rect.get("y", 0)) + float(rect.get("height", 0))
+    rows = {node.name: node.y for node in layout.nodes}
+    assert all(top < rows[f"bump@{r}"] < bottom for r in (1, 2, 3))
+    assert not top < rows["init"] < bottom and not top < rows["out"] < bottom
