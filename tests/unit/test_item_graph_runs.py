@@ -449,3 +449,25 @@ def test_an_agent_answer_that_breaks_its_types_fails_the_step(
         state = run_graph(project, ASKING, {"text": "x"})
     assert state.outcome == "failure"
     assert states(state)["classify"] == "failure" and states(state)["tag"] == "blocked"
+
+
+def test_a_code_step_over_its_budget_fails_naming_the_budget(project: Project) -> None:
+    state = run_graph(
+        project,
+        """\
+        name: spin
+        steps:
+          - id: spin
+            kind: code
+            params:
+              source: |
+                def run(item):
+                    n = 0
+                    for i in range(100000000):
+                        n += i
+                    return {"n": n}
+        """,
+    )
+    assert state.outcome == "failure"
+    message = state.nodes["spin"].current.message  # type: ignore[union-attr]
+    assert "code step 'spin'" in message and "evaluator_" in message and "exceeded" in message, message
