@@ -69,7 +69,7 @@ from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decid
 from rho_notebook.runtime.approval_wait import wait_for_decision
 from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
 from rho_notebook.runtime.checkout import CheckoutLock
-from rho_notebook.runtime.reuse import NoReuseKey, ReuseKeys, Seed, may_reuse
+from rho_notebook.runtime.reuse import ReuseKeys, Seed, look_up, may_reuse, taken_records, unseeded_records
 from rho_notebook.runtime.scheduler import Scheduler, uses_checkout, uses_checkout_alone
 from rho_notebook.runtime.wakeup import OwnerControl
 from rho_notebook.store.artifacts import ArtifactWriter
@@ -77,7 +77,7 @@ from rho_notebook.store.files import atomic_write_json
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.reuse import ReuseHit, ReuseIndex
+from rho_notebook.store.reuse import ReuseIndex
 from rho_notebook.store.runs import RunFolder
 
 __all__ = ["RunDriver", "EventSink", "FAILPOINTS", "failpoint"]
@@ -578,7 +578,18 @@ class RunDriver:
         ]
         # Looked up on the loop: a few small reads per node. A thread hop per launch decision
         # cost 2.5 ms a node in bench/reuse.py (GIL hand-offs), the reads themselves 0.1 ms.
-        found = self._look_up(candidates) if candidates else {}
+        found = (
+            look_up(
+                self._keys,
+                candidates,
+                nodes=self.graph_nodes,
+                outputs=self._output,
+                index=ReuseIndex(self.layout) if self.reuse else None,
+                workspace_key=self.workspace_key,
+            )
+            if candidates
+            else {}
+        )
         records: list[dict[str, Any]] = []
         taken: list[str] = []
         for name in seeded:
@@ -595,7 +606,8 @@ class RunDriver:
             source = hit.entry
             self._store_value(name, number, hit.value_bytes, value)
             records.extend(
-                self._taken_records(
+                taken_records(
+                    self.run_id,
                     name,
                     number,
                     (source.run_id, source.node, source.attempt),
@@ -606,49 +618,14 @@ class RunDriver:
             taken.append(name)
         return taken, records
 
-    def _look_up(self, names: list[str]) -> dict[str, tuple[str, ReuseHit | None, Any]]:
-        """Node -> (reuse key, verified hit or None, the hit's decoded value) for each node of
-        ``names`` that has a key; a hit only when this run reuses."""
-        keys = self._keys
-        if keys is None:
-            return {}
-        index = ReuseIndex(self.layout)
-        found: dict[str, tuple[str, ReuseHit | None, Any]] = {}
-        for name in names:
-            try:
-                key = keys.key(self.graph_nodes[name], self._output)
-                hit = index.lookup(key, workspace_key=self.workspace_key) if self.reuse else None
-            except NoReuseKey:
-                continue
-            except Exception:  # reuse only saves work: any failure in it launches the node, never ends the run
-                continue
-            value: Any = UNAVAILABLE
-            if hit is not None and hit.value_bytes is not None:
-                try:
-                    value = json.loads(hit.value_bytes)
-                except ValueError:
-                    hit = None
-            found[name] = (key, hit, value)
-        return found
-
     def _seeded_records(self, name: str, seed: Seed | str) -> list[dict[str, Any]]:
         number = self.state.nodes[name].attempt + 1
         if isinstance(seed, str):
-            return [
-                event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number),
-                event(
-                    EventKind.NODE_FINISHED,
-                    self.run_id,
-                    node=name,
-                    attempt=number,
-                    state=NodeState.FAILURE.value,
-                    exit=None,
-                    message=f"{seed}; no process was started",
-                ),
-            ]
+            return unseeded_records(self.run_id, name, number, seed)
         value: Any = UNAVAILABLE if seed.value_bytes is None else json.loads(seed.value_bytes)
         self._store_value(name, number, seed.value_bytes, value)
-        return self._taken_records(
+        return taken_records(
+            self.run_id,
             name,
             number,
             (seed.run_id, seed.node, seed.attempt),
@@ -663,34 +640,6 @@ class RunDriver:
         if data is None or value is UNAVAILABLE:
             return
         self.outputs[name] = value
-
-    def _taken_records(
-        self, name: str, number: int, source: tuple[str, str, int], *, key: str | None, message: str
-    ) -> list[dict[str, Any]]:
-        """``node_reused`` then a successful ``node_finished``: attempt ``number`` of ``name`` took the
-        stored success ``source`` = (run, node, attempt) instead of a launch."""
-        run_id, node, attempt = source
-        return [
-            event(
-                EventKind.NODE_REUSED,
-                self.run_id,
-                node=name,
-                attempt=number,
-                source_run=run_id,
-                source_node=node,
-                source_attempt=attempt,
-                reuse_key=key,
-            ),
-            event(
-                EventKind.NODE_FINISHED,
-                self.run_id,
-                node=name,
-                attempt=number,
-                state=NodeState.SUCCESS.value,
-                exit=None,
-                message=message,
-            ),
-        ]
 
     def _record_reusable(self) -> None:
         """Index the successes whose node_finished is now fsynced (call right after a journal sync):

@@ -42,12 +42,13 @@ from rho_notebook.exec.base import UnavailableValue, render_template
 from rho_notebook.exec.python import render_args
 from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import AgentNode, Graph, Node, PythonNode
 from rho_notebook.model.reference import OutputRef
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_regular_nofollow
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.reuse import ReuseIndex
+from rho_notebook.store.reuse import ReuseHit, ReuseIndex
 from rho_notebook.store.runs import node_folder
 
 __all__ = [
@@ -58,8 +59,11 @@ __all__ = [
     "predict_reuse",
     "reusable",
     "reuse_key",
+    "look_up",
     "may_reuse",
     "seeds",
+    "taken_records",
+    "unseeded_records",
 ]
 
 KEY_FORMAT = "rho-notebook/reuse-key/v1"
@@ -301,3 +305,85 @@ def seeds(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str,
             continue
         found[name] = Seed(run_id, name, attempt, data)
     return found
+
+
+# -- what the driver journals and looks up --------------------------------------------------------
+
+
+def look_up(
+    keys: ReuseKeys | None,
+    names: list[str],
+    *,
+    nodes: Mapping[str, Node],
+    outputs: ValueLookup,
+    index: ReuseIndex | None,
+    workspace_key: str,
+) -> dict[str, tuple[str, ReuseHit | None, Any]]:
+    """Node -> (reuse key, verified hit or None, the hit's decoded value) for each of ``names``
+    that has a key; ``index`` None (``run --no-reuse``) looks nothing up. Reuse only saves work:
+    any failure computing a key or reading an entry leaves the node out (it launches)."""
+    if keys is None:
+        return {}
+    found: dict[str, tuple[str, ReuseHit | None, Any]] = {}
+    for name in names:
+        try:
+            key = keys.key(nodes[name], outputs)
+            hit = index.lookup(key, workspace_key=workspace_key) if index is not None else None
+        except NoReuseKey:
+            continue
+        except Exception:  # reuse only saves work: any failure in it launches the node, never ends the run
+            continue
+        value: Any = UNAVAILABLE
+        if hit is not None and hit.value_bytes is not None:
+            try:
+                value = json.loads(hit.value_bytes)
+            except ValueError:
+                hit = None
+        found[name] = (key, hit, value)
+    return found
+
+
+def taken_records(
+    run_id: str, name: str, number: int, source: tuple[str, str, int], *, key: str | None, message: str
+) -> list[dict[str, Any]]:
+    """``node_reused`` then a successful ``node_finished``: attempt ``number`` of ``name`` took the
+    stored success ``source`` = (run, node, attempt) instead of a launch."""
+    source_run, source_node, source_attempt = source
+    return [
+        event(
+            EventKind.NODE_REUSED,
+            run_id,
+            node=name,
+            attempt=number,
+            source_run=source_run,
+            source_node=source_node,
+            source_attempt=source_attempt,
+            reuse_key=key,
+        ),
+        event(
+            EventKind.NODE_FINISHED,
+            run_id,
+            node=name,
+            attempt=number,
+            state=NodeState.SUCCESS.value,
+            exit=None,
+            message=message,
+        ),
+    ]
+
+
+def unseeded_records(run_id: str, name: str, number: int, why: str) -> list[dict[str, Any]]:
+    """A ``try`` node whose source run has no value to give it: it fails at once, saying ``why``,
+    and no process starts."""
+    return [
+        event(EventKind.NODE_LAUNCHED, run_id, node=name, attempt=number),
+        event(
+            EventKind.NODE_FINISHED,
+            run_id,
+            node=name,
+            attempt=number,
+            state=NodeState.FAILURE.value,
+            exit=None,
+            message=f"{why}; no process was started",
+        ),
+    ]
