@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, render_template
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import CommandNode, ShellNode
+from rho_notebook.model.graph import CommandNode, FrozenExecutable, ShellNode
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write_json
 
-__all__ = ["CommandExecutor", "process_facts", "render_argv"]
+__all__ = ["CommandExecutor", "frozen_process_facts", "process_facts", "render_argv"]
 
 
 def render_argv(node: CommandNode | ShellNode, outputs: Any) -> tuple[str, ...]:
@@ -33,13 +34,18 @@ def render_argv(node: CommandNode | ShellNode, outputs: Any) -> tuple[str, ...]:
 
 def process_facts(node: CommandNode | ShellNode, outputs: Any) -> dict[str, Any]:
     """The frozen process facts a person or a hook decides on: executable and digest, argv, cwd."""
-    exe = node.executable
+    return frozen_process_facts(node.executable, render_argv(node, outputs), node.cwd)
+
+
+def frozen_process_facts(exe: FrozenExecutable, argv: Sequence[str], cwd: str) -> dict[str, Any]:
+    """The facts of one launch of ``exe`` (and its interpreters) with ``argv`` in ``cwd``: what a
+    supervised launch asks a person about, for command nodes and item-graph command steps."""
     return {
         "executable": exe.file.path,
         "sha256": exe.file.sha256,
         "interpreters": [{"path": i.path, "sha256": i.sha256} for i in exe.interpreters],
-        "argv": list(render_argv(node, outputs)),
-        "cwd": node.cwd,
+        "argv": list(argv),
+        "cwd": cwd,
     }
 
 

@@ -31,6 +31,7 @@ from rho_notebook.agents.redact import Redactor
 from rho_notebook.errors import ItemTooLarge, RhoError
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue
+from rho_notebook.exec.command import frozen_process_facts
 from rho_notebook.model.graph import AgentNode, Graph, ItemNode, Node
 from rho_notebook.model.itemgraph import FieldDecl, check_item_size
 from rho_notebook.model.itemrun import delivered_items, merge_join
@@ -48,7 +49,7 @@ from rho_notebook.model.schema import (
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import json_bytes
 
-__all__ = ["ItemExecutor", "answer_schema", "command_argv", "first_item_of", "input_item", "item_launch_facts"]
+__all__ = ["ItemExecutor", "answer_schema", "command_argv", "input_item", "item_launch_facts"]
 
 
 class _StepCancelled(Exception):
@@ -79,7 +80,7 @@ def _nodes_of(graph: Graph) -> dict[str, Node]:
 def input_item(node: ItemNode, graph: Graph, outputs: Any) -> dict[str, Any]:
     """The item ``node`` receives (see the module docstring)."""
     if not node.sources:
-        return first_item_of(graph)
+        return dict(graph.input_values())  # the first item: one field per declared input
     nodes = _nodes_of(graph)
     delivered = delivered_items(node, nodes, outputs)
     if node.step_kind == "join":
@@ -89,11 +90,6 @@ def input_item(node: ItemNode, graph: Graph, outputs: Any) -> dict[str, Any]:
         raise UnavailableValue(msg)
     value = delivered[0][1]
     return dict(value) if isinstance(value, dict) else {"value": value}
-
-
-def first_item_of(graph: Graph) -> dict[str, Any]:
-    """The first item: one field per declared input, with the run's values."""
-    return {decl.name: decl.value for decl in graph.inputs}
 
 
 def command_argv(node: ItemNode, item: Any, run: RunContext) -> tuple[str, ...]:
@@ -111,14 +107,7 @@ def item_launch_facts(node: ItemNode, graph: Graph, outputs: Any, run: RunContex
     process facts (as for a command node), or the agent and its resolved prompt."""
     item = input_item(node, graph, outputs)
     if node.step_kind == "command" and node.executable is not None:
-        exe = node.executable
-        return {
-            "executable": exe.file.path,
-            "sha256": exe.file.sha256,
-            "interpreters": [{"path": i.path, "sha256": i.sha256} for i in exe.interpreters],
-            "argv": list(command_argv(node, item, run)),
-            "cwd": node.cwd,
-        }
+        return frozen_process_facts(node.executable, command_argv(node, item, run), node.cwd)
     facts: dict[str, Any] = {"step": node.step, "kind": node.step_kind, "access": node.access}
     if node.agent is not None:
         facts["agent"] = node.agent

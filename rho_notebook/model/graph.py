@@ -265,14 +265,14 @@ class ItemNode(_NodeBase):
         return self.step_kind not in ("agent", "model", "command")
 
     @property
-    def slot(self) -> Literal["agent", "command", "inline"]:
+    def slot(self) -> Literal["agent", "command", "none"]:
         """Which scheduler limit an attempt counts against: agents, commands, or none (steps the
         owner computes itself, and human steps, which wait without cost)."""
         if self.step_kind in ("agent", "model"):
             return "agent"
         if self.step_kind == "command":
             return "command"
-        return "inline"
+        return "none"
 
 
 class ItemSettings(FrozenModel):

@@ -352,7 +352,7 @@ def authority_of(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
                 detail = (
                     f"one completion from agent {node.agent!r}'s model"
                     if node.agent
-                    else "one completion from " + f"{node.params.get('provider')}/{node.params.get('model')}"
+                    else f"one completion from {node.params.get('provider')}/{node.params.get('model')}"
                 )
                 items.add(AuthorityItem(kind="capability", value="model", detail=detail))
             elif node.step_kind == "human":

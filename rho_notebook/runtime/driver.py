@@ -463,7 +463,7 @@ class RunDriver:
         if isinstance(node, AgentNode) or (
             needs_facts
             and isinstance(node, (CommandNode, ShellNode, PythonNode, ItemNode))
-            and (not isinstance(node, ItemNode) or node.slot != "inline")
+            and (not isinstance(node, ItemNode) or node.slot != "none")
         ):
             try:
                 facts = self._launch_facts(node)

@@ -53,7 +53,7 @@ def slot_of(node: Node) -> str:
     if isinstance(node, ApprovalNode):
         return "none"
     if isinstance(node, ItemNode):
-        return "none" if node.slot == "inline" else node.slot
+        return node.slot
     return "agent" if isinstance(node, AgentNode) else "command"
 
 
@@ -66,7 +66,7 @@ def uses_checkout_alone(node: Node) -> bool:
     if not uses_checkout(node):
         return False
     if isinstance(node, (AgentNode, PythonNode, ItemNode)):
-        return node.access != "read_only" or (isinstance(node, ItemNode) and node.slot == "command")
+        return node.access != "read_only"
     return True
 
 
