@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,9 @@ from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import TERMINAL_STATES, Lifecycle, NodeState, workflow_outcome
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_request, write_request
 from rho_notebook.policy.carried import CarriedApprovals, carries
-from rho_notebook.policy.hooks import HookSpec, HookVerdict, run_hooks
-from rho_notebook.policy.permission import LaunchDecision, PermissionMode, decide_launch
+from rho_notebook.policy.gate import Launch, LaunchGate
+from rho_notebook.policy.hooks import HookSpec
+from rho_notebook.policy.permission import LaunchDecision, PermissionMode, launch_kind, read_only
 from rho_notebook.runtime.approval_wait import wait_for_decision
 from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
 from rho_notebook.runtime.checkout import CheckoutLock
@@ -116,13 +118,6 @@ def failpoint(name: str) -> None:
     _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
     if _failpoint_counts[name] >= int(count or 1):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _tool_name(node: Node) -> str:
-    """The ``tool`` a hook sees for a launch of ``node``."""
-    if isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.slot == "agent"):
-        return "workflow_agent"
-    return "workflow_python" if isinstance(node, PythonNode) else "workflow_command"
 
 
 def _rendered_part(node: Node) -> str:
@@ -189,6 +184,8 @@ class RunDriver:
     _ready: set[str] = field(init=False)
     _environ: EnvironmentSnapshot = field(init=False)
     artifacts: ArtifactWriter = field(init=False)
+    gate: LaunchGate = field(init=False)
+    """Mode, hooks, carried approvals and asking a person, for every launch of this run."""
     verified: VerifiedHandles = field(init=False)
     """Frozen files verified once for this run and re-checked per launch (closed at the end)."""
     _keys: ReuseKeys | None = field(init=False, default=None)
@@ -202,6 +199,17 @@ class RunDriver:
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.graph, remote=self.remote is not None)
         self.artifacts = ArtifactWriter(self.folder.path)
+        self.gate = LaunchGate(
+            run_id=self.run_id,
+            mode=self.mode,
+            hooks=self.hooks,
+            workspace=self.workspace,
+            emit=self._emit,
+            carry=self._carry_approval,
+            ask=partial(self._decide, kind="launch"),
+            responder_present=self.responder is not None,
+            approval_timeout=self.approval_timeout,
+        )
         self.verified = VerifiedHandles(self.workspace)
         self._environ = EnvironmentSnapshot(os.environ)  # read once: command nodes get the frozen allowlist of it
         self._node_states = {name: record.state for name, record in self.state.nodes.items()}
@@ -387,19 +395,6 @@ class RunDriver:
             }
         return {}
 
-    async def _hooks(self, hook_event: str, node: Node, number: int, payload: dict[str, Any]) -> HookVerdict:
-        specs = self.hooks.get(hook_event, [])
-        if not specs:
-            return HookVerdict()
-        verdict = await run_hooks(hook_event, specs, payload, cwd=self.workspace)  # type: ignore[arg-type]
-        records = []
-        for record in verdict.records:
-            kind = EventKind.HOOK_IGNORED if "keys" in record else EventKind.HOOK_RAN
-            records.append(event(kind, self.run_id, node=node.name, attempt=number, **record))
-        if records:
-            self._emit(*records)
-        return verdict
-
     async def _attempt(
         self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
     ) -> tuple[str, int, AttemptResult]:
@@ -430,9 +425,13 @@ class RunDriver:
         def finish(state: NodeState, message: str) -> tuple[str, int, AttemptResult]:
             return node.name, number, AttemptResult(state=state, message=message)
 
-        policy = decide_launch(self.mode, node)
-        if policy is LaunchDecision.DENY:
-            return finish(NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: no process was started")
+        launch = Launch(
+            kind=launch_kind(node),
+            node=node.name,
+            attempt=number,
+            read_only=read_only(node),
+            approval_seconds=float(node.timeout_seconds),
+        )
         remote = self.remote is not None and placement_of(node) == "any"
         executor = self.remote if remote else self.executors.get(node.kind)
         if executor is None:
@@ -457,61 +456,16 @@ class RunDriver:
             run_fields=self.run_fields,
         )
         facts: dict[str, Any] | None = None
-        needs_facts = policy is LaunchDecision.ASK or bool(
-            self.hooks.get("before_tool_use") or self.hooks.get("after_tool_use")
-        )
-        if isinstance(node, AgentNode) or (
-            needs_facts
-            and isinstance(node, (CommandNode, ShellNode, PythonNode, ItemNode))
-            and (not isinstance(node, ItemNode) or node.slot != "none")
-        ):
+        if self.gate.needs_facts(launch) or (
+            isinstance(node, AgentNode) and self.gate.policy(launch) is not LaunchDecision.DENY
+        ):  # an agent's prompt is rendered here, so a missing value fails it before it starts
             try:
                 facts = self._launch_facts(node)
             except UnavailableValue as err:
-                return finish(
-                    NodeState.FAILURE,
-                    f"cannot render {_rendered_part(node)}: {err}",
-                )
-            tool = _tool_name(node)
-            base = {
-                "tool": tool,
-                "run_id": self.run_id,
-                "node": node.name,
-                "attempt": number,
-                "mode": self.mode.value,
-                "policy": policy.value,
-                "facts": facts,
-            }
-            if resume_request is None:
-                verdict = await self._hooks("before_tool_use", node, number, base)
-                if verdict.denied:
-                    return finish(NodeState.DENIAL, verdict.reason)
-            if policy is LaunchDecision.ASK and not (
-                resume_request is None and self._carry_approval(node.name, number, facts)
-            ):
-                timeout = float(node.timeout_seconds) if self.responder is not None else self.approval_timeout
-                decided = await self._decide(
-                    node.name,
-                    number,
-                    kind="launch",
-                    facts=facts,
-                    timeout=timeout,
-                    cancel=cancel,
-                    request_id=resume_request,
-                )
-                if decided == "cancelled":
-                    return finish(NodeState.CANCELLATION, "cancelled while waiting for approval")
-                if decided is None:
-                    how = "no approval responder is available" if self.responder is None else "nobody decided"
-                    return finish(
-                        NodeState.DENIAL,
-                        f"supervised launch needs approval; {how} within {timeout:g} s, so it fails closed",
-                    )
-                if isinstance(decided, ApprovalDecision) and decided.decision != "approve":
-                    return finish(
-                        NodeState.DENIAL,
-                        f"launch denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
-                    )
+                return finish(NodeState.FAILURE, f"cannot render {_rendered_part(node)}: {err}")
+        refusal = await self.gate.admit(launch, facts, cancel=cancel, resume_request=resume_request)
+        if refusal is not None:
+            return finish(refusal.state, refusal.message)
         try:
             if self.checkout is None or not uses_checkout(node) or (remote and self.graph.checkout == "shared"):
                 # a shared checkout: each worker has its own copy, remote nodes take no cross-host lock
@@ -527,22 +481,11 @@ class RunDriver:
             return node.name, number, AttemptResult(state=NodeState.RUNNING, message=err.message)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
-        if facts is not None and self.hooks.get("after_tool_use"):
-            payload = {
-                "tool": _tool_name(node),
-                "run_id": self.run_id,
-                "node": node.name,
-                "attempt": number,
-                "mode": self.mode.value,
-                "policy": policy.value,
-                "facts": facts,
-                "result": {"state": result.state.value, "exit": result.exit},
-            }
-            verdict = await self._hooks("after_tool_use", node, number, payload)
-            if verdict.denied and result.state is NodeState.SUCCESS:
-                result = AttemptResult(
-                    state=NodeState.FAILURE, message=verdict.reason, exit=result.exit, artifacts=result.artifacts
-                )
+        refusal = await self.gate.review(launch, facts, state=result.state, exit=result.exit)
+        if refusal is not None:
+            result = AttemptResult(
+                state=refusal.state, message=refusal.message, exit=result.exit, artifacts=result.artifacts
+            )
         return node.name, number, result
 
     def _launch(self, names: list[str]) -> None:

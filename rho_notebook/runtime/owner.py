@@ -388,6 +388,7 @@ async def _execute_script(
         on_event=on_event,
         mode=PermissionMode(manifest.mode),
         checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
+        hooks=load_hooks(layout.home, workspace, trusted=trusted),
         responder=responder,
         approval_timeout=approval_timeout,
         workspace_key=manifest.workspace_key,

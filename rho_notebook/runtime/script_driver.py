@@ -40,7 +40,7 @@ import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,8 +55,9 @@ from rho_notebook.model.graph import Graph, ScriptSpec
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_fd
-from rho_notebook.policy.approvals import ApprovalDecision, who_am_i
-from rho_notebook.policy.permission import LaunchDecision, PermissionMode
+from rho_notebook.policy.approvals import who_am_i
+from rho_notebook.policy.gate import Launch
+from rho_notebook.policy.permission import LaunchKind
 from rho_notebook.runtime.driver import RunDriver, failpoint
 from rho_notebook.runtime.script_channel import Answer, ScriptChannel, encode_answer
 from rho_notebook.runtime.script_replay import (
@@ -95,13 +96,6 @@ MAX_OUTPUT_BYTES = 1_048_576
 _PACKAGE_DIR = Path(__file__).resolve().parents[2]
 """The folder holding this ``rho_notebook`` package: the script's interpreter imports the
 standard-library ``rho_notebook.script`` from there when it has no rho_notebook of its own."""
-
-
-def _launch_policy(mode: PermissionMode) -> LaunchDecision:
-    """A process launch under ``mode`` (policy/permission.py's table for command launches)."""
-    if mode is PermissionMode.AUTO:
-        return LaunchDecision.ALLOW
-    return LaunchDecision.DENY if mode is PermissionMode.PLAN else LaunchDecision.ASK
 
 
 def script_facts(graph: Graph) -> dict[str, Any]:
@@ -284,6 +278,9 @@ class ScriptDriver(RunDriver):
         else:
             record = exit_record(result)
         self._emit(event(EventKind.SCRIPT_EXITED, self.run_id, exit=record))
+        ok = not isinstance(result, str) and result.kind == "exit" and result.exit_code == 0
+        exited = NodeState.SUCCESS if ok else NodeState.FAILURE
+        refusal = await self.gate.review(self._script_launch(), facts, state=exited, exit=record)
         await self._settle_artifacts()
         if self._cancelling or requests:
             self._finish_cancellation(requests)
@@ -301,7 +298,10 @@ class ScriptDriver(RunDriver):
             )
             self._complete_with("failure", message)
             return
-        self._complete_with(*self._outcome(result, stderr))
+        outcome, message = self._outcome(result, stderr)
+        if refusal is not None and outcome == "success":
+            outcome, message = refusal.state.value, refusal.message
+        self._complete_with(outcome, message)
 
     def _settled(self) -> list[tuple[str, int]]:
         """(key, attempt) of each step whose last attempt settled: what a replay answers from."""
@@ -390,36 +390,26 @@ class ScriptDriver(RunDriver):
 
     # -- the script launch ----------------------------------------------------------------------------
 
+    def _script_launch(self) -> Launch:
+        """The script's own process as a launch (one per execution)."""
+        return Launch(
+            kind=LaunchKind.SCRIPT, node=SCRIPT_NODE, attempt=1, approval_seconds=float(self._spec().timeout_seconds)
+        )
+
     async def _gate(self, facts: dict[str, Any], requests: list[str]) -> tuple[str, str] | None:
         """None when the script may start; else (outcome, message) of the run. Cancel requests
-        taken while a person is asked are added to ``requests``."""
-        number = 1  # the script has one launch per execution
-        policy = _launch_policy(self.mode)
-        if policy is LaunchDecision.ALLOW:
-            return None
-        if policy is LaunchDecision.DENY:
-            return "denial", f"denied by permission mode {self.mode.value!r}: the script was not started"
-        if self._carry_approval(SCRIPT_NODE, number, facts):
-            return None
+        taken while the gate runs (a person is asked, a hook runs) are added to ``requests``."""
         cancel = CancelSignal()
-        timeout = float(self._spec().timeout_seconds) if self.responder is not None else self.approval_timeout
         watch = asyncio.ensure_future(self._watch_cancel(cancel, requests))
         try:
-            decided = await self._decide(
-                SCRIPT_NODE, number, kind="launch", facts=facts, timeout=timeout, cancel=cancel, request_id=None
-            )
+            refusal = await self.gate.admit(self._script_launch(), facts, cancel=cancel)
         finally:
             watch.cancel()
-        if decided == "cancelled" or self._cancelling:
-            return "cancellation", "cancelled while waiting for approval of the script"
-        if decided is None:
-            how = "no approval responder is available" if self.responder is None else "nobody decided"
-            return "denial", f"the script launch needs approval; {how} within {timeout:g} s, so it fails closed"
-        if isinstance(decided, ApprovalDecision) and decided.decision != "approve":
-            return "denial", f"script launch denied by {decided.by}" + (
-                f": {decided.comment}" if decided.comment else ""
-            )
-        return None
+        if refusal is None:
+            return None
+        if self._cancelling:
+            return NodeState.CANCELLATION.value, refusal.message
+        return refusal.state.value, refusal.message
 
     async def _watch_cancel(self, cancel: asyncio.Event, requests: list[str]) -> None:
         while True:
@@ -790,24 +780,11 @@ class ScriptDriver(RunDriver):
         """Ask when the mode says so, run the step, store its value: (state, message, exit, payload)."""
         key = call.key
         empty: dict[str, Any] = {"output": None, "value": None}
-        policy = self._step_policy(call, prepared)
-        if policy is LaunchDecision.DENY:
-            return NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: nothing ran", None, empty
-        if policy is LaunchDecision.ASK and not self._carry_approval(key, number, prepared.facts):
-            budget = call.args.get("timeout_seconds") if isinstance(call.args, dict) else None
-            timeout = float(budget or 3600) if self.responder is not None else self.approval_timeout
-            decided = await self._decide(
-                key, number, kind="launch", facts=prepared.facts, timeout=timeout, cancel=cancel, request_id=None
-            )
-            if decided == "cancelled":
-                return NodeState.CANCELLATION, "cancelled while waiting for approval", None, empty
-            if decided is None:
-                how = "no approval responder is available" if self.responder is None else "nobody decided"
-                message = f"supervised launch needs approval; {how} within {timeout:g} s, so it fails closed"
-                return NodeState.DENIAL, message, None, empty
-            if isinstance(decided, ApprovalDecision) and decided.decision != "approve":
-                comment = f": {decided.comment}" if decided.comment else ""
-                return NodeState.DENIAL, f"launch denied by {decided.by}{comment}", None, empty
+        launch = self._step_launch(call, prepared, number)
+        facts = prepared.facts if self.gate.needs_facts(launch) else None
+        refusal = await self.gate.admit(launch, facts, cancel=cancel)
+        if refusal is not None:
+            return refusal.state, refusal.message, None, empty
         attempt_dir = self.folder.attempt_dir(key, number)
         await asyncio.to_thread(ensure_private_dir, attempt_dir, below=self.folder.path)
 
@@ -818,6 +795,9 @@ class ScriptDriver(RunDriver):
             result = await self.steps.run(prepared, attempt_dir=attempt_dir, cancel=cancel, on_started=started)
         except Exception as err:  # a step runner bug must end the step, not the run
             return NodeState.FAILURE, f"step runner error: {type(err).__name__}: {err}", None, empty
+        refusal = await self.gate.review(launch, facts, state=result.state, exit=result.exit)
+        if refusal is not None:
+            result = replace(result, state=refusal.state, message=refusal.message)
         payload = {"output": result.output, "value": result.value}
         try:  # before node_finished: a journaled success always has its value (a failure's is kept too)
             await asyncio.to_thread(atomic_write_json, attempt_dir / "value.json", payload)
@@ -825,12 +805,18 @@ class ScriptDriver(RunDriver):
             return NodeState.FAILURE, f"the step's result could not be stored: {err}", result.exit, empty
         return result.state, result.message, result.exit, payload
 
-    def _step_policy(self, call: StepCall, prepared: PreparedStep) -> LaunchDecision:
-        """Command steps and mutating agent steps are launches; model steps and read-only agents
-        always start (as read-only agent nodes do)."""
-        if call.kind == "model" or (call.kind == "agent" and prepared.facts.get("access") == "read_only"):
-            return LaunchDecision.ALLOW
-        return _launch_policy(self.mode)
+    def _step_launch(self, call: StepCall, prepared: PreparedStep, number: int) -> Launch:
+        """A step call as a launch: command steps (a flow's tool calls too) are process launches,
+        agent steps are agents (read-only ones start in every mode), model steps one completion."""
+        kinds = {"command": LaunchKind.COMMAND, "agent": LaunchKind.AGENT, "model": LaunchKind.MODEL}
+        budget = call.args.get("timeout_seconds") if isinstance(call.args, dict) else None
+        return Launch(
+            kind=kinds.get(call.kind, LaunchKind.COMMAND),
+            node=call.key,
+            attempt=number,
+            read_only=call.kind == "agent" and prepared.facts.get("access") == "read_only",
+            approval_seconds=float(budget or 3600),
+        )
 
 
 @dataclass(frozen=True)
