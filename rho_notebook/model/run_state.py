@@ -269,6 +269,7 @@ def apply(state: RunState, ev: dict[str, Any]) -> None:
         state.halted = []
         if ev.get("resumed"):
             state.cancelled = False
+        state.refresh_waiting()  # a resumed owner waits again on the requests the last one left
     elif kind == "owner_exited":
         state.owner_pid = None
     elif kind == "node_ready" and node is not None:

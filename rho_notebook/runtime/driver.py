@@ -319,6 +319,21 @@ class RunDriver:
             self._snapshot(force=True)
         else:
             request = read_request(self.folder.requests, request_id)
+            if self.on_event is not None:  # say again who is asked (not journaled: it was, once)
+                self.on_event(
+                    event(
+                        EventKind.APPROVAL_REQUESTED,
+                        self.run_id,
+                        node=name,
+                        attempt=number,
+                        request_id=request.request_id,
+                        approval=request.kind,
+                        facts=request.facts,
+                        facts_sha256=request.facts_sha256,
+                        timeout_seconds=timeout,
+                        rejoined=True,
+                    )
+                )
         if self.responder is not None:
             self.responder(request)
         decision = await wait_for_decision(

@@ -132,7 +132,9 @@ def test_a_human_step_waits_again_after_kill9_and_resume(project: Project) -> No
     assert status(project, run_id)["lifecycle"] == "needs_recovery"
 
     resumed = start(project, "resume", run_id)
-    wait_for_event(resumed, lambda e: e["kind"] == "run_started")
+    _, again = wait_for_event(resumed, lambda e: e["kind"] == "approval_requested")
+    assert again["request_id"] == first["request_id"] and again["rejoined"] is True and "seq" not in again
+    assert status(project, run_id)["lifecycle"] == "waiting"  # not "running": a person is asked again
     answered = project.cli("answer", run_id, "review", 'level="low"', "count=2")
     assert answered.returncode == 0, answered.stderr
     resumed.wait(timeout=30)

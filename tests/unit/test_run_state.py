@@ -772,3 +772,21 @@ def test_repr_is_one_short_line_whatever_the_graph_size() -> None:
         graph=Graph(name="big", inputs=(), nodes=tuple(_cmd(f"n{i:04d}") for i in range(2000)), agents=(), scheduler=SchedulerLimits()),
     )  # fmt: skip
     assert repr(big) == f"<RunState {RUN} planned nodes={{pending: 2000}}>"
+
+
+def test_a_resumed_owner_waiting_on_the_last_owners_request_is_waiting() -> None:
+    """The owner died while a person was asked; the resumed owner waits on the same request, so
+    status reads ``waiting`` from run_started on (issue 28: it read ``running``)."""
+    j = Journal()
+    j("run_created", plan_id="plan-1", graph_digest="sha256:abc", mode="supervised")
+    j("run_started", pid=100, resumed=False)
+    j("node_ready", "inspect")
+    j("node_launched", "inspect", attempt=1)
+    j("approval_requested", "inspect", attempt=1, request_id="req-1", approval="launch", facts={})
+    state = replay(fresh(), j.records)
+    assert state.lifecycle is Lifecycle.WAITING
+    j("run_started", pid=200, resumed=True)
+    state = replay(fresh(), j.records)
+    assert state.lifecycle is Lifecycle.WAITING and state.owner_pid == 200
+    j("approval_decided", "inspect", attempt=1, request_id="req-1", decision="approve", by="ann")
+    assert replay(fresh(), j.records).lifecycle is Lifecycle.RUNNING
