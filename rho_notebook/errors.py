@@ -35,6 +35,7 @@ __all__ = [
     "ConfirmationRequired",
     "PlanNotApproved",
     "ApprovalRefused",
+    "AlreadyDecided",
     "RunRefused",
     "NeedsRecovery",
     "TryRefused",
@@ -270,6 +271,20 @@ class ApprovalRefused(RhoError):
     exit_code = 1
     """1, not 3: ``rho-notebook approve`` has always exited 1 here (tests/cli/test_approvals.py)."""
     http_status = 409
+
+
+class AlreadyDecided(ApprovalRefused):
+    """Someone else's decision (or answer) on the request stands; this one was not recorded. Every
+    front end reports it the same way, so a caller is told it decided only when it did."""
+
+    rule = "already_decided"
+    exit_code = 3
+    http_status = 409
+
+    def __init__(self, message: str, *, standing: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.standing = dict(standing)
+        """The decision that stands (decision, by, at, via, comment, answer)."""
 
 
 # -- runs --------------------------------------------------------------------------------------------

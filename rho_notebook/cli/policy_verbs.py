@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.cli.run_verbs import EXIT_REFUSED
 from rho_notebook.service import (
     ApprovalDecision,
     ApprovalRequest,
@@ -74,17 +72,7 @@ def run_approve(args: argparse.Namespace) -> int:
         print(describe_request(request))  # what is decided, before deciding it
         return await service.decide(request, approve=not args.deny, comment=args.comment, via="cli")
 
-    decision = asyncio.run(decide())
-    if (
-        decision.via != "cli"
-        or decision.decision != ("deny" if args.deny else "approve")
-        or decision.comment != args.comment
-    ):
-        print(
-            f"already decided: {decision.decision} by {decision.by} at {decision.at} via {decision.via}; your decision was not recorded",
-            file=sys.stderr,
-        )
-        return EXIT_REFUSED
+    decision = asyncio.run(decide())  # AlreadyDecided (exit 3) when another decision stands
     print(f"{'denied' if args.deny else 'approved'} by {decision.by} at {decision.at}")
     return 0
 
@@ -98,14 +86,7 @@ def run_answer(args: argparse.Namespace) -> int:
         print(describe_request(request))
         return request, await service.answer(request, values, comment=args.comment, via="cli")
 
-    request, decision = asyncio.run(answer())
-    if decision.via != "cli" or decision.answer is None or decision.comment != args.comment:
-        shown = "declined" if decision.answer is None else f"answered {json.dumps(decision.answer)}"
-        print(
-            f"already decided: {shown} by {decision.by} at {decision.at} via {decision.via}; your answer was not recorded",
-            file=sys.stderr,
-        )
-        return EXIT_REFUSED
+    request, decision = asyncio.run(answer())  # AlreadyDecided (exit 3) when another answer stands
     print(
         f"answered step {request.facts.get('step', request.node)} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}"
     )

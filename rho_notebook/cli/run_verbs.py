@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
-from rho_notebook.errors import ConfirmationRequired, NotFound, RhoError, RunRefused
+from rho_notebook.errors import AlreadyDecided, ConfirmationRequired, NotFound, RhoError, RunRefused
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, is_graph_file
@@ -271,8 +271,10 @@ def _terminal_responder(service: Service) -> Responder:
                 return
             approve = answer[:1].lower() == "y"
             comment = answer[1:].strip(" :") or None
-            # This thread's own loop: the owner's loop is busy running the run.
-            asyncio.run(service.decide(request, approve=approve, comment=comment, via="terminal"))
+            try:  # this thread's own loop: the owner's loop is busy running the run
+                asyncio.run(service.decide(request, approve=approve, comment=comment, via="terminal"))
+            except RhoError as err:  # decided elsewhere first, or refused: say so, the run goes on
+                print(f"rho-notebook: {err.message}", file=sys.stderr, flush=True)
 
         threading.Thread(target=prompt, daemon=True, name=f"approve-{request.request_id[:8]}").start()
 
@@ -294,6 +296,9 @@ def _fill_form(service: Service, request: ApprovalRequest) -> None:
         try:
             values = parse_input_args(raw, limits=load_limits())
             asyncio.run(service.answer(request, values, via="terminal"))
+            return
+        except AlreadyDecided as err:  # answered elsewhere first: nothing to try again
+            print(f"rho-notebook: {err.message}", file=sys.stderr, flush=True)
             return
         except RhoError as err:
             print(f"rho-notebook: {err.message}; try again", file=sys.stderr, flush=True)

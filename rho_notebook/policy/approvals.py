@@ -18,10 +18,11 @@ import getpass
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Literal
 
-from rho_notebook.errors import ApprovalRefused, StoreError
+from rho_notebook.errors import AlreadyDecided, ApprovalRefused, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.oshelpers import ancestors
 from rho_notebook.store.files import atomic_write_json, fsync_dir, read_nofollow
@@ -33,6 +34,8 @@ __all__ = [
     "read_request",
     "list_requests",
     "write_decision",
+    "record_decision",
+    "already_decided",
     "read_decision",
     "who_am_i",
     "check_decider",
@@ -128,8 +131,9 @@ def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision
     """Record ``decision`` unless one exists; returns the decision that stands."""
     path = _decision_path(folder, decision.request_id)
     payload = decision.model_dump_json().encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    # a name of its own per call: two threads of one process (a widget and the server) may race
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, payload)
         os.fsync(fd)
@@ -146,6 +150,36 @@ def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision
     os.unlink(tmp)
     fsync_dir(folder)
     return decision
+
+
+def record_decision(folder: Path, request: ApprovalRequest, decision: ApprovalDecision) -> ApprovalDecision:
+    """Record ``decision`` on ``request`` if it is the first.
+
+    Raises
+    ------
+    AlreadyDecided
+        Another decision stands (also when it is identical to this one: only the caller whose
+        decision was written is told that it decided).
+    """
+    standing = write_decision(folder, decision)
+    if standing is not decision:
+        raise already_decided(request, standing)
+    return standing
+
+
+def already_decided(request: ApprovalRequest, standing: ApprovalDecision) -> AlreadyDecided:
+    """The error naming who decided ``request``, when and how: one wording for every front end."""
+    who = f"by {standing.by} at {standing.at} via {standing.via}"
+    if request.kind == "form":
+        step = request.facts.get("step", request.node)
+        shown = "declined" if standing.answer is None else f"answered {json.dumps(standing.answer, sort_keys=True)}"
+        msg = f"step {step} of run {request.run_id} was already {shown} {who}; your answer was not recorded"
+    else:
+        msg = (
+            f"request {request.request_id} of run {request.run_id} was already decided: {standing.decision} {who}; "
+            "your decision was not recorded"
+        )
+    return AlreadyDecided(msg, standing=standing.model_dump())
 
 
 def check_decider(*, run_id: str, owner_pid: int | None) -> None:

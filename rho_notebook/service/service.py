@@ -48,12 +48,13 @@ from rho_notebook.planning.script import Finding, is_script_request, lint_script
 from rho_notebook.policy.approvals import (
     ApprovalDecision,
     ApprovalRequest,
+    already_decided,
     check_decider,
     list_requests,
     read_decision,
     read_request,
+    record_decision,
     who_am_i,
-    write_decision,
 )
 from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
 from rho_notebook.policy.trust import TrustStore
@@ -921,6 +922,8 @@ class Service:
         ApprovalRefused
             The caller is the run's owner process or one of its children (a node cannot approve
             itself).
+        AlreadyDecided
+            Another decision stands (an identical one too): this one was not recorded.
         """
         if request.kind == "form" and approve:
             msg = (
@@ -940,7 +943,7 @@ class Service:
             via=via,
             facts_sha256=request.facts_sha256,
         )
-        standing = write_decision(self.run_store.folder(request.run_id).requests, decision)
+        standing = record_decision(self.run_store.folder(request.run_id).requests, request, decision)
         poke_owner(request.run_id, request.request_id, timeout=0.0)
         return standing
 
@@ -952,11 +955,21 @@ class Service:
         ------
         NotFound
             The run has no pending form request for that step (the message lists those it has).
+        AlreadyDecided
+            The step's form was answered or declined already (the message says by whom and when).
         """
         folder = self.run_store.folder(self.run_store.resolve(run)).requests
         pending = [r for r in list_requests(folder) if r.kind == "form" and read_decision(folder, r.request_id) is None]
         found = [r for r in pending if step in (r.node, r.facts.get("step"))]
         if not found:
+            answered = [
+                (r, d)
+                for r in list_requests(folder)
+                if r.kind == "form" and step in (r.node, r.facts.get("step"))
+                if (d := read_decision(folder, r.request_id)) is not None
+            ]
+            if answered:  # too late: say who answered, and when
+                raise already_decided(*max(answered, key=lambda pair: pair[0].requested_at))
             waiting = ", ".join(sorted(r.node for r in pending)) or "none"
             msg = f"run {run}: no human step {step!r} is waiting for an answer (steps waiting: {waiting})"
             raise NotFound(msg)
@@ -977,6 +990,8 @@ class Service:
             A value is missing, unknown or of the wrong type (the message names the field).
         ApprovalRefused
             The caller is the run's owner or one of its children.
+        AlreadyDecided
+            Another answer (or a decline) stands: this one was not recorded.
         """
         form = request.facts.get("form") or {}
         where = f"step {request.facts.get('step', request.node)}"
@@ -993,7 +1008,7 @@ class Service:
             facts_sha256=request.facts_sha256,
             answer=checked,
         )
-        standing = write_decision(self.run_store.folder(request.run_id).requests, decision)
+        standing = record_decision(self.run_store.folder(request.run_id).requests, request, decision)
         poke_owner(request.run_id, request.request_id, timeout=0.0)
         return standing
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import ipywidgets as w  # type: ignore[import-untyped]
 
+from rho_notebook.errors import AlreadyDecided
 from rho_notebook.service import ApprovalRequest, Service, describe_request
 from rho_notebook.widgets._call import call
 
@@ -85,6 +86,9 @@ class ApprovalsPanel:
                 standing = call(
                     self.service.decide(request, approve=approved, comment=comment.value or None, via="notebook")
                 )
+            except AlreadyDecided as err:  # someone else decided first: theirs stands
+                note.value = html.escape(err.message)
+                return
             except Exception as err:  # refused or failed: say so on the card; the request stays pending
                 note.value = f"<span style='color:#b00'>{html.escape(getattr(err, 'message', None) or str(err))}</span>"
                 approve.disabled = deny.disabled = False
