@@ -120,6 +120,21 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _asked(request: ApprovalRequest, *, timeout: float) -> dict[str, Any]:
+    """The ``approval_requested`` record of ``request``."""
+    return event(
+        EventKind.APPROVAL_REQUESTED,
+        request.run_id,
+        node=request.node,
+        attempt=request.attempt,
+        request_id=request.request_id,
+        approval=request.kind,
+        facts=request.facts,
+        facts_sha256=request.facts_sha256,
+        timeout_seconds=timeout,
+    )
+
+
 def _rendered_part(node: Node) -> str:
     if isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.slot == "agent"):
         return "the prompt"
@@ -302,38 +317,13 @@ class RunDriver:
                 requested_at=time.time(),
             )
             write_request(self.folder.requests, request)
-            self._emit(
-                event(
-                    EventKind.APPROVAL_REQUESTED,
-                    self.run_id,
-                    node=name,
-                    attempt=number,
-                    request_id=request.request_id,
-                    approval=request.kind,
-                    facts=facts,
-                    facts_sha256=request.facts_sha256,
-                    timeout_seconds=timeout,
-                )
-            )
+            self._emit(_asked(request, timeout=timeout))
             self.journal.sync()
             self._snapshot(force=True)
         else:
             request = read_request(self.folder.requests, request_id)
             if self.on_event is not None:  # say again who is asked (not journaled: it was, once)
-                self.on_event(
-                    event(
-                        EventKind.APPROVAL_REQUESTED,
-                        self.run_id,
-                        node=name,
-                        attempt=number,
-                        request_id=request.request_id,
-                        approval=request.kind,
-                        facts=request.facts,
-                        facts_sha256=request.facts_sha256,
-                        timeout_seconds=timeout,
-                        rejoined=True,
-                    )
-                )
+                self.on_event({**_asked(request, timeout=timeout), "rejoined": True})
         if self.responder is not None:
             self.responder(request)
         decision = await wait_for_decision(
