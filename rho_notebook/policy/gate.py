@@ -117,7 +117,11 @@ class LaunchGate:
         policy = self.policy(launch)
         if policy is LaunchDecision.DENY:
             return Refusal(NodeState.DENIAL, f"denied by permission mode {self.mode.value!r}: nothing was started")
-        if facts is None or launch.kind is LaunchKind.NONE:
+        if launch.kind is LaunchKind.NONE:
+            return None
+        if facts is None:
+            if self.needs_facts(launch):  # a caller's mistake must not open the gate
+                return Refusal(NodeState.DENIAL, "the launch facts were not computed, so it fails closed")
             return None
         if resume_request is None:
             verdict = await self._hooks("before_tool_use", launch, self._payload(launch, facts, policy))

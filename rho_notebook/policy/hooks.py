@@ -6,24 +6,37 @@ only when the workspace is trusted)::
     {"hooks": {"before_tool_use": [{"command": ["/usr/local/bin/check", "--strict"], "timeout_seconds": 5}],
                "after_tool_use":  [{"command": ["audit-log"]}]}}
 
-Order for every command launch: workspace policy -> before hooks -> host approval when the mode
-requires it -> execution -> after hooks. The before hook runs even when policy allows.
+Hooks see every launch of every form, through the launch gate (:mod:`rho_notebook.policy.gate`):
+permission mode -> before hooks -> carried approval -> a person's approval when the mode requires
+it -> the launch -> after hooks. The before hook runs even when policy allows; a launch the mode
+denies reaches no hook. docs/approvals.md ("The launch gate") has what each rule does to each kind
+of launch.
 
 The JSON contract. A hook gets one object on stdin::
 
-    {"hook_event": "before_tool_use" | "after_tool_use", "tool": "workflow_command",
-     "run_id": ..., "node": ..., "attempt": N, "mode": "auto" | "supervised",
-     "policy": "allow" | "ask", "facts": {"executable", "sha256", "interpreters", "argv", "cwd"},
+    {"hook_event": "before_tool_use" | "after_tool_use",
+     "tool": "workflow_command" | "workflow_python" | "workflow_agent" | "workflow_model" | "workflow_script",
+     "run_id": ..., "node": ..., "attempt": N, "mode": "auto" | "supervised" | "plan",
+     "policy": "allow" | "ask", "facts": {...},
      "result": {"state", "exit"}}          # after_tool_use only
 
-and may print one object on stdout::
+``tool`` is ``workflow_command`` for command and shell nodes, item command steps, script
+``run_command`` steps and flow tool calls; ``workflow_python`` for Python nodes;
+``workflow_agent`` for agent nodes, item agent steps and ``run_step``; ``workflow_model`` for item
+model steps, ``run_model`` and a flow's model calls; ``workflow_script`` for the script or flow
+process itself, whose ``node`` is ``(script)``. ``mode`` is ``plan`` only for what plan mode
+allows (model calls, read-only agents). ``facts`` are what a person approving the launch is shown:
+for a process ``{"executable", "sha256", "interpreters", "argv", "cwd"}``; other kinds have no
+``argv`` (docs/approvals.md lists the facts of each).
+
+A hook may print one object on stdout::
 
     {"decision": "deny" | "continue", "reason": "text"}
 
 Empty stdout means continue. ``deny`` (or a non-zero exit, invalid JSON, or a timeout: hooks fail
-closed) stops the launch (before) or fails the node (after). Anything else a hook says — "allow",
-"approve", new argv, outputs, scheduling — is ignored and reported in the journal, because a hook
-cannot grant authority, schedule nodes, rewrite plans or provide workflow data.
+closed) stops the launch (before) or fails a successful launch (after). Anything else a hook says —
+"allow", "approve", new argv, outputs, scheduling — is ignored and reported in the journal, because
+a hook cannot grant authority, schedule nodes, rewrite plans or provide workflow data.
 """
 
 from __future__ import annotations
