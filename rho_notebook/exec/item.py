@@ -32,6 +32,7 @@ from rho_notebook.errors import ItemTooLarge, RhoError
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
 from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue
 from rho_notebook.exec.command import frozen_process_facts
+from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.graph import AgentNode, Graph, ItemNode, Node
 from rho_notebook.model.itemgraph import FieldDecl, check_item_size
 from rho_notebook.model.itemrun import delivered_items, merge_join
@@ -108,10 +109,14 @@ def item_launch_facts(node: ItemNode, graph: Graph, outputs: Any, run: RunContex
     item = input_item(node, graph, outputs)
     if node.step_kind == "command" and node.executable is not None:
         return frozen_process_facts(node.executable, command_argv(node, item, run), node.cwd)
-    facts: dict[str, Any] = {"step": node.step, "kind": node.step_kind, "access": node.access}
+    prompt = resolve(node.params.get("prompt", ""), item, run)
+    facts: dict[str, Any] = {"step": node.step, "kind": node.step_kind}
     if node.agent is not None:
-        facts["agent"] = node.agent
-    facts["prompt"] = resolve(node.params.get("prompt", ""), item, run)
+        facts.update(agent_launch_facts(graph.agent(node.agent), access=node.access, prompt=prompt))
+    else:  # a model step with its own provider and model
+        facts.update(
+            access=node.access, provider=node.params.get("provider"), model=node.params.get("model"), prompt=prompt
+        )
     return facts
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from typing import Any, Literal
 
 from rho_notebook.model.base import FrozenModel
 
-__all__ = ["AgentDefinition", "AgentOrigin", "READ_ONLY_TOOLS", "MUTATING_TOOLS", "RHO_TOOLS"]
+__all__ = ["AgentDefinition", "AgentOrigin", "READ_ONLY_TOOLS", "MUTATING_TOOLS", "RHO_TOOLS", "agent_launch_facts"]
 
 RHO_TOOLS: tuple[str, ...] = (
     "agent",
@@ -89,3 +91,19 @@ class AgentDefinition(FrozenModel):
             return False
         caps = self.capability_set()
         return caps <= READ_ONLY_TOOLS
+
+
+def agent_launch_facts(agent: AgentDefinition, *, access: str, prompt: str) -> dict[str, Any]:
+    """What a person or a hook decides on before an agent starts (an agent node, an item agent
+    step, a script's ``run_step``): the agent, its runtime and tools, a digest of its whole frozen
+    definition (so an approval never carries over to an edited agent: another body, model or
+    tool list) and the rendered prompt."""
+    definition = json.dumps(agent.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return {
+        "agent": agent.id,
+        "runtime": agent.runtime,
+        "tools": agent.tools if agent.tools == "all" else list(agent.tools),
+        "definition_sha256": "sha256:" + hashlib.sha256(definition.encode()).hexdigest(),
+        "access": access,
+        "prompt": prompt,
+    }

@@ -46,6 +46,7 @@ from rho_notebook.exec.command import process_facts
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.item import item_launch_facts
 from rho_notebook.exec.python import python_facts
+from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import (
@@ -390,14 +391,8 @@ class RunDriver:
         if isinstance(node, ItemNode):
             return item_launch_facts(node, self.graph, self._output, RunContext(self.run_id, **self.run_fields))
         if isinstance(node, AgentNode):
-            agent = self.graph.agent(node.agent)
-            return {
-                "agent": agent.id,
-                "runtime": agent.runtime,
-                "tools": agent.tools if agent.tools == "all" else list(agent.tools),
-                "access": node.access,
-                "prompt": render_template(node.prompt, self._output),
-            }
+            prompt = render_template(node.prompt, self._output)
+            return agent_launch_facts(self.graph.agent(node.agent), access=node.access, prompt=prompt)
         return {}
 
     async def _attempt(
