@@ -104,3 +104,18 @@ def test_hooks_see_the_kind_of_launch_as_their_tool() -> None:
         "workflow_model",
         "workflow_script",
     ]
+
+
+def test_an_edited_agent_has_other_launch_facts_so_no_approval_carries_to_it() -> None:
+    from rho_notebook.model.agent import AgentDefinition, agent_launch_facts
+    from rho_notebook.policy.approvals import facts_digest
+
+    agent = AgentDefinition(id="fixer", description="fixes", tools=("read_file",), body="Be careful.")
+    same = agent_launch_facts(agent, access="mutating", prompt="fix it")
+    assert facts_digest(same) == facts_digest(agent_launch_facts(agent, access="mutating", prompt="fix it"))
+    for edited in (
+        agent.model_copy(update={"body": "Be quick."}),
+        agent.model_copy(update={"model": "other"}),
+        agent.model_copy(update={"tools": ("read_file", "write_file")}),
+    ):
+        assert facts_digest(agent_launch_facts(edited, access="mutating", prompt="fix it")) != facts_digest(same)
