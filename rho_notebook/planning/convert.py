@@ -27,6 +27,12 @@ that would behave differently. How the parts map:
   Refused: a condition on an input or a command's output, ``gt``/``gte``/``lt``/``lte`` on an
   integer or string field, a value the field can never hold, and a step whose out-edges all have
   conditions (it can stall; Starlark has no stalled outcome).
+- The document is validated first (:func:`~rho_notebook.planning.itemgraph.load_graph`), so a
+  command step whose mapping would become code or choose the program (``argv.code``,
+  :mod:`~rho_notebook.planning.code_args`) is refused before anything is written: a converted
+  command node never carries data where the Starlark planner refuses it (data stays after a
+  static program, as ``output(...)``; inputs become ``inputs[...]``, which Starlark treats as
+  static plan content).
 - Agent steps carry no bounds in a graph; their nodes get :data:`AGENT_TIMEOUT_SECONDS` and
   :data:`AGENT_MAX_OUTPUT_BYTES`. The result is deterministic and ends in a newline.
 """

@@ -8,8 +8,11 @@ workflow's (digest, confirmation, authority list), whose nodes are the document'
   inside the body join the instances of one round, the loop edge joins round r's ``x`` to round
   r+1's ``t`` (there is none after round N), an edge into the body enters round 1 and an edge out
   of it leaves from every round. Loop bodies may not share a step.
-- ``command`` steps pin argv[0] as command nodes do and run in the document's folder; ``agent`` steps (and ``model`` steps that
-  name an agent) freeze the agent's definition from the catalog.
+- ``command`` steps pin argv[0] as command nodes do and run in the document's folder; their argv
+  passes the code-argument rule (:mod:`~rho_notebook.planning.code_args`: a mapping is data and
+  never code nor the program) against the files the names resolve to (``argv.code``, with the
+  argument's line:column); ``agent`` steps (and ``model`` steps that name an agent) freeze the
+  agent's definition from the catalog.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import hashlib
 import json
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from rho_notebook.model.graph import GRAPH_FORMAT, Graph, InputDecl, ItemNode, I
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, ItemGraph, is_graph_file
 from rho_notebook.model.itemrun import instance_name
 from rho_notebook.model.plan import PLAN_FORMAT, Plan, PlanManifest
+from rho_notebook.planning.code_args import code_argument_problem, item_argv
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.itemgraph import load_graph, locate
 from rho_notebook.planning.plan import PlanRequest, authority_of, catalog_resolver, frozen_agent, source_records
@@ -191,6 +196,16 @@ def _freeze(
                 extra["executable"] = resolver.executable(params["argv"][0], cwd_label=cwd, node=step.id)
             except PlanError as err:
                 problem("resolve", f"step {step.id!r}: {err.message}")
+                continue
+            code = code_argument_problem(
+                item_argv(params["argv"]),
+                resolved=extra["executable"].file.path,
+                lookup=partial(resolver.canonical_name, cwd_label=cwd),
+                node=step.id,
+                subject="step",
+            )
+            if code is not None:
+                problem("argv.code", code.message, where(("steps", index, "params", "argv", code.argument)))
                 continue
             extra["access"] = "mutating"
         for name in _instances(step.id, loops):

@@ -50,6 +50,13 @@ The rules (``rule``: what it refuses):
 ``graph.mapping_field``
     A mapping in a parameter that takes none (only the parameters each kind lists in
     ``StepParams.MAPPED`` resolve mappings, and a command's program is always literal).
+``argv.code``
+    A command step's argv where a mapping (data: any argv string starting with ``=``) would become
+    code or choose the program: an interpreter's ``-c``/``-e`` text or script (``[sh, -c,
+    "={{ $json.c }}"]``), or the program a wrapper runs (``[env, "={{ $json.p }}"]``); the rule
+    of :mod:`rho_notebook.planning.code_args`, by program name in :func:`lint_graph` (and so in
+    ``convert``); :func:`lint_graph_file` (``validate``) and ``plan`` check the files the names
+    resolve to as well.
 ``limit.node_count`` / ``limit.edge_count`` / ``limit.source_bytes`` / ``limit.value_depth``
     The named planning limits: steps, edges, the document's size and its nesting.
 
@@ -60,9 +67,11 @@ the runner enforces it on every step's output with
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +79,23 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, MappingError, SourceError
-from rho_notebook.model.itemgraph import PARAMS_BY_KIND, STEP_KINDS, Edge, FieldDecl, ItemGraph, StepParams
+from rho_notebook.model.itemgraph import (
+    PARAMS_BY_KIND,
+    STEP_KINDS,
+    CommandStep,
+    Edge,
+    FieldDecl,
+    ItemGraph,
+    StepParams,
+)
 from rho_notebook.model.mapping import is_mapping, looks_like_mapping, parse_mapping
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
+from rho_notebook.planning.code_args import Lookup, code_argument_problem, item_argv
 from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import Finding
 from rho_notebook.source.limits import Limits, load_limits
+from rho_notebook.source.workspace import find_workspace
 
 __all__ = ["ITEM_BYTES_BUDGET", "GraphFinding", "lint_graph", "lint_graph_file", "load_graph", "locate"]
 
@@ -328,6 +348,37 @@ def _check_string(document: _Document, path: Path_, text: str, *, mapped: bool) 
         parse_mapping(text)
     except MappingError as err:
         document.add(path, "graph.mapping_syntax", f"{subject}: {err.message}", step=step, field=field)
+
+
+def _code_arguments(graph: ItemGraph, add: Callable[..., None], *, lookup: Lookup | None = None) -> None:
+    """``argv.code`` (module docstring): by program name, or with ``lookup`` against the files the
+    names resolve to (``add(path, rule, message, step=, field=)`` reports one)."""
+    for number, step in enumerate(graph.steps):
+        if isinstance(step, CommandStep):
+            argv = item_argv(step.params.argv)
+            resolved = lookup(step.params.argv[0]) if lookup is not None else None
+            found = code_argument_problem(argv, resolved=resolved, lookup=lookup, node=step.id, subject="step")
+            if found is not None and found.argument > 0:  # a mapping as argv[0] is graph.mapping_field
+                where: Path_ = ("steps", number, "params", "argv", found.argument)
+                add(where, "argv.code", found.message, step=step.id, field=f"params.argv[{found.argument}]")
+
+
+def _resolved_code_arguments(graph: ItemGraph, text: str, *, path: Path, display: str) -> list[GraphFinding]:
+    """``argv.code`` against the files the programs resolve to now, as ``plan`` checks them (the
+    document's workspace and folder, this process's ``PATH``): ``validate`` accepts no argv that
+    ``plan`` refuses (a symlink to an interpreter under another name)."""
+    folder = path.resolve().parent
+    root = find_workspace(folder).root
+    cwd = "//" + folder.relative_to(root).as_posix() if folder != root else "//"
+    resolver = Resolver(workspace=root, search_path=os.environ.get("PATH", os.defpath))
+    where = locate(text, display=display)
+    found: list[GraphFinding] = []
+
+    def add(at: Path_, rule: str, message: str, *, step: str, field: str) -> None:
+        found.append(GraphFinding(rule, "error", message, display, *where(at), step=step, field=field))
+
+    _code_arguments(graph, add, lookup=partial(resolver.canonical_name, cwd_label=cwd))
+    return found
 
 
 # -- the model's errors ----------------------------------------------------------------------------
@@ -583,6 +634,7 @@ def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tupl
             _model_findings(document, err)
         if graph is not None:
             _graph_rules(document, graph, limits)
+            _code_arguments(graph, document.add)
     found = sorted(document.found, key=lambda f: (f.line, f.column, f.rule))
     return (None if found else graph), found
 
@@ -604,8 +656,9 @@ def load_graph(text: str, *, display: str, limits: Limits | None = None) -> Item
 def lint_graph_file(
     path: Path, *, display: str, inputs: Mapping[str, Any] | None = None, limits: Limits | None = None
 ) -> list[GraphFinding]:
-    """``validate FILE.graph.yaml``: the findings of :func:`lint_graph` for the file at ``path``;
-    with ``inputs``, a valid document's declared inputs are checked against them too.
+    """``validate FILE.graph.yaml``: the findings of :func:`lint_graph` for the file at ``path``,
+    and ``argv.code`` against the files its command programs resolve to (as ``plan`` checks
+    them); with ``inputs``, a valid document's declared inputs are checked against them too.
 
     Raises
     ------
@@ -625,7 +678,9 @@ def lint_graph_file(
         finding = GraphFinding("graph.yaml", "error", f"the file is not UTF-8 text ({err.reason})", display, 1, 1)
         return [finding]
     graph, found = lint_graph(text, display=display, limits=limits)
-    if graph is not None and inputs is not None:
+    if graph is not None:
+        found = _resolved_code_arguments(graph, text, path=path, display=display)
+    if graph is not None and not found and inputs is not None:
         check_inputs(_declarations(graph.inputs), inputs, file=display)
     return found
 

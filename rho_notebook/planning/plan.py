@@ -230,7 +230,7 @@ def _freeze_nodes(
                     node=draft.name,
                 )
                 if problem is not None:
-                    found.append(draft.diagnostic("argv.code", problem[1]))
+                    found.append(draft.diagnostic("argv.code", problem.message))
                     continue
                 nodes.append(CommandNode(argv=argv, cwd=cwd, executable=executable, **common, **placed))
             elif draft.kind == "shell":

@@ -614,12 +614,14 @@ class ScriptDriver(RunDriver):
         self._seen[key] = "running"
         self._offers.pop(key, None)
         after = request.get("after") or []
+        where = request.get("where")
         return StepCall(
             key=key,
             kind=str(request.get("kind")),
             args=request.get("args") or {},
             recovery=request.get("recovery"),
             after=tuple(str(a) for a in after) if isinstance(after, list) else (),
+            where=where if isinstance(where, str) else None,
         )
 
     def _invalid(self, call: StepCall, err: StepInvalid) -> dict[str, Any]:

@@ -21,8 +21,10 @@ command
     executable replaced between prepare and run fails closed. An argv item may be
     ``{"step": KEY, "text": TEXT}``: text taken from step KEY's output. Such items are data, and
     :func:`~rho_notebook.planning.code_args.code_argument_problem` refuses them where an
-    interpreter reads its program (``sh -c``, ``python -c``, a script path), as it refuses
-    ``output()`` references in a command node. ``cwd`` is a ``//`` label, an absolute path inside
+    interpreter reads its program (``sh -c``, ``python -c``, a script path) or a wrapper the
+    program it runs (``env DATA``), as it refuses ``output()`` references in a command node: at
+    prepare, before anything is journaled, naming the step key and the call's ``FILE:LINE``
+    (:attr:`StepCall.where`). ``cwd`` is a ``//`` label, an absolute path inside
     the workspace, or a path relative to the script's working directory; None is the script's.
     Value: ``{"exit_code", "stdout", "stderr"}`` (retained bytes, at most ``max_output_bytes`` per
     stream, as UTF-8 with replacement); output: the stdout text; success iff exit code 0.
@@ -72,12 +74,12 @@ from rho_notebook.exec.command import CommandExecutor, process_facts
 from rho_notebook.exec.verify import is_settled, resolve_path
 from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import AgentNode, ArgvPart, CommandNode, FrozenExecutable, Graph
+from rho_notebook.model.graph import AgentNode, CommandNode, FrozenExecutable, Graph
 from rho_notebook.model.identity import FileIdentity, identity_of_stat
-from rho_notebook.model.reference import OutputRef, Template
+from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Schema, StdoutJsonSchema, schema_depth
 from rho_notebook.model.state import NodeState
-from rho_notebook.planning.code_args import code_argument_problem
+from rho_notebook.planning.code_args import ArgvItem, code_argument_problem, step_datum
 from rho_notebook.planning.resolve import Resolver, resolve_cwd_label
 from rho_notebook.source.limits import load_limits
 from rho_notebook.store.files import FileVersion, atomic_write_json, file_version
@@ -148,6 +150,9 @@ class StepCall:
     """None | ``rerun`` | ``manual``: what resume may do with an unsettled attempt."""
     after: tuple[str, ...] = ()
     """Keys of the steps whose handles fed this call (edges of the live DAG)."""
+    where: str | None = None
+    """``FILE:LINE`` of the call in the script (the shim sends it; not digested, not journaled),
+    named in refusals."""
 
 
 @dataclass(frozen=True)
@@ -403,14 +408,15 @@ class StepRunner:
             raise StepInvalid(msg)
         return relative
 
-    def _argv(self, call: StepCall) -> tuple[list[str], list[ArgvPart]]:
-        """(texts, parts): the argv as launched, and as planning sees it (step data as references)."""
+    def _argv(self, call: StepCall) -> tuple[list[str], list[ArgvItem]]:
+        """(texts, parts): the argv as launched, and as the code-argument rule sees it (step data
+        as data)."""
         raw = call.args["argv"]
         if not isinstance(raw, list) or not raw:
             msg = f"step {call.key!r}: argv must be a non-empty list of strings"
             raise StepInvalid(msg)
         texts: list[str] = []
-        parts: list[ArgvPart] = []
+        parts: list[ArgvItem] = []
         for index, item in enumerate(raw):
             if isinstance(item, str):
                 texts.append(item)
@@ -423,7 +429,7 @@ class StepRunner:
                 and index > 0
             ):
                 texts.append(item["text"])
-                parts.append(Template(parts=(OutputRef(node=item["step"]),)))
+                parts.append(step_datum(item["step"]))
             else:
                 what = "argv[0] must be literal text" if index == 0 else f"argv[{index}] is not a string"
                 msg = f"step {call.key!r}: {what} (got {item!r})"
@@ -472,9 +478,11 @@ class StepRunner:
             resolved=executable.file.path,
             lookup=partial(resolver.canonical_name, cwd_label=cwd),
             node=call.key,
+            subject="step",
+            where=call.where or "",
         )
         if problem is not None:
-            raise StepInvalid(problem[1].replace("node ", "step ", 1))
+            raise StepInvalid(problem.message)
         node = CommandNode(
             name=call.key,
             argv=tuple(texts),

@@ -20,6 +20,11 @@ the interpreter and cannot be told apart. Anything computed from an output (``f"
 or say ``after=[h]``. A handle standing in an argument is replaced by its ``.output``; in a
 command's argv, such an item goes to the runner as ``{"step": KEY, "text": TEXT}`` (step data,
 which the runner never lets an interpreter read as code), every other item as plain text.
+
+**Where.** Every step request carries ``"where": "FILE:LINE"``, the call's place in the author's
+code (the first frame outside this package and :mod:`rho_notebook.flow`; a frozen module by its
+``//`` label). It is not part of the request's fingerprint nor of the step's digest: the runner
+names it in refusals, and a refusal (``ValueError``) that does not name it gets it appended here.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import copy
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from rho_notebook.script._channel import ChannelError, request, step_request
@@ -271,8 +278,44 @@ def _keyed_step(kind: str, key: str, args: dict[str, Any], *, after: Sequence[st
     return _send(kind, _KEYS.claim_built(key), args, recovery=None, edges=list(dict.fromkeys(after)))
 
 
+def _caller() -> str | None:
+    """``FILE:LINE`` of the call that made this step: the first frame outside this package,
+    :mod:`rho_notebook.flow` and the standard library's thread machinery (a step called in a
+    worker thread of a flow's fork names no line of the author's, and gets None). A file under the
+    frozen modules folder (``sys.path[0]`` in a run) is shown by its workspace label,
+    ``//scripts/review.py:12``."""
+    try:
+        frame: FrameType | None = sys._getframe(1)
+    except (AttributeError, ValueError):  # an interpreter without frame access
+        return None
+    while frame is not None and _own(str(frame.f_globals.get("__name__", ""))):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    path = frame.f_code.co_filename
+    root = sys.path[0] if sys.path and sys.path[0] else ""
+    if root and os.path.isabs(path) and path.startswith(os.path.join(root, "")):
+        path = "//" + os.path.relpath(path, root).replace(os.sep, "/")
+    return f"{path}:{frame.f_lineno}"
+
+
+_OWN_MODULES = ("rho_notebook.script", "rho_notebook.flow", "threading", "concurrent.futures")
+
+
+def _own(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in _OWN_MODULES)
+
+
 def _send(kind: str, key: str, args: dict[str, Any], *, recovery: str | None, edges: list[str]) -> StepHandle:
-    answer = step_request({"key": key, "kind": kind, "args": args, "recovery": recovery, "after": edges})
+    where = _caller()
+    fields = {"key": key, "kind": kind, "args": args, "recovery": recovery, "after": edges, "where": where}
+    try:
+        answer = step_request(fields)
+    except ValueError as err:  # a refusal: name the call, if the runner did not
+        if where is None or where in str(err):
+            raise
+        msg = f"{err} (step call at {where})"
+        raise ValueError(msg) from None
     if answer.get("key", key) != key:
         msg = f"the rho-notebook runner answered step {answer.get('key')!r} to a call of step {key!r}"
         raise ChannelError(msg)

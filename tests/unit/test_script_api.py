@@ -201,6 +201,7 @@ def test_steps_without_ids_get_call_n_in_call_order(tmp_path: Path, channel: Cha
             "args": {"argv": ["echo", "one"], "cwd": None, "timeout_seconds": 10, "max_output_bytes": 1000},
             "recovery": None,
             "after": [],
+            "where": "//scripts/flow.py:4",
         },
         {
             "token": TOKEN,
@@ -210,6 +211,7 @@ def test_steps_without_ids_get_call_n_in_call_order(tmp_path: Path, channel: Cha
             "args": {"agent": "reviewer", "prompt": "look", "output": None},
             "recovery": None,
             "after": [],
+            "where": "//scripts/flow.py:5",
         },
         {
             "token": TOKEN,
@@ -219,6 +221,7 @@ def test_steps_without_ids_get_call_n_in_call_order(tmp_path: Path, channel: Cha
             "args": {"agent": "reviewer", "prompt": "again", "output": None},
             "recovery": "rerun",
             "after": [],
+            "where": "//scripts/flow.py:6",
         },
         {
             "token": TOKEN,
@@ -234,6 +237,7 @@ def test_steps_without_ids_get_call_n_in_call_order(tmp_path: Path, channel: Cha
             },
             "recovery": None,
             "after": [],
+            "where": "//scripts/flow.py:7",
         },
     ]
 
@@ -413,7 +417,7 @@ def test_a_halt_and_a_divergence_raise_with_the_step_named(tmp_path: Path, chann
     assert lines[1:] == [
         "diverged call-2 sha256:aa sha256:bb True",
         "cancelled True",
-        "invalid no agent 'nobody' in the catalog",
+        "invalid no agent 'nobody' in the catalog (step call at //scripts/flow.py:20)",
     ]
 
 
