@@ -72,6 +72,7 @@ from rho_notebook.errors import (
 from rho_notebook.exec.base import AttemptContext, AttemptResult
 from rho_notebook.exec.command import CommandExecutor, process_facts
 from rho_notebook.exec.verify import is_settled, resolve_path
+from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, CommandNode, FrozenExecutable, Graph
@@ -610,13 +611,7 @@ class StepRunner:
             "prompt": prompt,
             "output": None if schema is None else schema.model_dump(mode="json"),
         }
-        facts = {
-            "agent": definition.id,
-            "runtime": definition.runtime,
-            "tools": definition.tools if definition.tools == "all" else list(definition.tools),
-            "access": node.access,
-            "prompt": prompt,
-        }
+        facts = agent_launch_facts(definition, access=node.access, prompt=prompt)
         return PreparedStep(call=call, digest=_digest(call, inputs), facts=facts, inputs=inputs, node=node, graph=graph)
 
     def _script_dir(self) -> Path | None:

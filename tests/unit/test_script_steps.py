@@ -287,6 +287,8 @@ def test_agent_step_answers_a_prompt(project: Project) -> None:
         configure(project, server)
         steps = runner(project)
         prepared = steps.prepare(agent("Review the change."))
+        digest = prepared.facts.pop("definition_sha256")
+        assert digest.startswith("sha256:")  # of the whole definition: an edited agent is asked again
         assert prepared.facts == {
             "agent": "tester",
             "runtime": "rho",
