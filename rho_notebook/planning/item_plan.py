@@ -34,6 +34,7 @@ from rho_notebook.model.itemrun import instance_name
 from rho_notebook.model.plan import PLAN_FORMAT, Plan, PlanManifest
 from rho_notebook.planning.code_args import code_argument_problem, item_argv
 from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.item_size import loop_bodies
 from rho_notebook.planning.itemgraph import load_graph, locate
 from rho_notebook.planning.plan import PlanRequest, authority_of, catalog_resolver, frozen_agent, source_records
 from rho_notebook.planning.resolve import Resolver
@@ -42,7 +43,7 @@ from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "loop_bodies", "plan_item_graph"]
+__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "plan_item_graph"]
 
 HUMAN_TIMEOUT_SECONDS = 604_800
 """How long a human step waits for its answer (the ``timeout_seconds`` ceiling: 7 days)."""
@@ -67,44 +68,6 @@ def graph_entry(path: Path, workspace: Workspace) -> SourceText:
 def is_graph_request(request: PlanRequest) -> bool:
     """Whether the entry is an item-graph document (``*.graph.yaml``, ``.graph.yml``, ``.graph.json``)."""
     return is_graph_file(request.entry.label)
-
-
-def loop_bodies(graph: ItemGraph) -> dict[str, tuple[int, frozenset[str]]]:
-    """Step -> (max_rounds, body) of the loop whose body holds it.
-
-    Raises
-    ------
-    ValueError
-        Two loops share a step (the message names it).
-    """
-    forward: dict[str, set[str]] = {s.id: set() for s in graph.steps}
-    backward: dict[str, set[str]] = {s.id: set() for s in graph.steps}
-    for edge in graph.edges:
-        if edge.loop is None:
-            forward[edge.source].add(edge.to)
-            backward[edge.to].add(edge.source)
-    found: dict[str, tuple[int, frozenset[str]]] = {}
-    for edge in graph.edges:
-        if edge.loop is None:
-            continue
-        body = frozenset(_reach(forward, edge.to) & _reach(backward, edge.source))
-        for step in sorted(body):
-            if step in found:
-                msg = f"step {step!r} is in two loops; loops may not share steps"
-                raise ValueError(msg)
-            found[step] = (edge.loop.max_rounds, body)
-    return found
-
-
-def _reach(adjacent: dict[str, set[str]], start: str) -> set[str]:
-    seen = {start}
-    todo = [start]
-    while todo:
-        for nxt in adjacent[todo.pop()]:
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen
 
 
 def _instances(step: str, loops: dict[str, tuple[int, frozenset[str]]]) -> list[str]:

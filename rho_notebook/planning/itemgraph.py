@@ -92,6 +92,7 @@ from rho_notebook.model.mapping import is_mapping, looks_like_mapping, parse_map
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.planning.code_args import Lookup, code_argument_problem, item_argv
 from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.item_size import counted_too_many, size_findings
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import Finding
 from rho_notebook.source.limits import Limits, load_limits
@@ -218,7 +219,11 @@ class _Document:
 
 def _read(text: str, display: str, *, max_depth: int) -> _Document:
     document = _Document(display, max_depth=max_depth)
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # its reader refuses control characters at once
+    except yaml.reader.ReaderError as err:
+        document.found.append(_control_character(err, text, display))
+        return document
     try:
         root = loader.get_single_node()
         if root is None:
@@ -233,6 +238,8 @@ def _read(text: str, display: str, *, max_depth: int) -> _Document:
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         problem = " ".join(p for p in (err.context, err.problem) if p)
         document.found.append(GraphFinding("graph.yaml", "error", f"not valid YAML: {problem}", display, line, column))
+    except yaml.reader.ReaderError as err:
+        document.found.append(_control_character(err, text, display))
     except RecursionError:
         document.add((), "limit.value_depth", "the document nests too deeply to read")
     except yaml.YAMLError as err:
@@ -243,6 +250,19 @@ def _read(text: str, display: str, *, max_depth: int) -> _Document:
         document.add((), "graph.yaml", "the document must be a mapping with name, inputs, steps and edges")
         document.data = None
     return document
+
+
+def _control_character(err: yaml.reader.ReaderError, text: str, display: str) -> GraphFinding:
+    """A character YAML does not allow in a document (NUL, other C0 and C1 controls), located."""
+    position = min(max(int(err.position), 0), len(text))
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    code = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
+    message = (
+        f"not valid YAML: the control character U+{code:04X} is not allowed in a document; write it as an "
+        f'escape inside a double-quoted string (e.g. "\\x{code:02x}") or remove it'
+    )
+    return GraphFinding("graph.yaml", "error", message, display, line, column)
 
 
 # -- naming steps and fields -----------------------------------------------------------------------
@@ -624,6 +644,9 @@ def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tupl
     if size > limits.limit("source_bytes"):
         finding = GraphFinding("limit.source_bytes", "error", _limit_text("source_bytes", limits, size), display, 1, 1)
         return None, [finding]
+    counted = counted_too_many(text, limits)  # before the document is built: bounded time and memory
+    if counted:
+        return None, [GraphFinding(rule, "error", message, display, line, col) for rule, message, line, col in counted]
     document = _read(text, display, max_depth=limits.limit("value_depth"))
     graph: ItemGraph | None = None
     if document.data is not None:
@@ -635,6 +658,9 @@ def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tupl
         if graph is not None:
             _graph_rules(document, graph, limits)
             _code_arguments(graph, document.add)
+        if graph is not None and not document.found:  # what planning would build, measured first
+            for path, rule, message in size_findings(graph, limits):
+                document.add(path, rule, message)
     found = sorted(document.found, key=lambda f: (f.line, f.column, f.rule))
     return (None if found else graph), found
 
