@@ -26,6 +26,7 @@ __all__ = [
     "LimitError",
     "PlanError",
     "StoreError",
+    "StoreUnsafe",
     "NotFound",
     "AmbiguousId",
     "NameMismatch",
@@ -59,6 +60,8 @@ __all__ = [
     "CodeStepError",
     "AttemptUncertain",
     "NotConvertible",
+    "BadArgument",
+    "TrustRefused",
 ]
 
 
@@ -197,6 +200,21 @@ class StoreError(RhoError):
 
     rule = "store"
     http_status = 500
+
+
+class StoreUnsafe(StoreError):
+    """A store folder others could write (group- or world-writable): refused, never used, because
+    whoever can write it can plant or swap plans, runs and settings. The message names the folder,
+    its mode and the ``chmod`` that fixes it."""
+
+    rule = "store.unsafe"
+    exit_code = 3
+    http_status = 500
+
+    def __init__(self, message: str, *, path: str, mode: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.mode = mode
 
 
 class NotFound(StoreError):
@@ -561,3 +579,26 @@ class NotConvertible(InvalidWorkflow):
 
     rule = "convert"
     exit_code: ClassVar[int] = 2
+
+
+class BadArgument(RhoError):
+    """A command-line argument or API parameter outside the values it accepts (``prune
+    --older-than`` not a finite number of days >= 0, ``runs --limit`` below 1, a name the file
+    system cannot hold). A usage error: exit 2."""
+
+    rule = "usage"
+    exit_code = 2
+    http_status = 400
+
+
+class TrustRefused(RhoError):
+    """``trust PATH`` names a folder that does not exist (or cannot be looked at): nothing is
+    recorded, since trust given to a path that appears later would apply to whatever appears."""
+
+    rule = "trust.refused"
+    exit_code = 3
+    http_status = 409
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

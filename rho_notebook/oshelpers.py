@@ -28,6 +28,7 @@ from pathlib import Path
 
 __all__ = [
     "NotRegularFile",
+    "kind_of",
     "open_regular_nofollow",
     "read_fd",
     "read_regular_nofollow",
@@ -92,7 +93,7 @@ def open_regular_nofollow(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            msg = f"{os.fspath(path)} is not a regular file ({_kind(info.st_mode)})"
+            msg = f"{os.fspath(path)} is not a regular file ({kind_of(info.st_mode)})"
             raise NotRegularFile(msg)
         if not flags & os.O_NONBLOCK:
             os.set_blocking(fd, True)
@@ -102,14 +103,15 @@ def open_regular_nofollow(
     return fd, info
 
 
-def _kind(mode: int) -> str:
-    """What kind of entry a non-regular ``st_mode`` names, for messages."""
+def kind_of(mode: int) -> str:
+    """What kind of entry a non-regular ``st_mode`` names, for messages ("a FIFO", ...)."""
     for test, name in (
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symlink"),
     ):
         if test(mode):
             return name

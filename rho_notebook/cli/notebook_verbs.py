@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rho_notebook.cli._args import is_file
 from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
 from rho_notebook.service.kernel_python import notebook_interpreter
 
@@ -82,7 +83,7 @@ def notebook_run(args: argparse.Namespace) -> int | None:
     """Handle ``run`` when its argument is a notebook; None when it is a plan ID (run_run goes on)."""
     target = str(getattr(args, "plan", ""))
     if target.endswith(".ipynb"):
-        if not Path(target).is_file():
+        if not is_file(target):
             print(f"rho-notebook: {target}: no such notebook", file=sys.stderr)
             return EXIT_USAGE
         return run_notebook(args)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
+from rho_notebook.cli._args import count, days, is_file, positive_int, seconds
 from rho_notebook.errors import AlreadyDecided, ConfirmationRequired, NotFound, RhoError, RunRefused
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import Graph
@@ -71,7 +72,7 @@ def register(verbs: Any) -> None:
     )
     run.add_argument(
         "--approval-timeout",
-        type=float,
+        type=seconds,
         default=0.0,
         metavar="SECONDS",
         help="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing closed (default 0)",
@@ -103,7 +104,7 @@ def register(verbs: Any) -> None:
         help="script runs: decide a halted step (rerun: one new attempt; skip: accept its stored result); repeatable",
     )
     resume.add_argument("--output", choices=("text", "jsonl"), default="text")
-    resume.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
+    resume.add_argument("--approval-timeout", type=seconds, default=0.0, metavar="SECONDS")
     resume.add_argument(
         "--executor",
         default=None,
@@ -121,7 +122,7 @@ def register(verbs: Any) -> None:
     cancel.add_argument("run")
     cancel.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         default=2.0,
         metavar="SECONDS",
         help="how long to wait for the acknowledgement (default 2)",
@@ -130,7 +131,7 @@ def register(verbs: Any) -> None:
 
     runs = verbs.add_parser("runs", help="list runs, newest last")
     runs.add_argument("--state", choices=[lc.value for lc in Lifecycle], help="only runs in this lifecycle")
-    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--limit", type=positive_int, default=50, help="the newest N runs (default 50)")
     runs.add_argument("--output", choices=("text", "json"), default="text")
     runs.set_defaults(handler=run_runs)
 
@@ -142,7 +143,7 @@ def register(verbs: Any) -> None:
     events = verbs.add_parser("events", help="the run's journal, one JSON event per line")
     events.add_argument("run")
     events.add_argument("--follow", action="store_true", help="keep printing new events until the run completes")
-    events.add_argument("--after-seq", type=int, default=0, metavar="N")
+    events.add_argument("--after-seq", type=count, default=0, metavar="N")
     events.set_defaults(handler=run_events)
 
     logs = verbs.add_parser("logs", help="a node's stdout and stderr (latest attempt)")
@@ -158,7 +159,9 @@ def register(verbs: Any) -> None:
     delete.set_defaults(handler=run_delete)
 
     prune = verbs.add_parser("prune", help="delete finished runs older than DAYS")
-    prune.add_argument("--older-than", type=float, required=True, metavar="DAYS")
+    prune.add_argument(
+        "--older-than", type=days, required=True, metavar="DAYS", help="a finite number of days, 0 or more"
+    )
     prune.add_argument("--yes", action="store_true")
     prune.add_argument(
         "--include-damaged",
@@ -390,7 +393,7 @@ def run_run(args: argparse.Namespace) -> int:
     from rho_notebook.cli.notebook_verbs import notebook_run
 
     target = str(args.plan)
-    if Path(target).is_file() and not target.endswith(_RUN_SUFFIXES):
+    if is_file(target) and not target.endswith(_RUN_SUFFIXES):
         print(
             f"rho-notebook: {target} is a file, and run takes a plan ID, a NOTEBOOK.ipynb or a SCRIPT.py; "
             f"plan a .star entry first (rho-notebook plan {target}) and run the plan ID it prints",
@@ -398,7 +401,7 @@ def run_run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     if target.endswith(".py"):  # `run SCRIPT.py`
-        if not Path(target).is_file():
+        if not is_file(target):
             print(f"rho-notebook: {target}: no such script", file=sys.stderr)
             return EXIT_USAGE
         return _run_script(args)
@@ -406,7 +409,7 @@ def run_run(args: argparse.Namespace) -> int:
         if getattr(args, "flow", None):
             print("rho-notebook: --flow applies to `run FLOW.py`, not to an item graph", file=sys.stderr)
             return EXIT_USAGE
-        if not Path(target).is_file():
+        if not is_file(target):
             print(f"rho-notebook: {target}: no such item graph", file=sys.stderr)
             return EXIT_USAGE
         return _run_script(args)

@@ -53,7 +53,6 @@ from rho_notebook.planning.python import probe_interpreter
 
 __all__ = [
     "CANCEL_POLL_SECONDS",
-    "CLAIM_WAIT_SECONDS",
     "RemoteAttempt",
     "RemoteOutcome",
     "RemotePython",
@@ -62,10 +61,6 @@ __all__ = [
     "map_path",
     "run_attempt",
 ]
-
-CLAIM_WAIT_SECONDS = 1.0
-"""How long a worker waits for the token; the owner put it there before submitting, so only a
-second execution (the token is gone) ever waits this long."""
 
 CANCEL_POLL_SECONDS = 0.25
 """The cancel watcher's long-poll on the attempt's Event; a set Event answers at once, this only
@@ -284,12 +279,13 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
     outcome = RemoteOutcome(claimed=False, worker=dist.get_worker().address)
     queue = dist.Queue(claim_queue_name(attempt.attempt_id), client=client)
     try:
-        token = queue.get(timeout=CLAIM_WAIT_SECONDS)
-    except TimeoutError:
-        return outcome
+        # all the queue holds, without waiting: the owner put the token before it submitted, so
+        # an empty queue is a second execution; a get that timed out would be an error the
+        # scheduler logs with a traceback
+        found = queue.get(batch=True)
     finally:
         queue.close()  # the scheduler drops the queue once the owner closed it too
-    if token != attempt.token:
+    if attempt.token not in found:
         return outcome
     outcome.claimed = True
     event = dist.Event(cancel_event_name(attempt.attempt_id), client=client)

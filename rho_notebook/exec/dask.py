@@ -61,7 +61,8 @@ from rho_notebook.store.ids import new_id
 __all__ = ["DaskExecutor"]
 
 _REVOKE_SECONDS = 0.5
-"""How long the owner waits to take an unclaimed token back when it gives an attempt up."""
+"""How long the owner waits for the scheduler's answer when it takes an unclaimed token back (an
+attempt given up); the take itself never waits for a token."""
 
 
 def _distributed() -> Any:
@@ -346,13 +347,17 @@ async def _give_up(queue: Any, event: Any) -> str:
     Event (a process that still runs on a worker is stopped) and say which it was. Both are
     best effort: the scheduler itself may be gone, which the answer then says."""
     try:
-        await queue.get(timeout=_REVOKE_SECONDS)
-    except TimeoutError:
-        taken = "its token had been claimed by a worker"
+        # everything the queue holds, at once: a get that waits and times out is an error the
+        # scheduler logs with its traceback (on the owner's stderr when the cluster is the run's own)
+        found = await asyncio.wait_for(queue.get(batch=True), _REVOKE_SECONDS)
     except Exception as err:
         taken = f"its token could not be taken back ({type(err).__name__}: {err})"
     else:
-        taken = "its token was still unclaimed and is taken back, so no later execution can launch it"
+        taken = (
+            "its token was still unclaimed and is taken back, so no later execution can launch it"
+            if found
+            else "its token had been claimed by a worker"
+        )
     try:
         await event.set()
     except Exception as err:

@@ -6,7 +6,9 @@ lock is free is reported as needs_recovery (the owner exited uncleanly); nothing
 A chained run (``journal_format: chained-v1``) is read against its hash chain and watermark
 (:func:`rho_notebook.store.journal.check_journal`): a journal that contradicts what was fsynced
 is reported as ``damaged``, with the reason in :attr:`RunState.damage` and the nodes folded from
-the readable prefix. ``state.json`` and ``exit.json`` are never taken as proof of anything.
+the readable prefix; so is a run whose ``requests`` or ``nodes`` folder is a symlink or a file
+(:meth:`~rho_notebook.store.runs.RunFolder.damage`). ``state.json`` and ``exit.json`` are never
+taken as proof of anything.
 """
 
 from __future__ import annotations
@@ -29,14 +31,16 @@ def journal_state(layout: StoreLayout, run_id: str) -> RunState:
     graph = store.graph(run_id, expected_digest=manifest.graph_digest)
     folder = store.folder(run_id)
     state = RunState.fresh(run_id=run_id, plan_id=manifest.plan_id, graph=graph, graph_digest=manifest.graph_digest)
+    damage = folder.damage()  # requests/ or nodes/ a link or a file: no owner may start on it
     if not manifest.chained:
         replay(state, read_journal(folder.events).events)
-        return state
-    read = check_journal(folder.events, mark=folder.mark)
-    replay(state, read.events)
-    if read.damage is not None:
+    else:
+        read = check_journal(folder.events, mark=folder.mark)
+        replay(state, read.events)
+        damage = read.damage or damage
+    if damage is not None:
         state.lifecycle = Lifecycle.DAMAGED
-        state.damage = read.damage
+        state.damage = damage
     return state
 
 

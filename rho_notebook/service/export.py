@@ -49,6 +49,7 @@ from rho_notebook.service.cells import (
     parse_cell,
     split_cell,
 )
+from rho_notebook.service.notebook_file import notebook_cells, read_notebook_json
 from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
 from rho_notebook.source.workspace import Workspace
 
@@ -91,23 +92,14 @@ def read_cells(notebook: Path) -> CellSet:
     Raises
     ------
     ExportError
-        The file is not a notebook, or a workflow cell's magic line is malformed.
+        The file is not a notebook (:mod:`rho_notebook.service.notebook_file` says what it must
+        be), or a workflow cell's magic line is malformed.
     """
-    import nbformat
-
-    try:
-        nb = nbformat.read(os.fspath(notebook), as_version=4)  # type: ignore[no-untyped-call]
-    except FileNotFoundError:
-        msg = f"{notebook}: no such notebook"
-        raise ExportError(msg) from None
-    except (OSError, ValueError) as err:  # nbformat raises NotJSONError (a ValueError) and friends
-        msg = f"{notebook}: not a readable notebook ({err})"
-        raise ExportError(msg) from None
     cells = CellSet()
-    for index, cell in enumerate(nb.cells, start=1):
-        if cell.get("cell_type") != "code":
+    for index, cell_type, source in notebook_cells(notebook, read_notebook_json(notebook)):
+        if cell_type != "code":
             continue
-        split = split_cell(cell.get("source", ""))
+        split = split_cell(source)
         if split is None:
             continue
         kind, args, body = split

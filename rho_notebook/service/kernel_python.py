@@ -19,12 +19,14 @@ The choice comes with the reason, which the command prints.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rho_notebook.errors import ExportError
+from rho_notebook.service.notebook_file import read_notebook_json
 
 __all__ = ["InterpreterChoice", "notebook_interpreter"]
 
@@ -51,10 +53,10 @@ def _launcher_names() -> frozenset[str]:
 def _kernelspec(notebook: Path) -> dict[str, Any]:
     """The notebook's ``metadata.kernelspec`` ({} when it has none or the file is not JSON)."""
     try:
-        data = json.loads(notebook.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_notebook_json(notebook)
+    except ExportError:  # planning the notebook says what is wrong with it
         return {}
-    metadata = data.get("metadata") if isinstance(data, dict) else None
+    metadata = data.get("metadata")
     spec = metadata.get("kernelspec") if isinstance(metadata, dict) else None
     return spec if isinstance(spec, dict) else {}
 

@@ -21,14 +21,13 @@ for scripts) and compares keys, states and values with the recording. A step who
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rho_notebook.errors import RecordingError, RhoError
+from rho_notebook.errors import RecordingError, RhoError, StoreError
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
@@ -88,20 +87,24 @@ class Replayed:
 # -- recording -----------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(folder: RunFolder, path: Path) -> Any:
+    """An attempt's JSON file (``value.json``), None when it has none; read as the store reads
+    (no link followed anywhere below the runs folder)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        msg = f"{path} cannot be read ({err}); the run store is damaged, this run cannot be recorded"
+        return folder.read_value(path)[1]
+    except StoreError as err:
+        msg = f"{err.message}; this run cannot be recorded"
         raise RecordingError(msg) from None
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(folder: RunFolder, path: Path) -> str | None:
+    """An attempt's ``stdout`` or ``stderr`` (cut at :data:`_TEXT_LIMIT` bytes), None when absent."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = folder.read(path)
+    except StoreError as err:
+        msg = f"{err.message}; this run cannot be recorded"
+        raise RecordingError(msg) from None
+    if data is None:
         return None
     if len(data) > _TEXT_LIMIT:
         return data[:_TEXT_LIMIT].decode("utf-8", errors="replace") + "\n[cut by rho-notebook record]\n"
@@ -122,9 +125,9 @@ def _step_of(folder: RunFolder, state: RunState, name: str, *, kind: str, digest
         attempt=current.number,
         message=current.message,
         exit=current.exit,
-        value=_read_json(attempt / "value.json"),
-        stdout=_read_text(attempt / "stdout") if text else None,
-        stderr=_read_text(attempt / "stderr") if text else None,
+        value=_read_json(folder, attempt / "value.json"),
+        stdout=_read_text(folder, attempt / "stdout") if text else None,
+        stderr=_read_text(folder, attempt / "stderr") if text else None,
     )
 
 
@@ -237,6 +240,7 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
         )
         raise RecordingError(msg) from None
     folder = store.folder(run_id)
+    steps = _steps(folder, state, graph)  # read (and refused) before DIR is made
     out_dir = out_dir.absolute()
     out_dir.mkdir(parents=True, exist_ok=True)
     root = Path(manifest.workspace_root)
@@ -252,7 +256,7 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
         live_commands=live_commands,
         outcome=state.outcome,
         output=state.output,
-        steps=_steps(folder, state, graph),
+        steps=steps,
     )
     path = recording.save(out_dir)
     copies = _copy_sources(sources, graph, out_dir / "sources")
@@ -311,7 +315,7 @@ def _outcome(layout: StoreLayout, run_id: str, recording: Recording) -> tuple[di
             continue
         states[name] = record.state.value
         current = record.current
-        values[name] = None if current is None else _read_json(folder.files_of(name, current) / "value.json")
+        values[name] = None if current is None else _read_json(folder, folder.files_of(name, current) / "value.json")
     return states, values, state.output
 
 

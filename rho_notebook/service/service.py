@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -29,7 +30,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from rho_notebook.errors import ApprovalRefused, InvalidWorkflow, NotFound, PlanError, RhoError, RunRefused, SourceError
+from rho_notebook.errors import (
+    ApprovalRefused,
+    BadArgument,
+    InvalidWorkflow,
+    NotFound,
+    PlanError,
+    RhoError,
+    RunRefused,
+    SourceError,
+    TrustRefused,
+)
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.itemgraph import is_graph_file
@@ -37,7 +48,6 @@ from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.source import SourceText
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.oshelpers import read_fd
 from rho_notebook.planning.convert import convert_graph
 from rho_notebook.planning.flow import FlowCheck, check_flow, plan_flow
 from rho_notebook.planning.inputs import check_inputs
@@ -83,7 +93,7 @@ from rho_notebook.service.requests import Mode, ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
 from rho_notebook.source.labels import FileSourceReader, label_for_path
 from rho_notebook.source.workspace import Workspace, find_workspace
-from rho_notebook.store.files import check_no_symlink, open_regular, refused_dir_entry
+from rho_notebook.store.files import check_no_symlink, refused_dir_entry
 from rho_notebook.store.ids import match_id, new_id
 from rho_notebook.store.journal import JournalRead, check_journal, follow_journal, read_journal
 from rho_notebook.store.layout import StoreLayout
@@ -657,9 +667,8 @@ class Service:
             refused = refused_dir_entry(self.layout.run_dir(run_id))
             if refused is None:
                 ids.append(run_id)
-            elif refused not in _REPORTED_REFUSALS:
-                _REPORTED_REFUSALS.add(refused)
-                _log.warning("run %s refused: %s", run_id, refused)
+            else:
+                _report_refusal(run_id, refused)
         return ids
 
     def _run_row(self, run_id: str, cache: RowCache | None) -> RunRowJson | None:
@@ -672,7 +681,10 @@ class Service:
         try:
             state = load_state(self.layout, run_id)
             row = run_row_json(state, self.run_store.manifest(run_id))
-        except (RhoError, OSError):
+        except NotFound:  # no manifest yet: a run being created
+            return None
+        except (RhoError, OSError) as err:  # reported as a warning, never silently left out
+            _report_refusal(run_id, err.message if isinstance(err, RhoError) else str(err))
             return None
         if (
             cache is not None
@@ -809,7 +821,7 @@ class Service:
             record = state.nodes[node]
             attempt_dir = folder.attempt_dir(node, max(record.attempt, 1))
             for stream in streams:
-                data = await asyncio.to_thread(_read_from, attempt_dir / stream, offsets[stream])
+                data = await asyncio.to_thread(folder.read_from, attempt_dir / stream, offsets[stream])
                 if data:
                     offsets[stream] += len(data)
                     yield stream, data.decode("utf-8", "replace")
@@ -868,8 +880,20 @@ class Service:
     def prunable(self, *, older_than_days: float, include_damaged: bool = False) -> list[str]:
         """Completed runs last updated more than ``older_than_days`` ago (what ``prune`` deletes);
         with ``include_damaged``, damaged runs too (aged by their last readable event, else by
-        their creation)."""
-        cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+        their creation).
+
+        Raises
+        ------
+        BadArgument
+            ``older_than_days`` is not a finite number >= 0.
+        """
+        if not math.isfinite(older_than_days) or older_than_days < 0:
+            msg = f"older than {older_than_days} days: give a finite number of days, 0 or more"
+            raise BadArgument(msg)
+        try:
+            cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+        except OverflowError:  # before the first day of the calendar: no run is that old
+            return []
         doomed = []
         for run_id in self.run_store.ids():
             try:
@@ -1043,7 +1067,16 @@ class Service:
 
     @_in_thread
     def trust(self, path: Path | None = None) -> tuple[Workspace, dict[str, Any]]:
-        """Trust the workspace holding ``path``: its project settings and hooks apply."""
+        """Trust the workspace holding ``path``: its project settings and hooks apply.
+
+        Raises
+        ------
+        TrustRefused
+            ``path`` does not exist: nothing is trusted.
+        """
+        if path is not None and not _exists(path):
+            msg = f"{path} does not exist, so there is no workspace to trust; give a folder of the workspace"
+            raise TrustRefused(msg, path=str(path))
         workspace = find_workspace(path)
         return workspace, TrustStore(self.layout).trust(workspace, by=who_am_i())
 
@@ -1131,16 +1164,17 @@ class Service:
         return scan_workflows(root)
 
 
-def _read_from(path: Path, offset: int) -> bytes:
-    """The bytes of the attempt file ``path`` from ``offset`` (b"" while it does not exist);
-    opened non-blocking and without following a symlink, so a FIFO there is refused (StoreError),
-    not waited on."""
+def _exists(path: Path) -> bool:
+    """Whether ``path`` names something (a name the file system cannot hold names nothing)."""
     try:
-        fd, _ = open_regular(path)
-    except FileNotFoundError:
-        return b""
-    try:
-        os.lseek(fd, offset, os.SEEK_SET)
-        return read_fd(fd)
-    finally:
-        os.close(fd)
+        return path.exists()
+    except OSError:
+        return False
+
+
+def _report_refusal(run_id: str, why: str) -> None:
+    """Log that run ``run_id`` is left out of a listing and why, once per process and reason (the
+    server's sidebar polls the list)."""
+    if why not in _REPORTED_REFUSALS:
+        _REPORTED_REFUSALS.add(why)
+        _log.warning("run %s refused: %s", run_id, why)

@@ -11,7 +11,6 @@ The builders are pure functions of records already read from the store, except
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
@@ -21,7 +20,6 @@ from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.service.diff import DiffResult
-from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.runs import RunFolder, RunManifest
 
 __all__ = [
@@ -507,7 +505,9 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
             found = folder.artifacts(name, record.current)
             entry["artifacts"] = {key: str(path) for key, path in found.items()}
             if "value" in found and record.state is NodeState.SUCCESS:
-                entry["output"] = json.loads(read_nofollow(found["value"]))
+                exists, value = folder.read_value(found["value"])  # StoreError when it is not JSON
+                if exists:
+                    entry["output"] = value
         step = step_json(record)
         if step is not None:
             entry["step"] = step

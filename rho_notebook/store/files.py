@@ -4,6 +4,14 @@ Every store directory is created 0700; any store entry that is a symlink is reje
 written to a temporary sibling, fsynced, renamed into place, and the directory fsynced. The
 no-follow primitives themselves are in :mod:`rho_notebook.oshelpers`; this module gives their
 failures the store's messages (:class:`~rho_notebook.errors.StoreError`).
+
+One rule decides whether a store path may be used (:func:`check_entry`): every component from
+the store folder it is checked against down to the path itself is looked at without following
+links; a symlink anywhere, a component above that is not a directory, the path itself of another
+kind than expected, or a directory that another user could write
+(:class:`~rho_notebook.errors.StoreUnsafe`, exit 3, naming the ``chmod`` that fixes it) is refused.
+Readers then open the last component with ``O_NOFOLLOW | O_NONBLOCK`` (:func:`read_nofollow`), so
+a link swapped in after the check is refused too.
 """
 
 from __future__ import annotations
@@ -12,10 +20,10 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from rho_notebook.errors import StoreError
-from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regular_nofollow, read_fd
+from rho_notebook.errors import StoreError, StoreUnsafe
+from rho_notebook.oshelpers import NotRegularFile, kind_of, lstat_components, open_regular_nofollow, read_fd
 
 __all__ = [
     "fsync_dir",
@@ -30,23 +38,101 @@ __all__ = [
     "read_nofollow",
     "read_json",
     "check_no_symlink",
+    "check_entry",
+    "check_private_mode",
+    "list_dir",
+    "EntryKind",
 ]
 
+EntryKind = Literal["file", "dir", "any"]
+"""What a store entry must be: a regular file, a directory, or either."""
 
-def check_no_symlink(path: Path, *, below: Path) -> None:
-    """Raise StoreError if ``path`` or any component between ``below`` and it is a symlink."""
+
+def _symlink(path: Path) -> StoreError:
+    return StoreError(f"store entry {path} is a symlink; the store rejects symlinked entries (remove it)")
+
+
+def check_private_mode(path: Path, info: os.stat_result, *, what: str = "the store folder") -> None:
+    """Refuse a store directory that its group or everyone may write (:class:`StoreUnsafe`).
+
+    Whoever can write it can plant or swap what it holds (plans, runs, settings); the message
+    names ``path``, its mode and the fix (``chmod 700 PATH``). Readable by others is allowed.
+    """
+    if not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return
+    group, world = info.st_mode & stat.S_IWGRP, info.st_mode & stat.S_IWOTH
+    who = "group- and world-" if group and world else ("group-" if group else "world-")
+    mode = stat.S_IMODE(info.st_mode)
+    msg = (
+        f"{what} {path} is {who}writable (mode {mode:04o}), so other users could plant or replace "
+        f"plans and runs; refusing to use it. Fix: chmod 700 {path}"
+    )
+    raise StoreUnsafe(msg, path=str(path), mode=mode)
+
+
+def check_entry(path: Path, *, below: Path, kind: EntryKind = "any") -> os.stat_result | None:
+    """The ``lstat`` of store entry ``path``, after checking every component from ``below`` down
+    to it (``below`` itself was checked by whoever gave it); None when it, or a folder above it,
+    does not exist. The one place that decides whether a path in the store may be read or written.
+
+    Raises
+    ------
+    StoreError
+        ``path`` is outside ``below``; a component is a symlink, or above ``path`` and not a
+        directory; ``path`` is not of ``kind`` (``file``: a regular file, ``dir``: a directory).
+    StoreUnsafe
+        A directory on the way (or ``path``, a directory) is group- or world-writable.
+    """
     try:
         relative = path.relative_to(below)
     except ValueError:
-        msg = f"{path} is outside the store {below}"
+        msg = f"{path} is outside the store folder {below}"
         raise StoreError(msg) from None
+    info = None
     try:
         for current, info in lstat_components(below, relative.parts):
             if stat.S_ISLNK(info.st_mode):
-                msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
+                raise _symlink(current)
+            if stat.S_ISDIR(info.st_mode):
+                check_private_mode(current, info)
+            elif current != path:
+                msg = f"store entry {current} should be a directory (remove it)"
                 raise StoreError(msg)
     except FileNotFoundError:
-        return
+        return None
+    if info is None:
+        return None
+    if kind == "file" and not stat.S_ISREG(info.st_mode):
+        msg = f"store entry {path} is not a regular file ({kind_of(info.st_mode)}); the store expects one there (remove it)"
+        raise StoreError(msg)
+    if kind == "dir" and not stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"store entry {path} should be a directory (remove it)")
+    return info
+
+
+def list_dir(path: Path, *, below: Path) -> list[str]:
+    """The names in store folder ``path`` ([] when it does not exist), checked by
+    :func:`check_entry` and listed through a descriptor opened without following a link."""
+    if check_entry(path, below=below, kind="dir") is None:
+        return []
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    except OSError as err:  # swapped for a link or a file since the check
+        msg = f"store entry {path} cannot be listed ({err.strerror}); it should be a directory (remove it)"
+        raise StoreError(msg) from None
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
+def check_no_symlink(path: Path, *, below: Path) -> None:
+    """Raise StoreError if ``path`` or any component between ``below`` and it is a symlink, a
+    component above it is not a directory, or a directory on the way others can write
+    (:func:`check_entry` with any kind)."""
+    check_entry(path, below=below)
 
 
 def check_store_root(root: Path) -> None:
@@ -67,23 +153,13 @@ def check_store_root(root: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         msg = f"the store root {root} is not a directory; point RHO_NOTEBOOK_HOME at a directory"
         raise StoreError(msg)
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        who = (
-            "group- and world-"
-            if info.st_mode & stat.S_IWGRP and info.st_mode & stat.S_IWOTH
-            else ("group-" if info.st_mode & stat.S_IWGRP else "world-")
-        )
-        msg = (
-            f"the store root {root} is {who}writable (mode {stat.S_IMODE(info.st_mode):04o}), so other users "
-            f"could plant or replace plans and runs; refusing to use it. Fix: chmod 700 {root}"
-        )
-        raise StoreError(msg)
+    check_private_mode(root, info, what="the store root")
 
 
 def refused_dir_entry(path: Path) -> str | None:
-    """Why the store refuses the directory entry ``path`` itself (a symlink, or not a directory),
-    or None when it is a real directory (or gone). For listings that must report such an entry
-    rather than leave it out silently."""
+    """Why the store refuses the directory entry ``path`` itself (a symlink, not a directory, or
+    writable by others), or None when it is a private directory (or gone). For listings that must
+    report such an entry rather than leave it out silently."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -92,6 +168,10 @@ def refused_dir_entry(path: Path) -> str | None:
         return f"store entry {path} is a symlink; the store rejects symlinked entries (remove it)"
     if not stat.S_ISDIR(info.st_mode):
         return f"store entry {path} should be a directory (remove it)"
+    try:
+        check_private_mode(path, info)
+    except StoreUnsafe as err:
+        return err.message
     return None
 
 
@@ -109,11 +189,14 @@ def ensure_private_dir(path: Path, *, below: Path) -> Path:
         except FileExistsError:
             info = os.lstat(current)
             if stat.S_ISLNK(info.st_mode):
-                msg = f"store entry {current} is a symlink; the store rejects symlinked entries (remove it)"
-                raise StoreError(msg) from None
+                raise _symlink(current) from None
             if not stat.S_ISDIR(info.st_mode):
                 msg = f"store entry {current} should be a directory"
                 raise StoreError(msg) from None
+            check_private_mode(current, info)
+        except NotADirectoryError:
+            msg = f"store entry {current.parent} should be a directory (remove it)"
+            raise StoreError(msg) from None
     return path
 
 
@@ -202,4 +285,10 @@ def read_json(path: Path) -> Any:
         return json.loads(read_nofollow(path))
     except json.JSONDecodeError as err:
         msg = f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the store entry is damaged"
+        raise StoreError(msg) from None
+    except UnicodeDecodeError as err:
+        msg = f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); the store entry is damaged"
+        raise StoreError(msg) from None
+    except RecursionError:
+        msg = f"{path} nests too deeply to be read; the store entry is damaged"
         raise StoreError(msg) from None

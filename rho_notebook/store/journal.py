@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import StoreError
+from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.oshelpers import NotRegularFile, open_regular_nofollow
 from rho_notebook.store.files import atomic_write, read_nofollow
 
@@ -629,14 +629,15 @@ def check_journal(path: Path, *, mark: Path, after_seq: int = 0) -> JournalRead:
     :attr:`JournalRead.events` holds the records before it (what is still readable). Damage is
     only what contradicts fsynced records: a broken chain or an unreadable line before the last,
     a journal that is missing or ends before the watermark's seq, a record at that seq whose hash
-    differs, or a missing watermark. A torn last line past the watermark is not damage.
+    differs, or a missing watermark. A torn last line past the watermark is not damage. A journal
+    or watermark that is a symlink, a FIFO or a folder is damage too (it cannot be read).
 
     The watermark is read first: an owner appending meanwhile only moves the journal past it.
 
     Raises
     ------
-    StoreError
-        If the journal or the watermark is a symlink or not a regular file.
+    NotFound
+        The watermark says nothing was journaled yet (seq 0) and the journal does not exist.
     """
     try:
         found = read_watermark(mark)
@@ -644,13 +645,18 @@ def check_journal(path: Path, *, mark: Path, after_seq: int = 0) -> JournalRead:
         return JournalRead(events=[], torn=False, last_seq=0, damage=err.message)
     try:
         data = read_nofollow(path)
+    except StoreError as err:  # a symlink, a FIFO, a folder in its place: the journal is gone
+        why = f"{err.message}; the journal cannot be read" + (
+            f" but seq {found.seq} was fsynced" if found and found.seq else ""
+        )
+        return JournalRead(events=[], torn=False, last_seq=0, damage=why)
     except FileNotFoundError:
         if found is None:
             why = f"journal {path} and its watermark {mark.name} are both missing"
             return JournalRead(events=[], torn=False, last_seq=0, damage=why)
-        if found.seq == 0:  # created, nothing journaled yet
+        if found.seq == 0:  # being created (the journal comes last), or nothing journaled yet
             msg = f"journal {path} does not exist; was the run created?"
-            raise StoreError(msg) from None
+            raise NotFound(msg) from None
         why = f"journal {path} is missing but seq {found.seq} was fsynced (hash {found.h})"
         return JournalRead(events=[], torn=False, last_seq=0, damage=why)
     lines, torn = _split(data)

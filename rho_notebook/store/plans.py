@@ -31,6 +31,7 @@ from rho_notebook.store.files import (
     atomic_write_json,
     check_no_symlink,
     fsync_dir,
+    list_dir,
     read_json,
     read_nofollow,
 )
@@ -141,9 +142,9 @@ class PlanStore:
         return found
 
     def ids(self) -> list[str]:
-        if not self.layout.plans.is_dir():
-            return []
-        return sorted(p.name for p in self.layout.plans.iterdir() if not p.name.startswith("."))
+        """Every plan ID, sorted; the plans folder is checked first (no symlink on the way, not
+        writable by others)."""
+        return sorted(name for name in list_dir(self.layout.plans, below=self.layout.home) if not name.startswith("."))
 
     def resolve(self, prefix: str) -> str:
         return match_id(prefix, self.ids(), what="plan")

@@ -9,6 +9,14 @@ step ids hold neither, so their folders are their names.
 The run copies the frozen graph and the plan facts it needs, so deleting the plan never breaks
 status or resume. The owner of a run holds an exclusive flock on mutation.lock for as long as it
 executes; readers never take it.
+
+Every file read or written below a run folder goes through :class:`RunFolder`, and every one of
+its paths through :func:`~rho_notebook.store.files.check_entry` (from the runs folder down: no
+symlink, no file where a folder belongs, no folder others can write) before it is opened without
+following a link. ``requests/`` is checked each time :attr:`RunFolder.requests` is read, so cancel
+requests, their acknowledgements and approval requests are never written through a planted link;
+:meth:`RunFolder.damage` reports a fixed entry of the wrong kind (``requests`` or ``nodes`` a file
+or a link) so that the run reads as damaged and no owner starts on it.
 """
 
 from __future__ import annotations
@@ -29,8 +37,18 @@ from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.run_state import AttemptRecord
-from rho_notebook.oshelpers import open_regular_nofollow
-from rho_notebook.store.files import atomic_write, atomic_write_json, check_no_symlink, read_json, read_nofollow
+from rho_notebook.oshelpers import open_regular_nofollow, read_fd
+from rho_notebook.store.files import (
+    EntryKind,
+    atomic_write,
+    atomic_write_json,
+    check_entry,
+    check_no_symlink,
+    list_dir,
+    open_regular,
+    read_json,
+    read_nofollow,
+)
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.journal import CHAINED, Watermark, write_watermark
@@ -142,7 +160,25 @@ class RunFolder:
 
     @property
     def requests(self) -> Path:
-        return self.path / "requests"
+        """``requests/`` (cancel and approval requests), checked each time it is asked for: a
+        symlink there, or a file, raises :class:`~rho_notebook.errors.StoreError` instead of
+        letting a request be written or read through it. It may not exist yet."""
+        path = self.path / "requests"
+        check_entry(path, below=self.path.parent, kind="dir")
+        return path
+
+    def damage(self) -> str | None:
+        """Why the run folder's fixed entries cannot be used (``requests`` or ``nodes`` a symlink,
+        a file or a folder others can write; ``state.json`` anything but a regular file, which the
+        owner could never replace), or None. The journal's own damage is
+        :func:`~rho_notebook.store.journal.check_journal`'s."""
+        fixed: tuple[tuple[str, EntryKind], ...] = (("requests", "dir"), ("nodes", "dir"), ("state.json", "file"))
+        for name, kind in fixed:
+            try:
+                check_entry(self.path / name, below=self.path.parent, kind=kind)
+            except StoreError as err:
+                return err.message
+        return None
 
     def attempt_dir(self, node: str, attempt: int) -> Path:
         return Path(f"{self.path}/nodes/{node_folder(node)}/attempts/{attempt}")  # one parse: this is per launch
@@ -155,6 +191,54 @@ class RunFolder:
             return self.attempt_dir(node, attempt.number)
         folder = node_folder(source["node"])
         return Path(f"{self.path.parent}/{source['run_id']}/nodes/{folder}/attempts/{source['attempt']}")
+
+    def read(self, path: Path) -> bytes | None:
+        """The bytes of the file ``path`` in this run folder (or, for a reused attempt, a sibling
+        run's), None when it does not exist.
+
+        Raises
+        ------
+        StoreError
+            It, or a folder on the way from the runs folder, is a symlink or of the wrong kind.
+        """
+        if check_entry(path, below=self.path.parent, kind="file") is None:
+            return None
+        try:
+            return read_nofollow(path)
+        except FileNotFoundError:
+            return None
+
+    def read_from(self, path: Path, offset: int) -> bytes:
+        """The bytes of the file ``path`` from ``offset`` (b"" while it does not exist), checked
+        as :meth:`read` checks it: for readers that follow a growing ``stdout``."""
+        if check_entry(path, below=self.path.parent, kind="file") is None:
+            return b""
+        try:
+            fd, _ = open_regular(path)
+        except FileNotFoundError:
+            return b""
+        try:
+            os.lseek(fd, offset, os.SEEK_SET)
+            return read_fd(fd)
+        finally:
+            os.close(fd)
+
+    def read_value(self, path: Path) -> tuple[bool, Any]:
+        """(whether it exists, its value) of a JSON file such as an attempt's ``value.json``.
+
+        Raises
+        ------
+        StoreError
+            As :meth:`read`, or the file is not valid JSON (the store is damaged).
+        """
+        data = self.read(path)
+        if data is None:
+            return False, None
+        try:
+            return True, json.loads(data)
+        except (ValueError, RecursionError) as err:
+            msg = f"{path} is not valid JSON ({err}); the run store is damaged (the attempt's value cannot be read)"
+            raise StoreError(msg) from None
 
     def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
         """Validated output values (``value.json``) of the given node -> attempt pairs (the
@@ -173,24 +257,29 @@ class RunFolder:
         values: dict[str, Any] = {}
         runs = self.path.parent
         for name, (run_id, node, attempt) in sorted(sources.items()):
-            path = Path(f"{runs}/{run_id}/nodes/{node_folder(node)}/attempts/{attempt}/value.json")
-            try:
-                values[name] = json.loads(read_nofollow(path))
-            except FileNotFoundError:
-                continue
-            except json.JSONDecodeError as err:
-                msg = f"{path} is not valid JSON ({err}); the run store is damaged"
-                raise StoreError(msg) from None
+            found, value = self.read_value(
+                Path(f"{runs}/{run_id}/nodes/{node_folder(node)}/attempts/{attempt}/value.json")
+            )
+            if found:
+                values[name] = value
         return values
 
     def artifacts(self, node: str, attempt: AttemptRecord) -> dict[str, Path]:
         """The attempt's files that exist, keyed as ``result`` names them (``exit``, ``answer_md``);
-        a reused attempt's are its source attempt's."""
+        a reused attempt's are its source attempt's.
+
+        Raises
+        ------
+        StoreError
+            One of them, or a folder on the way, is a symlink or of the wrong kind.
+        """
         folder = self.files_of(node, attempt)
-        return {
+        if check_entry(folder, below=self.path.parent, kind="dir") is None:
+            return {}
+        return {  # the folder is checked: each file is one lstat below it
             name.removesuffix(".json").replace(".", "_"): folder / name
             for name in ATTEMPT_ARTIFACTS
-            if (folder / name).exists()
+            if check_entry(folder / name, below=folder, kind="file") is not None
         }
 
 
@@ -268,9 +357,10 @@ class RunStore:
         return folder
 
     def ids(self) -> list[str]:
-        if not self.layout.runs.is_dir():
-            return []
-        return sorted(p.name for p in self.layout.runs.iterdir() if not p.name.startswith("."))
+        """Every run ID, sorted (oldest first); the runs folder is checked first (no symlink on
+        the way, not writable by others)."""
+        names = list_dir(self.layout.runs, below=self.layout.home)
+        return sorted(name for name in names if not name.startswith("."))
 
     def resolve(self, prefix: str) -> str:
         return match_id(prefix, self.ids(), what="run")

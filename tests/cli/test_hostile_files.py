@@ -52,18 +52,24 @@ def test_fifo_loaded_module_fails_fast_naming_it(project: Project) -> None:
 
 
 def test_fifo_journal_refused_quickly_and_runs_lists_the_others(project: Project) -> None:
+    """A journal that cannot be read (a FIFO in its place) is a damaged journal, told as one:
+    status shows it (0), events prints the reason (1), resume refuses (3); runs lists it."""
     bad, good = two_runs(project)
     fifo_in_place_of(project.home / "workflows" / "runs" / bad / "events.jsonl")
-    for verb in ("status", "result", "events"):
-        out = project.cli(verb, bad, timeout=QUICK)
+    shown = project.cli("status", bad, "--output", "json", timeout=QUICK)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["lifecycle"] == "damaged" and "events.jsonl" in data["damage"] and "FIFO" in data["damage"], data
+    for verb, code in (("events", 1), ("resume", 3)):
+        out = project.cli(verb, bad, *(["--yes"] if verb == "resume" else []), timeout=QUICK)
         assert "Traceback" not in out.stderr, out.stderr
-        assert out.returncode != 0, out.stdout
+        assert out.returncode == code, (verb, out.returncode, out.stderr)
         assert "events.jsonl" in out.stderr and "FIFO" in out.stderr, out.stderr
     listed = project.cli("runs", "--output", "json", timeout=QUICK)
     assert listed.returncode == 0, listed.stderr
     rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
     assert good in rows
-    assert bad not in rows or rows[bad]["lifecycle"] == "damaged"  # never hidden behind a hang
+    assert rows[bad]["lifecycle"] == "damaged"  # never hidden behind a hang, nor left out
 
 
 def test_fifo_graph_refused_quickly(project: Project) -> None:
