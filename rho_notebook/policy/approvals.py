@@ -22,10 +22,19 @@ import secrets
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from rho_notebook.errors import AlreadyDecided, ApprovalRefused, StoreError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.oshelpers import ancestors
-from rho_notebook.store.files import atomic_write_json, fsync_dir, read_nofollow
+from rho_notebook.store.files import (
+    atomic_write_json,
+    check_entry,
+    ensure_private_dir,
+    fsync_dir,
+    list_dir,
+    read_nofollow,
+)
 
 __all__ = [
     "ApprovalRequest",
@@ -93,43 +102,64 @@ def _decision_path(folder: Path, request_id: str) -> Path:
     return folder / f"approval-{request_id}.decision.json"
 
 
+def _folder(folder: Path) -> Path:
+    """The run's requests folder, as the store checks it (no link, a directory: see
+    :func:`~rho_notebook.store.files.check_entry`), created when it is missing."""
+    if check_entry(folder, below=folder.parent, kind="dir") is None:
+        ensure_private_dir(folder, below=folder.parent)
+    return folder
+
+
+def _read(path: Path) -> bytes | None:
+    """A request or decision file's bytes, None when it does not exist (checked, no-follow)."""
+    if check_entry(path, below=path.parent.parent, kind="file") is None:
+        return None
+    try:
+        return read_nofollow(path)
+    except FileNotFoundError:
+        return None
+
+
 def write_request(folder: Path, request: ApprovalRequest) -> None:
-    atomic_write_json(_request_path(folder, request.request_id), request.model_dump(mode="json"))
+    atomic_write_json(_request_path(_folder(folder), request.request_id), request.model_dump(mode="json"))
 
 
 def read_request(folder: Path, request_id: str) -> ApprovalRequest:
-    try:
-        return ApprovalRequest.model_validate_json(read_nofollow(_request_path(folder, request_id)))
-    except FileNotFoundError:
+    path = _request_path(folder, request_id)
+    data = _read(path)
+    if data is None:
         msg = f"no approval request {request_id!r} in this run"
-        raise ApprovalRefused(msg) from None
+        raise ApprovalRefused(msg)
+    try:
+        return ApprovalRequest.model_validate_json(data)
+    except ValidationError:
+        msg = f"approval request {path} cannot be read; the run's store is damaged"
+        raise StoreError(msg) from None
 
 
 def list_requests(folder: Path) -> list[ApprovalRequest]:
     found = []
-    try:
-        names = sorted(os.listdir(folder))
-    except FileNotFoundError:
-        return []
-    for name in names:
+    for name in sorted(list_dir(folder, below=folder.parent)):
         if name.startswith("approval-") and name.endswith(".json") and not name.endswith(".decision.json"):
             found.append(read_request(folder, name[len("approval-") : -len(".json")]))
     return found
 
 
 def read_decision(folder: Path, request_id: str) -> ApprovalDecision | None:
-    try:
-        data = read_nofollow(_decision_path(folder, request_id))
-    except FileNotFoundError:
-        return None
+    path = _decision_path(folder, request_id)
+    data = _read(path)
     if not data:
         return None
-    return ApprovalDecision.model_validate_json(data)
+    try:
+        return ApprovalDecision.model_validate_json(data)
+    except ValidationError:
+        msg = f"approval decision {path} cannot be read; the run's store is damaged"
+        raise StoreError(msg) from None
 
 
 def write_decision(folder: Path, decision: ApprovalDecision) -> ApprovalDecision:
     """Record ``decision`` unless one exists; returns the decision that stands."""
-    path = _decision_path(folder, decision.request_id)
+    path = _decision_path(_folder(folder), decision.request_id)
     payload = decision.model_dump_json().encode()
     # a name of its own per call: two threads of one process (a widget and the server) may race
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")

@@ -10,6 +10,9 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
+
+import pytest
 
 from rho_notebook.errors import AlreadyDecided
 from tests.cli.runhelp import start_run, status, wait_for_event
@@ -104,3 +107,44 @@ def test_answers_racing_past_the_lookup_one_is_recorded(project: Project) -> Non
     assert sorted(told)[0] == "recorded" and told.count("recorded") == 1, told
     assert all("was already answered" in t for t in told if t != "recorded")
     proc.wait(timeout=30)
+
+
+def test_requests_are_never_read_or_written_through_a_planted_symlink(tmp_path: Path) -> None:
+    from rho_notebook.errors import StoreError
+    from rho_notebook.policy.approvals import (
+        ApprovalDecision,
+        ApprovalRequest,
+        list_requests,
+        read_decision,
+        write_decision,
+        write_request,
+    )
+
+    run = tmp_path / "runs" / "run-1"
+    run.mkdir(parents=True, mode=0o700)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    request = ApprovalRequest(
+        request_id="r1",
+        run_id="run-1",
+        node="n",
+        attempt=1,
+        kind="launch",
+        facts={},
+        facts_sha256="sha256:0",
+        requested_at=0.0,
+    )
+    write_request(outside, request)  # what an attacker would like the run to read
+    (run / "requests").symlink_to(outside)
+    decision = ApprovalDecision(
+        request_id="r1", decision="approve", by="ann", at="now", via="cli", facts_sha256="sha256:0"
+    )
+    for call in (
+        lambda: list_requests(run / "requests"),
+        lambda: read_decision(run / "requests", "r1"),
+        lambda: write_decision(run / "requests", decision),
+        lambda: write_request(run / "requests", request),
+    ):
+        with pytest.raises(StoreError, match="symlink"):
+            call()
+    assert sorted(p.name for p in outside.iterdir()) == ["approval-r1.json"]  # nothing written there
