@@ -61,6 +61,7 @@ __all__ = [
     "AttemptUncertain",
     "NotConvertible",
     "BadArgument",
+    "BadPath",
     "TrustRefused",
 ]
 
@@ -589,6 +590,21 @@ class BadArgument(RhoError):
     rule = "usage"
     exit_code = 2
     http_status = 400
+
+
+class BadPath(BadArgument):
+    """A path argument the file system cannot use as asked: it holds a NUL byte, a name in it (or
+    the whole) is longer than the system allows, or a file stands where a folder must be (the
+    folder itself, or one above it). A usage error, exit 2, before anything is read or written;
+    the message names the argument and the path and says what to give instead."""
+
+    rule = "usage.path"
+
+    def __init__(self, message: str, *, argument: str, path: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+        """The argument that gave the path (``file``, ``dir``, ``path``...)."""
+        self.path = path
 
 
 class TrustRefused(RhoError):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.service import Service, find_workspace
+from rho_notebook.service import Service, check_path, find_workspace
 
 __all__ = ["register"]
 
@@ -36,6 +36,8 @@ def register(verbs: Any) -> None:
 def run_mcp(args: argparse.Namespace) -> int:
     from rho_notebook.mcp import build_server, serve_stdio  # the SDK loads only for this verb
 
+    if args.workspace is not None:
+        check_path(args.workspace, argument="--workspace")
     if args.workspace is not None and not args.workspace.is_dir():
         print(f"rho-notebook: --workspace {args.workspace}: no such folder", file=sys.stderr)
         return 2

@@ -59,10 +59,12 @@ def graph_entry(path: Path, workspace: Workspace) -> SourceText:
     ------
     SourceError
         The document is outside the workspace or cannot be read.
+    LimitError
+        The document is larger than the ``source_bytes`` limit (it is not read whole).
     """
     label = workspace_label(path, workspace, what="an item graph", rule="graph.outside_workspace")
     suffix = next(s for s in GRAPH_SUFFIXES if path.name.endswith(s))
-    return FileSourceReader(workspace.root).read(label, suffix=suffix)
+    return FileSourceReader(workspace.root).read(label, suffix=suffix, max_bytes=load_limits().limit("source_bytes"))
 
 
 def is_graph_request(request: PlanRequest) -> bool:

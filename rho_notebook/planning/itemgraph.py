@@ -80,6 +80,7 @@ from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, MappingError, SourceError
 from rho_notebook.model.itemgraph import (
+    GRAPH_SUFFIXES,
     PARAMS_BY_KIND,
     STEP_KINDS,
     CommandStep,
@@ -95,10 +96,19 @@ from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.item_size import counted_too_many, size_findings
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import Finding
+from rho_notebook.source.labels import read_regular_file_nofollow
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import find_workspace
 
-__all__ = ["ITEM_BYTES_BUDGET", "GraphFinding", "lint_graph", "lint_graph_file", "load_graph", "locate"]
+__all__ = [
+    "ITEM_BYTES_BUDGET",
+    "GraphFinding",
+    "lint_graph",
+    "lint_graph_file",
+    "load_graph",
+    "locate",
+    "read_graph_file",
+]
 
 ITEM_BYTES_BUDGET = "item_bytes"
 """The planning limit capping the carried item (canonical JSON bytes)."""
@@ -249,6 +259,8 @@ def _read(text: str, display: str, *, max_depth: int) -> _Document:
     if document.data is not None and not isinstance(document.data, dict):
         document.add((), "graph.yaml", "the document must be a mapping with name, inputs, steps and edges")
         document.data = None
+    elif document.data is None and not document.found:  # `~`, `null`, a bare `---`: YAML's null
+        document.add((), "graph.yaml", "the document is empty; it needs name, steps and edges")
     return document
 
 
@@ -679,6 +691,35 @@ def load_graph(text: str, *, display: str, limits: Limits | None = None) -> Item
     return graph
 
 
+def read_graph_file(path: Path, *, display: str, limits: Limits | None = None) -> bytes:
+    """The bytes of the document at ``path``, read as ``plan`` reads an entry (the no-follow reader
+    of :mod:`rho_notebook.source.labels`): from the workspace holding its folder down, no symlink
+    on the way, a regular file only (a FIFO or a device is refused, never read), and refused past
+    the ``source_bytes`` limit before it is read whole. ``validate`` and ``convert`` read with it.
+
+    Raises
+    ------
+    SourceError
+        ``graph.read``: the file is missing, a symlink, not a regular file, or cannot be read.
+    LimitError
+        ``limit.source_bytes``: the file is larger than the limit.
+    """
+    limits = limits or load_limits()
+    suffix = next((s for s in GRAPH_SUFFIXES if path.name.endswith(s)), GRAPH_SUFFIXES[0])
+    try:
+        folder = Path(os.path.realpath(path.absolute().parent))
+        root = find_workspace(folder).root
+        parts = list((folder / path.name).relative_to(root).parts)
+        return read_regular_file_nofollow(
+            root, parts, shown=display, suffix=suffix, max_bytes=limits.limit("source_bytes")
+        )
+    except SourceError as err:  # the reader's message names the file first: "FILE: why"
+        raise SourceError(f"cannot read {err.diagnostics()[0].message}", rule="graph.read", file=display) from None
+    except (OSError, ValueError) as err:  # a name the file system cannot hold, met finding the workspace
+        msg = f"cannot read {display}: {getattr(err, 'strerror', None) or err}"
+        raise SourceError(msg, rule="graph.read", file=display) from None
+
+
 def lint_graph_file(
     path: Path, *, display: str, inputs: Mapping[str, Any] | None = None, limits: Limits | None = None
 ) -> list[GraphFinding]:
@@ -689,15 +730,13 @@ def lint_graph_file(
     Raises
     ------
     SourceError
-        The file cannot be read.
+        The file cannot be read (:func:`read_graph_file`).
+    LimitError
+        The file is larger than the ``source_bytes`` limit.
     InputError
         ``inputs`` do not fit the document's declared inputs.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        msg = f"cannot read {display}: {err.strerror or err}"
-        raise SourceError(msg, rule="graph.read", file=display) from None
+    raw = read_graph_file(path, display=display, limits=limits)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -17,6 +17,7 @@ from rho_notebook.service.catalog import WorkflowEntry, WorkflowScan
 from rho_notebook.service.cells import NotebookSource
 from rho_notebook.service.diff import DiffResult, GraphRef, TryPlan
 from rho_notebook.service.export import ExportResult
+from rho_notebook.service.paths import check_path
 from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun, Via
 from rho_notebook.service.results import NodeResult, RunResult
 from rho_notebook.service.service import NodeAttempt, Responder, RowCache, Service, Stream, entry_source
@@ -62,6 +63,7 @@ __all__ = [
     "WorkflowEntry",
     "WorkflowScan",
     "Workspace",
+    "check_path",
     "default_runner",
     "describe_request",
     "entry_source",

@@ -50,6 +50,7 @@ from rho_notebook.service.cells import (
     split_cell,
 )
 from rho_notebook.service.notebook_file import notebook_cells, read_notebook_json
+from rho_notebook.service.paths import make_folder
 from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
 from rho_notebook.source.workspace import Workspace
 
@@ -198,11 +199,19 @@ def _write(out_dir: Path, relative: str, data: bytes) -> Path:
 def export_cells(
     cells: CellSet, out_dir: Path, *, workflow: str | None = None, where: str = "this notebook"
 ) -> ExportResult:
-    """Write the folder of one workflow of ``cells`` into ``out_dir`` (created if missing)."""
+    """Write the folder of one workflow of ``cells`` into ``out_dir`` (created if missing).
+
+    Raises
+    ------
+    ExportError
+        No such workflow, a malformed cell, or a link or a folder in the way below ``out_dir``.
+    BadPath
+        ``out_dir`` is a name the file system cannot hold, or a file stands where it or a folder
+        above it must be (:func:`~rho_notebook.service.paths.make_folder`).
+    """
     cell = choose_workflow(cells, workflow, where=where)
     files = _files(cells, cell)
-    out_dir = Path(os.path.abspath(out_dir))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_folder(out_dir, argument="dir")
     written = tuple(_write(out_dir, relative, data) for relative, data in files.items())
     name = cell.name or ""
     return ExportResult(

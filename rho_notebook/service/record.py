@@ -49,6 +49,7 @@ from rho_notebook.runtime.recording import (
 from rho_notebook.runtime.script_steps import StepRunner
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.background import default_runner
+from rho_notebook.service.paths import make_folder
 from rho_notebook.service.requests import Consent, StartRun
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.files import atomic_write
@@ -219,6 +220,9 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
     ------
     RecordingError
         The run has not finished, or its plan or attempts cannot be read.
+    BadPath
+        ``out_dir`` is a name the file system cannot hold, or a file stands where it or a folder
+        above it must be (:func:`~rho_notebook.service.paths.make_folder`).
     """
     store = RunStore(layout)
     manifest = store.manifest(run_id)
@@ -241,8 +245,7 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
         raise RecordingError(msg) from None
     folder = store.folder(run_id)
     steps = _steps(folder, state, graph)  # read (and refused) before DIR is made
-    out_dir = out_dir.absolute()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_folder(out_dir, argument="dir")
     root = Path(manifest.workspace_root)
     recording = Recording(
         run_id=run_id,

@@ -52,7 +52,7 @@ from rho_notebook.planning.convert import convert_graph
 from rho_notebook.planning.flow import FlowCheck, check_flow, plan_flow
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.item_plan import graph_entry, is_graph_request, plan_item_graph
-from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file
+from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file, read_graph_file
 from rho_notebook.planning.plan import PlanRequest, build_plan
 from rho_notebook.planning.script import Finding, is_script_request, lint_script, plan_script, script_entry
 from rho_notebook.policy.approvals import (
@@ -88,6 +88,7 @@ from rho_notebook.service.export import (
     read_cells,
 )
 from rho_notebook.service.mcp_rules import check_mcp_decisions, mcp_run_mode, user_max_mode
+from rho_notebook.service.paths import check_path
 from rho_notebook.service.record import Recorded, record_run
 from rho_notebook.service.requests import Mode, ResumeRun, RunsQuery, StartRun
 from rho_notebook.service.wire import LIVE_LIFECYCLES, DeletedJson, ResultJson, RunRowJson, result_json, run_row_json
@@ -230,7 +231,14 @@ class Service:
         holding ``.rho/`` or ``.git``. Explicit ``inputs`` override a notebook source's default
         inputs key by key. ``flow`` (a script only) plans the module's ``Workflow`` of that name as
         a flow run (docs/flows.md).
+
+        Raises
+        ------
+        BadPath
+            A path the file system cannot hold (:func:`~rho_notebook.service.paths.check_path`).
         """
+        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
+            check_path(source, argument="file")
         if _is_script_path(source) or _is_graph_path(source):
             request = self._script_request(
                 Path(str(source)), inputs=inputs, workspace=workspace, search_path=search_path
@@ -293,6 +301,7 @@ class Service:
     def lint_script(self, path: Path) -> list[Finding]:
         """``validate SCRIPT.py``: the script's lint findings (planning/script.py lists the rules),
         read with ``ast``, never imported; errors make the script invalid, warnings do not."""
+        check_path(path, argument="file")
         ws = find_workspace(Path(os.path.realpath(path.absolute().parent)))
         entry = script_entry(path, ws)
         return lint_script(entry.text, entry.label, display=str(path))
@@ -304,6 +313,7 @@ class Service:
         """``validate FILE.graph.yaml``: the item-graph document's findings (planning/itemgraph.py
         lists the rules), naming the file ``display`` (default: ``path``); with ``inputs``, they are
         checked against its declared inputs. Nothing is stored (``plan`` freezes the document)."""
+        check_path(path, argument="file")
         return lint_graph_file(path, display=display or str(path), inputs=inputs)
 
     async def check_script(self, path: Path, *, inputs: Mapping[str, Any] | None = None) -> Checked:
@@ -332,11 +342,14 @@ class Service:
     def convert_graph(self, path: Path) -> str:
         """``convert FILE.graph.yaml``: the equivalent Starlark workflow's source (planning/convert.py
         lists what converts). Raises :class:`InvalidWorkflow` for a document that does not validate
-        and :class:`NotConvertible` (a subclass) for one without a faithful Starlark equivalent."""
+        and :class:`NotConvertible` (a subclass) for one without a faithful Starlark equivalent.
+        The file is read as ``plan`` reads it (:func:`~rho_notebook.planning.itemgraph.read_graph_file`)."""
+        check_path(path, argument="file")
+        raw = read_graph_file(path, display=str(path))
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            msg = f"cannot read {path}: {getattr(err, 'strerror', None) or err}"
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            msg = f"cannot read {path}: not UTF-8 text ({err.reason} at byte {err.start})"
             raise SourceError(msg, rule="graph.read", file=str(path)) from None
         return convert_graph(text, display=str(path))
 
@@ -388,7 +401,7 @@ class Service:
         the CLI passes the path as typed). Python nodes are frozen with ``python_interpreter``
         (None: this process's; the CLI passes the notebook kernel's, see ``kernel_python``).
         """
-        notebook = notebook.resolve()
+        notebook = check_path(notebook, argument="file").resolve()
         where = where or str(notebook)
         workspace = find_workspace(notebook.parent)
         cells = await asyncio.to_thread(read_cells, notebook)
@@ -423,8 +436,9 @@ class Service:
 
     @_in_thread
     def export(self, notebook: Path, out_dir: Path, *, workflow: str | None = None) -> ExportResult:
-        """Write the workflow folder of a saved notebook (``export NOTEBOOK.ipynb DIR``)."""
-        return export_notebook(notebook, out_dir, workflow=workflow)
+        """Write the workflow folder of a saved notebook (``export NOTEBOOK.ipynb DIR``); a path the
+        file system cannot hold, or a file where DIR must be, is a ``BadPath``."""
+        return export_notebook(check_path(notebook, argument="notebook"), out_dir, workflow=workflow)
 
     @_in_thread
     def record(self, run: str, out_dir: Path, *, live_commands: bool = False) -> Recorded:
@@ -1073,7 +1087,11 @@ class Service:
         ------
         TrustRefused
             ``path`` does not exist: nothing is trusted.
+        BadPath
+            ``path`` is a name the file system cannot hold.
         """
+        if path is not None:
+            check_path(path, argument="path")
         if path is not None and not _exists(path):
             msg = f"{path} does not exist, so there is no workspace to trust; give a folder of the workspace"
             raise TrustRefused(msg, path=str(path))
@@ -1082,7 +1100,10 @@ class Service:
 
     @_in_thread
     def untrust(self, path: Path | None = None) -> tuple[Workspace, bool]:
-        """Stop trusting the workspace holding ``path``: (the workspace, whether it was trusted)."""
+        """Stop trusting the workspace holding ``path``: (the workspace, whether it was trusted);
+        a name the file system cannot hold is a ``BadPath``."""
+        if path is not None:
+            check_path(path, argument="path")
         workspace = find_workspace(path)
         return workspace, TrustStore(self.layout).untrust(workspace)
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from rho_notebook.errors import SourceError
+from rho_notebook.errors import LimitError, SourceError
 from rho_notebook.model.source import SourceText
-from rho_notebook.oshelpers import NotRegularFile, lstat_components, read_regular_nofollow
+from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regular_nofollow, read_fd
 
 __all__ = [
     "SourceText",
@@ -72,8 +72,15 @@ def label_for_path(path: Path, root: Path) -> str:
     return "//" + relative.as_posix()
 
 
-def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: str, suffix: str = ".star") -> bytes:
-    """Read ``root/parts...`` refusing symlinks at every step and anything but a regular file."""
+def read_regular_file_nofollow(
+    root: Path, relative_parts: list[str], *, shown: str, suffix: str = ".star", max_bytes: int | None = None
+) -> bytes:
+    """Read ``root/parts...`` refusing symlinks at every step and anything but a regular file.
+
+    With ``max_bytes`` (the ``source_bytes`` planning limit), a larger file is refused with
+    :class:`~rho_notebook.errors.LimitError` before it is read whole. A path the file system cannot
+    look at (a name too long, a NUL, no permission) is a :class:`SourceError` like a missing file.
+    """
     current = root
     try:
         for index, (current, info) in enumerate(lstat_components(root, relative_parts)):
@@ -87,20 +94,48 @@ def read_regular_file_nofollow(root: Path, relative_parts: list[str], *, shown: 
     except FileNotFoundError:
         msg = f"{shown}: no such file"
         raise SourceError(msg, rule="load.missing", file=shown) from None
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte, no permission
+        msg = f"{shown}: cannot look at {current}: {getattr(err, 'strerror', None) or err}"
+        raise SourceError(msg, rule="load.missing", file=shown) from None
     try:
-        return read_regular_nofollow(current)
+        return _read_capped(current, max_bytes=max_bytes, shown=shown)
     except NotRegularFile as err:
         msg = f"{shown}: {err}; workflow sources must be regular {suffix} files"
         raise SourceError(msg, rule="load.missing", file=shown) from None
     except FileNotFoundError:
         msg = f"{shown}: no such file"
         raise SourceError(msg, rule="load.missing", file=shown) from None
-    except OSError as err:
-        if err.errno == errno.ELOOP:  # became a symlink after the walk above
+    except (OSError, ValueError) as err:
+        if isinstance(err, OSError) and err.errno == errno.ELOOP:  # became a symlink after the walk above
             msg = f"{shown}: {current} is a symlink; workflow sources may not pass through symlinks"
             raise SourceError(msg, rule="load.symlink", file=shown) from None
-        msg = f"{shown}: cannot read {current}: {err.strerror}"
+        msg = f"{shown}: cannot read {current}: {getattr(err, 'strerror', None) or err}"
         raise SourceError(msg, rule="load.missing", file=shown) from None
+
+
+def _read_capped(path: Path, *, max_bytes: int | None, shown: str) -> bytes:
+    """The bytes of the regular file ``path`` (no final symlink), refused past ``max_bytes``."""
+    fd, info = open_regular_nofollow(path)
+    try:
+        if max_bytes is None:
+            return read_fd(fd)
+        if info.st_size > max_bytes:
+            raise _too_large(max_bytes, info.st_size, shown)
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):  # the file may grow while it is read
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_large(max_bytes, total, shown)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _too_large(limit: int, measured: int, shown: str) -> LimitError:
+    detail = f"{shown} is larger than a workflow source may be; it was not read"
+    return LimitError(budget="source_bytes", limit=limit, measured=measured, file=shown, detail=detail)
 
 
 class FileSourceReader:
@@ -114,14 +149,18 @@ class FileSourceReader:
         """Whether a module is at ``label``: in the overlay, or any file (even a link) in the workspace."""
         return label in self.overlay or os.path.lexists(self.root / label[2:])
 
-    def read(self, label: str, *, suffix: str = ".star") -> SourceText:
+    def read(self, label: str, *, suffix: str = ".star", max_bytes: int | None = None) -> SourceText:
+        """The module at ``label`` (``max_bytes``: refuse a larger file, see
+        :func:`read_regular_file_nofollow`)."""
         problem = check_label(label, suffix=suffix)
         if problem is not None:
             raise SourceError(problem, rule="load.label")
         if label in self.overlay:
             return self.overlay[label]
         relative = label[2:]
-        data = read_regular_file_nofollow(self.root, relative.split("/"), shown=relative, suffix=suffix)
+        data = read_regular_file_nofollow(
+            self.root, relative.split("/"), shown=relative, suffix=suffix, max_bytes=max_bytes
+        )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:
