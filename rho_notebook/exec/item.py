@@ -48,7 +48,7 @@ from rho_notebook.model.schema import (
     StringSchema,
 )
 from rho_notebook.model.state import NodeState
-from rho_notebook.store.files import json_bytes
+from rho_notebook.store.files import atomic_write, json_bytes
 
 __all__ = ["ItemExecutor", "answer_schema", "command_argv", "input_item", "item_launch_facts"]
 
@@ -198,7 +198,7 @@ class ItemExecutor:
                 state=NodeState.FAILURE, message=err.message, exit=result.exit, artifacts=result.artifacts
             )
         folder = await ctx.directory()
-        await asyncio.to_thread((folder / "value.json").write_bytes, json_bytes(result.value))
+        await asyncio.to_thread(atomic_write, folder / "value.json", json_bytes(result.value))  # 0600, no-follow
         result.artifacts["value"] = "value.json"
         return result
 
@@ -343,7 +343,7 @@ class ItemExecutor:
         )
         answer_text = redactor.text(completion.message.content)
         folder = await ctx.directory()
-        await asyncio.to_thread((folder / "answer.txt").write_text, answer_text)
+        await asyncio.to_thread(atomic_write, folder / "answer.txt", answer_text.encode())
         fields = params.get("answer") or {}
         value: Any = answer_text
         if fields:

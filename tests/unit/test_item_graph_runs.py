@@ -471,3 +471,12 @@ def test_a_code_step_over_its_budget_fails_naming_the_budget(project: Project) -
     assert state.outcome == "failure"
     message = state.nodes["spin"].current.message  # type: ignore[union-attr]
     assert "code step 'spin'" in message and "evaluator_" in message and "exceeded" in message, message
+
+
+def test_a_steps_files_are_private(project: Project) -> None:
+    """value.json and input.json of an item step are 0600, as every store file is (docs/running.md)."""
+    state = run_graph(project, LOOP, {"limit": 0})
+    folder = project.service.run_store.folder(state.run_id)
+    attempt = folder.attempt_dir("init", state.nodes["init"].attempt)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in attempt.iterdir()}
+    assert modes["value.json"] == 0o600 and modes["input.json"] == 0o600, modes
