@@ -94,12 +94,9 @@ def frozen_size(graph: ItemGraph, loops: dict[str, tuple[int, frozenset[str]]]) 
     nodes = sum(rounds(step.id) for step in graph.steps)
     edges = 0
     for edge in graph.edges:
-        if edge.loop is not None:
-            edges += edge.loop.max_rounds - 1
-        elif edge.source in loops and edge.to in loops and loops[edge.source][1] is loops[edge.to][1]:
-            edges += rounds(edge.source)
-        else:
-            edges += rounds(edge.source)  # from every round of a looped source, into round 1
+        # a loop edge joins consecutive rounds; any other edge leaves every round of its source
+        # (into the same round inside a body, into round 1 or a plain step outside it)
+        edges += edge.loop.max_rounds - 1 if edge.loop is not None else rounds(edge.source)
     min_bytes = 0
     for step in graph.steps:
         try:
@@ -120,7 +117,8 @@ def counted_too_many(text: str, limits: Limits) -> list[tuple[str, str, int, int
     holding more items than its budget, counted from the parser's events without building the
     document (constant memory; ``source_bytes`` bounds the time). Text libyaml cannot parse gives
     no finding: reading it says why."""
-    counts: dict[str, tuple[int, int, int]] = {}  # key -> (items, line, column)
+    counts: dict[str, int] = {}  # key -> items
+    where: dict[str, tuple[int, int]] = {}  # key -> (line, column) of its list
     depth = 0
     key: str | None = None
     expect_key = False
@@ -129,14 +127,13 @@ def counted_too_many(text: str, limits: Limits) -> list[tuple[str, str, int, int
         for ev in yaml.parse(text, Loader=yaml.CSafeLoader):
             if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 if depth == 2 and counting is not None:
-                    items, line, column = counts[counting]
-                    counts[counting] = (items + 1, line, column)
+                    counts[counting] += 1
                 depth += 1
                 if depth == 1:
                     expect_key = isinstance(ev, yaml.MappingStartEvent)
                 elif depth == 2 and key in _COUNTED and isinstance(ev, yaml.SequenceStartEvent):
                     counting = key
-                    counts[counting] = (0, ev.start_mark.line + 1, ev.start_mark.column + 1)
+                    counts[counting], where[counting] = 0, (ev.start_mark.line + 1, ev.start_mark.column + 1)
             elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
                 if depth == 1:
@@ -147,15 +144,14 @@ def counted_too_many(text: str, limits: Limits) -> list[tuple[str, str, int, int
                         key = ev.value if isinstance(ev, yaml.ScalarEvent) else None
                     expect_key = not expect_key
                 elif depth == 2 and counting is not None:
-                    items, line, column = counts[counting]
-                    counts[counting] = (items + 1, line, column)
+                    counts[counting] += 1
     except yaml.YAMLError:
         return []
     found = []
-    for name, (items, line, column) in counts.items():
+    for name, items in counts.items():
         budget = _COUNTED[name]
         if items > limits.limit(budget):
-            found.append((f"limit.{budget}", budget_text(budget, limits, items), line, column))
+            found.append((f"limit.{budget}", budget_text(budget, limits, items), *where[name]))
     return found
 
 
