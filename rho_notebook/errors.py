@@ -9,61 +9,14 @@ Each class also says how front ends report it, so no front end keeps its own tab
 workflow, 404 not found, 409 conflict or refusal, 500 failure on our side, e.g. the store).
 
 This module sits at the bottom of the layers: it imports nothing of ours, so every layer may
-import it.
+import it. Every public exception class of the core layers lives here (tests/unit/test_module_shape.py);
+the few that are not :class:`RhoError` are signals between two layers, at the end.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
-
-__all__ = [
-    "Diagnostic",
-    "RhoError",
-    "SourceError",
-    "InvalidWorkflow",
-    "InputError",
-    "LimitError",
-    "PlanError",
-    "StoreError",
-    "StoreUnsafe",
-    "NotFound",
-    "AmbiguousId",
-    "NameMismatch",
-    "ExportError",
-    "RecordingError",
-    "RecordingMismatch",
-    "ConfirmationRequired",
-    "PlanNotApproved",
-    "ApprovalRefused",
-    "AlreadyDecided",
-    "RunRefused",
-    "NeedsRecovery",
-    "TryRefused",
-    "SettingsError",
-    "ProviderError",
-    "ProviderErrorKind",
-    "AnswerError",
-    "AgentFailure",
-    "FailureKind",
-    "FAILURE_KINDS",
-    "VerificationError",
-    "VerifyReason",
-    "UnsupportedPlatform",
-    "LaunchError",
-    "StepInvalid",
-    "DecisionNeedsPerson",
-    "ExecutorInvalid",
-    "DaskNotInstalled",
-    "MappingError",
-    "ItemTooLarge",
-    "CodeStepError",
-    "AttemptUncertain",
-    "NotConvertible",
-    "BadArgument",
-    "BadPath",
-    "TrustRefused",
-]
 
 
 @dataclass(frozen=True)
@@ -618,3 +571,36 @@ class TrustRefused(RhoError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+# -- signals between layers (not RhoError: callers turn them into their own errors) -------------------
+
+
+class NotRegularFile(OSError):
+    """An entry that should be a regular file is a directory, FIFO, socket or device."""
+
+
+class UnavailableValue(Exception):
+    """A template referenced an output that does not exist (the referenced node did not succeed)."""
+
+
+class NoReuseKey(Exception):
+    """The node has no reuse key now (it is launched as usual); the message says why."""
+
+
+class WorkerStopped(Exception):
+    """The worker was stopped at its wall budget or died (a limit, a crash); ``diagnostic`` has the
+    shape of a worker's error diagnostic: ``rule``, ``message`` and, for a budget, ``budget``,
+    ``limit`` and ``measured``. Callers turn it into their own error."""
+
+    def __init__(self, diagnostic: dict[str, Any]) -> None:
+        super().__init__(diagnostic["message"])
+        self.diagnostic = diagnostic
+
+
+class ArgumentError(Exception):
+    """A magic line that does not parse; the message says what to write instead."""
+
+
+class HelpShown(Exception):
+    """``--help`` was asked for and printed."""

@@ -26,8 +26,9 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rho_notebook.errors import NotRegularFile
+
 __all__ = [
-    "NotRegularFile",
     "kind_of",
     "open_regular_nofollow",
     "read_fd",
@@ -45,10 +46,6 @@ PathLike = str | os.PathLike[str]
 
 
 # -- no-follow reads ---------------------------------------------------------------------------------
-
-
-class NotRegularFile(OSError):
-    """An entry that should be a regular file is a directory, FIFO, socket or device."""
 
 
 def open_regular_nofollow(

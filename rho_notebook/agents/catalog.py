@@ -27,9 +27,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
-from rho_notebook.errors import Diagnostic, InvalidWorkflow
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, NotRegularFile
 from rho_notebook.model.agent import AgentDefinition, AgentOrigin
-from rho_notebook.oshelpers import NotRegularFile, read_regular_nofollow
+from rho_notebook.oshelpers import read_regular_nofollow
 
 __all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "resolve_agent"]
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from rho_notebook.agents._process import run_supervised
 from rho_notebook.agents.provider import ToolCall, ToolSpec
-from rho_notebook.oshelpers import NotRegularFile, read_regular_nofollow
+from rho_notebook.errors import NotRegularFile
+from rho_notebook.oshelpers import read_regular_nofollow
 
 __all__ = [
     "IMPLEMENTED_TOOLS",

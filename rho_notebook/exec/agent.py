@@ -41,8 +41,8 @@ from rho_notebook.agents.resolve import open_provider, read_credential, select_m
 from rho_notebook.agents.session import Session
 from rho_notebook.agents.settings import AgentSettings, load_settings
 from rho_notebook.agents.tools import IMPLEMENTED_TOOLS, ToolBox
-from rho_notebook.errors import AgentFailure, AnswerError, RhoError, SettingsError, StoreError
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, node_environment, render_template
+from rho_notebook.errors import AgentFailure, AnswerError, RhoError, SettingsError, StoreError, UnavailableValue
+from rho_notebook.exec.base import AttemptContext, AttemptResult, node_environment, render_template
 from rho_notebook.model.agent import RHO_TOOLS, AgentDefinition
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, Graph

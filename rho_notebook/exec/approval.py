@@ -6,7 +6,8 @@ templates); deny -> denial; no decision within timeout_seconds -> failure; cance
 
 from __future__ import annotations
 
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, render_template
+from rho_notebook.errors import UnavailableValue
+from rho_notebook.exec.base import AttemptContext, AttemptResult, render_template
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rho_notebook.errors import UnavailableValue
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import EnvironmentPolicy, Graph, Node
@@ -27,15 +28,10 @@ __all__ = [
     "AttemptResult",
     "EnvironmentSnapshot",
     "Executor",
-    "UnavailableValue",
     "output_value",
     "render_template",
     "node_environment",
 ]
-
-
-class UnavailableValue(Exception):
-    """A template referenced an output that does not exist (the referenced node did not succeed)."""
 
 
 @dataclass

@@ -14,8 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rho_notebook.errors import UnavailableValue
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, render_template
+from rho_notebook.exec.base import AttemptContext, AttemptResult, render_template
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import CommandNode, FrozenExecutable, ShellNode
 from rho_notebook.model.schema import validate_value

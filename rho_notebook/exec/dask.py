@@ -39,7 +39,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from rho_notebook.errors import AttemptUncertain, DaskNotInstalled, PlanError, RhoError
+from rho_notebook.errors import AttemptUncertain, DaskNotInstalled, PlanError, RhoError, UnavailableValue
 from rho_notebook.exec._dask_worker import (
     RemoteAttempt,
     RemoteOutcome,
@@ -49,7 +49,7 @@ from rho_notebook.exec._dask_worker import (
     run_attempt,
 )
 from rho_notebook.exec._supervised import Ended, FileSink, Judge, conclude
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, node_environment
+from rho_notebook.exec.base import AttemptContext, AttemptResult, node_environment
 from rho_notebook.exec.command import CommandExecutor, render_argv
 from rho_notebook.exec.process import ProcessResult
 from rho_notebook.exec.python import PythonExecutor, frozen_runtime, node_request, render_args, verified_harness

@@ -28,9 +28,9 @@ from typing import Any
 from rho_notebook.agents.completion import complete_once, select_provider
 from rho_notebook.agents.provider import CompletionRequest, Message
 from rho_notebook.agents.redact import Redactor
-from rho_notebook.errors import ItemTooLarge, RhoError
+from rho_notebook.errors import ItemTooLarge, RhoError, UnavailableValue
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue
+from rho_notebook.exec.base import AttemptContext, AttemptResult
 from rho_notebook.exec.command import frozen_process_facts
 from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.graph import AgentNode, Graph, ItemNode, Node

@@ -29,9 +29,9 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rho_notebook.errors import PlanError, RhoError
+from rho_notebook.errors import PlanError, RhoError, UnavailableValue
 from rho_notebook.exec._supervised import Ended, process_spec, supervise
-from rho_notebook.exec.base import AttemptContext, AttemptResult, UnavailableValue, output_value
+from rho_notebook.exec.base import AttemptContext, AttemptResult, output_value
 from rho_notebook.model.graph import Graph, PythonNode, PythonRuntime
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState

@@ -26,7 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import ArgumentError, HelpShown, InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
@@ -52,7 +52,7 @@ from rho_notebook.notebook.display import (
 )
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request, load_limits, parse_input_args
-from rho_notebook.service.cell_args import ArgumentError, HelpShown, parse_verb
+from rho_notebook.service.cell_args import parse_verb
 from rho_notebook.service.cells import (
     AgentCell,
     Cell,

@@ -23,9 +23,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rho_notebook.errors import PlanError
+from rho_notebook.errors import NotRegularFile, PlanError
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule, PythonRuntime
-from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regular_nofollow
+from rho_notebook.oshelpers import lstat_components, open_regular_nofollow
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.source.labels import check_label
 from rho_notebook.source.pymodules import ModuleIndex, harness_sha256

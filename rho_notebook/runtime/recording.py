@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import RecordingError, RecordingMismatch
-from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, UnavailableValue, render_template
+from rho_notebook.errors import RecordingError, RecordingMismatch, UnavailableValue
+from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, render_template
 from rho_notebook.exec.command import render_argv
 from rho_notebook.exec.python import render_args
 from rho_notebook.model.condition import UNAVAILABLE

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import RhoError
-from rho_notebook.exec.base import UnavailableValue, render_template
+from rho_notebook.errors import NoReuseKey, RhoError, UnavailableValue
+from rho_notebook.exec.base import render_template
 from rho_notebook.exec.python import render_args
 from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
@@ -53,7 +53,6 @@ from rho_notebook.store.runs import node_folder
 
 __all__ = [
     "KEY_FORMAT",
-    "NoReuseKey",
     "ReuseKeys",
     "Seed",
     "predict_reuse",
@@ -72,10 +71,6 @@ _NOT_IN_KEY = frozenset({"name", "needs", "when", "allow_failure", "reuse", "reu
 
 ValueLookup = Callable[[str], Any]
 """Validated output of an upstream node, or UNAVAILABLE."""
-
-
-class NoReuseKey(Exception):
-    """The node has no reuse key now (it is launched as usual); the message says why."""
 
 
 def may_reuse(node: Node) -> bool:

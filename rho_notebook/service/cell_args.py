@@ -12,11 +12,10 @@ import argparse
 import shlex
 from typing import NoReturn
 
+from rho_notebook.errors import ArgumentError, HelpShown
 from rho_notebook.model.state import Lifecycle
 
 __all__ = [
-    "ArgumentError",
-    "HelpShown",
     "VERBS",
     "split",
     "verb_parser",
@@ -51,14 +50,6 @@ VERBS = (
     "hub",
 )
 """Every ``%workflow`` verb, in the order the help lists them."""
-
-
-class ArgumentError(Exception):
-    """A magic line that does not parse; the message says what to write instead."""
-
-
-class HelpShown(Exception):
-    """``--help`` was asked for and printed."""
 
 
 class _Parser(argparse.ArgumentParser):

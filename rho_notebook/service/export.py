@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import ExportError
-from rho_notebook.service.cell_args import ArgumentError
+from rho_notebook.errors import ArgumentError, ExportError
 from rho_notebook.service.cells import (
     CellSet,
     GraphCell,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rho_notebook.errors import CodeStepError
-from rho_notebook.source.evaluate import WorkerChannel, WorkerStopped, talk_to_worker
+from rho_notebook.errors import CodeStepError, WorkerStopped
+from rho_notebook.source.evaluate import WorkerChannel, talk_to_worker
 from rho_notebook.source.limits import Limits, load_limits
 
 __all__ = ["run_code_step"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, LimitError, RhoError, SourceError
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, LimitError, RhoError, SourceError, WorkerStopped
 from rho_notebook.source.labels import SourceReader, SourceText
 from rho_notebook.source.limits import Limits
 
@@ -31,7 +31,6 @@ __all__ = [
     "WORKER_PATH",
     "InputChecker",
     "WorkerChannel",
-    "WorkerStopped",
     "talk_to_worker",
 ]
 
@@ -93,16 +92,6 @@ class WorkerChannel:
             raise _WorkerDied(self.process.returncode) from None
         result: dict[str, Any] = json.loads(payload)
         return result
-
-
-class WorkerStopped(Exception):
-    """The worker was stopped at its wall budget or died (a limit, a crash); ``diagnostic`` has the
-    shape of a worker's error diagnostic: ``rule``, ``message`` and, for a budget, ``budget``,
-    ``limit`` and ``measured``. Callers turn it into their own error."""
-
-    def __init__(self, diagnostic: dict[str, Any]) -> None:
-        super().__init__(diagnostic["message"])
-        self.diagnostic = diagnostic
 
 
 async def talk_to_worker(

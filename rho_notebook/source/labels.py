@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from rho_notebook.errors import LimitError, SourceError
+from rho_notebook.errors import LimitError, NotRegularFile, SourceError
 from rho_notebook.model.source import SourceText
-from rho_notebook.oshelpers import NotRegularFile, lstat_components, open_regular_nofollow, read_fd
+from rho_notebook.oshelpers import lstat_components, open_regular_nofollow, read_fd
 
 __all__ = [
     "SourceText",

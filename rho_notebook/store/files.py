@@ -22,8 +22,8 @@ import stat
 from pathlib import Path
 from typing import Any, Literal
 
-from rho_notebook.errors import StoreError, StoreUnsafe
-from rho_notebook.oshelpers import NotRegularFile, kind_of, lstat_components, open_regular_nofollow, read_fd
+from rho_notebook.errors import NotRegularFile, StoreError, StoreUnsafe
+from rho_notebook.oshelpers import kind_of, lstat_components, open_regular_nofollow, read_fd
 
 __all__ = [
     "fsync_dir",

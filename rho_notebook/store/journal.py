@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import NotFound, StoreError
-from rho_notebook.oshelpers import NotRegularFile, open_regular_nofollow
+from rho_notebook.errors import NotFound, NotRegularFile, StoreError
+from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.store.files import atomic_write, read_nofollow
 
 __all__ = [

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.errors import SourceError, StoreError
-from rho_notebook.oshelpers import NotRegularFile, open_regular_nofollow, read_regular_nofollow
+from rho_notebook.errors import NotRegularFile, SourceError, StoreError
+from rho_notebook.oshelpers import open_regular_nofollow, read_regular_nofollow
 from rho_notebook.source.labels import read_regular_file_nofollow
 from rho_notebook.store.files import read_json, read_nofollow
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.exec.base import UnavailableValue
+from rho_notebook.errors import UnavailableValue
 from rho_notebook.exec.python import python_facts, render_args
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.condition import UNAVAILABLE

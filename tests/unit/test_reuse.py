@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rho_notebook.errors import NoReuseKey
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
@@ -36,7 +37,7 @@ from rho_notebook.model.reference import OutputRef, Template
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.model.state import NodeState
 from rho_notebook.runtime.recovery import recovery_events
-from rho_notebook.runtime.reuse import NoReuseKey, ReuseKeys, may_reuse, predict_reuse, reusable, reuse_key
+from rho_notebook.runtime.reuse import ReuseKeys, may_reuse, predict_reuse, reusable, reuse_key
 from rho_notebook.store.files import json_bytes
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.layout import StoreLayout
