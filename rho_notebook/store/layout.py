@@ -16,7 +16,37 @@ from pathlib import Path
 
 from rho_notebook.store.files import check_store_root, ensure_private_dir
 
-__all__ = ["StoreLayout", "default_home"]
+__all__ = [
+    "StoreLayout",
+    "default_home",
+    "VALUE_FILE",
+    "ANSWER_TEXT_FILE",
+    "ANSWER_PROSE_FILE",
+    "PROMPT_FILE",
+    "RESULT_FILE",
+    "USAGE_FILE",
+    "EXIT_FILE",
+    "TRANSCRIPT_FILE",
+]
+
+# -- the files inside an attempt folder (nodes/<NODE_ID>/attempts/<N>/); the store owns these names --
+
+VALUE_FILE = "value.json"
+"""The attempt's validated output value, canonical JSON."""
+ANSWER_TEXT_FILE = "answer.txt"
+"""An agent's or model's raw final answer (the text a JSON value was parsed from)."""
+ANSWER_PROSE_FILE = "answer.md"
+"""An agent's prose answer (no schema)."""
+PROMPT_FILE = "prompt.md"
+"""An agent's rendered prompt, or an approval node's rendered question."""
+RESULT_FILE = "result.json"
+"""A script or item step's result record."""
+USAGE_FILE = "usage.json"
+"""An agent or model call's token usage, timing and failure kind."""
+EXIT_FILE = "exit.json"
+"""A command's exit record."""
+TRANSCRIPT_FILE = "transcript.json"
+"""An agent's message transcript."""
 
 
 def default_home() -> Path:

@@ -27,7 +27,7 @@ from typing import Any
 from rho_notebook.errors import StoreError
 from rho_notebook.oshelpers import read_regular_nofollow
 from rho_notebook.store.files import atomic_write, json_bytes
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import VALUE_FILE, StoreLayout
 
 __all__ = ["ReuseEntry", "ReuseHit", "ReuseIndex", "value_file_sha256"]
 
@@ -122,7 +122,7 @@ class ReuseIndex:
                 return None
             return ReuseHit(entry, None) if stat.S_ISREG(info.st_mode) else None
         try:
-            data = read_regular_nofollow(self.attempt_dir(entry) / "value.json")
+            data = read_regular_nofollow(self.attempt_dir(entry) / VALUE_FILE)
         except OSError:
             return None
         if value_file_sha256(data) != entry.value_sha256:
@@ -149,7 +149,7 @@ class ReuseIndex:
         """Store an entry for a finished attempt, reading the sha256 of its ``value.json`` (if any)."""
         entry = ReuseEntry(run_id, node, attempt, None, workspace_key)
         try:
-            data = read_regular_nofollow(self.attempt_dir(entry) / "value.json")
+            data = read_regular_nofollow(self.attempt_dir(entry) / VALUE_FILE)
         except FileNotFoundError:
             data = None
         except OSError as err:

@@ -52,20 +52,29 @@ from rho_notebook.store.files import (
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.journal import CHAINED, Watermark, write_watermark
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import (
+    ANSWER_PROSE_FILE,
+    ANSWER_TEXT_FILE,
+    EXIT_FILE,
+    PROMPT_FILE,
+    TRANSCRIPT_FILE,
+    USAGE_FILE,
+    VALUE_FILE,
+    StoreLayout,
+)
 
 __all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS", "node_folder"]
 
 ATTEMPT_ARTIFACTS = (
     "stdout",
     "stderr",
-    "exit.json",
-    "value.json",
-    "answer.md",
-    "answer.txt",
-    "prompt.md",
-    "transcript.json",
-    "usage.json",
+    EXIT_FILE,
+    VALUE_FILE,
+    ANSWER_PROSE_FILE,
+    ANSWER_TEXT_FILE,
+    PROMPT_FILE,
+    TRANSCRIPT_FILE,
+    USAGE_FILE,
 )
 """The attempt files a result names: command streams and exit, the validated value, agent answers
 (prose or raw JSON), transcripts and usage, and an approval node's rendered prompt."""
