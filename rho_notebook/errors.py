@@ -137,9 +137,7 @@ class LimitError(InvalidWorkflow):
         extra = f" ({detail})" if detail else ""
         message = f"planning budget '{budget}' exceeded: accepted limit {limit}, measured {measured}{extra}"
         super().__init__([Diagnostic(rule=f"limit.{budget}", message=message, file=file, line=line, column=column)])
-        self.budget = budget
-        self.limit = limit
-        self.measured = measured
+        self.budget, self.limit, self.measured = budget, limit, measured
 
 
 class PlanError(RhoError):
@@ -167,8 +165,7 @@ class StoreUnsafe(StoreError):
 
     def __init__(self, message: str, *, path: str, mode: int) -> None:
         super().__init__(message)
-        self.path = path
-        self.mode = mode
+        self.path, self.mode = path, mode
 
 
 class NotFound(StoreError):
@@ -284,8 +281,7 @@ class TryRefused(RunRefused):
 
     def __init__(self, message: str, *, node: str, fields: tuple[str, ...] = ()) -> None:
         super().__init__(message)
-        self.node = node
-        self.fields = fields
+        self.node, self.fields = node, fields
 
 
 # -- agents ------------------------------------------------------------------------------------------
@@ -431,9 +427,7 @@ class DecisionNeedsPerson(RunRefused):
 
     def __init__(self, message: str, *, run_id: str, step: str, command: str) -> None:
         super().__init__(message)
-        self.run_id = run_id
-        self.step = step
-        self.command = command
+        self.run_id, self.step, self.command = run_id, step, command
 
 
 # -- distributed executors (docs/distributed.md) -------------------------------------------------
@@ -490,9 +484,7 @@ class ItemTooLarge(RhoError):
             f"step {step!r}: the item is {measured} bytes (canonical JSON), over the 'item_bytes' limit of "
             f"{limit} bytes; keep the item lean: carry IDs or paths of bulky data instead of the data"
         )
-        self.step = step
-        self.limit = limit
-        self.measured = measured
+        self.step, self.limit, self.measured = step, limit, measured
 
 
 class CodeStepError(RhoError):
@@ -514,10 +506,7 @@ class CodeStepError(RhoError):
     ) -> None:
         where = f"line {line}:{column or 1}: " if line is not None else ""
         super().__init__(f"code step {step!r}: {where}{detail}")
-        self.step = step
-        self.rule = rule
-        self.line = line
-        self.column = column
+        self.step, self.rule, self.line, self.column = step, rule, line, column
 
 
 class AttemptUncertain(RhoError):
