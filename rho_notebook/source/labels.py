@@ -43,15 +43,24 @@ def check_label(label: str, *, suffix: str = ".star") -> str | None:
     if "\x00" in label:
         return f"label {label!r} contains a NUL byte"
     if not label.startswith("//"):
-        if label.startswith("/"):
-            return f"label {label!r} is an absolute path; use a root label such as {example}"
-        if len(label) > 1 and label[1] == ":":
-            return f"label {label!r} has a platform prefix; use a root label such as {example}"
-        return f"label {label!r} must start with // (the module root), e.g. {example}"
+        return _not_a_root_label(label, example)
     if not label.endswith(suffix):
         return f"label {label!r} must name a {suffix} file"
-    parts = label[2:].split("/")
-    for part in parts:
+    return _path_part_problem(label)
+
+
+def _not_a_root_label(label: str, example: str) -> str:
+    """Why ``label`` (which does not start with //) is no root label."""
+    if label.startswith("/"):
+        return f"label {label!r} is an absolute path; use a root label such as {example}"
+    if len(label) > 1 and label[1] == ":":
+        return f"label {label!r} has a platform prefix; use a root label such as {example}"
+    return f"label {label!r} must start with // (the module root), e.g. {example}"
+
+
+def _path_part_problem(label: str) -> str | None:
+    """The first path part of root label ``label`` that leaves the root or names no file."""
+    for part in label[2:].split("/"):
         if part == "":
             return f"label {label!r} has an empty path part"
         if part in (".", ".."):

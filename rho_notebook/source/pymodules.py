@@ -90,50 +90,68 @@ def _candidates(dotted: str) -> list[str]:
 def _binds(tree: ast.Module) -> tuple[frozenset[str], bool]:
     """Names bound at the module's top level (in ``if``/``try``/``with`` blocks too), and whether
     a ``from x import *`` may bind more."""
-    names: set[str] = set()
-    star = False
+    found = _TopLevelNames()
+    found.walk(tree.body)
+    return frozenset(found.names), found.star
 
-    def targets(target: ast.expr) -> None:
+
+class _TopLevelNames:
+    """The names a module's top-level statements bind, gathered by :meth:`walk`."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.star = False
+
+    def walk(self, body: list[ast.stmt]) -> None:
+        for statement in body:
+            nested = _nested_bodies(statement)
+            if nested is None:
+                self.bind(statement)
+                continue
+            for block in nested:
+                self.walk(block)
+
+    def bind(self, statement: ast.stmt) -> None:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.names.add(statement.name)
+        elif isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                self.target(target)
+        elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
+            self.target(statement.target)
+        elif isinstance(statement, ast.Import):
+            self.names.update(alias.asname or alias.name.split(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom):
+            for alias in statement.names:
+                if alias.name == "*":
+                    self.star = True
+                else:
+                    self.names.add(alias.asname or alias.name)
+
+    def target(self, target: ast.expr) -> None:
         if isinstance(target, ast.Name):
-            names.add(target.id)
+            self.names.add(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
-                targets(element)
+                self.target(element)
         elif isinstance(target, ast.Starred):
-            targets(target.value)
+            self.target(target.value)
 
-    def walk(body: list[ast.stmt]) -> None:
-        nonlocal star
-        for statement in body:
-            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(statement.name)
-            elif isinstance(statement, ast.Assign):
-                for target in statement.targets:
-                    targets(target)
-            elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
-                targets(statement.target)
-            elif isinstance(statement, ast.Import):
-                names.update(alias.asname or alias.name.split(".")[0] for alias in statement.names)
-            elif isinstance(statement, ast.ImportFrom):
-                for alias in statement.names:
-                    if alias.name == "*":
-                        star = True
-                    else:
-                        names.add(alias.asname or alias.name)
-            elif isinstance(statement, (ast.If, ast.While, ast.For, ast.AsyncFor)):
-                walk(statement.body)
-                walk(statement.orelse)
-            elif isinstance(statement, (ast.With, ast.AsyncWith)):
-                walk(statement.body)
-            elif isinstance(statement, ast.Try):
-                walk(statement.body)
-                walk(statement.orelse)
-                walk(statement.finalbody)
-                for handler in statement.handlers:
-                    walk(handler.body)
 
-    walk(tree.body)
-    return frozenset(names), star
+def _nested_bodies(statement: ast.stmt) -> list[list[ast.stmt]] | None:
+    """The blocks of a compound statement whose bindings are top-level too; None for others."""
+    if isinstance(statement, (ast.If, ast.While, ast.For, ast.AsyncFor)):
+        return [statement.body, statement.orelse]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [statement.body]
+    if isinstance(statement, ast.Try):
+        return [
+            statement.body,
+            statement.orelse,
+            statement.finalbody,
+            *(handler.body for handler in statement.handlers),
+        ]
+    return None
 
 
 @dataclass(frozen=True)

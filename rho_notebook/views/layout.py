@@ -10,6 +10,9 @@ Steps (a small Sugiyama pipeline, chosen to stay well under a second at 750 node
 4. a few barycenter ordering sweeps (down and up), keeping the ordering with the fewest crossings;
 5. coordinates: nodes pulled toward the mean position of their neighbours, then separated.
 
+Steps 1-4 are in :mod:`rho_notebook.views._layering`, step 5 in :mod:`rho_notebook.views._placing`;
+:func:`layered_layout` runs them and builds the :class:`Layout`.
+
 An edge is a *condition edge* when its child has a ``when`` condition; views draw it dashed.
 Nothing here imports IPython or ipywidgets.
 """
@@ -19,17 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import networkx as nx  # type: ignore[import-untyped]
-
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service.wire import WireLayout
+from rho_notebook.views._layering import Vertices, layers_of, ordered_layers, positions, reduced_graph, vertices_of
+from rho_notebook.views._placing import NODE_HEIGHT, Geometry
 
 __all__ = [
     "Direction",
@@ -42,19 +44,10 @@ __all__ = [
     "layered_layout",
     "layout_graph",
     "layout_steps",
+    "layout_of",
 ]
 
 Direction = Literal["TB", "LR"]
-
-NODE_HEIGHT = 34
-LAYER_GAP = 46
-NODE_GAP = 22
-DUMMY_WIDTH = 12
-MARGIN = 16
-SWEEPS = 4
-DUMMY_BUDGET_PER_NODE = 8
-"""At most this many dummy nodes per real node (plus a constant); past that, long edges are drawn
-as direct curves and do not take part in ordering (keeps pathological graphs fast)."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +179,14 @@ def layout_graph(graph: Graph, *, direction: Direction = "TB", digest: str | Non
     return _kept_layout(digest, direction, lambda: layered_layout(specs_of(graph), direction=direction))
 
 
+def layout_of(graph: Graph, state: RunState | None = None, *, digest: str | None = None) -> Layout:
+    """The layout of a plan's or run's DAG: the frozen graph's, or for a script run the steps it
+    has so far (a script plan, without ``state``, has none)."""
+    if graph.script is not None:
+        return layout_steps(state, digest=digest) if state is not None else layered_layout([])
+    return layout_graph(graph, digest=digest)
+
+
 def _kept_layout(digest: str, direction: Direction, make: Callable[[], Layout]) -> Layout:
     key = (digest, direction)
     with _kept_lock:
@@ -213,51 +214,7 @@ def node_width_for(names: Iterable[str]) -> float:
     return float(min(max(7 * longest + 46, 120), 240))
 
 
-# -- the pipeline -----------------------------------------------------------------------------------
-
-
-def _reduce(specs: Sequence[NodeSpec]) -> nx.DiGraph:
-    full = nx.DiGraph()
-    full.add_nodes_from(spec.name for spec in specs)
-    for spec in specs:
-        full.add_edges_from((need, spec.name) for need in spec.needs)
-    if not nx.is_directed_acyclic_graph(full):
-        cycle = nx.find_cycle(full)
-        msg = f"cannot lay out a graph with a cycle: {' -> '.join(a for a, _ in cycle)}"
-        raise ValueError(msg)
-    return nx.transitive_reduction(full)
-
-
-def _layers(reduced: nx.DiGraph, names: Sequence[str]) -> dict[str, int]:
-    layer: dict[str, int] = {}
-    for name in nx.lexicographical_topological_sort(reduced):
-        preds = reduced.pred[name]
-        layer[name] = 1 + max(layer[p] for p in preds) if preds else 0
-    return {name: layer[name] for name in names}
-
-
-class _Chain:
-    """A reduced edge: source, target, and the dummy vertices between them (one per layer)."""
-
-    __slots__ = ("source", "target", "dummies")
-
-    def __init__(self, source: str, target: str, dummies: list[int]) -> None:
-        self.source = source
-        self.target = target
-        self.dummies = dummies
-
-
-def _crossings(lower_positions: list[list[int]]) -> int:
-    """Edge crossings between two adjacent layers, given for each upper vertex (in order) the
-    positions of its lower neighbours: inversions counted with a sorted list."""
-    pairs = sorted((upper, lower) for upper, lowers in enumerate(lower_positions) for lower in lowers)
-    seen: list[int] = []
-    count = 0
-    for _, lower in pairs:
-        index = bisect_right(seen, lower)
-        count += len(seen) - index
-        seen.insert(index, lower)
-    return count
+# -- the pipeline (phases in views/_layering.py and views/_placing.py) ---------------------------------
 
 
 def layered_layout(specs: Sequence[NodeSpec], *, direction: Direction = "TB") -> Layout:
@@ -269,187 +226,69 @@ def layered_layout(specs: Sequence[NodeSpec], *, direction: Direction = "TB") ->
         When a need names an unknown node or the graph has a cycle.
     """
     names = [spec.name for spec in specs]
-    known = set(names)
+    _check_needs(specs, set(names))
+    reduced = reduced_graph(names, [spec.needs for spec in specs])
+    layer_of = layers_of(reduced, names)
+    layer_count = 1 + max(layer_of.values(), default=-1)
+    vertices = vertices_of(reduced, names, layer_of)
+    order = ordered_layers(vertices, layer_count)
+    node_width = node_width_for(names)
+    geometry = Geometry(vertices, order, real=len(names), node_width=node_width, direction=direction)
+    width, height = geometry.extent(layer_count)
+    return Layout(
+        direction=direction,
+        width=width,
+        height=height,
+        node_width=node_width,
+        node_height=NODE_HEIGHT,
+        layers=layer_count,
+        nodes=_placed_nodes(specs, vertices, order, geometry),
+        edges=_placed_edges(specs, vertices, geometry),
+        edge_count=sum(len(spec.needs) for spec in specs),
+    )
+
+
+def _check_needs(specs: Sequence[NodeSpec], known: set[str]) -> None:
     for spec in specs:
         missing = [need for need in spec.needs if need not in known]
         if missing:
             msg = f"node {spec.name!r} needs unknown node(s): {', '.join(missing)}"
             raise ValueError(msg)
-    reduced = _reduce(specs)
-    layer_of = _layers(reduced, names)
-    layer_count = 1 + max(layer_of.values(), default=-1)
-    conditional = {spec.name: spec.conditional for spec in specs}
 
-    # vertices: real nodes get ids 0..n-1, dummies n.. ; each vertex has a layer
-    vid = {name: i for i, name in enumerate(names)}
-    vlayer: list[int] = [layer_of[name] for name in names]
-    reduced_edges = sorted(reduced.edges(), key=lambda e: (vid[e[1]], vid[e[0]]))
-    budget = DUMMY_BUDGET_PER_NODE * len(names) + 2000
-    total_span = sum(max(layer_of[t] - layer_of[s] - 1, 0) for s, t in reduced_edges)
-    use_dummies = total_span <= budget
-    chains: list[_Chain] = []
-    # adjacency between consecutive layers for ordering: down[v] = vertices in layer+1, up[v] in layer-1
-    down: list[list[int]] = [[] for _ in names]
-    up: list[list[int]] = [[] for _ in names]
-    for source, target in reduced_edges:
-        span = layer_of[target] - layer_of[source]
-        dummies: list[int] = []
-        prev = vid[source]
-        if span > 1 and use_dummies:
-            for step in range(1, span):
-                d = len(vlayer)
-                vlayer.append(layer_of[source] + step)
-                down.append([])
-                up.append([])
-                down[prev].append(d)
-                up[d].append(prev)
-                dummies.append(d)
-                prev = d
-        if span == 1 or use_dummies:
-            down[prev].append(vid[target])
-            up[vid[target]].append(prev)
-        chains.append(_Chain(source, target, dummies))
 
-    # initial order: real nodes by name order within their layer, dummies after their source
-    layers: list[list[int]] = [[] for _ in range(layer_count)]
-    for v in range(len(vlayer)):
-        layers[vlayer[v]].append(v)
-
-    def positions(order: list[list[int]]) -> dict[int, int]:
-        return {v: i for layer in order for i, v in enumerate(layer)}
-
-    def crossings(order: list[list[int]]) -> int:
-        pos = positions(order)
-        total = 0
-        for index in range(len(order) - 1):
-            total += _crossings([[pos[w] for w in down[v]] for v in order[index]])
-        return total
-
-    def sweep(order: list[list[int]], downward: bool) -> list[list[int]]:
-        result = [list(layer) for layer in order]
-        pos = positions(result)
-        indices = range(1, len(result)) if downward else range(len(result) - 2, -1, -1)
-        for index in indices:
-            neighbours = up if downward else down
-            keyed = []
-            for i, v in enumerate(result[index]):
-                adjacent = neighbours[v]
-                key = sum(pos[a] for a in adjacent) / len(adjacent) if adjacent else float(pos[v])
-                keyed.append((key, i, v))
-            keyed.sort()
-            result[index] = [v for _, _, v in keyed]
-            for i, v in enumerate(result[index]):
-                pos[v] = i
-        return result
-
-    best = layers
-    best_crossings = crossings(best) if len(vlayer) <= 20000 else 0
-    current = layers
-    for _ in range(SWEEPS):
-        if best_crossings == 0:
-            break
-        current = sweep(sweep(current, True), False)
-        found = crossings(current)
-        if found < best_crossings:
-            best, best_crossings = current, found
-
-    # coordinates along the layer axis ("breadth"): pull toward neighbours, keep separation
-    node_width = node_width_for(names)
-    real = len(names)
-    along = node_width if direction == "TB" else NODE_HEIGHT
-    across_gap = NODE_GAP if direction == "TB" else 14
-
-    def size(v: int) -> float:
-        return along if v < real else DUMMY_WIDTH
-
-    centre: dict[int, float] = {}
-    for layer in best:
-        at = 0.0
-        for v in layer:
-            centre[v] = at + size(v) / 2
-            at += size(v) + across_gap
-
-    def place(layer: list[int], neighbours: list[list[int]]) -> None:
-        desired = []
-        for v in layer:
-            adjacent = [centre[a] for a in neighbours[v] if a in centre]
-            desired.append(sum(adjacent) / len(adjacent) if adjacent else centre[v])
-        placed: list[float] = []
-        for i, v in enumerate(layer):
-            want = desired[i]
-            if placed:
-                prev = layer[i - 1]
-                want = max(want, placed[-1] + size(prev) / 2 + across_gap + size(v) / 2)
-            placed.append(want)
-        # shift back by the mean overshoot, which keeps separation and balances the layer
-        overshoot = sum(p - d for p, d in zip(placed, desired)) / len(placed)
-        for v, p in zip(layer, placed):
-            centre[v] = p - overshoot
-
-    for _ in range(2):
-        for layer in best[1:]:
-            place(layer, up)
-        for layer in reversed(best[:-1]):
-            place(layer, down)
-    for layer in best[1:]:
-        place(layer, up)
-
-    low = min((centre[v] - size(v) / 2 for v in centre), default=0.0)
-    shift = MARGIN - low
-    depth_step = (NODE_HEIGHT + LAYER_GAP) if direction == "TB" else (node_width + LAYER_GAP + 10)
-
-    def point(v: int, *, edge_end: Literal["top", "bottom", "middle"]) -> tuple[float, float]:
-        breadth = round(centre[v] + shift, 1)
-        depth = MARGIN + vlayer[v] * depth_step
-        depth_size = NODE_HEIGHT if direction == "TB" else node_width
-        if edge_end == "bottom":
-            depth += depth_size
-        elif edge_end == "middle":
-            depth += depth_size / 2
-        depth = round(depth, 1)
-        return (breadth, depth) if direction == "TB" else (depth, breadth)
-
-    order_of = positions(best)
-    placed_nodes = []
+def _placed_nodes(
+    specs: Sequence[NodeSpec], vertices: Vertices, order: list[list[int]], geometry: Geometry
+) -> tuple[PlacedNode, ...]:
+    order_of = positions(order)
+    placed = []
     for spec in specs:
-        v = vid[spec.name]
-        breadth = centre[v] + shift - along / 2
-        depth = MARGIN + vlayer[v] * depth_step
-        x, y = (breadth, depth) if direction == "TB" else (depth, breadth)
-        placed_nodes.append(
+        v = vertices.vid[spec.name]
+        x, y = geometry.box(v)
+        placed.append(
             PlacedNode(
                 name=spec.name,
                 kind=spec.kind,
-                layer=vlayer[v],
+                layer=vertices.vlayer[v],
                 order=order_of[v],
-                x=round(x, 1),
-                y=round(y, 1),
+                x=x,
+                y=y,
                 needs=tuple(spec.needs),
                 conditional=spec.conditional,
             )
         )
-    placed_edges = []
-    for chain in chains:
-        pts = [point(vid[chain.source], edge_end="bottom")]
-        pts.extend(point(d, edge_end="middle") for d in chain.dummies)
-        pts.append(point(vid[chain.target], edge_end="top"))
-        placed_edges.append(
+    return tuple(placed)
+
+
+def _placed_edges(specs: Sequence[NodeSpec], vertices: Vertices, geometry: Geometry) -> tuple[PlacedEdge, ...]:
+    """The reduced edges as polylines through their dummies; condition edges lead to a node with
+    a ``when``."""
+    conditional = {spec.name: spec.conditional for spec in specs}
+    placed = []
+    for chain in vertices.chains:
+        pts = [geometry.point(vertices.vid[chain.source], edge_end="bottom")]
+        pts.extend(geometry.point(d, edge_end="middle") for d in chain.dummies)
+        pts.append(geometry.point(vertices.vid[chain.target], edge_end="top"))
+        placed.append(
             PlacedEdge(source=chain.source, target=chain.target, condition=conditional[chain.target], points=tuple(pts))
         )
-
-    breadth_extent = max((centre[v] + shift + size(v) / 2 for v in centre), default=0.0) + MARGIN
-    depth_extent = (
-        MARGIN * 2 + max(layer_count - 1, 0) * depth_step + (NODE_HEIGHT if direction == "TB" else node_width)
-    )
-    width, height = (breadth_extent, depth_extent) if direction == "TB" else (depth_extent, breadth_extent)
-    return Layout(
-        direction=direction,
-        width=round(width, 1),
-        height=round(height, 1),
-        node_width=node_width,
-        node_height=NODE_HEIGHT,
-        layers=layer_count,
-        nodes=tuple(placed_nodes),
-        edges=tuple(placed_edges),
-        edge_count=sum(len(spec.needs) for spec in specs),
-    )
+    return tuple(placed)

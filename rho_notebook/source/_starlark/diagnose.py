@@ -1,0 +1,100 @@
+"""Worker errors as diagnostics: rule, message and the user's file:line:column."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from rho_notebook.source._starlark.pseudo_files import DRIVER, PRELUDE
+from rho_notebook.source._starlark.signals import Budget, RhoBuiltinError
+
+if TYPE_CHECKING:
+    from rho_notebook.source._starlark.session import Session
+
+_SPAN = re.compile(r"--> (.+?):(\d+):(\d+)")
+_FRAME = re.compile(r"\* (.+?):(\d+), in ")
+_PARSE_ERROR = re.compile(r"^(Parse error: unexpected .+? here), expected one of (.+)$", re.S)
+_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_EXPRESSION_START = frozenset(
+    {"(", "+", "-", "~", "...", "[", "{", "FLOAT", "FSTRING", "IDENTIFIER", "INTEGER", "STRING", "lambda", "not"}
+)
+# What a person most often meant to type where a token was unexpected, most likely first.
+_WORTH_NAMING = (",", "]", ")", "}", ":", "=", "\\n", "(", "[", ".", "for", "if", "else", "in")
+_SHOWN_TOKENS = 5
+
+
+def short_parse_error(message: str) -> str:
+    """A parse error with the few expected tokens that matter, not the parser's whole list.
+
+    starlark-rust lists every token the grammar allows (up to ~50: each operator and augmented
+    assignment); a list that long hides the one a person forgot. An expression-start set becomes
+    "an expression"; otherwise the separators and closing brackets are named, at most five.
+    """
+    match = _PARSE_ERROR.match(message)
+    if match is None:
+        return message
+    head, listed = match.groups()
+    tokens = _TOKEN.findall(listed)
+    if len(tokens) <= _SHOWN_TOKENS:
+        return message
+
+    def join(names: list[str]) -> str:
+        quoted = [f'"{name}"' for name in names]
+        return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+    if "IDENTIFIER" in tokens and _EXPRESSION_START & set(tokens) >= {"IDENTIFIER", "INTEGER", "STRING"}:
+        others = [t for t in _WORTH_NAMING if t in tokens and t not in _EXPRESSION_START][: _SHOWN_TOKENS - 1]
+        tail = f" or {join(others)}" if others else ""
+        return f"{head}, expected an expression (a name, number, string, list, dict or call){tail}"
+    named = [t for t in _WORTH_NAMING if t in tokens][:_SHOWN_TOKENS] or tokens[:_SHOWN_TOKENS]
+    rest = len(tokens) - len(named)
+    return f"{head}, expected {join(named)} (or one of {rest} other operators and keywords)"
+
+
+def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
+    """The diagnostic of ``err``: the budget or builtin error the session remembers, else
+    Starlark's own error with its message cleaned and its location found."""
+    text = str(err)
+    known = session.last_error
+    if isinstance(known, Budget):
+        at = location_of(text)
+        return {
+            "rule": f"limit.{known.budget}",
+            "budget": known.budget,
+            "limit": known.limit,
+            "measured": known.measured,
+            "message": known.detail,
+            "file": at[0],
+            "line": at[1],
+            "column": at[2],
+        }
+    if isinstance(known, RhoBuiltinError) and known.message in text or known is err:
+        at = known.at if known.at and known.at[0] else location_of(text)
+        return {"rule": known.rule, "message": known.message, "file": at[0], "line": at[1], "column": at[2]}
+    return _starlark_error(text)
+
+
+def _starlark_error(text: str) -> dict[str, Any]:
+    at = location_of(text)
+    message = next((ln[len("error: ") :] for ln in text.splitlines() if ln.startswith("error: ")), text.strip())
+    rule = "starlark.syntax" if "Parse error" in message else "starlark.error"
+    if rule == "starlark.syntax":
+        message = short_parse_error(message)
+    if "serde::serialize" in message and "function" in message:
+        message = "a function cannot be used as a workflow value (only None, bool, int, string, list and dict)"
+        rule = "value.type"
+    message = re.sub(
+        r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message)
+    )
+    return {"rule": rule, "message": message, "file": at[0], "line": at[1], "column": at[2]}
+
+
+def location_of(text: str) -> list[Any]:
+    spans = _SPAN.findall(text)
+    if spans and spans[-1][0] not in (PRELUDE, DRIVER):
+        file, line, col = spans[-1]
+        return [file, int(line), int(col)]
+    frames = [f for f in _FRAME.findall(text) if f[0] not in (PRELUDE, DRIVER)]
+    if frames:
+        return [frames[-1][0], int(frames[-1][1]), None]
+    return [None, None, None]

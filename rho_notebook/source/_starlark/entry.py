@@ -1,0 +1,55 @@
+"""A workflow request: evaluate the entry module, have the parent check the declared inputs, call
+``build`` and send the raw tagged graph.
+
+The driver runs inside the entry module, before it is frozen, so that ``build`` sees the entry
+module's globals still mutable (Rho calls build, then freezes); loaded modules are frozen already.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import starlark as sl
+
+from rho_notebook.source._starlark.tags import is_tag
+from rho_notebook.source._starlark.usage import stats
+
+if TYPE_CHECKING:
+    from rho_notebook.source._starlark.session import Session
+
+INPUTS_GLOBAL = "_rho_build_inputs"
+DECLARED_SOURCE = """
+WORKFLOW["inputs"] if type(WORKFLOW) == "dict" and WORKFLOW.get("__rho__") == "define" else fail(
+    "WORKFLOW must be the value of define(inputs = ..., build = ...)")
+"""
+BUILD_SOURCE = f'WORKFLOW["build"]({INPUTS_GLOBAL})'
+_NO_WORKFLOW = "Variable `WORKFLOW` not found"
+
+
+def evaluate_entry(session: Session, request: dict[str, Any]) -> None:
+    """Evaluate the entry module, have the parent check the declared inputs, call ``build``."""
+    channel = session.channel
+    entry = request["entry"]
+    module = session.eval_unfrozen(entry, request["text"])
+    try:
+        declared = session.run_in(module, DECLARED_SOURCE)
+    except sl.StarlarkError as err:
+        if _NO_WORKFLOW not in str(err):
+            raise
+        session.fail(
+            "starlark.error",
+            "Module has no symbol `WORKFLOW`; the entry module must set WORKFLOW = define(...)",
+            [entry, None, None],
+        )
+    channel.send({"op": "declared", "inputs": declared})
+    reply = channel.receive()
+    if reply["op"] == "inputs_error":
+        channel.send({"op": "done"})
+        return
+    module[INPUTS_GLOBAL] = reply["values"]
+    result = session.run_in(module, BUILD_SOURCE)
+    module.freeze()  # as in Rho: the entry module is frozen once build has returned
+    session.check_value(result, "build() result")
+    if not is_tag(result, "workflow"):
+        session.fail("define.build", "build(inputs) must return workflow(name = ..., nodes = [...])", [entry, 1, 1])
+    channel.send({"op": "result", "graph": result, "stats": stats(session)})

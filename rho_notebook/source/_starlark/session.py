@@ -1,0 +1,166 @@
+"""The evaluation state of one request: budgets, values crossing into Python, module loading."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NoReturn
+
+import starlark as sl
+
+from rho_notebook.source._starlark.builtins import PRELUDE_SOURCE, install_builtins
+from rho_notebook.source._starlark.channel import Channel
+from rho_notebook.source._starlark.literals import INT64_MAX, INT64_MIN, bad_literal, find_load
+from rho_notebook.source._starlark.pseudo_files import DRIVER, PRELUDE
+from rho_notebook.source._starlark.signals import Budget, RhoBuiltinError
+
+
+class Session:
+    def __init__(self, channel: Channel, limits: dict[str, int]) -> None:
+        self.channel = channel
+        self.limits = limits
+        self.ticks = 0
+        self.started = time.monotonic()
+        self.deadline = self.started + limits["evaluator_wall_ms"] / 1000
+        self.modules: dict[str, sl.FrozenModule] = {}
+        self.sources: dict[str, str] = {}
+        self.loading: list[str] = []
+        self.max_depth = 0
+        self.source_bytes = 0
+        self.last_error: RhoBuiltinError | Budget | None = None
+        self.globals = sl.Globals.standard()
+        self.prelude_globals = sl.Globals.extended_by([sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack])
+        self.prelude_ast = sl.parse(PRELUDE, PRELUDE_SOURCE)
+
+    # -- budgets ------------------------------------------------------------------------------
+
+    def check_cancelled(self) -> bool:
+        self.ticks += 1
+        if self.ticks > self.limits["evaluator_ticks"]:
+            self.last_error = Budget("evaluator_ticks", self.limits["evaluator_ticks"], self.ticks)
+            return True
+        if time.monotonic() > self.deadline:
+            elapsed = int((time.monotonic() - self.started) * 1000)
+            self.last_error = Budget("evaluator_wall_ms", self.limits["evaluator_wall_ms"], elapsed)
+            return True
+        return False
+
+    def options(self) -> sl.EvalOptions:
+        return sl.EvalOptions(
+            check_cancelled=self.check_cancelled,
+            max_callstack_size=self.limits["evaluator_call_depth"],
+        )
+
+    def fail(self, rule: str, message: str, at: list[Any] | None = None) -> NoReturn:
+        err = RhoBuiltinError(rule, message, at)
+        self.last_error = err
+        raise err
+
+    def need(self, cond: object, rule: str, message: str, at: list[Any] | None = None) -> None:
+        """Fail with ``rule`` and ``message`` unless ``cond`` holds (what every builtin checks with)."""
+        if not cond:
+            self.fail(rule, message, at)
+
+    def over(self, budget: str, limit: int, measured: int, what: str) -> NoReturn:
+        err = Budget(budget, limit, measured, what)
+        self.last_error = err
+        raise err
+
+    # -- values crossing into Python ------------------------------------------------------------
+
+    def check_value(self, value: Any, what: str, depth: int = 0) -> None:
+        """Refuse what a workflow value may not be (floats, wide integers, non-string keys, other
+        types) and what exceeds the value budgets."""
+        limits = self.limits
+        if depth > limits["value_depth"]:
+            self.over("value_depth", limits["value_depth"], depth, what)
+        if value is None or isinstance(value, bool):
+            return
+        if isinstance(value, str):
+            if len(value) > limits["string_bytes"] and len(value.encode()) > limits["string_bytes"]:
+                self.over("string_bytes", limits["string_bytes"], len(value.encode()), what)
+            return
+        if isinstance(value, (list, dict)):
+            self._check_container(value, what, depth)
+            return
+        self._check_number(value, what)
+
+    def _check_number(self, value: Any, what: str) -> None:
+        if isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                self.fail("value.int64", f"{what}: integer {value} is outside signed 64-bit range")
+            return
+        if isinstance(value, float):
+            self.fail("value.float", f"{what}: floats are not supported (got {value!r}); use integers")
+        self.fail("value.type", f"{what}: values of type {type(value).__name__} are not supported")
+
+    def _check_container(self, value: list[Any] | dict[Any, Any], what: str, depth: int) -> None:
+        limits = self.limits
+        if isinstance(value, list):
+            if len(value) > limits["list_items"]:
+                self.over("list_items", limits["list_items"], len(value), what)
+            for item in value:
+                self.check_value(item, what, depth + 1)
+            return
+        if len(value) > limits["dict_items"]:
+            self.over("dict_items", limits["dict_items"], len(value), what)
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.fail("value.dict_key", f"{what}: dictionary keys must be strings, got {key!r}")
+            self.check_value(item, what, depth + 1)
+
+    # -- modules ------------------------------------------------------------------------------
+
+    def eval_module(self, label: str, text: str) -> sl.FrozenModule:
+        """Evaluate a loaded module and freeze it (loaded modules are frozen, as in Rho)."""
+        frozen = self.eval_unfrozen(label, text).freeze()
+        self.modules[label] = frozen
+        return frozen
+
+    def eval_unfrozen(self, label: str, text: str) -> sl.Module:
+        """Evaluate a module's top level; its globals stay mutable until the caller freezes it."""
+        self.source_bytes += len(text.encode())
+        if self.source_bytes > self.limits["source_bytes"]:
+            self.over("source_bytes", self.limits["source_bytes"], self.source_bytes, label)
+        if len(self.sources) + 1 > self.limits["module_count"]:
+            self.over("module_count", self.limits["module_count"], len(self.sources) + 1, label)
+        self.sources[label] = text
+        found = bad_literal(label, text)
+        if found is not None:
+            self.fail(*found)
+        ast = sl.parse(label, text)
+        module = sl.Module()
+        install_builtins(module, self)
+        sl.eval(module, self.prelude_ast, self.prelude_globals)
+        self.loading.append(label)
+        self.max_depth = max(self.max_depth, len(self.loading))
+        if len(self.loading) > self.limits["module_depth"]:
+            self.over("module_depth", self.limits["module_depth"], len(self.loading), label)
+        try:
+            sl.eval_with(self.options(), module, ast, self.globals, sl.FileLoader(self.load))
+        finally:
+            self.loading.pop()
+        return module
+
+    def run_in(self, module: sl.Module, source: str) -> Any:
+        """Evaluate driver ``source`` inside ``module`` (same budgets); the value of its last
+        expression, converted to Python."""
+        return sl.eval_with(self.options(), module, sl.parse(DRIVER, source), self.globals).value
+
+    def load(self, label: str) -> sl.FrozenModule:
+        if label in self.modules:
+            return self.modules[label]
+        if label in self.loading:
+            cycle = " -> ".join([*self.loading[self.loading.index(label) :], label])
+            self.fail("load.cycle", f"import cycle: {cycle}", self.load_site(label))
+        self.channel.send({"op": "load", "label": label, "from": self.load_site(label)})
+        reply = self.channel.receive()
+        if reply["op"] == "source_error":
+            self.fail(reply["rule"], reply["message"], self.load_site(label))
+        return self.eval_module(label, reply["text"])
+
+    def load_site(self, label: str) -> list[Any] | None:
+        """Where the module being evaluated loads ``label`` (for diagnostics)."""
+        if not self.loading:
+            return None
+        current = self.loading[-1]
+        return [current, *find_load(self.sources.get(current, ""), label)]
