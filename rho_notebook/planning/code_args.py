@@ -191,10 +191,7 @@ def code_argument_problem(
         wrapper_name = next((n for n in names if n in WRAPPERS or n == "busybox"), None)
         if wrapper_name is None:
             return None
-        if wrapper_name == "busybox":
-            outcome: _Program | _Bad | None = _applet(items, position + 1)
-        else:
-            outcome = _wrapper_program(WRAPPERS[wrapper_name], items, position + 1)
+        outcome = _unwrapped(wrapper_name, items, position + 1)
         if outcome is None:
             return None
         if isinstance(outcome, _Bad):
@@ -210,6 +207,13 @@ def code_argument_problem(
             return None if later is None else _problem(who, items, later, ("wrapper", wrapper_name, None))
     later = _first_datum(items, position, why="deep")
     return None if later is None else _problem(who, items, later, ("wrapper", given, None))
+
+
+def _unwrapped(wrapper_name: str, items: _Items, start: int) -> _Program | _Bad | None:
+    """Where the program that wrapper ``wrapper_name`` runs is (see :func:`_wrapper_program`)."""
+    if wrapper_name == "busybox":
+        return _applet(items, start)
+    return _wrapper_program(WRAPPERS[wrapper_name], items, start)
 
 
 def _names(given: str, resolved: str | None) -> list[str]:
@@ -273,11 +277,7 @@ def _wrapper_program(wrapper: Wrapper, items: _Items, start: int) -> _Program | 
             j += 1
             continue
         if options and text.startswith("--"):
-            name, eq, value = text.partition("=")
-            role = long_role(wrapper.long, name)
-            if role in ("", "ambiguous") or (role == "flag" and eq):  # getopt_long refuses it
-                return _first_datum(items, j + 1, why="unknown", detail=text)
-            step = _option(role, value if eq else None, items, j)
+            step = _long_wrapper_option(wrapper, text, items, j)
         elif options and text.startswith("-") and len(text) > 1:
             step = _cluster(text, items, j, wrapper)
         elif wrapper.assignments and "=" in text:
@@ -300,6 +300,15 @@ def _wrapper_program(wrapper: Wrapper, items: _Items, start: int) -> _Program | 
 _Step = tuple[_Items, int, str] | _Bad | None
 """What one option does: (items, the next index, how it moved the program's lookup: ``path``,
 ``chdir`` or ""), or the wrapper's outcome (_Bad, or None when it runs no program)."""
+
+
+def _long_wrapper_option(wrapper: Wrapper, text: str, items: _Items, j: int) -> _Step:
+    """One ``--name[=value]`` option of a wrapper."""
+    name, eq, value = text.partition("=")
+    role = long_role(wrapper.long, name)
+    if role in ("", "ambiguous") or (role == "flag" and eq):  # getopt_long refuses it
+        return _first_datum(items, j + 1, why="unknown", detail=text)
+    return _option(role, value if eq else None, items, j)
 
 
 def _cluster(text: str, items: _Items, j: int, wrapper: Wrapper) -> _Step:
@@ -348,52 +357,76 @@ _ENV_ESCAPES = {
 """``env -S`` escapes besides ``\\_`` and ``\\c``."""
 
 
+class _EnvWords:
+    """The words of an ``env -S`` text so far, and the word and quote being read."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.word: str | None = None
+        self.quote = ""
+
+    def add(self, text: str) -> None:
+        self.word = (self.word or "") + text
+
+    def end_word(self) -> None:
+        if self.word is not None:
+            self.words.append(self.word)
+        self.word = None
+
+    def char(self, ch: str) -> str:
+        """Read one character other than an escape: "" to go on, ``stop`` or ``invalid``."""
+        if not self.quote and ch in " \t\n\f\v\r":
+            self.end_word()
+        elif not self.quote and ch == "#" and self.word is None:
+            return "stop"
+        elif ch == "$" and self.quote != "'":
+            return "invalid"
+        elif ch in "'\"" and (not self.quote or self.quote == ch):
+            self.quote = "" if self.quote else ch
+            self.word = self.word or ""
+        else:
+            self.add(ch)
+        return ""
+
+    def escape(self, nxt: str) -> str:
+        """Read the escape ``\\`` + ``nxt``: "" to go on, ``stop`` (``\\c``) or ``invalid``."""
+        if self.quote == "'" and nxt not in "\\'":
+            self.add("\\" + nxt)
+        elif nxt == "_":
+            if self.quote:
+                self.add(" ")
+            else:
+                self.end_word()
+        elif nxt == "c" and not self.quote:
+            return "stop"
+        elif nxt in _ENV_ESCAPES:
+            self.add(_ENV_ESCAPES[nxt])
+        else:
+            return "invalid"
+        return ""
+
+
 def _env_split(text: str) -> list[str] | None:
     """``env -S TEXT`` split as GNU env splits it (quotes, ``\\`` escapes, ``\\_``, ``\\c``, ``#``
     comments); None when the words depend on the environment (``${NAME}``) or the text is not
     valid."""
-    words: list[str] = []
-    word: str | None = None
-    quote = ""
+    read = _EnvWords()
     i = 0
     while i < len(text):
-        ch = text[i]
-        if not quote and ch in " \t\n\f\v\r":
-            if word is not None:
-                words.append(word)
-            word = None
-        elif not quote and ch == "#" and word is None:
-            break
-        elif ch == "$" and quote != "'":
-            return None
-        elif ch in "'\"" and (not quote or quote == ch):
-            quote = "" if quote else ch
-            word = word or ""
-        elif ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
+        if text[i] == "\\" and i + 1 < len(text):
             i += 1
-            if quote == "'" and nxt not in "\\'":
-                word = (word or "") + "\\" + nxt
-            elif nxt == "_":
-                if quote:
-                    word = (word or "") + " "
-                elif word is not None:
-                    words.append(word)
-                    word = None
-            elif nxt == "c" and not quote:
-                break
-            elif nxt in _ENV_ESCAPES:
-                word = (word or "") + _ENV_ESCAPES[nxt]
-            else:
-                return None
+            outcome = read.escape(text[i])
         else:
-            word = (word or "") + ch
+            outcome = read.char(text[i])
+        if outcome == "stop":
+            break
+        if outcome == "invalid":
+            return None
         i += 1
-    if quote:
+    if read.quote:
         return None
-    if word is not None:
-        words.append(word)
-    return words
+    read.end_word()
+    return read.words
 
 
 # -- interpreters -----------------------------------------------------------------------------------
@@ -409,10 +442,7 @@ def _interpreter_problem(spec: Interpreter, items: _Items, start: int) -> _Bad |
             return _Bad(index, "program" if program_next else "options")
         text = str(part)
         if text == "--" or (spec.dash_ends_options and text == "-"):
-            nxt = j + 1
-            if program_next and nxt < len(items) and _is_data(items[nxt][1]):
-                return _Bad(items[nxt][0], "program")
-            return None
+            return _after_options(items, j + 1, program_next=program_next)
         is_option = len(text) > 1 and (text[0] == "-" or (spec.family == "shell" and text[0] == "+"))
         if not is_option:
             if not spec.permutes:
@@ -432,6 +462,13 @@ def _interpreter_problem(spec: Interpreter, items: _Items, start: int) -> _Bad |
                 return None
             program_next = spec.script_after_code
         j += 1
+    return None
+
+
+def _after_options(items: _Items, nxt: int, *, program_next: bool) -> _Bad | None:
+    """After ``--`` (or ``-``): a datum at ``nxt`` is the program when it comes next."""
+    if program_next and nxt < len(items) and _is_data(items[nxt][1]):
+        return _Bad(items[nxt][0], "program")
     return None
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rho_notebook.errors import Diagnostic, NotConvertible
-from rho_notebook.model.itemgraph import AgentStep, CommandStep, Edge, FieldDecl, ItemGraph, Step
+from rho_notebook.model.itemgraph import AgentStep, CommandStep, Condition, Edge, FieldDecl, ItemGraph, Step
 from rho_notebook.model.mapping import Ref, Text, parse_mapping, parse_path
 from rho_notebook.planning.itemgraph import load_graph, locate
 
@@ -60,8 +60,9 @@ AGENT_MAX_OUTPUT_BYTES = 1_048_576
 Path_ = tuple[str | int, ...]
 
 
-class _Refused(Exception):
-    """One refusal: where it is and what it says (collected into :class:`NotConvertible`)."""
+class _NoStarlarkEquivalent(Exception):
+    """A part of the graph (a step, an edge, an input) with no faithful Starlark equivalent: where
+    it is and why (collected into :class:`NotConvertible`)."""
 
     def __init__(self, where: Path_, rule: str, message: str) -> None:
         super().__init__(message)
@@ -178,12 +179,12 @@ class _Converter:
 
     # -- checks before walking ---------------------------------------------------------------------
 
-    def structure(self) -> list[_Refused]:
-        found: list[_Refused] = []
+    def structure(self) -> list[_NoStarlarkEquivalent]:
+        found: list[_NoStarlarkEquivalent] = []
         for n, step in enumerate(self.graph.steps):
             if step.kind not in CONVERTIBLE_KINDS:
                 found.append(
-                    _Refused(
+                    _NoStarlarkEquivalent(
                         ("steps", n, "kind"),
                         "convert.step_kind",
                         f"step {step.id!r} is a {step.kind} step; convert handles only agent, command, branch and "
@@ -193,7 +194,7 @@ class _Converter:
         for n, edge in enumerate(self.graph.edges):
             if edge.loop is not None:
                 found.append(
-                    _Refused(
+                    _NoStarlarkEquivalent(
                         ("edges", n, "loop"),
                         "convert.loop",
                         f"edge {n + 1} ({edge.source} -> {edge.to}) is a loop edge; a Starlark workflow is a DAG "
@@ -203,7 +204,7 @@ class _Converter:
         for name, decl in self.graph.inputs.items():
             if not decl.is_required and decl.default is None:
                 found.append(
-                    _Refused(
+                    _NoStarlarkEquivalent(
                         ("inputs", name),
                         "convert.input",
                         f"input {name!r} is optional without a default; a Starlark input without a default is "
@@ -215,7 +216,7 @@ class _Converter:
             if out and all(e.when is not None for e in out):
                 n = self.edge_number[id(out[0])]
                 found.append(
-                    _Refused(
+                    _NoStarlarkEquivalent(
                         ("edges", n, "when"),
                         "convert.stall",
                         f"step {step.id!r}: every out-edge has a condition, so the run stalls when none passes; "
@@ -309,43 +310,13 @@ class _Converter:
                 f"{subject}: the condition reads input {source.name!r}, which is fixed when the workflow is "
                 "planned; Starlark conditions read node outputs (output(), status(), exit_code()) only"
             )
-            raise _Refused(where, "convert.condition", msg)
+            raise _NoStarlarkEquivalent(where, "convert.condition", msg)
         if source is None:
             msg = f"{subject}: the condition reads {when.field!r}, which no step before it sets"
-            raise _Refused(where, "convert.condition", msg)
-        ref = _output_ref(source)
-        decl = source.decl
-        if decl.type in ("enum", "bool"):
-            members = list(decl.choices) if decl.type == "enum" else [True, False]
-            holding = [m for m in members if when.holds({source.name: m})]
-            if not holding:
-                msg = f"{subject}: the condition never holds for {when.field!r} ({_schema(decl)}); fix its value"
-                raise _Refused(("edges", n, "when"), "convert.condition", msg)
-            if len(holding) == len(members) and decl.is_required:
-                return None
-            if len(holding) == 1:
-                return f"condition.equals({ref}, {_literal(holding[0])})"
-            return f"condition.is_one_of({ref}, {_literal(holding)})"
-        if when.op == "exists":
-            return None  # a required answer field of a scalar type is always present and not null
-        if when.op == "in" and not when.value:
-            msg = f"{subject}: the condition never holds ({when.field!r} is in no member of an empty list)"
-            raise _Refused(("edges", n, "when", "value"), "convert.condition", msg)
-        if when.op in ("gt", "gte", "lt", "lte"):
-            msg = (
-                f"{subject}: op {when.op!r} on {when.field!r} ({decl.type}) has no Starlark condition; conditions "
-                "test equality only (equals, is_one_of): declare the answer field as an enum to branch on it"
-            )
-            raise _Refused(("edges", n, "when", "op"), "convert.condition", msg)
-        values = when.value if when.op == "in" else [when.value]
-        for value in values:
-            if not _fits(decl, value):
-                msg = f"{subject}: {when.field!r} is a {decl.type}, so it never equals {value!r}; fix the value"
-                raise _Refused(("edges", n, "when", "value"), "convert.condition", msg)
-        if when.op == "in":
-            return f"condition.is_one_of({ref}, {_literal(values)})"
-        test = f"condition.equals({ref}, {_literal(when.value)})"
-        return test if when.op == "eq" else f"condition.not_({test})"
+            raise _NoStarlarkEquivalent(where, "convert.condition", msg)
+        if source.decl.type in ("enum", "bool"):
+            return _member_condition(when, source, n=n, subject=subject)
+        return _scalar_condition(when, source, n=n, subject=subject)
 
     def _source(
         self, item: _Item, path: Path_, *, where: Path_, subject: str, rule: str = "convert.mapping"
@@ -355,37 +326,37 @@ class _Converter:
         shown = ".".join(str(p) for p in path) or "$json"
         if not path or not isinstance(path[0], str):
             msg = f"{subject} reads {shown!r}; only a top-level field of the item converts"
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         if item.open is not None:
             msg = (
                 f"{subject} reads {shown!r}, but agent step {item.open!r} before it declares no answer fields, so "
                 "its answer may replace any field; declare its answer: {...} to convert"
             )
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         source = item.fields.get(path[0])
         if source is None:
             return None
         if len(path) > 1:
             msg = f"{subject} reads {shown!r}, but {path[0]!r} is a scalar ({_type_of(source)}) without fields"
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         if isinstance(source, _CommandResult):
             msg = (
                 f"{subject} reads {shown!r}, the stdout of command step {source.step!r}; a graph command has no "
                 "output schema, so Starlark cannot read it"
             )
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         if isinstance(source, _Differs):
             msg = f"{subject} reads {shown!r}, which comes from different steps depending on the branch taken"
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         if isinstance(source, _Answer) and not source.decl.is_required:
             msg = (
                 f"{subject} reads {shown!r}, an optional answer field of {source.step!r}; when absent a graph keeps "
                 "the earlier value or empty text, which Starlark cannot express: make the field required"
             )
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         if None in source.decl.choices:
             msg = f"{subject} reads {shown!r}, an enum with a None member (empty text in a graph, null in Starlark)"
-            raise _Refused(where, rule, msg)
+            raise _NoStarlarkEquivalent(where, rule, msg)
         return source
 
     def _text(self, value: str, item: _Item, *, where: Path_, subject: str) -> str:
@@ -408,19 +379,19 @@ class _Converter:
     def _place(self, ref: Ref, item: _Item, *, where: Path_, subject: str, whole: bool) -> list[str]:
         if ref.root != "json":
             msg = f"{subject} reads {{{{ {ref.source} }}}}; a Starlark workflow has no run ID or run fields"
-            raise _Refused(where, "convert.mapping", msg)
+            raise _NoStarlarkEquivalent(where, "convert.mapping", msg)
         source = self._source(item, ref.path, where=where, subject=subject)
         if source is None:
             if whole:
                 msg = f"{subject} is {{{{ {ref.source} }}}}, which no step before it sets (it would be null)"
-                raise _Refused(where, "convert.mapping", msg)
+                raise _NoStarlarkEquivalent(where, "convert.mapping", msg)
             return []  # a missing field spliced into text is empty text
         if whole and not _is_text(source.decl):
             msg = (
                 f"{subject} is the whole value {{{{ {ref.source} }}}}, which keeps its type ({source.decl.type}); "
                 'the Starlark field is text: write it inside text, e.g. "=n={{ $json.x }}"'
             )
-            raise _Refused(where, "convert.mapping", msg)
+            raise _NoStarlarkEquivalent(where, "convert.mapping", msg)
         if isinstance(source, _Input):
             return [f"inputs[{_literal(source.name)}]"]
         return [_output_ref(source)]
@@ -464,6 +435,46 @@ class _Converter:
         if len(shown) < len(alternatives):
             return None
         return shown[0] if len(shown) == 1 else f"condition.any([{', '.join(shown)}])"
+
+
+def _member_condition(when: Condition, source: _Answer, *, n: int, subject: str) -> str | None:
+    """An enum or bool answer field: every op becomes ``is_one_of`` the members it holds for."""
+    ref, decl = _output_ref(source), source.decl
+    members = list(decl.choices) if decl.type == "enum" else [True, False]
+    holding = [m for m in members if when.holds({source.name: m})]
+    if not holding:
+        msg = f"{subject}: the condition never holds for {when.field!r} ({_schema(decl)}); fix its value"
+        raise _NoStarlarkEquivalent(("edges", n, "when"), "convert.condition", msg)
+    if len(holding) == len(members) and decl.is_required:
+        return None
+    if len(holding) == 1:
+        return f"condition.equals({ref}, {_literal(holding[0])})"
+    return f"condition.is_one_of({ref}, {_literal(holding)})"
+
+
+def _scalar_condition(when: Condition, source: _Answer, *, n: int, subject: str) -> str | None:
+    """A scalar answer field: ``eq``, ``ne`` and ``in`` convert; an order comparison does not."""
+    ref, decl = _output_ref(source), source.decl
+    if when.op == "exists":
+        return None  # a required answer field of a scalar type is always present and not null
+    if when.op == "in" and not when.value:
+        msg = f"{subject}: the condition never holds ({when.field!r} is in no member of an empty list)"
+        raise _NoStarlarkEquivalent(("edges", n, "when", "value"), "convert.condition", msg)
+    if when.op in ("gt", "gte", "lt", "lte"):
+        msg = (
+            f"{subject}: op {when.op!r} on {when.field!r} ({decl.type}) has no Starlark condition; conditions "
+            "test equality only (equals, is_one_of): declare the answer field as an enum to branch on it"
+        )
+        raise _NoStarlarkEquivalent(("edges", n, "when", "op"), "convert.condition", msg)
+    values = when.value if when.op == "in" else [when.value]
+    for value in values:
+        if not _fits(decl, value):
+            msg = f"{subject}: {when.field!r} is a {decl.type}, so it never equals {value!r}; fix the value"
+            raise _NoStarlarkEquivalent(("edges", n, "when", "value"), "convert.condition", msg)
+    if when.op == "in":
+        return f"condition.is_one_of({ref}, {_literal(values)})"
+    test = f"condition.equals({ref}, {_literal(when.value)})"
+    return test if when.op == "eq" else f"condition.not_({test})"
 
 
 def _type_of(source: _Source) -> str:
@@ -565,7 +576,7 @@ def convert_graph(text: str, *, display: str) -> str:
     if not found:
         try:
             converter.walk()
-        except _Refused as refused:
+        except _NoStarlarkEquivalent as refused:
             found.append(refused)
     if found:
         where = locate(text, display=display)

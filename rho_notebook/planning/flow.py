@@ -45,16 +45,10 @@ from rho_notebook.agents.catalog import resolve_agent
 from rho_notebook.agents.settings import AgentSettings, ProviderSettings, load_settings
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.graph import Graph
-from rho_notebook.model.plan import Plan
 from rho_notebook.planning._findings import Finding
-from rho_notebook.planning.plan import PlanRequest
-from rho_notebook.planning.script import (
-    FLOW_INPUTS,
-    FrozenScript,
-    freeze_script,
-    parse_inputs_declaration,
-    script_plan,
-)
+from rho_notebook.planning.request import PlanRequest
+from rho_notebook.planning.script import FLOW_INPUTS, freeze_script, parse_inputs_declaration
+from rho_notebook.planning.seal import FrozenGraph, plan_with
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.pymodules import HARNESS_PATH
 
@@ -66,6 +60,7 @@ __all__ = [
     "compile_flow",
     "manifest_agents",
     "plan_flow",
+    "to_graph",
 ]
 
 COMPILE_TIMEOUT_S = 60.0
@@ -277,9 +272,10 @@ def check_manifest(
     return found
 
 
-async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenScript, dict[str, Any], list[Finding]]:
+async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenGraph, dict[str, Any], list[Finding]]:
     frozen = await freeze_script(request, limits=limits)
-    manifest = await asyncio.to_thread(compile_flow, frozen.graph, display=frozen.display, cwd=request.workspace.root)
+    display = request.entry.display
+    manifest = await asyncio.to_thread(compile_flow, frozen.graph, display=display, cwd=request.workspace.root)
 
     def check() -> list[Finding]:
         settings = load_settings(request.user_home, request.workspace.root, trusted=request.workspace_trusted)
@@ -287,7 +283,7 @@ async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenScript,
             manifest,
             settings=settings,
             environ=os.environ,
-            display=frozen.display,
+            display=display,
             workflow_dir=request.workflow_dir,
             workspace=request.workspace.root,
             user_home=request.user_home,
@@ -328,21 +324,23 @@ def _with_placeholders(request: PlanRequest) -> PlanRequest:
     return dataclasses.replace(request, inputs=filled)
 
 
-async def plan_flow(request: PlanRequest, *, plan_id: str, limits: Limits | None = None) -> Plan:
+async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
     """Freeze the flow module ``request.entry`` with ``ScriptSpec.flow = request.flow``, compile its
-    workflow, check the manifest, and make the plan (the manifest is kept in ``PlanManifest.flow``);
-    nothing is stored here.
+    workflow and check the manifest (kept in ``PlanManifest.flow``); nothing is stored here.
 
     Raises
     ------
     InvalidWorkflow
-        Everything :func:`~rho_notebook.planning.script.plan_script` raises; ``flow.name`` when the
+        Everything :func:`~rho_notebook.planning.script.to_graph` raises; ``flow.name`` when the
         module does not define the name; ``flow.compile`` when it does not compile; and every
         error finding of :func:`check_manifest`.
     """
-    limits = limits or load_limits()
     frozen, manifest, findings = await _compiled(request, limits)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise InvalidWorkflow([f.diagnostic() for f in errors])
-    return script_plan(frozen, request, plan_id=plan_id, limits=limits, flow_manifest=manifest)
+    return dataclasses.replace(frozen, flow=manifest)
+
+
+plan_flow = plan_with(to_graph)
+"""``plan_flow(request, *, plan_id, limits=None)``: a flow's plan (see :func:`to_graph`)."""

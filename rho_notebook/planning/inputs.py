@@ -167,13 +167,7 @@ def check_inputs(
     an enum. ``noun`` names what is checked in messages and rules: ``input`` (a workflow's inputs:
     ``input.missing``, with the ``--input`` hint) or ``field`` (a human step's form: ``field.missing``).
     """
-    problems: list[Diagnostic] = []
-    values: dict[str, Any] = {}
-    for key in sorted(supplied):
-        bad = _bad_text(key) or _bad_text(supplied[key])
-        if bad is not None:
-            shown = key.encode("utf-8", "backslashreplace").decode() if isinstance(key, str) else repr(key)
-            problems.append(Diagnostic(rule=f"{noun}.text", message=f"{noun} {shown!r} {bad}", file=file))
+    problems = _text_problems(supplied, file=file, noun=noun)
     if problems:
         raise InputError(problems)
     for key in sorted(set(supplied) - set(declared)):
@@ -186,38 +180,57 @@ def check_inputs(
                 file=file,
             )
         )
+    values: dict[str, Any] = {}
     for key in sorted(declared):
         decl = declared[key]
-        kind = decl["type"]
-        choices = decl.get("choices") or []
         if key not in supplied:
             if decl["required"]:
-                problems.append(
-                    Diagnostic(
-                        rule=f"{noun}.missing",
-                        message=f"missing required {noun} {key!r} ({kind})"
-                        + (f"; pass --input '{key}=JSON'" if noun == "input" else ""),
-                        file=file,
-                    )
-                )
+                problems.append(_missing(key, decl["type"], file=file, noun=noun))
             else:
                 values[key] = decl["default"]
             continue
-        value = supplied[key]
-        if not _matches(kind, value, choices):
-            if kind == "enum":
-                message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
-                rule = f"{noun}.enum"
-            else:
-                article = "an" if kind[0] in "aeiou" else "a"
-                message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
-                rule = f"{noun}.type"
-            problems.append(Diagnostic(rule=rule, message=message, file=file))
+        problem = _value_problem(key, decl, supplied[key], file=file, noun=noun)
+        if problem is not None:
+            problems.append(problem)
             continue
-        values[key] = value
+        values[key] = supplied[key]
     if problems:
         raise InputError(problems)
     return values
+
+
+def _text_problems(supplied: Mapping[str, Any], *, file: str | None, noun: str) -> list[Diagnostic]:
+    """A NUL byte or a lone surrogate anywhere in a supplied key or value, named by its input."""
+    problems: list[Diagnostic] = []
+    for key in sorted(supplied):
+        bad = _bad_text(key) or _bad_text(supplied[key])
+        if bad is not None:
+            shown = key.encode("utf-8", "backslashreplace").decode() if isinstance(key, str) else repr(key)
+            problems.append(Diagnostic(rule=f"{noun}.text", message=f"{noun} {shown!r} {bad}", file=file))
+    return problems
+
+
+def _missing(key: str, kind: str, *, file: str | None, noun: str) -> Diagnostic:
+    return Diagnostic(
+        rule=f"{noun}.missing",
+        message=f"missing required {noun} {key!r} ({kind})"
+        + (f"; pass --input '{key}=JSON'" if noun == "input" else ""),
+        file=file,
+    )
+
+
+def _value_problem(key: str, decl: Mapping[str, Any], value: Any, *, file: str | None, noun: str) -> Diagnostic | None:
+    """A supplied value of the wrong type, or outside an enum's choices; None when it fits."""
+    kind = decl["type"]
+    choices = decl.get("choices") or []
+    if _matches(kind, value, choices):
+        return None
+    if kind == "enum":
+        message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
+        return Diagnostic(rule=f"{noun}.enum", message=message, file=file)
+    article = "an" if kind[0] in "aeiou" else "a"
+    message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
+    return Diagnostic(rule=f"{noun}.type", message=message, file=file)
 
 
 def resolve_path_inputs(

@@ -18,32 +18,32 @@ workflow's (digest, confirmation, authority list), whose nodes are the document'
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
 from rho_notebook.model.agent import AgentDefinition
-from rho_notebook.model.canonical import ENCODING_VERSION, graph_bytes
-from rho_notebook.model.graph import GRAPH_FORMAT, Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
-from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, ItemGraph, is_graph_file
+from rho_notebook.model.graph import Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
+from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, ItemGraph, Step
 from rho_notebook.model.itemrun import instance_name
-from rho_notebook.model.plan import PLAN_FORMAT, Plan, PlanManifest
 from rho_notebook.planning.code_args import code_argument_problem, item_argv
+from rho_notebook.planning.forms import is_graph_request
+from rho_notebook.planning.frozen_agents import catalog_resolver, frozen_agent, mutating_tools
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.item_size import loop_bodies
 from rho_notebook.planning.itemgraph import load_graph, locate
-from rho_notebook.planning.plan import PlanRequest, authority_of, catalog_resolver, frozen_agent, source_records
+from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import workspace_label
+from rho_notebook.planning.seal import FrozenGraph, plan_with
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "plan_item_graph"]
+__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "plan_item_graph", "to_graph"]
 
 HUMAN_TIMEOUT_SECONDS = 604_800
 """How long a human step waits for its answer (the ``timeout_seconds`` ceiling: 7 days)."""
@@ -65,11 +65,6 @@ def graph_entry(path: Path, workspace: Workspace) -> SourceText:
     label = workspace_label(path, workspace, what="an item graph", rule="graph.outside_workspace")
     suffix = next(s for s in GRAPH_SUFFIXES if path.name.endswith(s))
     return FileSourceReader(workspace.root).read(label, suffix=suffix, max_bytes=load_limits().limit("source_bytes"))
-
-
-def is_graph_request(request: PlanRequest) -> bool:
-    """Whether the entry is an item-graph document (``*.graph.yaml``, ``.graph.yml``, ``.graph.json``)."""
-    return is_graph_file(request.entry.label)
 
 
 def _instances(step: str, loops: dict[str, tuple[int, frozenset[str]]]) -> list[str]:
@@ -105,106 +100,164 @@ def _timeout(kind: str, params: dict[str, Any]) -> int:
     return _INLINE_TIMEOUT_SECONDS
 
 
-def _freeze(
-    graph: ItemGraph, request: PlanRequest, resolver: Resolver, where: Any
-) -> tuple[list[ItemNode], dict[str, AgentDefinition]]:
-    from rho_notebook.model.agent import READ_ONLY_TOOLS
+_Where = Callable[[tuple[str | int, ...]], tuple[int, int]]
+_Loops = dict[str, tuple[int, frozenset[str]]]
 
+
+def _loops(graph: ItemGraph, request: PlanRequest, where: _Where) -> _Loops:
+    """Each looped step's rounds and body (:func:`~rho_notebook.planning.item_size.loop_bodies`).
+
+    Raises
+    ------
+    InvalidWorkflow
+        ``graph.loop``: two loop bodies share a step.
+    """
     try:
-        loops = loop_bodies(graph)
+        return loop_bodies(graph)
     except ValueError as err:
         index = next(i for i, e in enumerate(graph.edges) if e.loop is not None)
         line, column = where(("edges", index, "loop"))
         raise InvalidWorkflow(
             [Diagnostic(rule="graph.loop", message=str(err), file=request.entry.display, line=line, column=column)]
         ) from None
-    wired = _wiring(graph, loops)
+
+
+def _edges(wired: list[tuple[str, str, Any]]) -> tuple[dict[str, list[ItemRoute]], dict[str, list[str]]]:
+    """Each node's out-routes and in-edge sources, in wiring order."""
     routes: dict[str, list[ItemRoute]] = {}
     sources: dict[str, list[str]] = {}
     for source, target, when in wired:
         routes.setdefault(source, []).append(ItemRoute(to=target, when=when))
         sources.setdefault(target, []).append(source)
-    agents: dict[str, AgentDefinition] = {}
-    found: list[Diagnostic] = []
+    return routes, sources
+
+
+@dataclass
+class _StepFreezer:
+    """Resolves what a step needs beyond its parameters (an agent, a program); problems go to
+    ``found``, located at the step's parameters (an ``argv.code`` at the argument)."""
+
+    request: PlanRequest
+    resolver: Resolver
+    where: _Where
+    agents: dict[str, AgentDefinition] = field(default_factory=dict)
+    found: list[Diagnostic] = field(default_factory=list)
+
+    def problem(self, rule: str, message: str, at: tuple[int, int]) -> None:
+        self.found.append(
+            Diagnostic(rule=rule, message=message, file=self.request.entry.display, line=at[0], column=at[1])
+        )
+
+    def extra(self, index: int, step: Step, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The fields the step's nodes add (agent, access, cwd, executable); None: refused."""
+        at = self.where(("steps", index, "params"))
+        if step.kind in ("agent", "model") and params.get("agent") is not None:
+            return self.agent(step, params, at)
+        if step.kind == "command":
+            return self.command(index, step, params, at)
+        return {}
+
+    def agent(self, step: Step, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
+        agent_id = params["agent"]
+        try:
+            definition = frozen_agent(agent_id, self.agents, request=self.request, resolve_agent=catalog_resolver)
+        except (InvalidWorkflow, PlanError) as err:
+            self.problem("resolve", f"step {step.id!r}: {err.message}", at)
+            return None
+        access = params.get("access", "read_only")
+        if step.kind == "agent" and access == "read_only" and not definition.is_read_only():
+            self.problem(
+                "agent.access",
+                f"step {step.id!r} asks for access: read_only but agent {agent_id!r} is not read-only "
+                f"(its tools include {', '.join(mutating_tools(definition)) or 'a runtime that writes'}); "
+                "set access: mutating",
+                at,
+            )
+            return None
+        return {"agent": agent_id, "access": access}
+
+    def command(self, index: int, step: Step, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
+        try:
+            folder = self.request.entry.label[2:].rpartition("/")[0] or "."
+            cwd = self.resolver.frozen_dir(folder, node=step.id)
+            executable = self.resolver.executable(params["argv"][0], cwd_label=cwd, node=step.id)
+        except PlanError as err:
+            self.problem("resolve", f"step {step.id!r}: {err.message}", at)
+            return None
+        code = code_argument_problem(
+            item_argv(params["argv"]),
+            resolved=executable.file.path,
+            lookup=partial(self.resolver.canonical_name, cwd_label=cwd),
+            node=step.id,
+            subject="step",
+        )
+        if code is not None:
+            self.problem("argv.code", code.message, self.where(("steps", index, "params", "argv", code.argument)))
+            return None
+        return {"cwd": cwd, "executable": executable, "access": "mutating"}
+
+
+def _step_nodes(
+    step: Step,
+    params: dict[str, Any],
+    extra: dict[str, Any],
+    *,
+    loops: _Loops,
+    edges: tuple[dict[str, list[ItemRoute]], dict[str, list[str]]],
+) -> list[ItemNode]:
+    """The step's node, or one node per round when it is in a loop body."""
+    routes, sources = edges
+    return [
+        ItemNode(
+            name=name,
+            needs=tuple(sorted(set(sources.get(name, ())))),
+            timeout_seconds=_timeout(step.kind, params),
+            max_output_bytes=int(params.get("max_output_bytes", _MAX_OUTPUT_BYTES)),
+            step=step.id,
+            round=int(name.rsplit("@", 1)[1]) if step.id in loops else None,
+            step_kind=step.kind,
+            params=params,
+            sources=tuple(sources.get(name, ())),
+            routes=tuple(routes.get(name, ())),
+            **extra,
+        )
+        for name in _instances(step.id, loops)
+    ]
+
+
+def _freeze(
+    graph: ItemGraph, request: PlanRequest, resolver: Resolver, where: _Where
+) -> tuple[list[ItemNode], dict[str, AgentDefinition]]:
+    """The document's nodes, sorted by name, and the agents they name (blocking: it hashes files).
+
+    Raises
+    ------
+    InvalidWorkflow
+        Loops that share a step; with every problem resolving the steps.
+    """
+    loops = _loops(graph, request, where)
+    edges = _edges(_wiring(graph, loops))
+    freezer = _StepFreezer(request=request, resolver=resolver, where=where)
     nodes: list[ItemNode] = []
     for index, step in enumerate(graph.steps):
         params = step.params.model_dump(mode="json", exclude_defaults=False)
-        line, column = where(("steps", index, "params"))
-
-        def problem(rule: str, message: str, at: tuple[int, int] = (line, column)) -> None:
-            found.append(Diagnostic(rule=rule, message=message, file=request.entry.display, line=at[0], column=at[1]))
-
-        extra: dict[str, Any] = {}
-        agent_id = params.get("agent")
-        if step.kind in ("agent", "model") and agent_id is not None:
-            try:
-                frozen_agent(agent_id, agents, request=request, resolve_agent=catalog_resolver)
-            except (InvalidWorkflow, PlanError) as err:
-                problem("resolve", f"step {step.id!r}: {err.message}")
-                continue
-            extra["agent"] = agent_id
-            access = params.get("access", "read_only")
-            if step.kind == "agent" and access == "read_only" and not agents[agent_id].is_read_only():
-                mutating = sorted(agents[agent_id].capability_set() - READ_ONLY_TOOLS)
-                problem(
-                    "agent.access",
-                    f"step {step.id!r} asks for access: read_only but agent {agent_id!r} is not read-only "
-                    f"(its tools include {', '.join(mutating) or 'a runtime that writes'}); set access: mutating",
-                )
-                continue
-            extra["access"] = access
-        if step.kind == "command":
-            try:
-                folder = request.entry.label[2:].rpartition("/")[0] or "."
-                cwd = resolver.frozen_dir(folder, node=step.id)
-                extra["cwd"] = cwd
-                extra["executable"] = resolver.executable(params["argv"][0], cwd_label=cwd, node=step.id)
-            except PlanError as err:
-                problem("resolve", f"step {step.id!r}: {err.message}")
-                continue
-            code = code_argument_problem(
-                item_argv(params["argv"]),
-                resolved=extra["executable"].file.path,
-                lookup=partial(resolver.canonical_name, cwd_label=cwd),
-                node=step.id,
-                subject="step",
-            )
-            if code is not None:
-                problem("argv.code", code.message, where(("steps", index, "params", "argv", code.argument)))
-                continue
-            extra["access"] = "mutating"
-        for name in _instances(step.id, loops):
-            nodes.append(
-                ItemNode(
-                    name=name,
-                    needs=tuple(sorted(set(sources.get(name, ())))),
-                    timeout_seconds=_timeout(step.kind, params),
-                    max_output_bytes=int(params.get("max_output_bytes", _MAX_OUTPUT_BYTES)),
-                    step=step.id,
-                    round=int(name.rsplit("@", 1)[1]) if step.id in loops else None,
-                    step_kind=step.kind,
-                    params=params,
-                    sources=tuple(sources.get(name, ())),
-                    routes=tuple(routes.get(name, ())),
-                    **extra,
-                )
-            )
-    if found:
-        raise InvalidWorkflow(found)
-    return sorted(nodes, key=lambda n: n.name), agents
+        extra = freezer.extra(index, step, params)
+        if extra is not None:
+            nodes.extend(_step_nodes(step, params, extra, loops=loops, edges=edges))
+    if freezer.found:
+        raise InvalidWorkflow(freezer.found)
+    return sorted(nodes, key=lambda n: n.name), freezer.agents
 
 
-async def plan_item_graph(request: PlanRequest, *, plan_id: str, limits: Limits | None = None) -> Plan:
-    """Validate the document ``request.entry``, check the inputs, and freeze it into a plan;
-    nothing is stored here.
+async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
+    """Validate the document ``request.entry``, check the inputs, and freeze it; nothing is stored.
 
     Raises
     ------
     InvalidWorkflow
         Every finding of validation (``file:line:column``), bad inputs, an agent or a command that
-        cannot be resolved, loops that share a step, or a graph over the ``graph_bytes`` budget.
+        cannot be resolved, or loops that share a step.
     """
-    limits = limits or load_limits()
     shown = request.entry.display
     document = load_graph(request.entry.text, display=shown, limits=limits)
     declared = {name: decl.declaration() for name, decl in document.inputs.items()}
@@ -230,25 +283,8 @@ async def plan_item_graph(request: PlanRequest, *, plan_id: str, limits: Limits 
         agents=tuple(agents[k] for k in sorted(agents)),
         items=ItemSettings(item_bytes=limits.limit("item_bytes")),
     )
-    encoded = graph_bytes(graph)
-    if len(encoded) > limits.limit("graph_bytes"):
-        msg = f"planning budget 'graph_bytes' exceeded: accepted limit {limits.limit('graph_bytes')}, measured {len(encoded)}"
-        raise InvalidWorkflow([Diagnostic(rule="limit.graph_bytes", message=msg, file=shown)])
-    manifest = PlanManifest(
-        plan_id=plan_id,
-        created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-        graph_digest="sha256:" + hashlib.sha256(encoded).hexdigest(),
-        workflow=graph.name,
-        entry=request.entry.label,
-        workspace_root=str(request.workspace.root),
-        workspace_key=request.workspace.key,
-        workspace_trusted=request.workspace_trusted,
-        sources=source_records([request.entry]),
-        inputs=graph.input_values(),
-        identities=dict(sorted(resolver.identities.items())),
-        authority=authority_of(graph, resolver),
-        limits=limits.as_dict(),
-        planner={"graph_format": GRAPH_FORMAT, "encoding_version": ENCODING_VERSION, "plan_format": PLAN_FORMAT},
-        stats={"graph_bytes": len(encoded), "input_bytes": len(json.dumps(graph.input_values()).encode())},
-    )
-    return Plan(manifest=manifest, graph=graph, sources=[request.entry])
+    return FrozenGraph(graph=graph, resolver=resolver, sources=[request.entry], display=shown)
+
+
+plan_item_graph = plan_with(to_graph)
+"""``plan_item_graph(request, *, plan_id, limits=None)``: an item graph's plan (see :func:`to_graph`)."""

@@ -112,46 +112,69 @@ def budget_text(budget: str, limits: Limits, measured: int, *, at_least: bool = 
     return f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {how}{measured}"
 
 
+class _ListCounter:
+    """Counts the items of the top-level ``steps`` and ``edges`` lists from parser events."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}  # key -> items
+        self.where: dict[str, tuple[int, int]] = {}  # key -> (line, column) of its list
+        self.depth = 0
+        self.key: str | None = None
+        self.expect_key = False
+        self.counting: str | None = None
+
+    def start(self, ev: yaml.Event) -> None:
+        """A mapping or a sequence starts (an item, when it is in a counted list)."""
+        if self.depth == 2 and self.counting is not None:
+            self.counts[self.counting] += 1
+        self.depth += 1
+        if self.depth == 1:
+            self.expect_key = isinstance(ev, yaml.MappingStartEvent)
+        elif self.depth == 2 and self.key in _COUNTED and isinstance(ev, yaml.SequenceStartEvent):
+            self.counting = self.key
+            self.counts[self.key], self.where[self.key] = 0, (ev.start_mark.line + 1, ev.start_mark.column + 1)
+
+    def end(self, ev: yaml.Event) -> None:
+        self.depth -= 1
+        if self.depth == 1:
+            self.counting, self.expect_key = None, True
+
+    def scalar(self, ev: yaml.Event) -> None:
+        """A scalar or an alias: a top-level key or value, or an item of a counted list."""
+        if self.depth == 1:
+            if self.expect_key:
+                self.key = ev.value if isinstance(ev, yaml.ScalarEvent) else None
+            self.expect_key = not self.expect_key
+        elif self.depth == 2 and self.counting is not None:
+            self.counts[self.counting] += 1
+
+
 def counted_too_many(text: str, limits: Limits) -> list[tuple[str, str, int, int]]:
     """(rule, message, line, column) for each top-level ``steps`` / ``edges`` list of ``text``
     holding more items than its budget, counted from the parser's events without building the
     document (constant memory; ``source_bytes`` bounds the time). Text libyaml cannot parse gives
     no finding: reading it says why."""
-    counts: dict[str, int] = {}  # key -> items
-    where: dict[str, tuple[int, int]] = {}  # key -> (line, column) of its list
-    depth = 0
-    key: str | None = None
-    expect_key = False
-    counting: str | None = None
+    counter = _ListCounter()
+    handlers = {
+        yaml.MappingStartEvent: counter.start,
+        yaml.SequenceStartEvent: counter.start,
+        yaml.MappingEndEvent: counter.end,
+        yaml.SequenceEndEvent: counter.end,
+        yaml.ScalarEvent: counter.scalar,
+        yaml.AliasEvent: counter.scalar,
+    }
     try:
         for ev in yaml.parse(text, Loader=yaml.CSafeLoader):
-            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                if depth == 2 and counting is not None:
-                    counts[counting] += 1
-                depth += 1
-                if depth == 1:
-                    expect_key = isinstance(ev, yaml.MappingStartEvent)
-                elif depth == 2 and key in _COUNTED and isinstance(ev, yaml.SequenceStartEvent):
-                    counting = key
-                    counts[counting], where[counting] = 0, (ev.start_mark.line + 1, ev.start_mark.column + 1)
-            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-                if depth == 1:
-                    counting, expect_key = None, True
-            elif isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent)):
-                if depth == 1:
-                    if expect_key:
-                        key = ev.value if isinstance(ev, yaml.ScalarEvent) else None
-                    expect_key = not expect_key
-                elif depth == 2 and counting is not None:
-                    counts[counting] += 1
+            handler = handlers.get(type(ev))
+            if handler is not None:
+                handler(ev)
     except yaml.YAMLError:
         return []
     found = []
-    for name, items in counts.items():
+    for name, items in counter.counts.items():
         budget = _COUNTED[name]
         if items > limits.limit(budget):
-            found.append((f"limit.{budget}", budget_text(budget, limits, items), *where[name]))
+            found.append((f"limit.{budget}", budget_text(budget, limits, items), *counter.where[name]))
     return found
 
 

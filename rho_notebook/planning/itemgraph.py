@@ -68,9 +68,7 @@ the runner enforces it on every step's output with
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -84,18 +82,17 @@ from rho_notebook.model.itemgraph import (
     PARAMS_BY_KIND,
     STEP_KINDS,
     CommandStep,
-    Edge,
     FieldDecl,
     ItemGraph,
     StepParams,
 )
 from rho_notebook.model.mapping import is_mapping, looks_like_mapping, parse_mapping
-from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.planning.code_args import Lookup, code_argument_problem, item_argv
 from rho_notebook.planning.inputs import check_inputs
-from rho_notebook.planning.item_size import counted_too_many, size_findings
+from rho_notebook.planning.item_document import Document, GraphFinding, Loader, Path_, control_character, subject_of
+from rho_notebook.planning.item_rules import graph_rules
+from rho_notebook.planning.item_size import budget_text, counted_too_many, size_findings
 from rho_notebook.planning.resolve import Resolver
-from rho_notebook.planning.script import Finding
 from rho_notebook.source.labels import read_regular_file_nofollow
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import find_workspace
@@ -113,126 +110,16 @@ __all__ = [
 ITEM_BYTES_BUDGET = "item_bytes"
 """The planning limit capping the carried item (canonical JSON bytes)."""
 
-Path_ = tuple[str | int, ...]
+
+# -- reading YAML with positions (the text is composed in planning/item_document.py) ---------------
 
 
-@dataclass(frozen=True)
-class GraphFinding(Finding):
-    """A finding of an item-graph document: a lint :class:`Finding` plus the step (by id, or
-    ``#N`` for the N-th step when it has no usable id) and the field (a dotted path inside the
-    step or edge, e.g. ``params.fields.label``) it concerns."""
-
-    step: str | None = None
-    field: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "step": self.step, "field": self.field}
-
-
-# -- reading YAML with positions -------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):  # type: ignore[misc]
-    """SafeLoader reading only JSON-shaped scalars (see the module docstring)."""
-
-    yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 - pyyaml's class-level table
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+|\.(?:inf|Inf|INF|nan|NaN|NAN))$"),
-    list("-+0123456789."),
-)
-_Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
-
-_FLOAT_TAG = "tag:yaml.org,2002:float"
-_INT_TAG = "tag:yaml.org,2002:int"
-
-
-class _Document:
-    """The composed YAML tree: the data, and the position of every value and key by path."""
-
-    def __init__(self, display: str, *, max_depth: int) -> None:
-        self.display = display
-        self.max_depth = max_depth
-        self.values: dict[Path_, yaml.Node] = {}
-        self.keys: dict[Path_, yaml.Node] = {}
-        self.found: list[GraphFinding] = []
-        self.data: Any = None
-        self.pending: list[tuple[Path_, str, str, bool]] = []
-        """Problems found while indexing, reported once the data names their step."""
-
-    def where(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
-        """1-based line and column of the value (or its key) at ``path``, else of the nearest
-        enclosing value."""
-        for depth in range(len(path), -1, -1):
-            node = (self.keys if key and depth == len(path) else self.values).get(path[:depth])
-            if node is not None:
-                return node.start_mark.line + 1, node.start_mark.column + 1
-        return 1, 1
-
-    def add(
-        self,
-        path: Path_,
-        rule: str,
-        message: str,
-        *,
-        step: str | None = None,
-        field: str | None = None,
-        key: bool = False,
-    ) -> None:
-        line, column = self.where(path, key=key)
-        self.found.append(GraphFinding(rule, "error", message, self.display, line, column, step=step, field=field))
-
-    def index(self, node: yaml.Node, path: Path_, seen: set[int]) -> None:
-        """Record positions; refuse aliases (a node seen twice), duplicate keys, floats, integers
-        outside int64 and nesting deeper than the ``value_depth`` limit."""
-        if len(path) > self.max_depth:
-            self.add(path, "limit.value_depth", f"the document nests deeper than {self.max_depth} levels")
-            return
-        if id(node) in seen:
-            message = "anchors and aliases (&name, *name) are not supported; write the value out"
-            self.add(path, "graph.yaml_alias", message, key=True)
-            return
-        seen.add(id(node))
-        self.values[path] = node
-        if isinstance(node, yaml.MappingNode):
-            names: set[str] = set()
-            for key_node, value_node in node.value:
-                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
-                child = (*path, name)
-                self.keys[child] = key_node
-                if name in names:
-                    self.pending.append((child, "graph.duplicate_key", f"the key {name!r} is given twice", True))
-                    continue
-                names.add(name)
-                self.index(value_node, child, seen)
-        elif isinstance(node, yaml.SequenceNode):
-            for number, value_node in enumerate(node.value):
-                self.index(value_node, (*path, number), seen)
-        elif node.tag == _FLOAT_TAG:
-            message = f'{node.value} is a float; use an integer or a string ("{node.value}")'
-            self.pending.append((path, "graph.float", message, False))
-        elif node.tag == _INT_TAG and not INT64_MIN <= int(node.value) <= INT64_MAX:
-            message = f"{node.value} is outside the signed 64-bit integer range; use a string"
-            self.pending.append((path, "graph.integer", message, False))
-
-    def report_pending(self) -> None:
-        for path, rule, message, key in self.pending:
-            step, field, subject = _subject(self.data, path)
-            self.add(path, rule, f"{subject}: {message}", step=step, field=field, key=key)
-
-
-def _read(text: str, display: str, *, max_depth: int) -> _Document:
-    document = _Document(display, max_depth=max_depth)
+def _read(text: str, display: str, *, max_depth: int) -> Document:
+    document = Document(display, max_depth=max_depth)
     try:
-        loader = _Loader(text)  # its reader refuses control characters at once
+        loader = Loader(text)  # its reader refuses control characters at once
     except yaml.reader.ReaderError as err:
-        document.found.append(_control_character(err, text, display))
+        document.found.append(control_character(err, text, display))
         return document
     try:
         root = loader.get_single_node()
@@ -249,7 +136,7 @@ def _read(text: str, display: str, *, max_depth: int) -> _Document:
         problem = " ".join(p for p in (err.context, err.problem) if p)
         document.found.append(GraphFinding("graph.yaml", "error", f"not valid YAML: {problem}", display, line, column))
     except yaml.reader.ReaderError as err:
-        document.found.append(_control_character(err, text, display))
+        document.found.append(control_character(err, text, display))
     except RecursionError:
         document.add((), "limit.value_depth", "the document nests too deeply to read")
     except yaml.YAMLError as err:
@@ -262,57 +149,6 @@ def _read(text: str, display: str, *, max_depth: int) -> _Document:
     elif document.data is None and not document.found:  # `~`, `null`, a bare `---`: YAML's null
         document.add((), "graph.yaml", "the document is empty; it needs name, steps and edges")
     return document
-
-
-def _control_character(err: yaml.reader.ReaderError, text: str, display: str) -> GraphFinding:
-    """A character YAML does not allow in a document (NUL, other C0 and C1 controls), located."""
-    position = min(max(int(err.position), 0), len(text))
-    line = text.count("\n", 0, position) + 1
-    column = position - (text.rfind("\n", 0, position) + 1) + 1
-    code = err.character if isinstance(err.character, int) else ord(str(err.character)[:1] or "\0")
-    message = (
-        f"not valid YAML: the control character U+{code:04X} is not allowed in a document; write it as an "
-        f'escape inside a double-quoted string (e.g. "\\x{code:02x}") or remove it'
-    )
-    return GraphFinding("graph.yaml", "error", message, display, line, column)
-
-
-# -- naming steps and fields -----------------------------------------------------------------------
-
-
-def _step_name(data: Any, number: int) -> str:
-    steps = data.get("steps") if isinstance(data, dict) else None
-    if isinstance(steps, list) and number < len(steps) and isinstance(steps[number], dict):
-        found = steps[number].get("id")
-        if isinstance(found, str) and found:
-            return found
-    return f"#{number + 1}"
-
-
-def _dotted(parts: Path_) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _subject(data: Any, path: Path_) -> tuple[str | None, str | None, str]:
-    """(step, field, prefix) for a path: the step a path under ``steps[N]`` or ``edges[N]``
-    concerns (an edge's ``from``), the field inside it, and how a message starts."""
-    if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
-        step = _step_name(data, path[1])
-        field = _dotted(path[2:]) or None
-        return step, field, f"step {step!r}" + (f", field {field!r}" if field else "")
-    if len(path) >= 2 and path[0] == "edges" and isinstance(path[1], int):
-        edges = data.get("edges") if isinstance(data, dict) else None
-        edge = edges[path[1]] if isinstance(edges, list) and path[1] < len(edges) else None
-        source = edge.get("from") if isinstance(edge, dict) else None
-        target = edge.get("to") if isinstance(edge, dict) else None
-        field = _dotted(path[2:]) or None
-        shown = f"edge {path[1] + 1} ({source} -> {target})"
-        return (source if isinstance(source, str) else None), field, shown + (f", field {field!r}" if field else "")
-    field = _dotted(path) or None
-    return None, field, f"field {field!r}" if field else "the document"
 
 
 # -- mappings --------------------------------------------------------------------------------------
@@ -333,7 +169,7 @@ def _params_model(kind: Any) -> type[StepParams] | None:
     return PARAMS_BY_KIND.get(kind) if isinstance(kind, str) else None
 
 
-def _check_mappings(document: _Document) -> None:
+def _check_mappings(document: Document) -> None:
     """The mapping rules, on the raw data (so they report even when other fields are wrong)."""
     data = document.data
     steps = data.get("steps")
@@ -355,8 +191,8 @@ def _check_mappings(document: _Document) -> None:
                 _check_string(document, path, text, mapped=False)
 
 
-def _check_string(document: _Document, path: Path_, text: str, *, mapped: bool) -> None:
-    step, field, subject = _subject(document.data, path)
+def _check_string(document: Document, path: Path_, text: str, *, mapped: bool) -> None:
+    step, field, subject = subject_of(document.data, path)
     if looks_like_mapping(text):
         if mapped:
             message = (
@@ -416,7 +252,7 @@ def _resolved_code_arguments(graph: ItemGraph, text: str, *, path: Path, display
 # -- the model's errors ----------------------------------------------------------------------------
 
 
-def _model_findings(document: _Document, err: ValidationError) -> None:
+def _model_findings(document: Document, err: ValidationError) -> None:
     data = document.data
     problems = err.errors()
     for problem in problems:
@@ -426,7 +262,7 @@ def _model_findings(document: _Document, err: ValidationError) -> None:
             continue  # the list is "empty" only because its items failed, reported on their own
         if len(loc) >= 3 and loc[0] == "steps" and isinstance(loc[1], int) and loc[2] in STEP_KINDS:
             loc = (*loc[:2], *loc[3:])  # drop the discriminator's tag
-        step, field, subject = _subject(data, loc)
+        step, field, subject = subject_of(data, loc)
         message = str(problem["msg"]).removeprefix("Value error, ")
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             raw = data["steps"][loc[1]]
@@ -462,7 +298,7 @@ def _model_findings(document: _Document, err: ValidationError) -> None:
                 field=field,
             )
         elif loc[-1:] == ("[key]",):
-            step, field, subject = _subject(data, loc[:-1])
+            step, field, subject = subject_of(data, loc[:-1])
             document.add(loc[:-1], "graph.field", f"{subject}: keys are text; quote the key", step=step, field=field)
         elif kind == "extra_forbidden":
             document.add(loc, "graph.field", f"{subject}: unknown field", step=step, field=field, key=True)
@@ -471,171 +307,6 @@ def _model_findings(document: _Document, err: ValidationError) -> None:
 
 
 # -- graph rules -----------------------------------------------------------------------------------
-
-
-def _graph_rules(document: _Document, graph: ItemGraph, limits: Limits) -> None:
-    ids: dict[str, int] = {}
-    for number, step in enumerate(graph.steps):
-        if step.id in ids:
-            document.add(
-                ("steps", number, "id"),
-                "graph.duplicate_id",
-                f"step {step.id!r}: the id is used by step {ids[step.id] + 1} too; step ids must be unique",
-                step=step.id,
-                field="id",
-            )
-        else:
-            ids[step.id] = number
-    if len(graph.steps) > limits.limit("node_count"):
-        document.add(("steps",), "limit.node_count", _limit_text("node_count", limits, len(graph.steps)))
-    if len(graph.edges) > limits.limit("edge_count"):
-        document.add(("edges",), "limit.edge_count", _limit_text("edge_count", limits, len(graph.edges)))
-    known = True
-    for number, edge in enumerate(graph.edges):
-        for end, name in (("from", edge.source), ("to", edge.to)):
-            if name not in ids:
-                known = False
-                document.add(
-                    ("edges", number, end),
-                    "graph.edge_step",
-                    f"edge {number + 1} ({edge.source} -> {edge.to}): {end} names {name!r}, which is not a step; "
-                    f"the steps are {', '.join(ids)}",
-                    step=edge.source,
-                    field=end,
-                )
-    if known and not _cycles(document, graph):
-        _in_edges(document, graph)
-
-
-def _limit_text(budget: str, limits: Limits, measured: int) -> str:
-    return f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {measured}"
-
-
-def _forward(graph: ItemGraph) -> dict[str, list[tuple[int, Edge]]]:
-    out: dict[str, list[tuple[int, Edge]]] = {s.id: [] for s in graph.steps}
-    for number, edge in enumerate(graph.edges):
-        if edge.loop is None:
-            out[edge.source].append((number, edge))
-    return out
-
-
-def _cycles(document: _Document, graph: ItemGraph) -> bool:
-    """Report a cycle of non-loop edges and loop edges that close none; True when any was found."""
-    out = _forward(graph)
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for start in (s.id for s in graph.steps):
-        if state.get(start):
-            continue
-        state[start] = 1
-        stack: list[tuple[str, Iterator[tuple[int, Edge]]]] = [(start, iter(out[start]))]
-        while stack:
-            node, edges = stack[-1]
-            following = next(edges, None)
-            if following is None:
-                state[node] = 2
-                stack.pop()
-                continue
-            number, edge = following
-            if state.get(edge.to) == 1:
-                path = [name for name, _ in stack]
-                circle = [*path[path.index(edge.to) :], edge.to]
-                document.add(
-                    ("edges", number),
-                    "graph.cycle",
-                    f"edge {number + 1} ({edge.source} -> {edge.to}) closes the cycle {' -> '.join(circle)}; a cycle "
-                    "is allowed only through a loop edge: add loop: {max_rounds: N} to the edge that goes back",
-                    step=edge.source,
-                    field="loop",
-                )
-                return True
-            if not state.get(edge.to):
-                state[edge.to] = 1
-                stack.append((edge.to, iter(out[edge.to])))
-    found = False
-    for number, edge in enumerate(graph.edges):
-        if edge.loop is not None and not _reaches(out, edge.to, edge.source):
-            document.add(
-                ("edges", number, "loop"),
-                "graph.loop_back",
-                f"edge {number + 1} ({edge.source} -> {edge.to}) is a loop edge, but {edge.to!r} does not lead to "
-                f"{edge.source!r}; a loop edge goes back to an earlier step (drop loop: for a forward edge)",
-                step=edge.source,
-                field="loop",
-            )
-            found = True
-    return found
-
-
-def _reaches(out: dict[str, list[tuple[int, Edge]]], source: str, target: str) -> bool:
-    seen = {source}
-    todo = [source]
-    while todo:
-        node = todo.pop()
-        if node == target:
-            return True
-        for _, edge in out[node]:
-            if edge.to not in seen:
-                seen.add(edge.to)
-                todo.append(edge.to)
-    return False
-
-
-def _in_edges(document: _Document, graph: ItemGraph) -> None:
-    """The several-in-edges rule (module docstring): guards are the branch choices every path to
-    a step (or through an edge) takes, as (branch id, edge number)."""
-    out = _forward(graph)
-    incoming: dict[str, list[tuple[int, Edge]]] = {s.id: [] for s in graph.steps}
-    for number, edge in enumerate(graph.edges):
-        if edge.loop is None:
-            incoming[edge.to].append((number, edge))
-    kinds = {s.id: s.kind for s in graph.steps}
-    guards: dict[str, frozenset[tuple[str, int]]] = {}
-    order = _topological(graph, out, incoming)
-
-    def through(number: int, edge: Edge) -> frozenset[tuple[str, int]]:
-        mine = guards[edge.source]
-        return mine | {(edge.source, number)} if kinds[edge.source] == "branch" else mine
-
-    for step in order:
-        arriving = [through(n, e) for n, e in incoming[step]]
-        guards[step] = frozenset.intersection(*arriving) if arriving else frozenset()
-        if kinds[step] == "join" or len(arriving) < 2:
-            continue
-        pairs = [(i, j) for i in range(len(arriving)) for j in range(i + 1, len(arriving))]
-        clash = next(((i, j) for i, j in pairs if not _exclusive(arriving[i], arriving[j])), None)
-        if clash is None:
-            continue
-        (first_number, first), (second_number, second) = incoming[step][clash[0]], incoming[step][clash[1]]
-        document.add(
-            ("edges", second_number, "to"),
-            "graph.in_edges",
-            f"step {step!r} has in-edges from {first.source!r} (edge {first_number + 1}) and {second.source!r} "
-            f"(edge {second_number + 1}) that can both deliver in one run; only a join step merges items: put a "
-            "join step before it, or make them exclusive outcomes of one branch step",
-            step=step,
-            field="in-edges",
-        )
-
-
-def _exclusive(a: frozenset[tuple[str, int]], b: frozenset[tuple[str, int]]) -> bool:
-    chosen = dict(a)
-    return any(branch in chosen and chosen[branch] != number for branch, number in b)
-
-
-def _topological(
-    graph: ItemGraph, out: dict[str, list[tuple[int, Edge]]], incoming: dict[str, list[tuple[int, Edge]]]
-) -> list[str]:
-    waiting = {s.id: len(incoming[s.id]) for s in graph.steps}
-    ready = [s.id for s in graph.steps if waiting[s.id] == 0]
-    order: list[str] = []
-    while ready:
-        node = ready.pop(0)
-        order.append(node)
-        for _, edge in out[node]:
-            waiting[edge.to] -= 1
-            if waiting[edge.to] == 0:
-                ready.append(edge.to)
-    return order
 
 
 # -- entry points ----------------------------------------------------------------------------------
@@ -654,7 +325,7 @@ def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tupl
     limits = limits or load_limits()
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.limit("source_bytes"):
-        finding = GraphFinding("limit.source_bytes", "error", _limit_text("source_bytes", limits, size), display, 1, 1)
+        finding = GraphFinding("limit.source_bytes", "error", budget_text("source_bytes", limits, size), display, 1, 1)
         return None, [finding]
     counted = counted_too_many(text, limits)  # before the document is built: bounded time and memory
     if counted:
@@ -668,7 +339,7 @@ def lint_graph(text: str, *, display: str, limits: Limits | None = None) -> tupl
         except ValidationError as err:
             _model_findings(document, err)
         if graph is not None:
-            _graph_rules(document, graph, limits)
+            graph_rules(document, graph, limits)
             _code_arguments(graph, document.add)
         if graph is not None and not document.found:  # what planning would build, measured first
             for path, rule, message in size_findings(graph, limits):

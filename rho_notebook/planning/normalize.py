@@ -321,36 +321,34 @@ def _nul_problems(draft: NodeDraft) -> list[Diagnostic]:
     return found
 
 
-def check_graph(
-    drafts: list[NodeDraft], *, limits: Limits, workflow_at: tuple[str | None, int | None, int | None]
-) -> list[Diagnostic]:
-    """Every graph-rule violation, in node order."""
+_At = tuple[str | None, int | None, int | None]
+
+
+def _over(budget: str, limits: Limits, measured: int, suffix: str = "") -> str | None:
+    """The message of a planning budget exceeded by ``measured``, or None."""
+    if measured <= limits.limit(budget):
+        return None
+    return f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {measured}{suffix}"
+
+
+def _at_workflow(workflow_at: _At, rule: str, message: str) -> Diagnostic:
+    return Diagnostic(rule=rule, message=message, file=workflow_at[0], line=workflow_at[1], column=workflow_at[2])
+
+
+def _count_problems(drafts: list[NodeDraft], *, limits: Limits, workflow_at: _At) -> list[Diagnostic]:
+    """``node_count`` and ``edge_count`` (each need is one edge), located at the workflow."""
     found: list[Diagnostic] = []
+    for budget, measured in (("node_count", len(drafts)), ("edge_count", sum(len(d.needs) for d in drafts))):
+        message = _over(budget, limits, measured)
+        if message is not None:
+            found.append(_at_workflow(workflow_at, f"limit.{budget}", message))
+    return found
 
-    def at_workflow(rule: str, message: str) -> Diagnostic:
-        return Diagnostic(rule=rule, message=message, file=workflow_at[0], line=workflow_at[1], column=workflow_at[2])
 
-    if len(drafts) > limits.limit("node_count"):
-        found.append(
-            at_workflow(
-                "limit.node_count",
-                f"planning budget 'node_count' exceeded: accepted limit {limits.limit('node_count')}, measured {len(drafts)}",
-            )
-        )
-    edges = sum(len(d.needs) for d in drafts)
-    if edges > limits.limit("edge_count"):
-        found.append(
-            at_workflow(
-                "limit.edge_count",
-                f"planning budget 'edge_count' exceeded: accepted limit {limits.limit('edge_count')}, measured {edges}",
-            )
-        )
-    for draft in drafts:
-        found.extend(_nul_problems(draft))
-        reuse = _reuse_problem(draft)
-        if reuse is not None:
-            found.append(reuse)
+def _by_name(drafts: list[NodeDraft]) -> tuple[dict[str, NodeDraft], list[Diagnostic]]:
+    """The drafts by name (the first of each name) and a ``node.duplicate`` for every other."""
     by_name: dict[str, NodeDraft] = {}
+    found: list[Diagnostic] = []
     for draft in drafts:
         if draft.name in by_name:
             first = by_name[draft.name]
@@ -361,113 +359,113 @@ def check_graph(
             )
             continue
         by_name[draft.name] = draft
-    for draft in drafts:
-        for need in draft.needs:
-            if need == draft.name:
-                found.append(draft.diagnostic("node.needs", f"node {draft.name!r} needs itself"))
-            elif need not in by_name:
-                found.append(
-                    draft.diagnostic(
-                        "node.needs", f"node {draft.name!r} needs {need!r}, which is not a node of this workflow"
-                    )
-                )
-        if draft.when is not None and condition_depth(draft.when) > limits.limit("condition_depth"):
+    return by_name, found
+
+
+def _needs_problems(draft: NodeDraft, by_name: dict[str, NodeDraft]) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    for need in draft.needs:
+        if need == draft.name:
+            found.append(draft.diagnostic("node.needs", f"node {draft.name!r} needs itself"))
+        elif need not in by_name:
             found.append(
                 draft.diagnostic(
-                    "limit.condition_depth",
-                    f"planning budget 'condition_depth' exceeded: accepted limit {limits.limit('condition_depth')}, measured {condition_depth(draft.when)}",
+                    "node.needs", f"node {draft.name!r} needs {need!r}, which is not a node of this workflow"
                 )
             )
-        if draft.output is not None:
-            depth = schema_depth(draft.output)
-            if depth > limits.limit("schema_depth"):
-                found.append(
-                    draft.diagnostic(
-                        "limit.schema_depth",
-                        f"planning budget 'schema_depth' exceeded: accepted limit {limits.limit('schema_depth')}, measured {depth}",
-                    )
-                )
-            size = len(draft.output.model_dump_json())
-            if size > limits.limit("schema_bytes"):
-                found.append(
-                    draft.diagnostic(
-                        "limit.schema_bytes",
-                        f"planning budget 'schema_bytes' exceeded: accepted limit {limits.limit('schema_bytes')}, measured {size}",
-                    )
-                )
-        for budget in ("timeout_seconds", "max_output_bytes"):
-            problem = _budget_problem(draft, budget)
-            if problem is not None:
-                found.append(problem)
-                continue
-            value = draft.raw[budget]
-            if value > limits.limit(budget):
-                found.append(
-                    draft.diagnostic(
-                        f"limit.{budget}",
-                        f"planning budget '{budget}' exceeded: accepted limit {limits.limit(budget)}, measured {value} (node {draft.name!r})",
-                    )
-                )
+    return found
+
+
+def _node_limit_problems(draft: NodeDraft, *, limits: Limits) -> list[Diagnostic]:
+    """The node's condition and schema budgets, then its timeout and output budgets."""
+    found: list[Diagnostic] = []
+
+    def over(budget: str, measured: int, suffix: str = "") -> None:
+        message = _over(budget, limits, measured, suffix)
+        if message is not None:
+            found.append(draft.diagnostic(f"limit.{budget}", message))
+
+    if draft.when is not None:
+        over("condition_depth", condition_depth(draft.when))
+    if draft.output is not None:
+        over("schema_depth", schema_depth(draft.output))
+        over("schema_bytes", len(draft.output.model_dump_json()))
+    for budget in ("timeout_seconds", "max_output_bytes"):
+        problem = _budget_problem(draft, budget)
+        if problem is not None:
+            found.append(problem)
+            continue
+        over(budget, draft.raw[budget], f" (node {draft.name!r})")
+    return found
+
+
+def _cycle_problem(by_name: dict[str, NodeDraft]) -> list[Diagnostic]:
+    ordered = _topological(by_name)
+    if len(ordered) == len(by_name):
+        return []
+    cycle = _cycle(by_name, set(ordered))
+    first = by_name[cycle[0]]
+    return [first.diagnostic("graph.cycle", f"the needs form a cycle: {' -> '.join(cycle)}; a workflow is a DAG")]
+
+
+def _reference_problem(draft: NodeDraft, ref: Reference, by_name: dict[str, NodeDraft]) -> Diagnostic | None:
+    """What is wrong with one reference of ``draft`` (unknown node, not an ancestor, no exit code,
+    no output schema, no such path), or None."""
+    target = by_name.get(ref.node)
+    if target is None:
+        return draft.diagnostic(
+            "reference.unknown", f"node {draft.name!r} refers to {ref.node!r}, which is not a node of this workflow"
+        )
+    if not _is_ancestor(by_name, draft.name, ref.node):
+        return draft.diagnostic(
+            "reference.ancestor",
+            f"node {draft.name!r} refers to {ref.node!r}, which is not one of its ancestors; add it to needs",
+        )
+    if isinstance(ref, ExitCodeRef) and target.kind not in ("command", "shell"):
+        return draft.diagnostic(
+            "reference.exit_code",
+            f"exit_code({ref.node!r}): {ref.node!r} is a {target.kind} node; only command and shell nodes have exit codes",
+        )
+    if isinstance(ref, OutputRef) and target.output is None:
+        return draft.diagnostic(
+            "reference.output",
+            f"output({ref.node!r}) reads a node without an output schema; prose cannot be read by conditions or templates (give {ref.node!r} an output schema)",
+        )
+    if isinstance(ref, OutputRef) and target.output is not None and schema_at_path(target.output, ref.path) is None:
+        return draft.diagnostic(
+            "reference.path",
+            f"output({ref.node!r}, {json.dumps(list(ref.path))}): the path does not exist in {ref.node!r}'s output schema",
+        )
+    return None
+
+
+def _total_output_problem(drafts: list[NodeDraft], *, limits: Limits, workflow_at: _At) -> list[Diagnostic]:
+    total = sum(d.raw["max_output_bytes"] for d in drafts if _budget_problem(d, "max_output_bytes") is None) * 2
+    message = _over("total_output_bytes", limits, total, " (stdout and stderr of every node)")
+    return [] if message is None else [_at_workflow(workflow_at, "limit.total_output_bytes", message)]
+
+
+def check_graph(drafts: list[NodeDraft], *, limits: Limits, workflow_at: _At) -> list[Diagnostic]:
+    """Every graph-rule violation, in node order."""
+    found = _count_problems(drafts, limits=limits, workflow_at=workflow_at)
+    for draft in drafts:
+        found.extend(_nul_problems(draft))
+        reuse = _reuse_problem(draft)
+        if reuse is not None:
+            found.append(reuse)
+    by_name, duplicates = _by_name(drafts)
+    found.extend(duplicates)
+    for draft in drafts:
+        found.extend(_needs_problems(draft, by_name))
+        found.extend(_node_limit_problems(draft, limits=limits))
     # Every check below stands on its own: a problem found above (a missing timeout, an unknown
     # need, a budget) does not hide a cycle or a bad reference in the same graph.
-    ordered = _topological(by_name)
-    if len(ordered) != len(by_name):
-        cycle = _cycle(by_name, set(ordered))
-        first = by_name[cycle[0]]
-        found.append(
-            first.diagnostic("graph.cycle", f"the needs form a cycle: {' -> '.join(cycle)}; a workflow is a DAG")
-        )
+    found.extend(_cycle_problem(by_name))
     for draft in drafts:
-        for ref in draft.references():
-            target = by_name.get(ref.node)
-            if target is None:
-                found.append(
-                    draft.diagnostic(
-                        "reference.unknown",
-                        f"node {draft.name!r} refers to {ref.node!r}, which is not a node of this workflow",
-                    )
-                )
-                continue
-            if not _is_ancestor(by_name, draft.name, ref.node):
-                found.append(
-                    draft.diagnostic(
-                        "reference.ancestor",
-                        f"node {draft.name!r} refers to {ref.node!r}, which is not one of its ancestors; add it to needs",
-                    )
-                )
-                continue
-            if isinstance(ref, ExitCodeRef) and target.kind not in ("command", "shell"):
-                found.append(
-                    draft.diagnostic(
-                        "reference.exit_code",
-                        f"exit_code({ref.node!r}): {ref.node!r} is a {target.kind} node; only command and shell nodes have exit codes",
-                    )
-                )
-            if isinstance(ref, OutputRef):
-                if target.output is None:
-                    found.append(
-                        draft.diagnostic(
-                            "reference.output",
-                            f"output({ref.node!r}) reads a node without an output schema; prose cannot be read by conditions or templates (give {ref.node!r} an output schema)",
-                        )
-                    )
-                elif schema_at_path(target.output, ref.path) is None:
-                    found.append(
-                        draft.diagnostic(
-                            "reference.path",
-                            f"output({ref.node!r}, {json.dumps(list(ref.path))}): the path does not exist in {ref.node!r}'s output schema",
-                        )
-                    )
+        found.extend(p for ref in draft.references() if (p := _reference_problem(draft, ref, by_name)) is not None)
         if draft.when is not None:
             found.extend(_comparand_problems(draft, draft.when, by_name))
-    total_output = sum(d.raw["max_output_bytes"] for d in drafts if _budget_problem(d, "max_output_bytes") is None) * 2
-    if total_output > limits.limit("total_output_bytes"):
-        found.append(
-            at_workflow(
-                "limit.total_output_bytes",
-                f"planning budget 'total_output_bytes' exceeded: accepted limit {limits.limit('total_output_bytes')}, measured {total_output} (stdout and stderr of every node)",
-            )
-        )
+    found.extend(_total_output_problem(drafts, limits=limits, workflow_at=workflow_at))
     return found
 
 
@@ -508,41 +506,60 @@ def _comparand_problems(draft: NodeDraft, cond: Condition, by_name: dict[str, No
     target = by_name.get(ref.node)
     if target is None:
         return []
-    found: list[Diagnostic] = []
-    where = f"node {draft.name!r}: condition compares"
     if isinstance(ref, StatusRef):
-        for value in values:
-            if not (isinstance(value, str) and value in STATUS_VALUES):
-                found.append(
-                    draft.diagnostic(
-                        "condition.status",
-                        f"{where} status({ref.node!r}) with {_show(value)}, which is not a terminal state; a condition reads status({ref.node!r}) only after {ref.node!r} finished (never pending, ready or running), so compare with one of: {', '.join(STATUS_VALUES)}",
-                    )
-                )
-    elif isinstance(ref, ExitCodeRef):
+        return [_status_problem(draft, ref, value) for value in values if not _is_status(value)]
+    if isinstance(ref, ExitCodeRef):
         if target.kind not in ("command", "shell"):
             return []
-        for value in values:
-            if isinstance(value, bool) or not isinstance(value, int) or not EXIT_CODE_MIN <= value <= EXIT_CODE_MAX:
-                found.append(
-                    draft.diagnostic(
-                        "condition.exit_code",
-                        f"{where} exit_code({ref.node!r}) with {_show(value)}; an exit code is a signed 32-bit integer ({EXIT_CODE_MIN}..{EXIT_CODE_MAX}), so it can never match",
-                    )
+        return [_exit_code_problem(draft, ref, value) for value in values if not _is_exit_code(value)]
+    return _schema_problems(draft, ref, target, values)
+
+
+_COMPARES = "node {name!r}: condition compares"
+
+
+def _is_status(value: Scalar) -> bool:
+    return isinstance(value, str) and value in STATUS_VALUES
+
+
+def _status_problem(draft: NodeDraft, ref: StatusRef, value: Scalar) -> Diagnostic:
+    where = _COMPARES.format(name=draft.name)
+    return draft.diagnostic(
+        "condition.status",
+        f"{where} status({ref.node!r}) with {_show(value)}, which is not a terminal state; a condition reads status({ref.node!r}) only after {ref.node!r} finished (never pending, ready or running), so compare with one of: {', '.join(STATUS_VALUES)}",
+    )
+
+
+def _is_exit_code(value: Scalar) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and EXIT_CODE_MIN <= value <= EXIT_CODE_MAX
+
+
+def _exit_code_problem(draft: NodeDraft, ref: ExitCodeRef, value: Scalar) -> Diagnostic:
+    where = _COMPARES.format(name=draft.name)
+    return draft.diagnostic(
+        "condition.exit_code",
+        f"{where} exit_code({ref.node!r}) with {_show(value)}; an exit code is a signed 32-bit integer ({EXIT_CODE_MIN}..{EXIT_CODE_MAX}), so it can never match",
+    )
+
+
+def _schema_problems(
+    draft: NodeDraft, ref: OutputRef, target: NodeDraft, values: tuple[Scalar, ...]
+) -> list[Diagnostic]:
+    """Each value the output schema at ``ref``'s path does not allow."""
+    schema = schema_at_path(target.output, ref.path) if target.output is not None else None
+    if schema is None:
+        return []
+    where = _COMPARES.format(name=draft.name)
+    reference = f"output({ref.node!r}, {json.dumps(list(ref.path))})"
+    found: list[Diagnostic] = []
+    for value in values:
+        problems = validate_value(schema, value, where="")
+        if problems:
+            why = "; ".join(p.removeprefix(": ") for p in problems)
+            found.append(
+                draft.diagnostic(
+                    "condition.schema",
+                    f"{where} {reference} with {_show(value)}, which its schema {describe_schema(schema)} does not allow ({why}), so it can never match",
                 )
-    else:
-        schema = schema_at_path(target.output, ref.path) if target.output is not None else None
-        if schema is None:
-            return []
-        reference = f"output({ref.node!r}, {json.dumps(list(ref.path))})"
-        for value in values:
-            problems = validate_value(schema, value, where="")
-            if problems:
-                why = "; ".join(p.removeprefix(": ") for p in problems)
-                found.append(
-                    draft.diagnostic(
-                        "condition.schema",
-                        f"{where} {reference} with {_show(value)}, which its schema {describe_schema(schema)} does not allow ({why}), so it can never match",
-                    )
-                )
+            )
     return found
