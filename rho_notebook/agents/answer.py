@@ -31,19 +31,21 @@ __all__ = ["answer_instructions", "describe_schema", "parse_typed_answer"]
 _PREVIEW = 80
 
 
+_SCALARS: tuple[tuple[type[object], str], ...] = (
+    (NullSchema, "null"),
+    (BoolSchema, "true | false"),
+    (IntegerSchema, "integer"),
+    (StringSchema, "string"),
+)
+
+
 def describe_schema(schema: Schema, indent: int = 0) -> str:
     """A readable rendering of a schema, e.g. ``{"decision": "approve" | "revise", "n": integer}``."""
-    pad = "  " * indent
+    for kind, text in _SCALARS:
+        if isinstance(schema, kind):
+            return text
     if isinstance(schema, StdoutJsonSchema):
         return describe_schema(schema.inner, indent)
-    if isinstance(schema, NullSchema):
-        return "null"
-    if isinstance(schema, BoolSchema):
-        return "true | false"
-    if isinstance(schema, IntegerSchema):
-        return "integer"
-    if isinstance(schema, StringSchema):
-        return "string"
     if isinstance(schema, EnumSchema):
         return " | ".join(json.dumps(member) for member in schema.members)
     if isinstance(schema, OptionalSchema):
@@ -51,15 +53,21 @@ def describe_schema(schema: Schema, indent: int = 0) -> str:
     if isinstance(schema, ListSchema):
         return f"[ {describe_schema(schema.items, indent)}, ... ]"
     if isinstance(schema, RecordSchema):
-        if not schema.fields:
-            return "{}"
-        rows = []
-        for name, sub in schema.fields:
-            mark = "?" if isinstance(sub, OptionalSchema) else ""
-            rows.append(f'{pad}  "{name}"{mark}: {describe_schema(sub, indent + 1)}')
-        return "{\n" + ",\n".join(rows) + f"\n{pad}}}"
+        return _describe_record(schema, indent)
     msg = f"unknown schema kind {schema.kind!r}"
     raise TypeError(msg)
+
+
+def _describe_record(schema: RecordSchema, indent: int) -> str:
+    """A record's fields one per line, indented by ``indent`` levels; ``?`` marks an optional field."""
+    if not schema.fields:
+        return "{}"
+    pad = "  " * indent
+    rows = []
+    for name, sub in schema.fields:
+        mark = "?" if isinstance(sub, OptionalSchema) else ""
+        rows.append(f'{pad}  "{name}"{mark}: {describe_schema(sub, indent + 1)}')
+    return "{\n" + ",\n".join(rows) + f"\n{pad}}}"
 
 
 def answer_instructions(schema: Schema) -> str:

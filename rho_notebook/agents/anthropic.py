@@ -148,13 +148,9 @@ def _completion(data: dict[str, Any], *, retries: tuple[Any, ...]) -> Completion
     usage = data.get("usage") or {}
     return Completion(
         message=Message(role="assistant", content="".join(texts), tool_calls=tuple(calls), provider_blocks=tuple(kept)),
-        usage=Usage(input_tokens=_int(usage.get("input_tokens")), output_tokens=_int(usage.get("output_tokens"))),
+        usage=Usage.reported(usage.get("input_tokens"), usage.get("output_tokens")),
         stop_reason=stop if isinstance(stop, str) else None,
         truncated=stop == "max_tokens",
         retries=retries,
         model=data.get("model") if isinstance(data.get("model"), str) else None,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -18,19 +18,32 @@ key (or of the opening ``---`` for file-level problems), column 1, with one of t
     ``agent.tools``, ``agent.inherit_claude_config``)
 
 All independent problems of one file are raised together in one
-:class:`~rho_notebook.errors.InvalidWorkflow`.
+:class:`~rho_notebook.errors.InvalidWorkflow`. The value grammar (scalars, quotes, inline lists)
+is in :mod:`rho_notebook.agents._definition_values`, the ``tools`` vocabularies of both runtimes in
+:mod:`rho_notebook.agents._definition_tools`.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from functools import partial
+from typing import Literal
 
+from rho_notebook.agents._definition_tools import CLAUDE_EXAMPLE, claude_tool_problems, rho_tool_problems
+from rho_notebook.agents._definition_values import (
+    RHO_EXAMPLE,
+    _ValueProblem,
+    choose,
+    decode_bool,
+    decode_scalar,
+    decode_tools,
+    preview,
+)
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
-from rho_notebook.model.agent import RHO_TOOLS, AgentDefinition, AgentOrigin
+from rho_notebook.model.agent import AgentDefinition, AgentOrigin
 
 __all__ = ["AGENT_ID_PATTERN", "FRONTMATTER_KEYS", "is_agent_id", "parse_agent_definition"]
 
@@ -56,7 +69,6 @@ _Runtime = Literal["rho", "claude-cli"]
 _Prompt = Literal["extend", "replace"]
 _Policy = Literal["inherit", "prefer", "require", "select"]
 _Reasoning = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
-_Choice = TypeVar("_Choice", bound=str)
 
 _RUNTIMES: tuple[_Runtime, ...] = ("rho", "claude-cli")
 _PROMPTS: tuple[_Prompt, ...] = ("extend", "replace")
@@ -69,13 +81,6 @@ _FENCE_LINE = 1
 _MAX_ID = 64
 _MAX_DESCRIPTION = 1024
 _ID_RE = re.compile(AGENT_ID_PATTERN)
-_EXTENSION_RE = re.compile(r"[a-z][a-z0-9_]*")
-_CLAUDE_BASE_RE = re.compile(r"[A-Za-z0-9_-]+")
-_RHO_TOOL_SET = frozenset(RHO_TOOLS)
-_RHO_LIST = "[read_file, grep, bash]"
-_RHO_EXAMPLE = f"tools: {_RHO_LIST}"
-_CLAUDE_EXAMPLE = 'tools: [Read, Edit, "Bash(git *)"]'
-_CLAUDE_SHAPE = "Claude Code tool entries are ToolName or ToolName(specifier)"
 _ID_RULE = (
     "1-64 lowercase ASCII letters and digits joined by single hyphens, with no leading, "
     "trailing or double hyphen (e.g. security-review)"
@@ -86,10 +91,6 @@ _KEY_HINTS = {
     "allowed-tools": "tools",
     "allowedTools": "tools",
 }
-
-
-class _ValueProblem(Exception):
-    """A value that breaks its key's rule; the text names the value and what is allowed."""
 
 
 @dataclass
@@ -205,7 +206,7 @@ def _opening_problem(text: str, first: str) -> str:
         return "the file starts with a byte-order mark before '---'; save it as UTF-8 without BOM"
     if first.strip() == _FENCE:
         return f"line 1 is {first!r}; the opening fence must be exactly '---' with no spaces"
-    return f"line 1 must be exactly '---' to open the frontmatter, found {_preview(first)}"
+    return f"line 1 must be exactly '---' to open the frontmatter, found {preview(first)}"
 
 
 def _unclosed_problem(lines: list[str]) -> str:
@@ -217,13 +218,6 @@ def _unclosed_problem(lines: list[str]) -> str:
         if lines[index].strip() == _FENCE:
             return f"{message} (line {index + 1} is {lines[index]!r}, which has extra spaces)"
     return message
-
-
-def _preview(value: str, limit: int = 40) -> str:
-    """``value`` quoted for a message, shortened when long."""
-    if len(value) <= limit:
-        return repr(value)
-    return repr(value[:limit]) + "..."
 
 
 # -- frontmatter lines --------------------------------------------------------------------------
@@ -256,16 +250,16 @@ def _split_line(number: int, line: str, report: _Report) -> tuple[str, str] | No
     """``(key, raw value)`` of a ``key: value`` line, or None after reporting its syntax."""
     if line[0] in " \t":
         problem = (
-            f"line {number} is indented ({_preview(line.strip())}); nested maps and block lists "
+            f"line {number} is indented ({preview(line.strip())}); nested maps and block lists "
             "are not accepted: every line is 'key: value' at column 1, lists are inline, "
-            f"e.g. {_RHO_EXAMPLE}"
+            f"e.g. {RHO_EXAMPLE}"
         )
     elif line.startswith("#"):
-        problem = f"line {number} is a comment ({_preview(line)}); agent frontmatter takes no comments"
+        problem = f"line {number} is a comment ({preview(line)}); agent frontmatter takes no comments"
     elif line.startswith("-"):
-        problem = f"line {number} is a block list item ({_preview(line)}); write lists inline, e.g. {_RHO_EXAMPLE}"
+        problem = f"line {number} is a block list item ({preview(line)}); write lists inline, e.g. {RHO_EXAMPLE}"
     elif ":" not in line:
-        problem = f"line {number} is {_preview(line)}; expected 'key: value'"
+        problem = f"line {number} is {preview(line)}; expected 'key: value'"
     else:
         key, _, raw = line.partition(":")
         return key.strip(), raw.strip()
@@ -298,67 +292,15 @@ def _record(front: _Front, *, key: str, raw: str, number: int, report: _Report) 
 def _decode(front: _Front, key: str, raw: str) -> None:
     """Store the decoded value of one key on ``front``; raise :class:`_ValueProblem` if invalid."""
     if key == "tools":
-        front.tools = _decode_tools(raw)
+        front.tools = decode_tools(raw)
         return
-    value = _decode_scalar(raw)
-    if key == "id":
-        front.id = _check_id(value)
-    elif key == "description":
-        front.description = _check_description(value)
-    elif key == "runtime":
-        front.runtime = _choose(value, _RUNTIMES)
-    elif key == "prompt":
-        front.prompt = _choose(value, _PROMPTS)
-    elif key == "model-policy":
-        front.policy = _choose(value, _POLICIES)
-    elif key == "reasoning":
-        front.reasoning = _choose(value, _REASONING)
-    elif key == "inherit_claude_config":
-        front.inherit_claude_config = _decode_bool(value)
-    elif key == "model":
-        front.model = _check_name(value, "a model name (Rho also accepts an @alias)")
-    elif key == "provider":
-        front.provider = _check_name(value, "a provider id such as xai")
-    else:
-        front.auth = _check_name(value, "an auth profile id such as xai-oauth")
-
-
-def _decode_scalar(raw: str) -> str:
-    """A plain or single/double-quoted scalar (quotes removed, content kept verbatim)."""
-    if not raw:
-        raise _ValueProblem("has no value; write it on the same line (nested maps and block values are not accepted)")
-    quote = raw[0]
-    if quote in "\"'":
-        if len(raw) < 2 or raw[-1] != quote:
-            raise _ValueProblem(f"quoted value {_preview(raw)} is not closed; end it with {quote}")
-        return raw[1:-1]
-    if quote == "[":
-        raise _ValueProblem(f"{_preview(raw)} is a list; only tools takes a list, other keys take one value")
-    if quote == "{":
-        raise _ValueProblem(f"{_preview(raw)} is a map; nested maps are not accepted")
-    if quote in "|>":
-        raise _ValueProblem(f"{_preview(raw)} starts a block scalar, which is not accepted; write one line")
-    return raw
-
-
-def _decode_bool(value: str) -> bool:
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise _ValueProblem(f"{value!r} is not a boolean; expected true or false")
-
-
-def _choose(value: str, allowed: tuple[_Choice, ...]) -> _Choice:
-    for option in allowed:
-        if option == value:
-            return option
-    raise _ValueProblem(f"{value!r} is not allowed; expected one of: {', '.join(allowed)}")
+    attribute, check = _SCALAR_KEYS[key]
+    setattr(front, attribute, check(decode_scalar(raw)))
 
 
 def _check_id(value: str) -> str:
     if len(value) > _MAX_ID:
-        raise _ValueProblem(f"{_preview(value)} is {len(value)} characters long; ids are {_ID_RULE}")
+        raise _ValueProblem(f"{preview(value)} is {len(value)} characters long; ids are {_ID_RULE}")
     if not is_agent_id(value):
         raise _ValueProblem(f"{value!r} is not a valid id; ids are {_ID_RULE}")
     return value
@@ -369,7 +311,7 @@ def _check_description(value: str) -> str:
     if not text:
         raise _ValueProblem(f"{value!r} is empty; describe what the agent does in 1-1024 characters")
     if len(text) > _MAX_DESCRIPTION:
-        raise _ValueProblem(f"{_preview(text)} is {len(text)} characters long after trimming; the limit is 1024")
+        raise _ValueProblem(f"{preview(text)} is {len(text)} characters long after trimming; the limit is 1024")
     return text
 
 
@@ -381,68 +323,19 @@ def _check_name(value: str, what: str) -> str:
     return value
 
 
-def _decode_tools(raw: str) -> Literal["all"] | tuple[str, ...]:
-    if not raw:
-        raise _ValueProblem(
-            f"has no value; write tools: all or an inline list such as {_RHO_LIST} (block lists are not accepted)"
-        )
-    if raw.startswith("["):
-        return tuple(_split_list(raw))
-    value = _decode_scalar(raw)
-    if value == "all":
-        return "all"
-    raise _ValueProblem(f"{_preview(value)} is not a tools value; expected all or an inline list such as {_RHO_LIST}")
-
-
-def _split_list(raw: str) -> list[str]:
-    """Entries of an inline ``[a, "b c", 'd']`` list.
-
-    Quotes open a quoted entry only at the start of an entry. Inside a plain entry, parentheses
-    nest and commas within them do not split, so ``Bash(a, b)`` stays one (invalid) entry.
-    """
-    if not raw.endswith("]"):
-        raise _ValueProblem(f"list {_preview(raw)} is not closed; end it with ']'")
-    inner = raw[1:-1]
-    items: list[str] = []
-    if not inner.strip():
-        return items
-    index = 0
-    while True:
-        item, index = _list_item(inner, index, raw)
-        items.append(item)
-        if index >= len(inner):
-            return items
-        index += 1  # the comma
-
-
-def _list_item(inner: str, index: int, raw: str) -> tuple[str, int]:
-    """One entry starting at ``index``; returns it and the index of the following comma or end."""
-    while index < len(inner) and inner[index] in " \t":
-        index += 1
-    if index >= len(inner) or inner[index] == ",":
-        raise _ValueProblem(f"{_preview(raw)} has an empty entry; remove the extra comma")
-    quote = inner[index]
-    if quote in "\"'":
-        close = inner.find(quote, index + 1)
-        if close < 0:
-            raise _ValueProblem(f"a quoted entry in {_preview(raw)} is not closed; end it with {quote}")
-        item = inner[index + 1 : close]
-        rest = close + 1
-        while rest < len(inner) and inner[rest] in " \t":
-            rest += 1
-        if rest < len(inner) and inner[rest] != ",":
-            raise _ValueProblem(
-                f"unexpected text after the quoted entry {item!r} in {_preview(raw)}; separate entries with commas"
-            )
-        return item, rest
-    end, depth = index, 0
-    while end < len(inner) and not (inner[end] == "," and depth <= 0):
-        depth += {"(": 1, ")": -1}.get(inner[end], 0)
-        end += 1
-    item = inner[index:end].strip()
-    if item[0] in "[{":
-        raise _ValueProblem(f"entry {item!r} in {_preview(raw)} is a nested list or map, which is not accepted")
-    return item, end
+_SCALAR_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "id": ("id", _check_id),
+    "description": ("description", _check_description),
+    "runtime": ("runtime", partial(choose, allowed=_RUNTIMES)),
+    "prompt": ("prompt", partial(choose, allowed=_PROMPTS)),
+    "model-policy": ("policy", partial(choose, allowed=_POLICIES)),
+    "reasoning": ("reasoning", partial(choose, allowed=_REASONING)),
+    "inherit_claude_config": ("inherit_claude_config", decode_bool),
+    "model": ("model", partial(_check_name, what="a model name (Rho also accepts an @alias)")),
+    "provider": ("provider", partial(_check_name, what="a provider id such as xai")),
+    "auth": ("auth", partial(_check_name, what="an auth profile id such as xai-oauth")),
+}
+"""Every frontmatter key but ``tools``: the :class:`_Front` attribute it sets and its value's check."""
 
 
 # -- cross-rules --------------------------------------------------------------------------------
@@ -551,10 +444,10 @@ def _check_claude(front: _Front, report: _Report) -> None:
             "agent.tools",
             front.line["tools"],
             "tools: 'all' is not allowed with runtime: claude-cli; list Claude Code tool entries, "
-            f"e.g. {_CLAUDE_EXAMPLE}, or omit tools for none",
+            f"e.g. {CLAUDE_EXAMPLE}, or omit tools for none",
         )
     elif front.tools is not None:
-        for message in _claude_tool_problems(front.tools):
+        for message in claude_tool_problems(front.tools):
             report.add("agent.tools", front.line["tools"], message)
 
 
@@ -567,115 +460,11 @@ def _check_rho(front: _Front, report: _Report) -> None:
             "user's Claude Code settings); remove it or set runtime: claude-cli",
         )
     if front.tools is not None and front.tools != "all":
-        for message in _rho_tool_problems(front.tools):
+        for message in rho_tool_problems(front.tools):
             report.add("agent.tools", front.line["tools"], message)
 
 
 # -- tool vocabularies --------------------------------------------------------------------------
-
-
-def _duplicate_problems(items: tuple[str, ...]) -> list[str]:
-    seen: set[str] = set()
-    problems: list[str] = []
-    for item in items:
-        if item in seen:
-            problems.append(f"tools: {item!r} is listed more than once; list each entry once")
-        seen.add(item)
-    return problems
-
-
-def _looks_like_claude(item: str) -> bool:
-    return "(" in item or ")" in item or item[:1] in string.ascii_uppercase
-
-
-def _rho_tool_problems(items: tuple[str, ...]) -> list[str]:
-    problems = _duplicate_problems(items)
-    claude = [item for item in items if item and _looks_like_claude(item)]
-    others = [item for item in items if item not in claude]
-    if claude and others:
-        problems.append(
-            f"tools: mixes Claude Code entries ({_names(claude)}) with Rho capability names "
-            f"({_names(others)}); runtime rho takes Rho capability names only, e.g. "
-            f"{_RHO_EXAMPLE}, and Claude Code tools need runtime: claude-cli"
-        )
-    elif claude:
-        what = _is_are(claude, "a Claude Code tool entry", "Claude Code tool entries")
-        problems.append(
-            f"tools: {_names(claude)} {what}, but runtime is rho; use Rho capability names, "
-            f"e.g. {_RHO_EXAMPLE}, or set runtime: claude-cli"
-        )
-    for item in others:
-        if item not in _RHO_TOOL_SET and not _EXTENSION_RE.fullmatch(item):
-            problems.append(
-                f"tools: {item!r} is not a Rho capability name; use a built-in capability "
-                f"({', '.join(RHO_TOOLS)}) or an extension capability named like a lowercase "
-                "identifier (e.g. acme_custom)"
-            )
-    return problems
-
-
-def _claude_tool_problems(items: tuple[str, ...]) -> list[str]:
-    problems = _duplicate_problems(items)
-    rho = [item for item in items if item in _RHO_TOOL_SET]
-    others = [item for item in items if item not in _RHO_TOOL_SET]
-    if rho:
-        mixed = f" mixed with Claude Code entries ({_names(others)})" if others else ""
-        what = _is_are(rho, "a Rho capability name", "Rho capability names")
-        problems.append(
-            f"tools: {_names(rho)} {what}{mixed}, but runtime is claude-cli; use Claude Code tool "
-            f"entries, e.g. {_CLAUDE_EXAMPLE}, or set runtime: rho"
-        )
-    for item in others:
-        problem = _claude_entry_problem(item)
-        if problem is not None:
-            problems.append(f'tools: {problem}; {_CLAUDE_SHAPE} (e.g. Read, "Bash(git *)")')
-    return problems
-
-
-def _claude_entry_problem(item: str) -> str | None:
-    """Why ``item`` is not ``ToolName`` or ``ToolName(specifier)``, or None when it is."""
-    if not item:
-        return "'' is an empty entry"
-    if not item.isprintable():
-        return f"{item!r} contains control characters"
-    open_at = item.find("(")
-    if open_at < 0:
-        if ")" in item:
-            return f"{item!r} has a ')' without a matching '('"
-        base, specifier = item, None
-    else:
-        if not item.endswith(")"):
-            return f"{item!r} does not end its specifier with ')'"
-        base, specifier = item[:open_at], item[open_at + 1 : -1]
-    if not base:
-        return f"{item!r} has no tool name before its specifier"
-    if not _CLAUDE_BASE_RE.fullmatch(base):
-        return f"{item!r} has the tool name {base!r}; tool names use only letters, digits, '_' and '-'"
-    if specifier is not None and "," in specifier:
-        return (
-            f"{item!r} has a comma in its specifier; commas cannot round-trip through Claude's "
-            "tool list, so split it into separate entries"
-        )
-    if specifier is not None and not _balanced(specifier):
-        return f"{item!r} has unbalanced parentheses in its specifier"
-    return None
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for char in text:
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def _names(items: list[str]) -> str:
-    return ", ".join(repr(item) for item in dict.fromkeys(items))
-
-
-def _is_are(items: list[str], one: str, many: str) -> str:
-    return f"is {one}" if len(items) == 1 else f"are {many}"
 
 
 # -- result -------------------------------------------------------------------------------------

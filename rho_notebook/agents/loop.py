@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from rho_notebook.agents.provider import CompletionRequest, Message, Provider
+from rho_notebook.agents.provider import Completion, CompletionRequest, Message, Provider
 from rho_notebook.agents.session import Session
 from rho_notebook.agents.tools import ToolBox, ToolLimits
 from rho_notebook.errors import AgentFailure, ProviderError
@@ -66,18 +67,7 @@ async def run_loop(
         session.messages.append(message)
         session.usage = session.usage.plus(completion.usage)
         session.retries.extend(completion.retries)
-        session.turns.append(
-            {
-                "turn": turn,
-                "duration_ms": round((time.monotonic() - began) * 1000, 3),
-                "input_tokens": completion.usage.input_tokens,
-                "output_tokens": completion.usage.output_tokens,
-                "stop_reason": completion.stop_reason,
-                "model": completion.model,
-                "tool_calls": [call.name for call in message.tool_calls],
-                "retries": [r.model_dump() for r in completion.retries],
-            }
-        )
+        session.turns.append(_turn_record(turn, completion, began=began))
         if not message.tool_calls:
             if completion.truncated:
                 msg = (
@@ -86,28 +76,53 @@ async def run_loop(
                 )
                 raise AgentFailure(msg, kind="truncated")
             return message.content
-        for call in message.tool_calls:
-            result = await toolbox.call(call)
-            session.tool_calls += 1
-            session.messages.append(
-                Message(
-                    role="tool",
-                    content=result.content,
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    is_error=result.is_error,
-                )
-            )
-            if result.is_error:
-                session.tool_errors += 1
-                if session.tool_errors > limits.max_tool_errors:
-                    msg = (
-                        f"the agent's tool calls failed {session.tool_errors} times, more than the "
-                        f"budget of {limits.max_tool_errors}; the last, {call.name}: {result.content[:200]}"
-                    )
-                    raise AgentFailure(msg, kind="tool_budget")
+        await _run_tools(message, toolbox=toolbox, session=session, limits=limits)
     msg = (
         f"the agent used its whole turn budget ({limits.max_turns} model calls) without a final "
         "answer; it was still calling tools"
     )
     raise AgentFailure(msg, kind="turn_budget")
+
+
+def _turn_record(turn: int, completion: Completion, *, began: float) -> dict[str, Any]:
+    """What the session records of one provider call."""
+    return {
+        "turn": turn,
+        "duration_ms": round((time.monotonic() - began) * 1000, 3),
+        "input_tokens": completion.usage.input_tokens,
+        "output_tokens": completion.usage.output_tokens,
+        "stop_reason": completion.stop_reason,
+        "model": completion.model,
+        "tool_calls": [call.name for call in completion.message.tool_calls],
+        "retries": [r.model_dump() for r in completion.retries],
+    }
+
+
+async def _run_tools(message: Message, *, toolbox: ToolBox, session: Session, limits: LoopLimits) -> None:
+    """Run the tool calls of ``message`` in order, feeding each result back into the conversation.
+
+    Raises
+    ------
+    AgentFailure
+        ``tool_budget`` when the refused or failed calls pass ``limits.max_tool_errors``.
+    """
+    for call in message.tool_calls:
+        result = await toolbox.call(call)
+        session.tool_calls += 1
+        session.messages.append(
+            Message(
+                role="tool",
+                content=result.content,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                is_error=result.is_error,
+            )
+        )
+        if result.is_error:
+            session.tool_errors += 1
+            if session.tool_errors > limits.max_tool_errors:
+                msg = (
+                    f"the agent's tool calls failed {session.tool_errors} times, more than the "
+                    f"budget of {limits.max_tool_errors}; the last, {call.name}: {result.content[:200]}"
+                )
+                raise AgentFailure(msg, kind="tool_budget")

@@ -118,10 +118,7 @@ def _completion(data: dict[str, Any], *, retries: tuple[Any, ...]) -> Completion
     usage = data.get("usage") or {}
     return Completion(
         message=Message(role="assistant", content=_text(message.get("content")), tool_calls=calls),
-        usage=Usage(
-            input_tokens=_int(usage.get("prompt_tokens")),
-            output_tokens=_int(usage.get("completion_tokens")),
-        ),
+        usage=Usage.reported(usage.get("prompt_tokens"), usage.get("completion_tokens")),
         stop_reason=finish if isinstance(finish, str) else None,
         truncated=finish == "length",
         retries=retries,
@@ -164,7 +161,3 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
         arguments=arguments,
         raw_arguments=text,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -65,11 +65,20 @@ class Usage(FrozenModel):
     input_tokens: int = 0
     output_tokens: int = 0
 
+    @classmethod
+    def reported(cls, input_tokens: Any, output_tokens: Any) -> Usage:
+        """The counts as a provider's response gave them; a count that is not an integer is 0."""
+        return cls(input_tokens=_count(input_tokens), output_tokens=_count(output_tokens))
+
     def plus(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
         )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class RetryRecord(FrozenModel):

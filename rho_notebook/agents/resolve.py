@@ -81,50 +81,56 @@ def check_agent_provider(
         return
     shown = str(file) if file is not None else f"<{definition.origin} agent {definition.id}>"
     if settings is None:
-        if user_home is None:
-            msg = "check_agent_provider needs settings or user_home"
-            raise ValueError(msg)
-        try:
-            settings = load_settings(user_home, workspace, trusted=trusted)
-        except (SettingsError, StoreError) as err:
-            raise InvalidWorkflow([Diagnostic(rule="settings", message=err.message, file=shown)]) from None
-    found: list[Diagnostic] = []
-    if definition.provider is not None and definition.provider not in settings.providers:
-        found.append(
-            Diagnostic(
-                rule="agent.provider",
-                message=(
-                    f"agent {definition.id!r} names provider {definition.provider!r}, which settings do not "
-                    f"define (providers: {_names(settings.providers)}; read from {settings.where()}); add it "
-                    'under "providers" in settings.json or change the agent\'s provider'
-                ),
-                file=shown,
-                line=_key_line(file, "provider"),
-                column=1,
-            )
-        )
-    alias: ModelAlias | None = None
+        settings = _plan_settings(user_home=user_home, workspace=workspace, trusted=trusted, shown=shown)
+    alias = settings.model_aliases.get(alias_name) if alias_name is not None else None
+    model_problem = None
     if alias_name is not None:
-        alias = settings.model_aliases.get(alias_name)
-        if alias is None:
-            problem: str | None = _unknown_alias(definition, f"@{alias_name}", settings)
-        else:
-            problem = _alias_conflict(definition, alias, settings)
-        if problem is not None:
-            found.append(
-                Diagnostic(rule="agent.model", message=problem, file=shown, line=_key_line(file, "model"), column=1)
-            )
-    if definition.auth is not None:
-        checked = definition
-        if definition.provider is None and alias is not None and alias.provider is not None:
-            checked = definition.model_copy(update={"provider": alias.provider})
-        problem = _auth_problem(checked, settings)
-        if problem is not None:
-            found.append(
-                Diagnostic(rule="agent.auth", message=problem, file=shown, line=_key_line(file, "auth"), column=1)
-            )
+        model_problem = (
+            _unknown_alias(definition, f"@{alias_name}", settings)
+            if alias is None
+            else _alias_conflict(definition, alias, settings)
+        )
+    problems = (
+        ("provider", _unknown_provider(definition, settings)),
+        ("model", model_problem),
+        ("auth", _auth_problem(_with_alias_provider(definition, alias), settings)),
+    )
+    found = [
+        Diagnostic(rule=f"agent.{key}", message=problem, file=shown, line=_key_line(file, key), column=1)
+        for key, problem in problems
+        if problem is not None
+    ]
     if found:
         raise InvalidWorkflow(found)
+
+
+def _with_alias_provider(definition: AgentDefinition, alias: ModelAlias | None) -> AgentDefinition:
+    """``definition`` with its model alias's provider when the file names none (for the auth check)."""
+    if definition.auth is None or definition.provider is not None or alias is None or alias.provider is None:
+        return definition
+    return definition.model_copy(update={"provider": alias.provider})
+
+
+def _plan_settings(*, user_home: Path | None, workspace: Path | None, trusted: bool, shown: str) -> AgentSettings:
+    """The settings a plan-time check reads, or InvalidWorkflow (rule ``settings``) when they cannot be read."""
+    if user_home is None:
+        msg = "check_agent_provider needs settings or user_home"
+        raise ValueError(msg)
+    try:
+        return load_settings(user_home, workspace, trusted=trusted)
+    except (SettingsError, StoreError) as err:
+        raise InvalidWorkflow([Diagnostic(rule="settings", message=err.message, file=shown)]) from None
+
+
+def _unknown_provider(definition: AgentDefinition, settings: AgentSettings) -> str | None:
+    """The message when the agent file names a provider settings do not define."""
+    if definition.provider is None or definition.provider in settings.providers:
+        return None
+    return (
+        f"agent {definition.id!r} names provider {definition.provider!r}, which settings do not "
+        f"define (providers: {_names(settings.providers)}; read from {settings.where()}); add it "
+        'under "providers" in settings.json or change the agent\'s provider'
+    )
 
 
 def select_model(definition: AgentDefinition, settings: AgentSettings) -> Selection:
@@ -137,26 +143,9 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
         alias whose provider differs from the agent file's, an unknown auth profile.
     """
     where = settings.where()
-    if definition.model_policy == "inherit":
-        if settings.default_model is None:
-            missing = "default_provider" if settings.default_provider is None else "default_model"
-            raise AgentFailure(_inherit_missing(definition, missing, where), kind="config")
-        written, pinned = settings.default_model, None
-    else:
-        if definition.model is None:
-            msg = f"agent {definition.id!r} has model-policy {definition.model_policy} but no model"
-            raise AgentFailure(msg, kind="config")
-        written, pinned = definition.model, definition.provider
-    model, alias_provider, alias_written = written, None, None
-    alias_name = _alias_name(written)
-    if alias_name is not None:
-        alias = settings.model_aliases.get(alias_name)
-        if alias is None:
-            raise AgentFailure(_unknown_alias(definition, written, settings), kind="config")
-        conflict = _alias_conflict(definition, alias, settings)
-        if conflict is not None:
-            raise AgentFailure(conflict, kind="config")
-        model, alias_provider, alias_written = alias.model, alias.provider, written
+    written, pinned = _written_model(definition, settings)
+    model, alias_provider = _unaliased(definition, written, settings)
+    alias_written = written if _alias_name(written) is not None else None
     if pinned is not None:
         provider_name, origin = pinned, "the agent file"
     elif alias_provider is not None:
@@ -190,6 +179,33 @@ def select_model(definition: AgentDefinition, settings: AgentSettings) -> Select
         credential=credential,
         alias=alias_written,
     )
+
+
+def _written_model(definition: AgentDefinition, settings: AgentSettings) -> tuple[str, str | None]:
+    """The model as written (a name or ``@alias``) and the provider the agent file pins, if any."""
+    if definition.model_policy == "inherit":
+        if settings.default_model is None:
+            missing = "default_provider" if settings.default_provider is None else "default_model"
+            raise AgentFailure(_inherit_missing(definition, missing, settings.where()), kind="config")
+        return settings.default_model, None
+    if definition.model is None:
+        msg = f"agent {definition.id!r} has model-policy {definition.model_policy} but no model"
+        raise AgentFailure(msg, kind="config")
+    return definition.model, definition.provider
+
+
+def _unaliased(definition: AgentDefinition, written: str, settings: AgentSettings) -> tuple[str, str | None]:
+    """The model ``written`` names (an alias's model) and the provider its alias names, if any."""
+    alias_name = _alias_name(written)
+    if alias_name is None:
+        return written, None
+    alias = settings.model_aliases.get(alias_name)
+    if alias is None:
+        raise AgentFailure(_unknown_alias(definition, written, settings), kind="config")
+    conflict = _alias_conflict(definition, alias, settings)
+    if conflict is not None:
+        raise AgentFailure(conflict, kind="config")
+    return alias.model, alias.provider
 
 
 def read_credential(selection: Selection, environ: Mapping[str, str]) -> str | None:

@@ -72,7 +72,7 @@ class ToolResult:
     is_error: bool = False
 
 
-class _Refused(Exception):
+class _ToolCallRefused(Exception):
     """A tool call that cannot be carried out; the message goes back to the model."""
 
 
@@ -121,7 +121,7 @@ class ToolBox:
             if call.name in ("bash", "shell"):
                 return await self._shell(call.arguments)
             text = await asyncio.to_thread(self._run[call.name], call.arguments)
-        except _Refused as refused:
+        except _ToolCallRefused as refused:
             return ToolResult(str(refused), is_error=True)
         except OSError as err:
             return ToolResult(f"{call.name} failed: {err.strerror or err}", is_error=True)
@@ -142,15 +142,15 @@ class ToolBox:
 
     def _resolve(self, raw: Any, *, what: str = "path") -> Path:
         if not isinstance(raw, str) or not raw or "\0" in raw:
-            raise _Refused(f"{what} must be a non-empty string (a path relative to the workspace root)")
+            raise _ToolCallRefused(f"{what} must be a non-empty string (a path relative to the workspace root)")
         candidate = Path(raw) if os.path.isabs(raw) else self.root / raw
         real = Path(os.path.realpath(candidate))
         if real == self.root or self.root in real.parents:
             return real
         lexical = Path(os.path.normpath(candidate))
         if lexical == self.root or self.root in lexical.parents:
-            raise _Refused(f"refused: {raw!r} leads through a symbolic link to a place outside the workspace")
-        raise _Refused(f"refused: {raw!r} is outside the workspace; use paths inside the workspace root")
+            raise _ToolCallRefused(f"refused: {raw!r} leads through a symbolic link to a place outside the workspace")
+        raise _ToolCallRefused(f"refused: {raw!r} is outside the workspace; use paths inside the workspace root")
 
     def _shown(self, path: Path) -> str:
         return "." if path == self.root else str(path.relative_to(self.root))
@@ -160,7 +160,7 @@ class ToolBox:
     def _list_dir(self, args: dict[str, Any]) -> str:
         folder = self._resolve(args.get("path", "."))
         if not folder.is_dir():
-            raise _Refused(f"{self._shown(folder)} is not a directory")
+            raise _ToolCallRefused(f"{self._shown(folder)} is not a directory")
         with os.scandir(folder) as entries:
             rows = sorted(_dir_row(entry) for entry in entries)
         cut = len(rows) > self._limits.list_entries
@@ -175,7 +175,7 @@ class ToolBox:
         limit = _int_arg(args, "limit", self._limits.read_lines, minimum=1)
         data = _read_regular(path, shown=self._shown(path))
         if b"\0" in data[:_BINARY_PROBE]:
-            raise _Refused(f"{self._shown(path)} is a binary file; read_file shows text only")
+            raise _ToolCallRefused(f"{self._shown(path)} is a binary file; read_file shows text only")
         lines = data.decode("utf-8", errors="replace").splitlines()
         end = min(len(lines), offset - 1 + min(limit, self._limits.read_lines))
         shown = [f"{number:>6}\t{lines[number - 1]}" for number in range(offset, end + 1)]
@@ -187,18 +187,18 @@ class ToolBox:
     def _grep(self, args: dict[str, Any]) -> str:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
-            raise _Refused("pattern must be a non-empty regular expression")
+            raise _ToolCallRefused("pattern must be a non-empty regular expression")
         flags = re.IGNORECASE if args.get("ignore_case") is True else 0
         try:
             regex = re.compile(pattern, flags)
         except re.error as err:
-            raise _Refused(f"pattern is not a valid regular expression: {err}") from None
+            raise _ToolCallRefused(f"pattern is not a valid regular expression: {err}") from None
         include = args.get("include")
         if include is not None and not isinstance(include, str):
-            raise _Refused("include must be a glob pattern string such as '*.py'")
+            raise _ToolCallRefused("include must be a glob pattern string such as '*.py'")
         base = self._resolve(args.get("path", "."))
         if not base.exists():
-            raise _Refused(f"{self._shown(base)} does not exist")
+            raise _ToolCallRefused(f"{self._shown(base)} does not exist")
         found: list[str] = []
         for path in self._walk(base):
             if include and not fnmatch.fnmatch(path.name, include):
@@ -224,12 +224,12 @@ class ToolBox:
     def _glob(self, args: dict[str, Any]) -> str:
         pattern = args.get("pattern")
         if not isinstance(pattern, str) or not pattern:
-            raise _Refused("pattern must be a non-empty glob such as 'src/**/*.py'")
+            raise _ToolCallRefused("pattern must be a non-empty glob such as 'src/**/*.py'")
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
-            raise _Refused("refused: glob patterns are relative to the workspace root and may not use '..'")
+            raise _ToolCallRefused("refused: glob patterns are relative to the workspace root and may not use '..'")
         base = self._resolve(args.get("path", "."))
         if not base.is_dir():
-            raise _Refused(f"{self._shown(base)} is not a directory")
+            raise _ToolCallRefused(f"{self._shown(base)} is not a directory")
         matches: list[str] = []
         more = False
         for path in base.glob(pattern):
@@ -253,9 +253,9 @@ class ToolBox:
         path = self._resolve(args.get("path"))
         content = args.get("content")
         if not isinstance(content, str):
-            raise _Refused("content must be a string (the whole new file)")
+            raise _ToolCallRefused("content must be a string (the whole new file)")
         if path == self.root or path.is_dir():
-            raise _Refused(f"{self._shown(path)} is a directory")
+            raise _ToolCallRefused(f"{self._shown(path)} is a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode()
         _write_regular(path, data)
@@ -265,13 +265,15 @@ class ToolBox:
         path = self._resolve(args.get("path"))
         old, new = args.get("old_string"), args.get("new_string")
         if not isinstance(old, str) or not old or not isinstance(new, str):
-            raise _Refused("old_string (non-empty) and new_string must be strings")
+            raise _ToolCallRefused("old_string (non-empty) and new_string must be strings")
         text = _read_regular(path, shown=self._shown(path)).decode("utf-8")
         count = text.count(old)
         if count == 0:
-            raise _Refused(f"old_string does not occur in {self._shown(path)}; read the file and copy the exact text")
+            raise _ToolCallRefused(
+                f"old_string does not occur in {self._shown(path)}; read the file and copy the exact text"
+            )
         if count > 1 and args.get("replace_all") is not True:
-            raise _Refused(
+            raise _ToolCallRefused(
                 f"old_string occurs {count} times in {self._shown(path)}; include more surrounding text "
                 "to make it unique, or set replace_all to true"
             )
@@ -281,14 +283,14 @@ class ToolBox:
     async def _shell(self, args: dict[str, Any]) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
-            raise _Refused("command must be a non-empty string")
+            raise _ToolCallRefused("command must be a non-empty string")
         timeout = args.get("timeout_seconds", self._limits.shell_timeout_default)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise _Refused("timeout_seconds must be a positive number")
+            raise _ToolCallRefused("timeout_seconds must be a positive number")
         timeout = min(float(timeout), self._limits.shell_timeout_max)
         bash = shutil.which("bash", path=self._environ.get("PATH", os.defpath))
         if bash is None:
-            raise _Refused("bash is not on the PATH of this run; no shell is available")
+            raise _ToolCallRefused("bash is not on the PATH of this run; no shell is available")
         half = self._limits.output_bytes // 2
         outcome = await run_supervised(
             [bash, "-c", command], cwd=self.root, env=self._environ, timeout=timeout, max_bytes=half
@@ -318,7 +320,7 @@ def _dir_row(entry: os.DirEntry[str]) -> str:
 def _int_arg(args: dict[str, Any], key: str, default: int, *, minimum: int) -> int:
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _Refused(f"{key} must be an integer >= {minimum}")
+        raise _ToolCallRefused(f"{key} must be an integer >= {minimum}")
     return value
 
 
@@ -326,9 +328,9 @@ def _read_regular(path: Path, *, shown: str) -> bytes:
     try:
         return read_regular_nofollow(path, nonblock=True)
     except FileNotFoundError:
-        raise _Refused(f"{shown} does not exist") from None
+        raise _ToolCallRefused(f"{shown} does not exist") from None
     except NotRegularFile:
-        raise _Refused(f"{shown} is not a regular file") from None
+        raise _ToolCallRefused(f"{shown} is not a regular file") from None
 
 
 def _write_regular(path: Path, data: bytes) -> None:

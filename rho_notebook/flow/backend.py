@@ -2,9 +2,10 @@
 
 **Inside a run** (the runner put ``$RHO_SCRIPT_CHANNEL`` and ``$RHO_SCRIPT_TOKEN`` in the
 environment: ``rho-notebook run FILE.py --flow NAME``, a ``%%flow`` cell) every call is a step of
-the script tier under its flow key (:mod:`rho_notebook.flow.keys`), sent through the shim's private
-keyed entry: a model call is a ``model`` step (its messages, provider, model and tools in the
-step's digest), a catalog agent's call an ``agent`` step, a tool call a verified ``command`` step.
+the script tier under its flow key (:mod:`rho_notebook.flow.keys`), sent through the shim's keyed
+entry (:func:`rho_notebook.script.channel.keyed_step`): a model call is a ``model`` step (its
+messages, provider, model and tools in the step's digest), a catalog agent's call an ``agent``
+step, a tool call a verified ``command`` step.
 The runner journals each, replays it on resume, stops the run with
 :class:`~rho_notebook.script.ReplayDivergenceError` when its inputs changed and halts with
 :class:`~rho_notebook.script.DecisionRequired` when an earlier attempt never settled.
@@ -29,8 +30,8 @@ from typing import Any
 
 from rho_notebook.flow._errors import FlowError
 from rho_notebook.flow.session import Message, ToolCall
-from rho_notebook.script._channel import CHANNEL_VARIABLE, TOKEN_VARIABLE
-from rho_notebook.script._steps import StepHandle, _keyed_step
+from rho_notebook.script.channel import CHANNEL_VARIABLE, TOKEN_VARIABLE, StepHandle
+from rho_notebook.script.channel import keyed_step as _keyed_step
 
 __all__ = ["ModelCall", "ModelReply", "Backend", "Tool", "use_backend", "in_run", "ask", "run_tool"]
 

@@ -239,7 +239,7 @@ def run_flow(workflow: Workflow, session: Session, *, name: str | None = None) -
         raise TypeError(msg)
     root = keys.root_name(name if name is not None else type(workflow).__name__)
     with keys.rooted(workflow, name=root, unique=in_run) as book:
-        bound = session._with_book(book)
+        bound = session.bound_to(book)
         result = workflow.forward(bound)
     if result is bound:
         return session  # an identity flow gives back the very session it was given

@@ -61,7 +61,7 @@ def _call(session: Session, param: AgentParam) -> tuple[keys.KeyBook, str, Sessi
         msg = f"expected an AgentParam, got {type(param).__name__}"
         raise TypeError(msg)
     book = keys.book_for(session)
-    return book, book.path_of(param), session._with_book(book)
+    return book, book.path_of(param), session.bound_to(book)
 
 
 def _messages(param: AgentParam, messages: Sequence[Message]) -> tuple[dict[str, Any], ...]:
@@ -99,7 +99,7 @@ def run_session_loop(
         raise FlowError(msg)
     specs = tuple(tool.spec() for tool in offered.values()) or None
     added: list[Message] = []
-    after = current._after
+    after = current.steps
     for _ in range(max_turns):
         key = book.next_key(path, current.branch)
         call = ModelCall(
@@ -114,7 +114,7 @@ def run_session_loop(
         added.append(Message("assistant", reply.content, tool_calls=reply.tool_calls))
         after = (key,)
         if not reply.tool_calls:
-            return current._derive(messages=(*current.messages, *added), parents=(session.id,), after=after)
+            return current.answered((*current.messages, *added), steps=after)
         used = []
         for asked in reply.tool_calls:
             tool = offered.get(asked.name)
@@ -153,8 +153,8 @@ def run_session_compress(session: Session, agent: AgentParam) -> Session:
         model=agent.model,
         agent=agent.agent,
     )
-    reply = ask(call, after=current._after)
-    return current._derive(messages=(Message("user", reply.content),), parents=(session.id,), after=(key,))
+    reply = ask(call, after=current.steps)
+    return current.answered((Message("user", reply.content),), steps=(key,))
 
 
 def select_session(session: Session, router: AgentParam, *descriptions: str) -> int | None:
@@ -189,7 +189,7 @@ def select_session(session: Session, router: AgentParam, *descriptions: str) -> 
         model=router.model,
         agent=router.agent,
     )
-    return parse_selection(ask(call, after=current._after).content, len(descriptions))
+    return parse_selection(ask(call, after=current.steps).content, len(descriptions))
 
 
 def parse_selection(text: str, count: int) -> int | None:

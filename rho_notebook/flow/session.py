@@ -148,26 +148,7 @@ class Session:
 
     def __init__(self, messages: Iterable[Message | Mapping[str, Any]] = ()) -> None:
         items = tuple(m if isinstance(m, Message) else Message.from_dict(m) for m in messages)
-        self._set(messages=items, parents=(), branch="", forks=_Forks(), book=None, after=())
-
-    def _set(
-        self,
-        *,
-        messages: tuple[Message, ...],
-        parents: tuple[str, ...],
-        branch: str,
-        forks: _Forks,
-        book: object | None,
-        after: tuple[str, ...],
-    ) -> None:
-        setter = object.__setattr__
-        setter(self, "_messages", messages)
-        setter(self, "_id", uuid.uuid4().hex[:16])
-        setter(self, "_parents", parents)
-        setter(self, "_branch", branch)
-        setter(self, "_forks", forks)
-        setter(self, "_book", book)
-        setter(self, "_after", after)
+        _fill(self, messages=items, parents=(), branch="", forks=_Forks(), book=None, after=())
 
     def _derive(
         self,
@@ -178,10 +159,11 @@ class Session:
         book: object | None = None,
         after: tuple[str, ...] | None = None,
     ) -> Session:
-        """A new session from this one (private to the flow layer): same branch, fork counts and
-        key book unless given; parent: this session unless given."""
+        """A new session from this one: same branch, fork counts and key book unless given; parent:
+        this session unless given."""
         made = Session.__new__(Session)
-        made._set(
+        _fill(
+            made,
             messages=self._messages if messages is None else messages,
             parents=(self._id,) if parents is None else parents,
             branch=self._branch if branch is None else branch,
@@ -189,12 +171,6 @@ class Session:
             book=self._book if book is None else book,
             after=self._after if after is None else after,
         )
-        return made
-
-    def _with_book(self, book: object) -> Session:
-        """This very session (same id and parents) counting its step keys in ``book``."""
-        made = self._derive(book=book, parents=self._parents)
-        object.__setattr__(made, "_id", self._id)
         return made
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -248,6 +224,12 @@ class Session:
         """``""`` on the root branch, ``f1``, ``f2``, ``f1.2`` ... after :meth:`fork`."""
         return self._branch
 
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The keys of the flow steps whose answers this session holds: the steps the next flow call
+        on it depends on (its DAG edges inside a run); empty for a session no flow call made."""
+        return self._after
+
     def text(self) -> str | None:
         """The last assistant message's text, or None when there is none."""
         for message in reversed(self._messages):
@@ -300,6 +282,41 @@ class Session:
             parents=(self._id, other._id),
             after=tuple(dict.fromkeys((*self._after, *other._after))),
         )
+
+    # -- the flow layer's --------------------------------------------------------------------------
+
+    def bound_to(self, book: object) -> Session:
+        """This very session (same id and parents) counting its flow step keys in ``book``, a root
+        call's :class:`~rho_notebook.flow.keys.KeyBook`: how a root workflow's input joins its flow."""
+        made = self._derive(book=book, parents=self._parents)
+        object.__setattr__(made, "_id", self._id)
+        return made
+
+    def answered(self, messages: tuple[Message, ...], *, steps: tuple[str, ...]) -> Session:
+        """What a flow call on this session returns: ``messages``, on this session's branch and key
+        book, made from this session and holding the answers of ``steps``."""
+        return self._derive(messages=messages, after=steps)
+
+
+def _fill(
+    session: Session,
+    *,
+    messages: tuple[Message, ...],
+    parents: tuple[str, ...],
+    branch: str,
+    forks: _Forks,
+    book: object | None,
+    after: tuple[str, ...],
+) -> None:
+    """Set every slot of a new ``session`` (a Session refuses ordinary attribute assignment)."""
+    setter = object.__setattr__
+    setter(session, "_messages", messages)
+    setter(session, "_id", uuid.uuid4().hex[:16])
+    setter(session, "_parents", parents)
+    setter(session, "_branch", branch)
+    setter(session, "_forks", forks)
+    setter(session, "_book", book)
+    setter(session, "_after", after)
 
 
 def _canonical(value: Any) -> str:

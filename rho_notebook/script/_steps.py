@@ -6,8 +6,8 @@ call gets ``call-N``, N counting the calls made *without* an id in this executio
 lock (so explicit-id steps never shift the default keys of the others). Thread timing decides
 which of two concurrent default-keyed calls gets which N, so concurrent steps need explicit,
 stable ids. A key used twice in one execution is a :class:`ValueError`. :mod:`rho_notebook.flow`
-builds its own keys (``team.writer/f1#2``, outside this grammar) and sends them through the
-private :func:`_keyed_step`.
+builds its own keys (``team.writer/f1#2``, outside this grammar) and sends them through
+:func:`_keyed_step` (public as :func:`rho_notebook.script.channel.keyed_step`).
 
 **Edges.** A step's ``after`` keys (the live DAG's edges) are the handles in ``after=`` followed
 by every :class:`StepHandle` found in the step's arguments (argv items, the prompt, messages,
@@ -30,6 +30,7 @@ names it in refusals, and a refusal (``ValueError``) that does not name it gets 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 import re
@@ -266,7 +267,8 @@ def _step(
 
 
 def _keyed_step(kind: str, key: str, args: dict[str, Any], *, after: Sequence[str] = ()) -> StepHandle:
-    """A step under a key the caller built; private to :mod:`rho_notebook.flow`.
+    """A step under a key the caller built (:mod:`rho_notebook.flow`'s calls); other packages reach it
+    as :func:`rho_notebook.script.channel.keyed_step`.
 
     ``args`` go to the runner as given (already JSON data in the runner's shape for ``kind``:
     model ``{"messages", "provider", "model", "tools", "output"}``, agent ``{"agent", "prompt",
@@ -284,10 +286,7 @@ def _caller() -> str | None:
     worker thread of a flow's fork names no line of the author's, and gets None). A file under the
     frozen modules folder (``sys.path[0]`` in a run) is shown by its workspace label,
     ``//scripts/review.py:12``."""
-    try:
-        frame: FrameType | None = sys._getframe(1)
-    except (AttributeError, ValueError):  # an interpreter without frame access
-        return None
+    frame: FrameType | None = inspect.currentframe()  # None in an interpreter without frame access
     while frame is not None and _own(str(frame.f_globals.get("__name__", ""))):
         frame = frame.f_back
     if frame is None:
