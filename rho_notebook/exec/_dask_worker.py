@@ -32,7 +32,6 @@ with an event loop of its own for the launch, and does, in this order:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import json
 import os
@@ -46,10 +45,12 @@ from typing import Any
 from rho_notebook.errors import PlanError, RhoError, VerificationError
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import ProcessSpec, run_process
-from rho_notebook.exec.python import module_path, read_result
+from rho_notebook.exec.python import REQUEST_FILE, module_path, read_result
 from rho_notebook.exec.verify import open_verified, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule
 from rho_notebook.planning.python import probe_interpreter
+from rho_notebook.store.layout import RESULT_FILE
+from rho_notebook.store.reuse import value_file_sha256
 
 __all__ = [
     "CANCEL_POLL_SECONDS",
@@ -151,7 +152,11 @@ class RemoteOutcome:
     """What was verified on the worker (mapped paths), for the attempt's record."""
 
 
-class _Refused(Exception):
+class _NotLaunched(Exception):
+    """The worker refused to launch the attempt: a carried source or the environment failed its check.
+
+    ``reason`` is the :class:`~rho_notebook.errors.VerificationError` reason the owner reports."""
+
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
         self.message = message
@@ -174,10 +179,6 @@ def _mapped_executable(attempt: RemoteAttempt) -> FrozenExecutable:
     )
 
 
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 def _verify_interpreter(exe: FrozenExecutable, workspace: Path) -> Path:
     """The verified interpreter's path on this worker (its digest checked, the descriptor closed:
     the launch verifies it again through the cached digest and launches the descriptor)."""
@@ -191,17 +192,17 @@ def _prepare_python(attempt: RemoteAttempt, exe: FrozenExecutable, workspace: Pa
     python = attempt.python
     if python is None:
         msg = "a Python attempt without its sources"
-        raise _Refused(msg, reason="invalid")
-    if _sha256(python.harness_text.encode("utf-8")) != python.harness_sha256:
+        raise _NotLaunched(msg, reason="invalid")
+    if value_file_sha256(python.harness_text.encode("utf-8")) != python.harness_sha256:
         msg = "the Python harness that travelled with the attempt does not match its frozen digest"
-        raise _Refused(msg, reason="content")
+        raise _NotLaunched(msg, reason="content")
     modules = folder / "modules"
     modules.mkdir(mode=0o700)
     for module in python.modules:
         data = module.text.encode("utf-8")
-        if _sha256(data) != module.sha256:
+        if value_file_sha256(data) != module.sha256:
             msg = f"module {module.label} does not match its frozen digest {module.sha256}"
-            raise _Refused(msg, reason="content")
+            raise _NotLaunched(msg, reason="content")
         path = module_path(modules, module.label)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_bytes(data)
@@ -210,7 +211,7 @@ def _prepare_python(attempt: RemoteAttempt, exe: FrozenExecutable, workspace: Pa
     try:
         facts = probe_interpreter(interpreter, sha256=exe.file.sha256, sys_path=sys_path)
     except PlanError as err:
-        raise _Refused(err.message, reason="environment") from err
+        raise _NotLaunched(err.message, reason="environment") from err
     if facts.distributions != python.distributions:
         frozen, found = set(python.distributions), set(facts.distributions)
         missing = sorted(f"{n}=={v}" for n, v in frozen - found)
@@ -220,19 +221,19 @@ def _prepare_python(attempt: RemoteAttempt, exe: FrozenExecutable, workspace: Pa
             f"(missing or other version: {', '.join(missing[:5]) or 'none'}; "
             f"not in the plan: {', '.join(extra[:5]) or 'none'}); install the same environment on the worker"
         )
-        raise _Refused(msg, reason="environment")
+        raise _NotLaunched(msg, reason="environment")
     request = dict(python.request)
     request["sys_path"] = [map_path(p, attempt.path_map) for p in request.get("sys_path", [])]
     request["site_dirs"] = [map_path(p, attempt.path_map) for p in request.get("site_dirs", [])]
-    (folder / "request.json").write_text(json.dumps(request))
+    (folder / REQUEST_FILE).write_text(json.dumps(request))
     (folder / "_rho_harness.py").write_text(python.harness_text)
     return (
         exe.file.path,
         "-I",
         str(folder / "_rho_harness.py"),
         str(modules),
-        str(folder / "request.json"),
-        str(folder / "result.json"),
+        str(folder / REQUEST_FILE),
+        str(folder / RESULT_FILE),
     )
 
 
@@ -309,10 +310,10 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
         )
         outcome.process = asyncio.run(_launch(attempt, spec, event, outcome))
         if attempt.python is not None:
-            outcome.result = read_result(folder / "result.json", attempt.max_output_bytes)
+            outcome.result = read_result(folder / RESULT_FILE, attempt.max_output_bytes)
     except VerificationError as err:
         outcome.failure, outcome.verification = err.message, err.reason
-    except _Refused as err:
+    except _NotLaunched as err:
         outcome.failure, outcome.verification = err.message, err.reason
     except (RhoError, OSError, ValueError) as err:
         outcome.failure = err.message if isinstance(err, RhoError) else f"{type(err).__name__}: {err}"

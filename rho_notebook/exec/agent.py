@@ -1,6 +1,8 @@
-"""The executor for agent nodes: runtime rho (a tool-using loop over a model provider) and claude-cli.
+"""The agent operation, and the executor for agent nodes: runtime rho (a tool-using loop over a
+model provider) and claude-cli.
 
-One attempt: render the prompt template, resolve provider, model and credential from settings
+An agent node, an item graph's agent step and a script's agent step all run one
+:class:`AgentOperation` through :meth:`AgentExecutor.run`. One attempt: render the prompt template, resolve provider, model and credential from settings
 (runtime rho) or find ``claude`` (claude-cli), run until the final answer within the node's
 ``timeout_seconds``, then check the answer: with an output schema it must be exactly one JSON
 value matching the schema; without one it is markdown prose that nothing downstream can read.
@@ -26,9 +28,10 @@ The ``node_finished`` event carries :meth:`Session.summary` as its ``exit`` (kin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -42,22 +45,70 @@ from rho_notebook.agents.session import Session
 from rho_notebook.agents.settings import AgentSettings, load_settings
 from rho_notebook.agents.tools import IMPLEMENTED_TOOLS, ToolBox
 from rho_notebook.errors import AgentFailure, AnswerError, RhoError, SettingsError, StoreError, UnavailableValue
-from rho_notebook.exec.base import AttemptContext, AttemptResult, node_environment, render_template
+from rho_notebook.exec.base import Attempt, AttemptContext, AttemptResult, node_environment, render_template
 from rho_notebook.model.agent import RHO_TOOLS, AgentDefinition
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, Graph
+from rho_notebook.model.reference import Template
+from rho_notebook.model.schema import Schema
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import (
+    ANSWER_PROSE_FILE,
+    ANSWER_TEXT_FILE,
+    TRANSCRIPT_FILE,
+    USAGE_FILE,
+    VALUE_FILE,
+    StoreLayout,
+)
 from rho_notebook.store.runs import RunStore
 
-__all__ = ["AgentExecutor"]
+__all__ = ["AgentExecutor", "AgentOperation", "agent_operation"]
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
+def _no_outputs(name: str) -> Any:
+    return UNAVAILABLE
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOperation:
+    """One agent attempt: which agent, asked what, with which access and bounds."""
+
+    name: str
+    """The node's name or the step's key (``RHO_NODE`` of the agent's tools)."""
+    agent: str
+    """The agent's id in the run's frozen graph (used when ``definition`` is None)."""
+    prompt: Template
+    """The task; its references are rendered against ``outputs`` when the attempt starts."""
+    access: Literal["read_only", "mutating"] = "mutating"
+    timeout_seconds: int
+    max_output_bytes: int
+    output: Schema | None = None
+    """The schema the final answer must match (None: prose)."""
+    definition: AgentDefinition | None = None
+    """The resolved definition; None reads the run's frozen graph."""
+    outputs: Callable[[str], Any] = _no_outputs
+    """Validated values of upstream nodes the prompt refers to."""
+
+
+def agent_operation(node: AgentNode, outputs: Callable[[str], Any]) -> AgentOperation:
+    """The attempt an agent node makes."""
+    return AgentOperation(
+        name=node.name,
+        agent=node.agent,
+        prompt=node.prompt,
+        access=node.access,
+        timeout_seconds=node.timeout_seconds,
+        max_output_bytes=node.max_output_bytes,
+        output=node.output,
+        outputs=outputs,
+    )
+
+
 class AgentExecutor:
-    """Runs agent nodes.
+    """Runs agent nodes and agent operations.
 
     Parameters
     ----------
@@ -95,12 +146,18 @@ class AgentExecutor:
         if not isinstance(node, AgentNode):
             msg = f"AgentExecutor cannot run a {node.kind} node"
             raise TypeError(msg)
+        return await self.run(ctx, agent_operation(node, ctx.outputs))
+
+    async def run(self, ctx: Attempt, op: AgentOperation) -> AttemptResult:
+        """One attempt of ``op``: its answer, transcript and usage go to the attempt folder."""
         if ctx.cancel.is_set():
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled before the agent started")
         await ctx.directory()  # transcripts, answers and the claude-cli prompt file go there
         redactor = Redactor()
         try:
-            definition = await asyncio.to_thread(self._definition, ctx, node)
+            definition = op.definition
+            if definition is None:
+                definition = await asyncio.to_thread(self._definition, ctx, op.agent)
         except (RhoError, KeyError) as err:
             message = err.message if isinstance(err, RhoError) else str(err)
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot load the frozen agent: {message}")
@@ -108,18 +165,18 @@ class AgentExecutor:
         failure: AgentFailure | None = None
         answer: str | None = None
         try:
-            answer = await self._bounded(ctx, self._run(ctx, node, definition, session), node.timeout_seconds)
+            answer = await self._bounded(ctx, self._run(ctx, op, definition, session), op.timeout_seconds)
         except AgentFailure as err:
             failure = err
         value: Any = UNAVAILABLE
         artifacts: dict[str, str] = {}
         if failure is None and answer is not None:
-            value, failure = await self._answer(ctx, node, redactor.text(answer), artifacts)
+            value, failure = await self._answer(ctx, op, redactor.text(answer), artifacts)
         return await self._finish(ctx, session, failure, value, artifacts)
 
     # -- running ---------------------------------------------------------------------------------
 
-    async def _bounded(self, ctx: AttemptContext, work: Awaitable[str], timeout: float) -> str:
+    async def _bounded(self, ctx: Attempt, work: Awaitable[str], timeout: float) -> str:
         """``work``'s result, unless the node times out or is cancelled first (then it is stopped)."""
         task = asyncio.ensure_future(work)
         waiter = asyncio.ensure_future(ctx.cancel.wait())
@@ -141,22 +198,22 @@ class AgentExecutor:
         msg = f"timed out after {timeout:g} s (timeout_seconds); the in-flight request and tool processes were stopped"
         raise AgentFailure(msg, kind="node_timeout")
 
-    async def _run(self, ctx: AttemptContext, node: AgentNode, definition: AgentDefinition, session: Session) -> str:
+    async def _run(self, ctx: Attempt, op: AgentOperation, definition: AgentDefinition, session: Session) -> str:
         try:
-            prompt = render_template(node.prompt, ctx.outputs)
+            prompt = render_template(op.prompt, op.outputs)
         except UnavailableValue as err:
             raise AgentFailure(f"cannot render the prompt: {err}", kind="template") from None
         if definition.runtime == "claude-cli":
-            environ = self._claude_environ(ctx, node, session.redactor)
+            environ = self._claude_environ(ctx, op.name, session.redactor)
             return await run_claude(
                 definition,
-                task=task_message(prompt, output=node.output, read_only=False),
+                task=task_message(prompt, output=op.output, read_only=False),
                 workspace=ctx.workspace,
                 attempt_dir=ctx.attempt_dir,
                 environ=environ,
                 session=session,
                 max_turns=self._limits.max_turns,
-                max_output_bytes=node.max_output_bytes,
+                max_output_bytes=op.max_output_bytes,
                 on_started=ctx.on_started,
             )
         settings = await self._load_settings(ctx)
@@ -168,22 +225,22 @@ class AgentExecutor:
         session.credential = selection.credential
         api_key = read_credential(selection, ctx.source_environ)
         session.redactor.add(api_key)
-        toolbox = self._toolbox(ctx, node, definition, session)
+        toolbox = self._toolbox(ctx, op, definition, session)
         session.system = system_prompt(definition)
-        read_only = node.access == "read_only"
+        read_only = op.access == "read_only"
         async with httpx.AsyncClient(transport=self._transport) as client:
             provider = open_provider(selection, client=client, api_key=api_key, redactor=session.redactor)
             return await run_loop(
                 provider,
                 definition=definition,
                 model=selection.model,
-                task=task_message(prompt, output=node.output, read_only=read_only),
+                task=task_message(prompt, output=op.output, read_only=read_only),
                 toolbox=toolbox,
                 session=session,
                 limits=self._limits,
             )
 
-    def _toolbox(self, ctx: AttemptContext, node: AgentNode, definition: AgentDefinition, session: Session) -> ToolBox:
+    def _toolbox(self, ctx: Attempt, op: AgentOperation, definition: AgentDefinition, session: Session) -> ToolBox:
         capabilities = definition.capability_set()
         foreign = sorted(capabilities - set(RHO_TOOLS))
         if foreign:
@@ -194,19 +251,19 @@ class AgentExecutor:
             )
             raise AgentFailure(msg, kind="config")
         session.unavailable_tools = tuple(sorted(capabilities - IMPLEMENTED_TOOLS))
-        environ = node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=node.name)
+        environ = node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=op.name)
         toolbox = ToolBox(
             ctx.workspace,
             offered=capabilities,
             environ=environ,
-            read_only=node.access == "read_only",
+            read_only=op.access == "read_only",
             limits=self._limits.tools,
         )
         session.tools = toolbox.offered
         return toolbox
 
-    def _claude_environ(self, ctx: AttemptContext, node: AgentNode, redactor: Redactor) -> dict[str, str]:
-        environ = node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=node.name)
+    def _claude_environ(self, ctx: Attempt, name: str, redactor: Redactor) -> dict[str, str]:
+        environ = node_environment(ctx.environment, ctx.source_environ, run_id=ctx.run_id, node=name)
         for name, value in ctx.source_environ.items():
             if name.startswith(CLAUDE_ENV_PREFIXES):
                 environ[name] = value
@@ -216,7 +273,7 @@ class AgentExecutor:
 
     # -- lookups -----------------------------------------------------------------------------------
 
-    def _definition(self, ctx: AttemptContext, node: AgentNode) -> AgentDefinition:
+    def _definition(self, ctx: Attempt, agent: str) -> AgentDefinition:
         graph = self._graph
         if graph is None:
             graph = self._graphs.get(ctx.run_id)
@@ -225,18 +282,18 @@ class AgentExecutor:
             manifest = store.manifest(ctx.run_id)
             graph = store.graph(ctx.run_id, expected_digest=manifest.graph_digest)
             self._graphs[ctx.run_id] = graph
-        return graph.agent(node.agent)
+        return graph.agent(agent)
 
     @property
     def transport(self) -> httpx.AsyncBaseTransport | None:
         """The httpx transport provider requests use (None: the network)."""
         return self._transport
 
-    async def settings_for(self, ctx: AttemptContext) -> AgentSettings:
+    async def settings_for(self, ctx: Attempt) -> AgentSettings:
         """The agent settings an attempt of this run uses (raises AgentFailure ``config``)."""
         return await self._load_settings(ctx)
 
-    async def _load_settings(self, ctx: AttemptContext) -> AgentSettings:
+    async def _load_settings(self, ctx: Attempt) -> AgentSettings:
         if self._settings is not None:
             return self._settings
         try:
@@ -248,36 +305,36 @@ class AgentExecutor:
     # -- answer and records ----------------------------------------------------------------------------
 
     async def _answer(
-        self, ctx: AttemptContext, node: AgentNode, answer: str, artifacts: dict[str, str]
+        self, ctx: Attempt, op: AgentOperation, answer: str, artifacts: dict[str, str]
     ) -> tuple[Any, AgentFailure | None]:
         size = len(answer.encode())
-        if node.output is None:
+        if op.output is None:
             if not answer.strip():
                 return UNAVAILABLE, AgentFailure("the agent's final answer is empty", kind="empty_answer")
             kept = answer
-            if size > node.max_output_bytes:
-                kept = answer.encode()[: node.max_output_bytes].decode("utf-8", errors="ignore")
-            await asyncio.to_thread(atomic_write, ctx.attempt_dir / "answer.md", kept.encode())
-            artifacts["answer"] = "answer.md"
+            if size > op.max_output_bytes:
+                kept = answer.encode()[: op.max_output_bytes].decode("utf-8", errors="ignore")
+            await asyncio.to_thread(atomic_write, ctx.attempt_dir / ANSWER_PROSE_FILE, kept.encode())
+            artifacts["answer"] = ANSWER_PROSE_FILE
             return UNAVAILABLE, None
-        await asyncio.to_thread(atomic_write, ctx.attempt_dir / "answer.txt", answer.encode())
-        artifacts["answer"] = "answer.txt"
-        if size > node.max_output_bytes:
-            msg = f"the final answer is {size} bytes, more than max_output_bytes={node.max_output_bytes}; it cannot be parsed whole"
+        await asyncio.to_thread(atomic_write, ctx.attempt_dir / ANSWER_TEXT_FILE, answer.encode())
+        artifacts["answer"] = ANSWER_TEXT_FILE
+        if size > op.max_output_bytes:
+            msg = f"the final answer is {size} bytes, more than max_output_bytes={op.max_output_bytes}; it cannot be parsed whole"
             return UNAVAILABLE, AgentFailure(msg, kind="too_large")
         if not answer.strip():
             msg = "the agent's final answer is empty; a node with an output schema needs exactly one JSON value"
             return UNAVAILABLE, AgentFailure(msg, kind="empty_answer")
         try:
-            value = parse_typed_answer(answer, node.output)
+            value = parse_typed_answer(answer, op.output)
         except AnswerError as err:
-            return UNAVAILABLE, AgentFailure(err.message + " (raw answer in answer.txt)", kind=err.kind)
-        await asyncio.to_thread(atomic_write_json, ctx.attempt_dir / "value.json", value)
-        artifacts["value"] = "value.json"
+            return UNAVAILABLE, AgentFailure(err.message + f" (raw answer in {ANSWER_TEXT_FILE})", kind=err.kind)
+        await asyncio.to_thread(atomic_write_json, ctx.attempt_dir / VALUE_FILE, value)
+        artifacts["value"] = VALUE_FILE
         return value, None
 
     async def _finish(
-        self, ctx: AttemptContext, session: Session, failure: AgentFailure | None, value: Any, artifacts: dict[str, str]
+        self, ctx: Attempt, session: Session, failure: AgentFailure | None, value: Any, artifacts: dict[str, str]
     ) -> AttemptResult:
         if failure is None:
             state, outcome = NodeState.SUCCESS, "success"
@@ -288,8 +345,8 @@ class AgentExecutor:
         if failure is not None:
             failure = AgentFailure(session.redactor.text(failure.message), kind=failure.kind, status=failure.status)
         records = {
-            "transcript.json": session.transcript(),
-            "usage.json": session.usage_record(outcome=outcome, failure=failure),
+            TRANSCRIPT_FILE: session.transcript(),
+            USAGE_FILE: session.usage_record(outcome=outcome, failure=failure),
         }
         for name, record in records.items():
             await asyncio.to_thread(atomic_write_json, ctx.attempt_dir / name, record)
@@ -302,7 +359,7 @@ class AgentExecutor:
         )
 
 
-def _store_home(ctx: AttemptContext) -> Path:
+def _store_home(ctx: Attempt) -> Path:
     """RHO_NOTEBOOK_HOME of the run the attempt belongs to: ``<home>/workflows/runs/<RUN>/nodes/<N>/attempts/<K>``."""
     parents = ctx.attempt_dir.parents
     if (

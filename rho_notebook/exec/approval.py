@@ -11,6 +11,7 @@ from rho_notebook.exec.base import AttemptContext, AttemptResult, render_templat
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
+from rho_notebook.store.layout import PROMPT_FILE, VALUE_FILE
 
 __all__ = ["ApprovalExecutor"]
 
@@ -28,7 +29,7 @@ class ApprovalExecutor:
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render the approval prompt: {err}")
         folder = await ctx.directory()
-        atomic_write(folder / "prompt.md", prompt.encode(), durable=False)
+        atomic_write(folder / PROMPT_FILE, prompt.encode(), durable=False)
         decided = await ctx.request_approval({"prompt": prompt, "node": node.name}, float(node.timeout_seconds))
         if decided == "cancelled":
             return AttemptResult(state=NodeState.CANCELLATION, message="cancelled while waiting for a person")
@@ -40,7 +41,7 @@ class ApprovalExecutor:
                 message=f"denied by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
             )
         value = {"by": decided.by, "comment": decided.comment, "at": decided.at}
-        atomic_write_json(folder / "value.json", value)
+        atomic_write_json(folder / VALUE_FILE, value)
         return AttemptResult(
-            state=NodeState.SUCCESS, value=value, artifacts={"prompt": "prompt.md", "value": "value.json"}
+            state=NodeState.SUCCESS, value=value, artifacts={"prompt": PROMPT_FILE, "value": VALUE_FILE}
         )

@@ -24,6 +24,7 @@ from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write
 
 __all__ = [
+    "Attempt",
     "AttemptContext",
     "AttemptResult",
     "EnvironmentSnapshot",
@@ -34,10 +35,13 @@ __all__ = [
 ]
 
 
-@dataclass
-class AttemptContext:
+@dataclass(kw_only=True)
+class Attempt:
+    """Where one attempt of one operation runs: its folder, workspace, environment, cancel signal
+    and callbacks. Operations (:mod:`rho_notebook.exec.command`, ``agent``, ``model``, ...) take
+    this; node executors get the richer :class:`AttemptContext`, which is one."""
+
     run_id: str
-    node: Node
     attempt: int
     attempt_dir: Path
     """Where the attempt's artifacts go. It may not exist yet: await :meth:`directory` before
@@ -45,26 +49,16 @@ class AttemptContext:
     workspace: Path
     identities: Mapping[str, FileIdentity]
     environment: EnvironmentPolicy
-    outputs: Callable[[str], Any]
-    """Validated output of an ancestor (UNAVAILABLE when it has none)."""
     cancel: asyncio.Event
     on_started: Callable[[int], Awaitable[None]]
     """Awaited with the process id once the attempt's process exists."""
     on_output: Callable[[str, bytes], Awaitable[None]] | None = None
     """Awaited with (stream, chunk) for live output; optional."""
     source_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    request_approval: Callable[[dict[str, Any], float], Awaitable[Any]] | None = None
-    """Ask a person to decide ``facts`` within a timeout: returns an ApprovalDecision, None on
-    timeout, or "cancelled". Only approval nodes use it; agents never get it."""
     files: AttemptFiles | None = None
     """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""
     verified: VerifiedHandles | None = None
     """The run's kept verified descriptors of frozen files; None verifies every path from scratch."""
-    graph: Graph | None = None
-    """The run's frozen graph (Python nodes need its interpreter and modules)."""
-    run_fields: Mapping[str, str | None] = field(default_factory=dict)
-    """Who started the run (``initiator``, ``via``, ``client`` of the run manifest); item-graph
-    mappings read them as ``{{ $run.NAME }}``."""
 
     async def directory(self) -> Path:
         """``attempt_dir``, created if it was not yet."""
@@ -82,6 +76,24 @@ class AttemptContext:
             self.files.write_later(name, data)
         else:
             atomic_write(self.attempt_dir / name, data, durable=False)
+
+
+@dataclass(kw_only=True)
+class AttemptContext(Attempt):
+    """One attempt of one node of a graph: the :class:`Attempt` plus the node, its upstream values
+    and the run's graph (what a node executor turns into an operation)."""
+
+    node: Node
+    outputs: Callable[[str], Any]
+    """Validated output of an ancestor (UNAVAILABLE when it has none)."""
+    request_approval: Callable[[dict[str, Any], float], Awaitable[Any]] | None = None
+    """Ask a person to decide ``facts`` within a timeout: returns an ApprovalDecision, None on
+    timeout, or "cancelled". Only approval nodes use it; agents never get it."""
+    graph: Graph | None = None
+    """The run's frozen graph (Python nodes need its interpreter and modules)."""
+    run_fields: Mapping[str, str | None] = field(default_factory=dict)
+    """Who started the run (``initiator``, ``via``, ``client`` of the run manifest); item-graph
+    mappings read them as ``{{ $run.NAME }}``."""
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""The executor for command and shell nodes: render argv, verified launch, artifacts, stdout_json.
+"""The command operation, and the executor for command and shell nodes.
+
+A command node, a shell node, an item-graph command step and a script's command step all run one
+:class:`~rho_notebook.exec.supervised.ProcessOperation` through :func:`run_command` (verified launch,
+supervision, artifacts); :func:`command_facts` is what a person or a hook decides on before it.
 
 Artifacts of an attempt: ``stdout`` and ``stderr`` (retained bytes; created on the first byte) and,
 for nodes with an output schema, ``value.json`` (the validated value). The exit record is journaled
@@ -15,15 +19,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from rho_notebook.errors import UnavailableValue
-from rho_notebook.exec._supervised import Ended, process_spec, supervise
-from rho_notebook.exec.base import AttemptContext, AttemptResult, render_template
+from rho_notebook.exec.base import Attempt, AttemptContext, AttemptResult, render_template
+from rho_notebook.exec.supervised import Ended, Judge, ProcessOperation, supervise
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import CommandNode, FrozenExecutable, ShellNode
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write_json
+from rho_notebook.store.layout import VALUE_FILE
 
-__all__ = ["CommandExecutor", "frozen_process_facts", "process_facts", "render_argv"]
+__all__ = [
+    "CommandExecutor",
+    "command_facts",
+    "command_operation",
+    "frozen_process_facts",
+    "process_facts",
+    "render_argv",
+    "run_command",
+]
 
 
 def render_argv(node: CommandNode | ShellNode, outputs: Any) -> tuple[str, ...]:
@@ -50,6 +63,55 @@ def frozen_process_facts(exe: FrozenExecutable, argv: Sequence[str], cwd: str) -
     }
 
 
+def command_facts(operation: ProcessOperation) -> dict[str, Any]:
+    """The facts of the launch ``operation`` will make (:func:`frozen_process_facts`)."""
+    return frozen_process_facts(operation.executable, operation.argv, operation.cwd)
+
+
+def command_operation(node: CommandNode | ShellNode, argv: tuple[str, ...]) -> ProcessOperation:
+    """The launch a command or shell node makes with its rendered ``argv``."""
+    return ProcessOperation(
+        name=node.name,
+        executable=node.executable,
+        argv=argv,
+        cwd=node.cwd,
+        timeout_seconds=node.timeout_seconds,
+        max_output_bytes=node.max_output_bytes,
+        output=node.output,
+    )
+
+
+async def run_command(
+    attempt: Attempt, operation: ProcessOperation, *, judge: Judge | None = None, kill_grace_seconds: float = 2.0
+) -> AttemptResult:
+    """Launch ``operation`` once; ``judge`` decides an exit (default: :func:`judge_exit`)."""
+    return await supervise(attempt, operation, judge=judge or judge_exit, kill_grace_seconds=kill_grace_seconds)
+
+
+async def judge_exit(ended: Ended) -> AttemptResult:
+    """A command's exit: success iff code 0; with an output schema, stdout must be one JSON value
+    matching it (kept as ``value.json``)."""
+    if ended.result.exit_code != 0:
+        return ended.failure(f"exited with code {ended.result.exit_code}")
+    operation = ended.operation
+    if operation.output is None:
+        return ended.success(UNAVAILABLE)
+    if ended.record["stdout_truncated"]:
+        msg = f"stdout_json: stdout was truncated at max_output_bytes={operation.max_output_bytes}; the complete value could not be parsed"
+        return ended.failure(msg)
+    raw = bytes(ended.stdout.kept or b"")
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return ended.failure(f"stdout_json: stdout is not one JSON value ({err})")
+    problems = validate_value(operation.output, value)
+    if problems:
+        return ended.failure("stdout_json: output does not match the schema: " + "; ".join(problems[:5]))
+    await asyncio.to_thread(atomic_write_json, await ended.ctx.directory() / VALUE_FILE, value)
+    ended.artifacts["value"] = VALUE_FILE
+    return ended.success(value)
+
+
 class CommandExecutor:
     """Runs command and shell nodes as verified, supervised process trees."""
 
@@ -65,26 +127,10 @@ class CommandExecutor:
             argv = render_argv(node, ctx.outputs)
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render argv: {err}")
-        spec = process_spec(ctx, node.executable, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds)
-        return await supervise(ctx, spec, judge=self.judge)
+        return await run_command(
+            ctx, command_operation(node, argv), judge=judge_exit, kill_grace_seconds=self.kill_grace_seconds
+        )
 
     async def judge(self, ended: Ended) -> AttemptResult:
-        if ended.result.exit_code != 0:
-            return ended.failure(f"exited with code {ended.result.exit_code}")
-        node = ended.ctx.node
-        if node.output is None:
-            return ended.success(UNAVAILABLE)
-        if ended.record["stdout_truncated"]:
-            msg = f"stdout_json: stdout was truncated at max_output_bytes={node.max_output_bytes}; the complete value could not be parsed"
-            return ended.failure(msg)
-        raw = bytes(ended.stdout.kept or b"")
-        try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            return ended.failure(f"stdout_json: stdout is not one JSON value ({err})")
-        problems = validate_value(node.output, value)
-        if problems:
-            return ended.failure("stdout_json: output does not match the schema: " + "; ".join(problems[:5]))
-        await asyncio.to_thread(atomic_write_json, await ended.ctx.directory() / "value.json", value)
-        ended.artifacts["value"] = "value.json"
-        return ended.success(value)
+        """How a command node's process that exited ended (:func:`judge_exit`)."""
+        return await judge_exit(ended)

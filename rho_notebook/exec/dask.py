@@ -48,15 +48,23 @@ from rho_notebook.exec._dask_worker import (
     claim_queue_name,
     run_attempt,
 )
-from rho_notebook.exec._supervised import Ended, FileSink, Judge, conclude
 from rho_notebook.exec.base import AttemptContext, AttemptResult, node_environment
 from rho_notebook.exec.command import CommandExecutor, render_argv
 from rho_notebook.exec.process import ProcessResult
-from rho_notebook.exec.python import PythonExecutor, frozen_runtime, node_request, render_args, verified_harness
+from rho_notebook.exec.python import (
+    REQUEST_FILE,
+    PythonExecutor,
+    frozen_runtime,
+    node_request,
+    render_args,
+    verified_harness,
+)
+from rho_notebook.exec.supervised import Ended, FileSink, Judge, ProcessOperation, conclude
 from rho_notebook.model.graph import CommandNode, PythonNode, ShellNode, resources_of
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
 from rho_notebook.store.ids import new_id
+from rho_notebook.store.layout import RESULT_FILE
 
 __all__ = ["DaskExecutor"]
 
@@ -197,7 +205,7 @@ class DaskExecutor:
             remote, request = self._remote(ctx, token)
             if request is not None:
                 folder = await ctx.directory()
-                await asyncio.to_thread(atomic_write_json, folder / "request.json", request, durable=False)
+                await asyncio.to_thread(atomic_write_json, folder / REQUEST_FILE, request, durable=False)
         except UnavailableValue as err:
             part = "args" if isinstance(node, PythonNode) else "argv"
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render {part}: {err}")
@@ -213,9 +221,9 @@ class DaskExecutor:
             record = {"kind": "not_started", "code": None, "signal": None, "detail": message}
             return AttemptResult(state=NodeState.FAILURE, message=message, exit=record)
         outcome = await self._run(ctx, client, remote, token)
-        result = await self._conclude(ctx, outcome)
+        result = await self._conclude(ctx, remote, outcome)
         if request is not None:
-            result.artifacts["request"] = "request.json"
+            result.artifacts["request"] = REQUEST_FILE
         return result
 
     async def _run(self, ctx: AttemptContext, client: Any, remote: RemoteAttempt, token: str) -> RemoteOutcome:
@@ -269,7 +277,7 @@ class DaskExecutor:
             await event.clear()
         return outcome
 
-    async def _conclude(self, ctx: AttemptContext, outcome: RemoteOutcome) -> AttemptResult:
+    async def _conclude(self, ctx: AttemptContext, remote: RemoteAttempt, outcome: RemoteOutcome) -> AttemptResult:
         """Write the worker's answer into the attempt folder as a local attempt does, and judge it."""
         if outcome.process is None:
             reason = "worker_verification" if outcome.verification else "worker_launch"
@@ -297,17 +305,26 @@ class DaskExecutor:
             stdout.close()
             stderr.close()
         node = ctx.node
+        operation = ProcessOperation(
+            name=node.name,
+            executable=remote.executable,
+            argv=remote.argv,
+            cwd=remote.cwd,
+            timeout_seconds=node.timeout_seconds,
+            max_output_bytes=node.max_output_bytes,
+            output=node.output,
+        )
         if isinstance(node, PythonNode) and process.kind == "exit" and process.exit_code == 0:
             if isinstance(outcome.result, int):
                 message = (
                     f"the return value of {node.function}() is {outcome.result} bytes as JSON, "
                     f"more than max_output_bytes={node.max_output_bytes}"
                 )
-                return await conclude(ctx, process, stdout=stdout, stderr=stderr, judge=_fails(message))
+                return await conclude(ctx, operation, process, stdout=stdout, stderr=stderr, judge=_fails(message))
             if outcome.result is not None:
                 folder = await ctx.directory()
-                await asyncio.to_thread(atomic_write, folder / "result.json", outcome.result, durable=False)
-        result = await conclude(ctx, process, stdout=stdout, stderr=stderr, judge=self._judges[node.kind])
+                await asyncio.to_thread(atomic_write, folder / RESULT_FILE, outcome.result, durable=False)
+        result = await conclude(ctx, operation, process, stdout=stdout, stderr=stderr, judge=self._judges[node.kind])
         if result.exit is not None:
             result.exit["worker"] = outcome.worker
         return result

@@ -1,5 +1,10 @@
 """The executor for item-graph steps (docs/graphs.md): one attempt of one step, item in, item out.
 
+Each step kind builds the operation of its kind and runs it: :mod:`~rho_notebook.exec.passes`
+(set, branch, join, output), :mod:`~rho_notebook.exec.code`, :mod:`~rho_notebook.exec.human`,
+:mod:`~rho_notebook.exec.command`, :mod:`~rho_notebook.exec.agent` and
+:mod:`~rho_notebook.exec.model`, the same operations nodes and script steps run.
+
 The step receives the item of the in-edge that delivered (a join: every delivered item merged,
 :func:`~rho_notebook.model.itemrun.merge_join`; a step without in-edges: the first item, built from
 the run's inputs), resolves its mappings against it, and its value is the item it passes on:
@@ -20,20 +25,20 @@ on); an item over the graph's ``item_bytes`` cap fails the step, naming both siz
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from rho_notebook.agents.completion import complete_once, select_provider
-from rho_notebook.agents.provider import CompletionRequest, Message
-from rho_notebook.agents.redact import Redactor
 from rho_notebook.errors import ItemTooLarge, RhoError, UnavailableValue
-from rho_notebook.exec._supervised import Ended, process_spec, supervise
 from rho_notebook.exec.base import AttemptContext, AttemptResult
-from rho_notebook.exec.command import frozen_process_facts
+from rho_notebook.exec.code import CodeOperation, run_code
+from rho_notebook.exec.command import frozen_process_facts, run_command
+from rho_notebook.exec.human import HumanOperation, ask_person, form_field
+from rho_notebook.exec.passes import PASSING_KINDS, passed_item
+from rho_notebook.exec.supervised import Ended, ProcessOperation
 from rho_notebook.model.agent import agent_launch_facts
-from rho_notebook.model.graph import AgentNode, Graph, ItemNode, Node
+from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.graph import Graph, ItemNode, Node
 from rho_notebook.model.itemgraph import FieldDecl, check_item_size
 from rho_notebook.model.itemrun import delivered_items, merge_join
 from rho_notebook.model.mapping import RunContext, resolve
@@ -49,18 +54,17 @@ from rho_notebook.model.schema import (
 )
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, json_bytes
+from rho_notebook.store.layout import ANSWER_PROSE_FILE, VALUE_FILE
 
 __all__ = ["ItemExecutor", "answer_schema", "command_argv", "input_item", "item_launch_facts"]
 
 
-class _StepCancelled(Exception):
-    """The attempt was cancelled while its work ran in a task."""
+INPUT_FILE = "input.json"
+"""The item an item step received (beside the value it passed on)."""
 
 
 class _StepFailed(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    """The step's result is unusable; ``str(err)`` says why (the attempt fails with it)."""
 
 
 _NODES: dict[int, tuple[Graph, dict[str, Node]]] = {}
@@ -155,8 +159,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
 
 
 class ItemExecutor:
-    """Runs item-graph steps; agent and command steps go through the same executors (and
-    supervision) as agent and command nodes."""
+    """Runs item-graph steps through the operations of their kinds (the same operations, and
+    supervision, as nodes of those kinds)."""
 
     def __init__(self, *, agents: Any, commands: Any, kill_grace_seconds: float = 2.0) -> None:
         self.agents = agents
@@ -175,17 +179,12 @@ class ItemExecutor:
             item = input_item(node, graph, ctx.outputs)
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=str(err))
-        artifacts = {"input": "input.json"}
-        ctx.write_later("input.json", json_bytes(item))
+        artifacts = {"input": INPUT_FILE}
+        ctx.write_later(INPUT_FILE, json_bytes(item))
         try:
             result = await self._step(ctx, node, item, run)
         except _StepFailed as err:
-            return AttemptResult(state=NodeState.FAILURE, message=err.message, artifacts=artifacts)
-        except _StepCancelled:
-            return AttemptResult(state=NodeState.CANCELLATION, message="cancelled", artifacts=artifacts)
-        except TimeoutError:
-            msg = f"timed out after {node.timeout_seconds} s"
-            return AttemptResult(state=NodeState.FAILURE, message=msg, artifacts=artifacts)
+            return AttemptResult(state=NodeState.FAILURE, message=str(err), artifacts=artifacts)
         except RhoError as err:
             return AttemptResult(state=NodeState.FAILURE, message=err.message, artifacts=artifacts)
         result.artifacts = {**artifacts, **result.artifacts}
@@ -198,23 +197,19 @@ class ItemExecutor:
                 state=NodeState.FAILURE, message=err.message, exit=result.exit, artifacts=result.artifacts
             )
         folder = await ctx.directory()
-        await asyncio.to_thread(atomic_write, folder / "value.json", json_bytes(result.value))  # 0600, no-follow
-        result.artifacts["value"] = "value.json"
+        await asyncio.to_thread(atomic_write, folder / VALUE_FILE, json_bytes(result.value))  # 0600, no-follow
+        result.artifacts["value"] = VALUE_FILE
         return result
 
     async def _step(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
         kind, params = node.step_kind, node.params
-        if kind in ("branch", "output", "join"):
-            return _passed(item)
-        if kind == "set":
-            changed = dict(item)
-            for name, value in params["fields"].items():
-                changed[name] = resolve(value, item, run)
-            return _passed(changed)
+        if kind in PASSING_KINDS:
+            return AttemptResult(state=NodeState.SUCCESS, value=passed_item(kind, params, item, run))
         if kind == "code":
-            from rho_notebook.source.code_step import run_code_step
-
-            return _passed(await self._cancellable(ctx, run_code_step(params["source"], item, step=node.name)))
+            changed = await run_code(CodeOperation(step=node.name, source=params["source"]), item, cancel=ctx.cancel)
+            if changed is None:
+                return AttemptResult(state=NodeState.CANCELLATION, message="cancelled")
+            return AttemptResult(state=NodeState.SUCCESS, value=changed)
         if kind == "human":
             return await self._human(ctx, node, item, run)
         if kind == "command":
@@ -223,46 +218,20 @@ class ItemExecutor:
             return await self._agent(ctx, node, item, run)
         return await self._model(ctx, node, item, run)
 
-    async def _cancellable(self, ctx: AttemptContext, work: Any) -> Any:
-        task = asyncio.ensure_future(work)
-        waiter = asyncio.ensure_future(ctx.cancel.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            raise _StepCancelled
-        return task.result()
-
     # -- the kinds that wait or launch ----------------------------------------------------------------
 
     async def _human(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
-        if ctx.request_approval is None:
-            return AttemptResult(state=NodeState.FAILURE, message="human steps need an owner that can ask a person")
-        question = resolve(node.params["question"], item, run)
-        form = {name: _form_field(name, raw) for name, raw in node.params["fields"].items()}
-        facts = {"node": node.name, "step": node.step, "prompt": question, "form": form}
-        decided = await ctx.request_approval(facts, float(node.timeout_seconds))
-        if decided == "cancelled":
-            return AttemptResult(state=NodeState.CANCELLATION, message="cancelled while waiting for a person")
-        if decided is None:
-            return AttemptResult(state=NodeState.FAILURE, message=f"nobody answered within {node.timeout_seconds} s")
-        if decided.decision != "approve" or decided.answer is None:
-            return AttemptResult(
-                state=NodeState.DENIAL,
-                message=f"declined by {decided.by}" + (f": {decided.comment}" if decided.comment else ""),
-            )
-        answered = {**item, **decided.answer}
-        return AttemptResult(
-            state=NodeState.SUCCESS,
-            value=answered,
-            exit={"kind": "human", "by": decided.by, "at": decided.at, "via": decided.via},
+        op = HumanOperation(
+            name=node.name,
+            step=node.step,
+            question=resolve(node.params["question"], item, run),
+            form={name: form_field(name, raw) for name, raw in node.params["fields"].items()},
+            timeout_seconds=node.timeout_seconds,
         )
+        result = await ask_person(op, ctx.request_approval)
+        if result.state is NodeState.SUCCESS:
+            result.value = {**item, **result.value}
+        return result
 
     async def _command(
         self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext
@@ -271,14 +240,20 @@ class ItemExecutor:
             msg = f"command step {node.name!r} has no frozen executable"
             raise _StepFailed(msg)
         into = node.params["into"]
-        argv = command_argv(node, item, run)
-        spec = process_spec(ctx, node.executable, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds)
+        op = ProcessOperation(
+            name=node.name,
+            executable=node.executable,
+            argv=command_argv(node, item, run),
+            cwd=node.cwd,
+            timeout_seconds=node.timeout_seconds,
+            max_output_bytes=node.max_output_bytes,
+        )
 
         async def judge(ended: Ended) -> AttemptResult:
             if ended.result.exit_code != 0:
                 return ended.failure(f"exited with code {ended.result.exit_code}")
             if ended.record["stdout_truncated"]:
-                limit = node.max_output_bytes
+                limit = op.max_output_bytes
                 return ended.failure(f"stdout was truncated at max_output_bytes={limit}; its JSON could not be parsed")
             raw = bytes(ended.stdout.kept or b"")
             try:
@@ -287,14 +262,16 @@ class ItemExecutor:
                 return ended.failure(f"stdout is not one JSON value ({err})")
             return ended.success({**item, into: value})
 
-        return await supervise(ctx, spec, judge=judge)
+        return await run_command(ctx, op, judge=judge, kill_grace_seconds=self.kill_grace_seconds)
 
     async def _agent(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
+        from rho_notebook.exec.agent import AgentOperation  # the agents layer loads when an agent step runs
+
         params = node.params
         prompt = resolve(params["prompt"], item, run)
         fields = params.get("answer") or {}
         output = answer_schema(fields) if fields else None
-        proxy = AgentNode(
+        op = AgentOperation(
             name=node.name,
             agent=node.agent or params["agent"],
             prompt=Template(parts=(prompt if isinstance(prompt, str) else json.dumps(prompt),)),
@@ -303,24 +280,26 @@ class ItemExecutor:
             max_output_bytes=node.max_output_bytes,
             output=output,
         )
-        result: AttemptResult = await self.agents.execute(_with_node(ctx, proxy))
+        result: AttemptResult = await self.agents.run(ctx, op)
         if result.state is not NodeState.SUCCESS:
             return result
         if output is not None:
             answer = result.value
         else:
             folder = await ctx.directory()
-            text = await asyncio.to_thread((folder / "answer.md").read_text)
+            text = await asyncio.to_thread((folder / ANSWER_PROSE_FILE).read_text)
             try:
                 answer = _json_object(text, "the agent's answer")
             except _StepFailed as err:
                 return AttemptResult(
-                    state=NodeState.FAILURE, message=err.message, exit=result.exit, artifacts=result.artifacts
+                    state=NodeState.FAILURE, message=str(err), exit=result.exit, artifacts=result.artifacts
                 )
         result.value = {**item, **answer}
         return result
 
     async def _model(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
+        from rho_notebook.exec.model import model_call, run_model  # loaded when a model step runs
+
         params = node.params
         prompt = resolve(params["prompt"], item, run)
         text = prompt if isinstance(prompt, str) else json.dumps(prompt)
@@ -328,44 +307,29 @@ class ItemExecutor:
         if node.agent is not None and ctx.graph is not None:
             definition = ctx.graph.agent(node.agent)
             provider, model = definition.provider, definition.model
-        settings = await self.agents.settings_for(ctx)
-        selection = select_provider(settings, provider=provider, model=model)
-        request = CompletionRequest(model=selection.model, system="", messages=(Message(role="user", content=text),))
-        redactor = Redactor()
-        completion = await self._cancellable(
-            ctx,
-            asyncio.wait_for(
-                complete_once(
-                    selection, request, environ=ctx.source_environ, redactor=redactor, transport=self.agents.transport
-                ),
-                timeout=node.timeout_seconds,
-            ),
-        )
-        answer_text = redactor.text(completion.message.content)
-        folder = await ctx.directory()
-        await asyncio.to_thread(atomic_write, folder / "answer.txt", answer_text.encode())
         fields = params.get("answer") or {}
-        value: Any = answer_text
-        if fields:
-            from rho_notebook.agents.answer import parse_typed_answer
-
-            value = parse_typed_answer(answer_text, answer_schema(fields))
-        return AttemptResult(
-            state=NodeState.SUCCESS,
-            value={**item, params["into"]: value},
-            exit={"kind": "model", "provider": selection.provider, "model": selection.model},
-            artifacts={"answer": "answer.txt"},
+        settings = await self.agents.settings_for(ctx)
+        call = model_call(
+            settings,
+            messages=[{"role": "user", "content": text}],
+            provider=provider,
+            model=model,
+            output=answer_schema(fields) if fields else None,
+            subject=f"step {node.name!r}: ",
         )
-
-
-def _form_field(name: str, raw: Any) -> dict[str, Any]:
-    decl = FieldDecl.model_validate(raw)
-    return {**decl.declaration(), "label": decl.label or name}
-
-
-def _passed(item: Any) -> AttemptResult:
-    return AttemptResult(state=NodeState.SUCCESS, value=item)
-
-
-def _with_node(ctx: AttemptContext, node: Node) -> AttemptContext:
-    return dataclasses.replace(ctx, node=node)
+        outcome = await run_model(
+            call,
+            folder=await ctx.directory(),
+            environ=ctx.source_environ,
+            cancel=ctx.cancel,
+            transport=self.agents.transport,
+            timeout_seconds=node.timeout_seconds,
+        )
+        value = {**item, params["into"]: outcome.value if fields else outcome.text}
+        return AttemptResult(
+            state=outcome.state,
+            message=outcome.message,
+            value=value if outcome.state is NodeState.SUCCESS else UNAVAILABLE,
+            exit=outcome.exit,
+            artifacts=outcome.artifacts,
+        )

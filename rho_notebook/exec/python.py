@@ -30,16 +30,18 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rho_notebook.errors import PlanError, RhoError, UnavailableValue
-from rho_notebook.exec._supervised import Ended, process_spec, supervise
 from rho_notebook.exec.base import AttemptContext, AttemptResult, output_value
+from rho_notebook.exec.supervised import Ended, ProcessOperation, supervise
 from rho_notebook.model.graph import Graph, PythonNode, PythonRuntime
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_fd
 from rho_notebook.source.pymodules import HARNESS_PATH
 from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
+from rho_notebook.store.layout import RESULT_FILE, VALUE_FILE
 
 __all__ = [
+    "REQUEST_FILE",
     "PythonExecutor",
     "frozen_runtime",
     "materialise",
@@ -51,6 +53,9 @@ __all__ = [
     "verified_harness",
 ]
 
+REQUEST_FILE = "request.json"
+"""What a Python attempt asks its harness to call (module, function, arguments, paths); the store's
+layout names the other attempt files, this one belongs to the Python operation."""
 _LAST_LINE_CHARS = 500
 """A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
 
@@ -182,7 +187,7 @@ class PythonExecutor:
             request = node_request(node, graph, args)
             folder = await self._python_folder(ctx, graph)
             attempt = await ctx.directory()
-            await asyncio.to_thread(atomic_write_json, attempt / "request.json", request, durable=False)
+            await asyncio.to_thread(atomic_write_json, attempt / REQUEST_FILE, request, durable=False)
         except (RhoError, KeyError, OSError) as err:
             if isinstance(err, OSError):
                 message = f"cannot prepare the Python node's files: {err}"
@@ -195,27 +200,34 @@ class PythonExecutor:
             "-I",
             str(folder / "_rho_harness.py"),
             str(folder / "modules"),
-            str(attempt / "request.json"),
-            str(attempt / "result.json"),
+            str(attempt / REQUEST_FILE),
+            str(attempt / RESULT_FILE),
         )
-        spec = process_spec(
-            ctx, runtime.interpreter, argv=argv, cwd=node.cwd, kill_grace_seconds=self.kill_grace_seconds
+        operation = ProcessOperation(
+            name=node.name,
+            executable=runtime.interpreter,
+            argv=argv,
+            cwd=node.cwd,
+            timeout_seconds=node.timeout_seconds,
+            max_output_bytes=node.max_output_bytes,
+            output=node.output,
         )
-        result = await supervise(ctx, spec, judge=self.judge)
-        result.artifacts["request"] = "request.json"
+        result = await supervise(ctx, operation, judge=self.judge, kill_grace_seconds=self.kill_grace_seconds)
+        result.artifacts["request"] = REQUEST_FILE
         return result
 
     async def judge(self, ended: Ended) -> AttemptResult:
-        node = ended.ctx.node
-        if not isinstance(node, PythonNode):
-            msg = f"PythonExecutor cannot judge a {node.kind} node"
+        ctx = ended.ctx
+        if not isinstance(ctx, AttemptContext) or not isinstance(ctx.node, PythonNode):
+            msg = "PythonExecutor judges Python nodes only"
             raise TypeError(msg)
+        node = ctx.node
         code = ended.result.exit_code
         if code != 0:
             last = _last_line(ended.stderr.tail)
             return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
         folder = await ended.ctx.directory()
-        raw = await asyncio.to_thread(read_result, folder / "result.json", node.max_output_bytes)
+        raw = await asyncio.to_thread(read_result, folder / RESULT_FILE, node.max_output_bytes)
         if raw is None:
             return ended.failure(f"exited with code 0 before {node.function}() returned (did it call sys.exit?)")
         if isinstance(raw, int):
@@ -223,15 +235,15 @@ class PythonExecutor:
                 f"the return value of {node.function}() is {raw} bytes as JSON, "
                 f"more than max_output_bytes={node.max_output_bytes}"
             )
-        ended.artifacts["result"] = "result.json"
+        ended.artifacts["result"] = RESULT_FILE
         try:
             value = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            return ended.failure(f"result.json is not one JSON value ({err})")
+            return ended.failure(f"{RESULT_FILE} is not one JSON value ({err})")
         if node.output is not None:
             problems = validate_value(node.output, value)
             if problems:
                 return ended.failure("output does not match the schema: " + "; ".join(problems[:5]))
-        await asyncio.to_thread(atomic_write_json, folder / "value.json", value)
-        ended.artifacts["value"] = "value.json"
+        await asyncio.to_thread(atomic_write_json, folder / VALUE_FILE, value)
+        ended.artifacts["value"] = VALUE_FILE
         return ended.success(value)

@@ -283,6 +283,30 @@ def open_verified(path: Path, *, sha256: str, identity: FileIdentity | None) -> 
 def verify_file(path: Path, *, sha256: str, identity: FileIdentity | None) -> tuple[int, os.stat_result]:
     """:func:`open_verified`, also returning the ``fstat`` the digest was checked against."""
     want = _expected_hex(path, sha256)
+    fd = _open_regular_nofollow(path)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise VerificationError(f"{path}: is not a regular file", path=str(path), reason="not_regular")
+        os.set_blocking(fd, True)
+        if identity is not None:
+            _compare_identity(path, st, identity, with_content=True)
+        got = _content_digest(path, fd, st)
+        if got != want:
+            msg = (
+                f"{path}: content digest differs from the plan (planned sha256:{want}, "
+                f"found sha256:{got}); the file was edited after planning; create a new plan"
+            )
+            raise VerificationError(msg, path=str(path), reason="content")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _open_regular_nofollow(path: Path) -> int:
+    """``path`` opened read-only without following a link anywhere on it (VerificationError when
+    it is missing, a link, or not a regular file)."""
     parts = _split_absolute(path)
     if not parts:
         raise VerificationError(f"{path}: is a directory, not a file", path=str(path), reason="not_regular")
@@ -296,37 +320,26 @@ def verify_file(path: Path, *, sha256: str, identity: FileIdentity | None) -> tu
         if not stat.S_ISREG(before.st_mode):
             raise VerificationError(f"{path}: is not a regular file", path=str(path), reason="not_regular")
         try:
-            fd = os.open(leaf, _FILE_OPEN, dir_fd=parent)
+            return os.open(leaf, _FILE_OPEN, dir_fd=parent)
         except OSError as err:
             raise _classify(path, parent, leaf, "the file", err, expect_dir=False) from err
     finally:
         os.close(parent)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise VerificationError(f"{path}: is not a regular file", path=str(path), reason="not_regular")
-        os.set_blocking(fd, True)
-        if identity is not None:
-            _compare_identity(path, st, identity, with_content=True)
-        got = _DIGESTS.get(st)
-        if got is None:
-            got = _digest_fd(fd)
-            after = os.fstat(fd)
-            if _DigestCache.key(after) != _DigestCache.key(st):
-                msg = f"{path}: changed while it was being verified; try again when it is stable"
-                raise VerificationError(msg, path=str(path), reason="changed")
-            _DIGESTS.put(st, got)
-            os.lseek(fd, 0, os.SEEK_SET)
-        if got != want:
-            msg = (
-                f"{path}: content digest differs from the plan (planned sha256:{want}, "
-                f"found sha256:{got}); the file was edited after planning; create a new plan"
-            )
-            raise VerificationError(msg, path=str(path), reason="content")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+
+
+def _content_digest(path: Path, fd: int, st: os.stat_result) -> str:
+    """The hex sha256 of ``fd``'s content: cached by ``st`` when it settled, else hashed (and the
+    descriptor rewound); VerificationError when the file changed while it was hashed."""
+    got = _DIGESTS.get(st)
+    if got is None:
+        got = _digest_fd(fd)
+        after = os.fstat(fd)
+        if _DigestCache.key(after) != _DigestCache.key(st):
+            msg = f"{path}: changed while it was being verified; try again when it is stable"
+            raise VerificationError(msg, path=str(path), reason="changed")
+        _DIGESTS.put(st, got)
+        os.lseek(fd, 0, os.SEEK_SET)
+    return got
 
 
 def _needs_thread(path: Path) -> bool:

@@ -9,14 +9,15 @@ what the step will run *now* and returns a :class:`PreparedStep` with
   digest journaled for the same key: equal means the stored result may be replayed.
 * ``facts``: what a supervised person or a hook approves, shaped like a node's launch facts.
 
-and then awaits :meth:`StepRunner.run`, which reuses the node executors rather than copying them:
+and then awaits :meth:`StepRunner.run`. A step is an operation, the same one a node of its kind
+runs (:mod:`rho_notebook.exec`): the runner builds the operation's spec and runs it, nothing else.
 
 command
     ``{"argv", "cwd", "timeout_seconds", "max_output_bytes"}``. argv[0] is resolved exactly as
     planning resolves a command node's (:class:`~rho_notebook.planning.resolve.Resolver`: the
     search path, ``#!`` interpreters, version-manager shims) and frozen with its sha256 and file
-    identity at prepare time; the launch is a command node's launch
-    (:class:`~rho_notebook.exec.command.CommandExecutor`: verified handles pinned to those
+    identity at prepare time (:mod:`rho_notebook.exec.freeze`); the launch is the command
+    operation (:func:`~rho_notebook.exec.command.run_command`: verified handles pinned to those
     identities, the graph's environment policy, process group, timeout, bounded output), so an
     executable replaced between prepare and run fails closed. An argv item may be
     ``{"step": KEY, "text": TEXT}``: text taken from step KEY's output. Such items are data, and
@@ -31,12 +32,12 @@ command
 agent
     ``{"agent", "prompt", "output"}``. The agent is resolved from the catalog as planning resolves
     it (the script's folder's ``agents/``, ``<workspace>/.rho/agents``, the user's, the built-ins)
-    and its provider checked; the attempt is an agent node's attempt
-    (:class:`~rho_notebook.exec.agent.AgentExecutor`) of a one-node graph holding the definition.
+    and its provider checked; the attempt is the agent operation
+    (:meth:`~rho_notebook.exec.agent.AgentExecutor.run`) with that definition.
     Output: the answer text; value: the validated value when ``output`` (a schema) was given.
 model
-    ``{"messages", "provider", "model", "tools", "output"}``: one completion
-    (:func:`rho_notebook.agents.completion.complete_once`). Leading ``system`` messages form the
+    ``{"messages", "provider", "model", "tools", "output"}``: the model operation
+    (:mod:`rho_notebook.exec.model`, one completion). Leading ``system`` messages form the
     system prompt (plus the answer instructions of ``output``). Output: the answer text; value:
     the validated value with ``output``, ``{"content", "tool_calls"}`` with ``tools``, else None.
 
@@ -48,52 +49,41 @@ defaults to the ``PATH`` of the run's environment (``environ``), then to plannin
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from rho_notebook.errors import (
-    AgentFailure,
-    AnswerError,
     InvalidWorkflow,
-    PlanError,
-    ProviderError,
     SettingsError,
     StepInvalid,
     StoreError,
 )
-from rho_notebook.exec.base import AttemptContext, AttemptResult
-from rho_notebook.exec.command import CommandExecutor, process_facts
-from rho_notebook.exec.verify import is_settled, resolve_path
+from rho_notebook.exec.base import Attempt, AttemptResult
+from rho_notebook.exec.command import judge_exit, run_command
+from rho_notebook.exec.command_step import STEP_FORMAT, CommandStepPreparer, StepBudgets, step_digest
+from rho_notebook.exec.supervised import ProcessOperation
 from rho_notebook.model.agent import agent_launch_facts
-from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.graph import AgentNode, CommandNode, FrozenExecutable, Graph
-from rho_notebook.model.identity import FileIdentity, identity_of_stat
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Schema, StdoutJsonSchema, schema_depth
 from rho_notebook.model.state import NodeState
-from rho_notebook.planning.code_args import ArgvItem, code_argument_problem, step_datum
-from rho_notebook.planning.resolve import Resolver, resolve_cwd_label
 from rho_notebook.source.limits import load_limits
-from rho_notebook.store.files import FileVersion, atomic_write_json, file_version
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import VALUE_FILE, StoreLayout
 from rho_notebook.store.runs import RunFolder
 
 if TYPE_CHECKING:  # the agents layer and httpx are imported when an agent or model step comes
     import httpx
 
-    from rho_notebook.agents.provider import Completion, CompletionRequest, Message
-    from rho_notebook.agents.redact import Redactor
-    from rho_notebook.agents.resolve import Selection
     from rho_notebook.agents.settings import AgentSettings
+    from rho_notebook.exec.agent import AgentOperation
+    from rho_notebook.exec.model import ModelCall
 
 __all__ = [
     "AGENT_STEP_MAX_OUTPUT_BYTES",
@@ -112,8 +102,6 @@ StepKind = Literal["command", "agent", "model"]
 DEFAULT_SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 """Planning's default search path (``PlanRequest.search_path``), used when neither the caller nor
 the run's environment gives one."""
-STEP_FORMAT = "rho-notebook/step/v1"
-"""Part of every step digest's input: a change of what a digest covers changes this."""
 AGENT_STEP_TIMEOUT_SECONDS = 3600
 """Wall-time bound of one agent step (agent steps take no timeout argument)."""
 AGENT_STEP_MAX_OUTPUT_BYTES = 1_048_576
@@ -131,10 +119,9 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "agent": ("agent", "prompt"),
     "model": ("messages",),
 }
-_DIGEST_MEMO = 4096
-"""Most prepared command steps remembered (the memo starts over when full)."""
 _CHANGED = "after the step call froze it; call the step again (a resume executes a failed step)"
-_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error"})
+ANSWER_VALUE_FILE = "answer-value.json"
+"""An agent step's own validated value (the attempt's value file is the step payload)."""
 
 
 @dataclass(frozen=True)
@@ -167,79 +154,19 @@ class PreparedStep:
     """What a person or a hook approves (a node's launch facts)."""
     inputs: dict[str, Any]
     """The execution-affecting inputs the digest covers (JSON-shaped; shown when a step diverges)."""
-    node: CommandNode | AgentNode | None = None
-    """The synthetic node the executor runs (None for model steps)."""
-    graph: Graph | None = None
-    """Agent steps: a one-node graph holding the node and the resolved agent definition."""
+    operation: ProcessOperation | AgentOperation | ModelCall | None = None
+    """What :meth:`StepRunner.run` runs: the command, agent or model operation."""
     identities: Mapping[str, FileIdentity] = field(default_factory=dict)
     """Command steps: identities of the frozen executable, interpreters and cwd, taken at prepare."""
-    model: _ModelCall | None = None
-    """Model steps: the resolved provider and the request."""
 
-
-@dataclass(frozen=True)
-class _ModelCall:
-    selection: Selection
-    request: CompletionRequest
-    output: Schema | None
-    tools: bool
+    @property
+    def node(self) -> ProcessOperation | AgentOperation | ModelCall | None:
+        """:attr:`operation` (its former name)."""
+        return self.operation
 
 
 class _WouldBlock(Exception):
     """Preparing this call needs blocking work (resolving, hashing, reading settings)."""
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """A command step's argv[0] as frozen once in this execution, reused while its files are unchanged.
-
-    Resolving argv[0] (the PATH lookup, the ``#!`` chain) and hashing what it finds costs most of a
-    step call's preparation, and a replayed call needs the digest all the same. The freeze is reused
-    for the same (argv[0], cwd) when ``os.stat`` of every file it froze still gives the
-    :func:`~rho_notebook.store.files.file_version` (dev, inode, size, mtime_ns, ctime_ns) it had when
-    it was hashed: a write or a replacement changes that version (user space cannot set ctime back),
-    and a freeze is kept only when its files had settled (:func:`~rho_notebook.exec.verify.is_settled`,
-    as the verifier's digest cache does), so two writes inside one timestamp tick cannot share it.
-    For a name with a ``/`` the path as given is stat'ed (a link retargeted is a change); a bare
-    name's PATH lookup is kept for the execution, as a plan keeps it for all its nodes; a freeze
-    that went through a version-manager shim is never reused (the manager's answer depends on more
-    than files).
-
-    Security does not rest on this cache: every launch still opens the frozen files through
-    verified handles and checks their content against the frozen sha256
-    (:mod:`rho_notebook.exec.verify`) exactly as without it. The cache only saves hashing the files
-    again to compute the step's digest.
-    """
-
-    executable: FrozenExecutable
-    identities: dict[str, FileIdentity]
-    """Identities of the executable and its interpreters, by frozen path (as Resolver records them)."""
-    versions: tuple[tuple[str, FileVersion], ...]
-    """(path to stat, the version it had when frozen) for each frozen file."""
-
-    def unchanged(self) -> bool:
-        for path, version in self.versions:
-            try:
-                if file_version(os.stat(path)) != version:
-                    return False
-            except OSError:
-                return False
-        return True
-
-
-def _versions(files: list[tuple[str, FileIdentity]]) -> tuple[tuple[str, FileVersion], ...] | None:
-    """(path, version) of each file, or None when one is unsettled or no longer has the identity
-    the resolver recorded as it hashed it (changed since: that freeze must not be reused)."""
-    versions: list[tuple[str, FileVersion]] = []
-    for path, identity in files:
-        try:
-            info = os.stat(path)
-        except OSError:
-            return None
-        if identity_of_stat(info) != identity or not is_settled(info):
-            return None
-        versions.append((path, file_version(info)))
-    return tuple(versions)
 
 
 @dataclass
@@ -309,13 +236,16 @@ class StepRunner:
         self.search_path = search_path or environ.get("PATH") or DEFAULT_SEARCH_PATH
         self.trusted = trusted
         self.transport = transport
-        self._commands = CommandExecutor(kill_grace_seconds=kill_grace_seconds)
-        self._limits = load_limits()
-        self._resolved: dict[tuple[str, str], _Resolved] = {}
-        """(argv[0], cwd label) -> its freeze in this execution (one StepRunner per execution)."""
-        self._prepared: dict[tuple[Any, ...], tuple[_Resolved, PreparedStep, dict[str, FileIdentity]]] = {}
-        """(argv, argv data refs, cwd, timeout, max_output) -> (the freeze, the step prepared with
-        it, the cwd identity it saw)."""
+        self.kill_grace_seconds = kill_grace_seconds
+        self._budgets = StepBudgets(load_limits())
+        self._commands = CommandStepPreparer(
+            workspace=workspace,
+            search_path=self.search_path,
+            script_cwd=graph.script.cwd if graph.script is not None else "//",
+            identities=self.identities,
+            budgets=self._budgets,
+        )
+        """Command steps, their argv[0] frozen once in this execution (one StepRunner per execution)."""
 
     # -- prepare ---------------------------------------------------------------------------------
 
@@ -363,7 +293,7 @@ class StepRunner:
         in a thread then).
 
         A command step whose argv[0] this runner already froze for the same working directory, with
-        its files unchanged (:class:`_Resolved`), costs a few ``stat`` calls: fine on the event
+        its files unchanged (:mod:`rho_notebook.exec.freeze`), costs a few ``stat`` calls: fine on the event
         loop, and the common case of a loop of steps and of a replay. Raises as :meth:`prepare`.
         """
         try:
@@ -371,179 +301,18 @@ class StepRunner:
         except _WouldBlock:
             return None
 
-    def _budget(self, call: StepCall, name: str) -> int:
-        value = call.args[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            msg = f"step {call.key!r}: {name} must be a positive integer, got {value!r}"
-            raise StepInvalid(msg)
-        self._within(call, name, value)
-        return value
-
-    def _within(self, call: StepCall, budget: str, measured: int) -> None:
-        limit = self._limits.limit(budget)
-        if measured > limit:
-            msg = f"step {call.key!r}: budget {budget!r} exceeded: accepted limit {limit}, measured {measured}"
-            raise StepInvalid(msg)
-
-    def _cwd_relative(self, call: StepCall) -> str:
-        """The step's cwd as a path relative to the workspace root (what Resolver.frozen_dir takes)."""
-        raw = call.args.get("cwd")
-        base = self.graph.script.cwd if self.graph.script is not None else "//"
-        if raw is None:
-            return base[2:] or "."
-        if not isinstance(raw, str) or not raw or "\x00" in raw:
-            msg = f"step {call.key!r}: cwd must be a non-empty path, got {raw!r}"
-            raise StepInvalid(msg)
-        if raw.startswith("//"):
-            relative = raw[2:] or "."
-        elif raw.startswith("/"):
-            try:
-                relative = Path(os.path.normpath(raw)).relative_to(self.workspace).as_posix()
-            except ValueError:
-                msg = f"step {call.key!r}: cwd {raw!r} is outside the workspace {self.workspace}; give a path inside it"
-                raise StepInvalid(msg) from None
-        else:
-            relative = str(PurePosixPath(base[2:] or ".") / raw)
-        if resolve_cwd_label(relative) is None:
-            msg = f"step {call.key!r}: cwd {raw!r} leaves the workspace (no '..'); give a path inside it"
-            raise StepInvalid(msg)
-        return relative
-
-    def _argv(self, call: StepCall) -> tuple[list[str], list[ArgvItem]]:
-        """(texts, parts): the argv as launched, and as the code-argument rule sees it (step data
-        as data)."""
-        raw = call.args["argv"]
-        if not isinstance(raw, list) or not raw:
-            msg = f"step {call.key!r}: argv must be a non-empty list of strings"
-            raise StepInvalid(msg)
-        texts: list[str] = []
-        parts: list[ArgvItem] = []
-        for index, item in enumerate(raw):
-            if isinstance(item, str):
-                texts.append(item)
-                parts.append(item)
-            elif (
-                isinstance(item, dict)
-                and set(item) == {"step", "text"}
-                and isinstance(item["step"], str)
-                and isinstance(item["text"], str)
-                and index > 0
-            ):
-                texts.append(item["text"])
-                parts.append(step_datum(item["step"]))
-            else:
-                what = "argv[0] must be literal text" if index == 0 else f"argv[{index}] is not a string"
-                msg = f"step {call.key!r}: {what} (got {item!r})"
-                raise StepInvalid(msg)
-            if "\x00" in texts[-1]:
-                msg = f"step {call.key!r}: argv[{index}] contains a NUL byte, which no process can receive"
-                raise StepInvalid(msg)
-        self._within(call, "argv_items", len(texts))
-        self._within(call, "argv_bytes", sum(len(t.encode()) for t in texts))
-        return texts, parts
-
     def _prepare_command(self, call: StepCall, *, block: bool) -> PreparedStep:
-        texts, parts = self._argv(call)
-        timeout = self._budget(call, "timeout_seconds")
-        max_output = self._budget(call, "max_output_bytes")
-        relative = self._cwd_relative(call)
-        resolver = Resolver(workspace=self.workspace, search_path=self.search_path)
-        try:
-            cwd = resolver.frozen_dir(relative, node=call.key)
-            resolved = self._executable(resolver, texts[0], cwd=cwd, node=call.key, block=block)
-        except PlanError as err:
-            raise StepInvalid(err.message.replace("node ", "step ", 1)) from None
-        except OSError as err:
-            msg = f"step {call.key!r}: cannot resolve {texts[0]!r} in {relative!r}: {err.strerror or err}"
-            raise StepInvalid(msg) from None
-        # the same arguments over the same reused freeze (and the same cwd) prepare the same step:
-        # build it once, and give it this call's key
-        refs = tuple(item["step"] if isinstance(item, dict) else None for item in call.args["argv"])
-        memo_key = (tuple(texts), refs, cwd, timeout, max_output)
-        memo = self._prepared.get(memo_key)
-        if memo is not None and memo[0] is resolved and memo[2] == resolver.identities:
-            known = memo[1]
-            # the node keeps the first call's name until it runs (a replay never runs it): see run
-            return PreparedStep(
-                call=call,
-                digest=known.digest,
-                facts=known.facts,
-                inputs=known.inputs,
-                node=known.node,
-                identities=known.identities,
-            )
-        identities = {**self.identities, **resolver.identities, **resolved.identities}
-        executable = resolved.executable
-        problem = code_argument_problem(
-            parts,
-            resolved=executable.file.path,
-            lookup=partial(resolver.canonical_name, cwd_label=cwd),
-            node=call.key,
-            subject="step",
-            where=call.where or "",
-        )
-        if problem is not None:
-            raise StepInvalid(problem.message)
-        node = CommandNode(
-            name=call.key,
-            argv=tuple(texts),
-            cwd=cwd,
-            executable=executable,
-            timeout_seconds=timeout,
-            max_output_bytes=max_output,
-        )
-        inputs = {
-            "format": STEP_FORMAT,
-            "kind": "command",
-            "argv": texts,
-            "cwd": cwd,
-            "executable": executable.model_dump(mode="json"),
-            "timeout_seconds": timeout,
-            "max_output_bytes": max_output,
-        }
-        facts = process_facts(node, lambda _: UNAVAILABLE)
-        facts.update(timeout_seconds=timeout, max_output_bytes=max_output)
-        prepared = PreparedStep(
-            call=call,
-            digest=_digest(call, inputs),
-            facts=facts,
-            inputs=inputs,
-            node=node,
-            identities=identities,
-        )
-        if len(self._prepared) >= _DIGEST_MEMO:
-            self._prepared.clear()
-        self._prepared[memo_key] = (resolved, prepared, dict(resolver.identities))
-        return PreparedStep(
-            call=call, digest=prepared.digest, facts=dict(facts), inputs=inputs, node=node, identities=identities
-        )
-
-    def _executable(self, resolver: Resolver, name: str, *, cwd: str, node: str, block: bool) -> _Resolved:
-        """argv[0] frozen as planning freezes it, or this execution's earlier freeze of it when a
-        stat proves every file it froze unchanged (:class:`_Resolved`); without ``block``, raises
-        :class:`_WouldBlock` instead of freezing it."""
-        key = (name, cwd)
-        cached = self._resolved.get(key)
-        if cached is not None and cached.unchanged():
-            return cached
-        if not block:
+        done = self._commands.prepare(call.key, call.args, where=call.where or "", block=block)
+        if done is None:
             raise _WouldBlock
-        executable = resolver.executable(name, cwd_label=cwd, node=node)
-        frozen = (executable.file, *executable.interpreters)
-        identities = {f.path: resolver.identities[f.path] for f in frozen}
-        resolved = _Resolved(executable=executable, identities=identities, versions=())
-        if resolver.via(executable.file.path) or any(resolver.via(i.path) for i in executable.interpreters):
-            return resolved  # a version manager's answer depends on more than these files: ask it every time
-        given = name if name.startswith("/") else str(resolver.workspace_path(cwd) / name) if "/" in name else None
-        versions = _versions(
-            [(given or str(resolve_path(executable.file.path, self.workspace)), identities[executable.file.path])]
-            + [(str(resolve_path(i.path, self.workspace)), identities[i.path]) for i in executable.interpreters]
+        return PreparedStep(
+            call=call,
+            digest=done.digest,
+            facts=done.facts,
+            inputs=done.inputs,
+            operation=done.operation,
+            identities=done.identities,
         )
-        if versions is None:
-            return resolved
-        resolved = _Resolved(executable=executable, identities=identities, versions=versions)
-        self._resolved[key] = resolved
-        return resolved
 
     def _schema(self, call: StepCall) -> Schema | None:
         raw = call.args.get("output")
@@ -559,13 +328,14 @@ class StepRunner:
         if isinstance(schema, StdoutJsonSchema):
             msg = f"step {call.key!r}: stdout_json is for command nodes; give the schema of the answer itself"
             raise StepInvalid(msg)
-        self._within(call, "schema_depth", schema_depth(schema))
-        self._within(call, "schema_bytes", len(schema.model_dump_json()))
+        self._budgets.within(call.key, "schema_depth", schema_depth(schema))
+        self._budgets.within(call.key, "schema_bytes", len(schema.model_dump_json()))
         return schema
 
     def _prepare_agent(self, call: StepCall) -> PreparedStep:
         from rho_notebook.agents.catalog import resolve_agent
         from rho_notebook.agents.resolve import check_agent_provider
+        from rho_notebook.exec.agent import AgentOperation
 
         agent_id, prompt = call.args["agent"], call.args["prompt"]
         if not isinstance(agent_id, str) or not agent_id:
@@ -588,21 +358,15 @@ class StepRunner:
         except InvalidWorkflow as err:
             shown = "; ".join(d.render() for d in err.diagnostics())
             raise StepInvalid(f"step {call.key!r}: {shown}") from None
-        self._within(call, "template_bytes", len(prompt.encode()) + len(definition.body.encode()))
-        node = AgentNode(
+        self._budgets.within(call.key, "template_bytes", len(prompt.encode()) + len(definition.body.encode()))
+        operation = AgentOperation(
             name=call.key,
             agent=definition.id,
             prompt=Template(parts=(prompt,)),
             timeout_seconds=AGENT_STEP_TIMEOUT_SECONDS,
             max_output_bytes=AGENT_STEP_MAX_OUTPUT_BYTES,
             output=schema,
-        )
-        graph = Graph(
-            name=self.graph.name,
-            inputs=(),
-            nodes=(node,),
-            agents=(definition,),
-            environment=self.graph.environment,
+            definition=definition,
         )
         inputs = {
             "format": STEP_FORMAT,
@@ -611,8 +375,10 @@ class StepRunner:
             "prompt": prompt,
             "output": None if schema is None else schema.model_dump(mode="json"),
         }
-        facts = agent_launch_facts(definition, access=node.access, prompt=prompt)
-        return PreparedStep(call=call, digest=_digest(call, inputs), facts=facts, inputs=inputs, node=node, graph=graph)
+        facts = agent_launch_facts(definition, access=operation.access, prompt=prompt)
+        return PreparedStep(
+            call=call, digest=step_digest(call.key, inputs), facts=facts, inputs=inputs, operation=operation
+        )
 
     def _script_dir(self) -> Path | None:
         """The script's folder (its ``agents/`` has the highest precedence, as a workflow's has)."""
@@ -627,56 +393,33 @@ class StepRunner:
         return load_settings(self.layout.home, self.workspace, trusted=self.trusted)
 
     def _prepare_model(self, call: StepCall) -> PreparedStep:
-        from rho_notebook.agents.answer import answer_instructions
-        from rho_notebook.agents.completion import select_provider
-        from rho_notebook.agents.provider import CompletionRequest, ToolSpec
+        from rho_notebook.exec.model import conversation, model_call, tool_list
 
         args = call.args
+        subject = f"step {call.key!r}: "
         for name in ("provider", "model"):
             if args.get(name) is not None and (not isinstance(args[name], str) or not args[name]):
-                msg = f"step {call.key!r}: {name} must be a name (a string), got {args[name]!r}"
+                msg = f"{subject}{name} must be a name (a string), got {args[name]!r}"
                 raise StepInvalid(msg)
-        messages, system, conversation = _messages(call)
-        tools = _tools(call)
+        conversation(args["messages"], subject=subject)  # refused before the settings are read
+        tool_list(args.get("tools"), subject=subject)
         schema = self._schema(call)
-        if tools and schema is not None:
-            msg = (
-                f"step {call.key!r}: give tools or output, not both: a completion that calls tools has no "
-                "final answer to validate"
-            )
-            raise StepInvalid(msg)
         try:
-            selection = select_provider(self._settings(), provider=args.get("provider"), model=args.get("model"))
+            made = model_call(
+                self._settings(),
+                messages=args["messages"],
+                provider=args.get("provider"),
+                model=args.get("model"),
+                tools=args.get("tools"),
+                output=schema,
+                subject=subject,
+            )
         except (SettingsError, StoreError) as err:
-            raise StepInvalid(f"step {call.key!r}: {err.message}") from None
-        if schema is not None:
-            system = "\n\n".join(p for p in (system, answer_instructions(schema)) if p)
-        request = CompletionRequest(
-            model=selection.model,
-            system=system,
-            messages=conversation,
-            tools=tuple(ToolSpec.model_validate(t) for t in tools),
+            raise StepInvalid(f"{subject}{err.message}") from None
+        inputs = {"format": STEP_FORMAT, "kind": "model", **made.inputs()}
+        return PreparedStep(
+            call=call, digest=step_digest(call.key, inputs), facts=made.facts(), inputs=inputs, operation=made
         )
-        inputs = {
-            "format": STEP_FORMAT,
-            "kind": "model",
-            "provider": selection.provider,
-            "model": selection.model,
-            "messages": messages,
-            "tools": tools if args.get("tools") is not None else None,
-            "output": None if schema is None else schema.model_dump(mode="json"),
-        }
-        facts = {
-            "provider": selection.provider,
-            "provider_type": selection.settings.type,
-            "base_url": selection.settings.url(),
-            "model": selection.model,
-            "credential": selection.credential,
-            "messages": messages,
-            "tools": [t["name"] for t in tools],
-        }
-        model = _ModelCall(selection=selection, request=request, output=schema, tools=bool(tools))
-        return PreparedStep(call=call, digest=_digest(call, inputs), facts=facts, inputs=inputs, model=model)
 
     # -- run -------------------------------------------------------------------------------------
 
@@ -695,223 +438,90 @@ class StepRunner:
         if cancel.is_set():
             return StepResult(state=NodeState.CANCELLATION, message="cancelled before the step started")
         await asyncio.to_thread(_make_dir, attempt_dir)
-        if prepared.model is not None:
-            return await self._run_model(prepared.model, attempt_dir=attempt_dir, cancel=cancel)
-        node = prepared.node
-        if node is None:
+        operation = prepared.operation
+        if operation is None:
             msg = f"step {prepared.call.key!r} was not prepared by StepRunner.prepare"
             raise TypeError(msg)
-        if node.name != prepared.call.key:  # a memoised preparation made for an earlier call
-            node = node.model_copy(update={"name": prepared.call.key})
-        ctx = AttemptContext(
+        attempt = Attempt(
             run_id=self.run_id,
-            node=node,
             attempt=int(attempt_dir.name) if attempt_dir.name.isdigit() else 1,
             attempt_dir=attempt_dir,
             workspace=self.workspace,
             identities=prepared.identities,
             environment=self.graph.environment,
-            outputs=lambda _: UNAVAILABLE,
             cancel=cancel,
             on_started=on_started or _no_pid,
             source_environ=self.environ,
-            graph=prepared.graph or self.graph,
         )
-        if isinstance(node, CommandNode):
-            return await self._run_command(ctx)
-        return await self._run_agent(ctx)
+        if isinstance(operation, ProcessOperation):
+            return await self._run_command(attempt, operation)
+        if prepared.call.kind == "agent":
+            return await self._run_agent(attempt, operation)
+        return await self._run_model(attempt, operation)
 
-    async def _run_command(self, ctx: AttemptContext) -> StepResult:
-        attempt = await self._commands.execute(ctx)
-        streams = await asyncio.to_thread(_read_streams, ctx.attempt_dir, attempt.artifacts)
-        code = attempt.exit.get("code") if attempt.exit is not None else None
+    async def _run_command(self, attempt: Attempt, operation: ProcessOperation) -> StepResult:
+        done = await run_command(attempt, operation, judge=judge_exit, kill_grace_seconds=self.kill_grace_seconds)
+        streams = await asyncio.to_thread(_read_streams, attempt.attempt_dir, done.artifacts)
+        code = done.exit.get("code") if done.exit is not None else None
         value = {"exit_code": code, "stdout": streams["stdout"], "stderr": streams["stderr"]}
-        message = attempt.message
-        if attempt.exit is not None and attempt.exit.get("kind") == "not_started":
+        message = done.message
+        if done.exit is not None and done.exit.get("kind") == "not_started":
             # verification speaks of plans; a step's files were frozen when the call was prepared
             message = message.replace("after planning; create a new plan", _CHANGED)
         return StepResult(
-            state=attempt.state,
+            state=done.state,
             message=message,
-            exit=attempt.exit,
+            exit=done.exit,
             output=streams["stdout"],
             value=value,
-            artifacts=attempt.artifacts,
+            artifacts=done.artifacts,
         )
 
-    async def _run_agent(self, ctx: AttemptContext) -> StepResult:
+    async def _run_agent(self, attempt: Attempt, operation: Any) -> StepResult:
         from rho_notebook.exec.agent import AgentExecutor
 
         try:
             settings = await asyncio.to_thread(self._settings)
         except (SettingsError, StoreError) as err:
             return StepResult(state=NodeState.FAILURE, message=f"agent config: {err.message}")
-        executor = AgentExecutor(settings=settings, graph=ctx.graph, trusted=self.trusted, transport=self.transport)
-        attempt = await executor.execute(ctx)
-        answer = await asyncio.to_thread(_read_answer, ctx.attempt_dir, attempt)
-        value = None if attempt.value is UNAVAILABLE else attempt.value
+        executor = AgentExecutor(settings=settings, trusted=self.trusted, transport=self.transport)
+        done = await executor.run(attempt, operation)
+        answer = await asyncio.to_thread(_read_answer, attempt.attempt_dir, done)
+        value = None if done.value is UNAVAILABLE else done.value
         return StepResult(
-            state=attempt.state,
-            message=attempt.message,
-            exit=attempt.exit,
+            state=done.state,
+            message=done.message,
+            exit=done.exit,
             output=answer,
             value=value,
-            artifacts=attempt.artifacts,
+            artifacts=done.artifacts,
         )
 
-    async def _run_model(self, call: _ModelCall, *, attempt_dir: Path, cancel: asyncio.Event) -> StepResult:
-        from rho_notebook.agents.answer import parse_typed_answer
-        from rho_notebook.agents.completion import complete_once
-        from rho_notebook.agents.redact import Redactor
+    async def _run_model(self, attempt: Attempt, operation: Any) -> StepResult:
+        from rho_notebook.exec.model import run_model
 
-        redactor = Redactor()
-        selection = call.selection
-        started = time.monotonic()
-        record: dict[str, Any] = {
-            "kind": "model",
-            "provider": selection.provider,
-            "model": selection.model,
-            "credential": selection.credential,
-        }
-        work = complete_once(selection, call.request, environ=self.environ, redactor=redactor, transport=self.transport)
-        try:
-            completion = await _unless_cancelled(work, cancel)
-        except (ProviderError, AgentFailure) as err:
-            kind = err.kind
-            record.update(outcome="failure", failure_kind=kind, duration_ms=_ms(started))
-            return StepResult(
-                state=NodeState.FAILURE, message=f"model {kind}: {redactor.text(err.message)}", exit=record
-            )
-        if completion is None:
-            record.update(outcome="cancellation", duration_ms=_ms(started))
-            return StepResult(
-                state=NodeState.CANCELLATION, message="cancelled; the in-flight model request was stopped", exit=record
-            )
-        record.update(
-            outcome="success",
-            answered_by=completion.model,
-            stop_reason=completion.stop_reason,
-            truncated=completion.truncated,
-            input_tokens=completion.usage.input_tokens,
-            output_tokens=completion.usage.output_tokens,
-            retries=len(completion.retries),
-            duration_ms=_ms(started),
+        outcome = await run_model(
+            operation,
+            folder=attempt.attempt_dir,
+            environ=self.environ,
+            cancel=attempt.cancel,
+            transport=self.transport,
         )
-        text = redactor.text(completion.message.content)
-        await asyncio.to_thread(_write_completion, attempt_dir, completion, redactor)
-        artifacts = {"completion": "completion.json"}
-        value: Any = None
-        if call.tools:
-            value = {
-                "content": text,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.message.tool_calls
-                ],
-            }
-        elif call.output is not None:
-            try:
-                value = parse_typed_answer(text, call.output)
-            except AnswerError as err:
-                record.update(outcome="failure", failure_kind=err.kind)
-                return StepResult(
-                    state=NodeState.FAILURE,
-                    message=f"model {err.kind}: {err.message} (the completion is in completion.json)",
-                    exit=record,
-                    output=text,
-                    artifacts=artifacts,
-                )
-        return StepResult(state=NodeState.SUCCESS, exit=record, output=text, value=value, artifacts=artifacts)
+        return StepResult(
+            state=outcome.state,
+            message=outcome.message,
+            exit=outcome.exit,
+            output=outcome.text,
+            value=outcome.value,
+            artifacts=outcome.artifacts,
+        )
 
 
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _digest(call: StepCall, inputs: dict[str, Any]) -> str:
-    try:
-        data = encode(inputs)
-    except (TypeError, ValueError) as err:
-        msg = f"step {call.key!r}: its arguments are not JSON-shaped data without floats ({err})"
-        raise StepInvalid(msg) from None
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _messages(call: StepCall) -> tuple[list[Any], str, tuple[Message, ...]]:
-    """(messages as given, system prompt, conversation): leading system messages form the prompt."""
-    from rho_notebook.agents.provider import Message
-
-    raw = call.args["messages"]
-    if not isinstance(raw, list) or not raw:
-        msg = f"step {call.key!r}: messages must be a non-empty list of {{'role', 'content'}} objects"
-        raise StepInvalid(msg)
-    system: list[str] = []
-    conversation: list[Message] = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict) or set(item) - _MESSAGE_KEYS:
-            msg = f"step {call.key!r}: messages[{index}] must be an object with role and content"
-            raise StepInvalid(msg)
-        if item.get("role") == "system":
-            if conversation or not isinstance(item.get("content"), str) or set(item) - {"role", "content"}:
-                msg = f"step {call.key!r}: messages[{index}]: system messages come first and hold only content text"
-                raise StepInvalid(msg)
-            system.append(item["content"])
-            continue
-        try:
-            conversation.append(Message.model_validate(item))
-        except ValidationError as err:
-            problem = err.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"])
-            msg = (
-                f"step {call.key!r}: messages[{index}].{where}: {problem['msg']} (roles: system, user, assistant, tool)"
-            )
-            raise StepInvalid(msg) from None
-    if not conversation:
-        msg = f"step {call.key!r}: messages hold no user message after the system prompt"
-        raise StepInvalid(msg)
-    return raw, "\n\n".join(system), tuple(conversation)
-
-
-def _tools(call: StepCall) -> list[dict[str, Any]]:
-    raw = call.args.get("tools")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        msg = f"step {call.key!r}: tools must be a list of {{'name', 'description', 'parameters'}} objects"
-        raise StepInvalid(msg)
-    for index, item in enumerate(raw):
-        if (
-            not isinstance(item, dict)
-            or set(item) != {"name", "description", "parameters"}
-            or not isinstance(item["name"], str)
-            or not isinstance(item["description"], str)
-            or not isinstance(item["parameters"], dict)
-        ):
-            msg = f"step {call.key!r}: tools[{index}] must be {{'name': str, 'description': str, 'parameters': JSON Schema object}}"
-            raise StepInvalid(msg)
-    return raw
-
-
-async def _unless_cancelled(work: Coroutine[Any, Any, Completion], cancel: asyncio.Event) -> Completion | None:
-    """``work``'s result, or None when ``cancel`` is set first (``work`` is then cancelled)."""
-    task = asyncio.ensure_future(work)
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        if not task.done():
-            task.cancel()
-        await asyncio.gather(task, waiter, return_exceptions=True)
-    if task.cancelled():
-        return None
-    return task.result()
-
-
 async def _no_pid(pid: int) -> None:
     return None
-
-
-def _ms(started: float) -> float:
-    return round((time.monotonic() - started) * 1000, 3)
 
 
 def _make_dir(path: Path) -> None:
@@ -932,16 +542,10 @@ def _read_answer(folder: Path, attempt: AttemptResult) -> str | None:
 
     An agent node's own ``value.json`` is renamed ``answer-value.json``: in a script run the attempt's
     ``value.json`` is the step payload the script driver writes."""
-    if attempt.artifacts.get("value") == "value.json":
-        os.replace(folder / "value.json", folder / "answer-value.json")
-        attempt.artifacts["value"] = "answer-value.json"
+    if attempt.artifacts.get("value") == VALUE_FILE:
+        os.replace(folder / VALUE_FILE, folder / ANSWER_VALUE_FILE)
+        attempt.artifacts["value"] = ANSWER_VALUE_FILE
     name = attempt.artifacts.get("answer")
     if name is None:
         return None
     return (folder / name).read_text(encoding="utf-8", errors="replace")
-
-
-def _write_completion(folder: Path, completion: Completion, redactor: Redactor) -> None:
-    record = completion.model_dump(mode="json")
-    record["message"]["content"] = redactor.text(record["message"]["content"])
-    atomic_write_json(folder / "completion.json", record)
