@@ -8,32 +8,16 @@ argparse calls each of these with the text given; a :class:`argparse.ArgumentTyp
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
-__all__ = ["days", "seconds", "positive_int", "count", "is_file"]
+from rho_notebook.service.flags import seconds
 
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        msg = f"{text!r} is not a number"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not math.isfinite(value) or value < 0:
-        msg = f"{text!r}: give a finite number, 0 or more"
-        raise argparse.ArgumentTypeError(msg)
-    return value
+__all__ = ["days", "positive_int", "count", "is_file"]
 
 
 def days(text: str) -> float:
-    """A finite number of days, 0 or more (``prune --older-than``)."""
-    return _number(text)
-
-
-def seconds(text: str) -> float:
-    """A finite number of seconds, 0 or more (``cancel --wait``, ``--approval-timeout``)."""
-    return _number(text)
+    """A finite number of days, 0 or more (``prune --older-than``): checked as seconds are."""
+    return seconds(text)
 
 
 def _integer(text: str) -> int:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any
 
 from rho_notebook.service import Service
+from rho_notebook.service.sync import run_sync
 from rho_notebook.service.wire import diff_json
 
 __all__ = ["register"]
@@ -35,7 +35,7 @@ def register(verbs: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    result = asyncio.run(Service.default().diff(args.old, args.new))
+    result = run_sync(Service.default().diff(args.old, args.new))
     if args.output == "json":
         print(json.dumps(diff_json(result), indent=2))
     else:

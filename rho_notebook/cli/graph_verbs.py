@@ -7,13 +7,13 @@ dispatches here by the file name's suffix (:func:`~rho_notebook.model.itemgraph.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.service import Service, load_limits, parse_input_args
+from rho_notebook.service.sync import run_sync
 
 __all__ = ["convert_graph", "register_convert", "validate_graph"]
 
@@ -23,7 +23,7 @@ def validate_graph(args: argparse.Namespace) -> int:
     ``--input``, a valid document's declared inputs are checked too. Exit 1 when invalid."""
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
-    checked = asyncio.run(service.check_graph(args.file, inputs=inputs))
+    checked = run_sync(service.check_graph(args.file, inputs=inputs))
     if args.output == "json":
         print(json.dumps(checked.to_json(), indent=2))
         return 1 if checked.errors else 0
@@ -52,5 +52,5 @@ def convert_graph(args: argparse.Namespace) -> int:
     """Print the equivalent Starlark workflow (docs/graphs.md, "Graduating to Starlark: convert").
     A document that does not validate exits 1; one without a faithful equivalent exits 2, each
     refusal naming the step, edge or input with its line:column (the entry point prints them)."""
-    sys.stdout.write(asyncio.run(Service.default().convert_graph(args.file)))
+    sys.stdout.write(run_sync(Service.default().convert_graph(args.file)))
     return 0

@@ -18,16 +18,19 @@ import sys
 from collections.abc import Sequence
 
 from rho_notebook.cli import (
+    delete_verbs,
     diff_verbs,
     graph_verbs,
     mcp_verbs,
     notebook_verbs,
     plan_verbs,
     policy_verbs,
+    read_verbs,
     record_verbs,
     run_verbs,
 )
 from rho_notebook.errors import InvalidWorkflow, RhoError
+from rho_notebook.service.flags import VerbParser
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
 
@@ -39,7 +42,7 @@ EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a writer whose pipe's reader went away."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(VerbParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """A usage error: one line on stderr naming where the whole usage is, exit 2."""
         print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
@@ -55,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan_verbs.register(verbs)
     diff_verbs.register(verbs)
     run_verbs.register(verbs)
+    read_verbs.register(verbs)
+    delete_verbs.register(verbs)
     notebook_verbs.register(verbs)
     policy_verbs.register(verbs)
     record_verbs.register(verbs)

@@ -8,13 +8,13 @@ names in tool calls and in the workflows' commands mean the same as on the comma
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.service import Service, check_path, find_workspace
+from rho_notebook.service.sync import run_sync
 
 __all__ = ["register"]
 
@@ -43,5 +43,5 @@ def run_mcp(args: argparse.Namespace) -> int:
         return 2
     workspace = find_workspace(args.workspace)
     os.chdir(workspace.root)
-    asyncio.run(serve_stdio(build_server(Service.default(), workspace)))
+    run_sync(serve_stdio(build_server(Service.default(), workspace)))
     return 0

@@ -18,7 +18,6 @@ so the digest is the one the same cells plan to in that kernel.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from rho_notebook.cli._args import is_file
 from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
 from rho_notebook.service.kernel_python import notebook_interpreter
+from rho_notebook.service.sync import run_sync
 
 __all__ = ["register", "notebook_run", "run_export", "run_notebook"]
 
@@ -45,28 +45,9 @@ def register(verbs: Any) -> None:
     )
     export.set_defaults(handler=run_export)
 
-    run = verbs.choices.get("run")
-    if run is None:
-        return
-    for action in run._actions:
-        if action.dest == "plan":
-            action.help = "plan ID or unique prefix, a NOTEBOOK.ipynb (exported, planned and run) or a SCRIPT.py (planned and run)"
-    run.add_argument(
-        "--workflow",
-        metavar="NAME",
-        help="with NOTEBOOK.ipynb: which %%%%workflow NAME cell (optional when it has one)",
-    )
-    run.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="with NOTEBOOK.ipynb or SCRIPT.py: an input value (for a notebook, overrides the cell's --input)",
-    )
-
 
 def run_export(args: argparse.Namespace) -> int:
-    result = asyncio.run(Service.default().export(args.notebook, args.dir, workflow=args.workflow))
+    result = run_sync(Service.default().export(args.notebook, args.dir, workflow=args.workflow))
     print(result)
     workspace = find_workspace(result.out_dir)
     if result.modules and workspace.root != result.out_dir:
@@ -102,7 +83,7 @@ def run_notebook(args: argparse.Namespace) -> int:
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits())
     interpreter = notebook_interpreter(Path(args.plan))
-    plan = asyncio.run(
+    plan = run_sync(
         service.plan_notebook(
             Path(args.plan),
             workflow=args.workflow,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Service, load_limits, parse_input_args
+from rho_notebook.service.sync import run_sync
 from rho_notebook.service.wire import plan_json, plan_summary_json
 
 __all__ = ["register"]
@@ -52,16 +52,8 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
     print(f"workflow    {m.workflow}", file=out)
     print(f"digest      {m.graph_digest}", file=out)
     print(f"workspace   {m.workspace_root}{'' if m.workspace_trusted else '  (untrusted)'}", file=out)
-    if plan.graph.script is not None and plan.graph.script.flow is not None:
-        print(
-            f"flow        {plan.graph.script.flow} of {plan.graph.script.module}  (model calls become nodes)", file=out
-        )
-        for line in _manifest_lines(m.flow or {}):
-            print(f"  {line}", file=out)
-    elif plan.graph.script is not None:
-        print(f"script      {plan.graph.script.module}  (steps become nodes while it runs)", file=out)
-    else:
-        print(f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)", file=out)
+    for line in _shape_lines(plan):
+        print(line, file=out)
     print("inputs", file=out)
     for key, value in m.inputs.items() or []:
         print(f"  {key} = {json.dumps(value)}", file=out)
@@ -73,17 +65,35 @@ def _print_text(plan: Plan, *, stored: bool) -> None:
     print("authority", file=out)
     for item in m.authority:
         print(f"  {item.kind:<12} {item.value}  {item.detail}", file=out)
+    for line in _placement_lines(plan):
+        print(line, file=out)
+
+
+def _shape_lines(plan: Plan) -> list[str]:
+    """What the plan runs: a flow's module tree, a script's module, or a graph's size."""
+    script = plan.graph.script
+    if script is not None and script.flow is not None:
+        head = f"flow        {script.flow} of {script.module}  (model calls become nodes)"
+        return [head, *(f"  {line}" for line in _manifest_lines(plan.manifest.flow or {}))]
+    if script is not None:
+        return [f"script      {script.module}  (steps become nodes while it runs)"]
+    return [f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)"]
+
+
+def _placement_lines(plan: Plan) -> list[str]:
+    """The scheduler's limits, a shared checkout, and where nodes placed or sized run."""
     sched = plan.graph.scheduler
-    print(
-        f"limits      total={sched.total} agent={sched.agent} command={sched.command} checkout_readers={sched.checkout_readers}",
-        file=out,
-    )
+    lines = [
+        f"limits      total={sched.total} agent={sched.agent} command={sched.command} "
+        f"checkout_readers={sched.checkout_readers}"
+    ]
     if plan.graph.checkout == "shared":
-        print("checkout    shared  (each worker has its own copy; no cross-host checkout lock)", file=out)
-    placed = [node for node in plan.graph.nodes if placement_of(node) == "local" or resources_of(node)]
-    for node in placed:
-        wants = ", ".join(f"{key}={amount}" for key, amount in resources_of(node).items())
-        print(f"placement   {node.name}: {placement_of(node)}{f'  resources {wants}' if wants else ''}", file=out)
+        lines.append("checkout    shared  (each worker has its own copy; no cross-host checkout lock)")
+    for node in plan.graph.nodes:
+        if placement_of(node) == "local" or resources_of(node):
+            wants = ", ".join(f"{key}={amount}" for key, amount in resources_of(node).items())
+            lines.append(f"placement   {node.name}: {placement_of(node)}{f'  resources {wants}' if wants else ''}")
+    return lines
 
 
 def _run(args: argparse.Namespace, *, store: bool) -> int:
@@ -91,10 +101,10 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
     inputs = parse_input_args(args.input, limits=load_limits())
     request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
     if args.file.suffix == ".py":  # a script's lint warnings (its errors stop the plan below)
-        for finding in asyncio.run(service.lint_script(args.file)):
+        for finding in run_sync(service.lint_script(args.file)):
             if finding.severity == "warning":
                 print(finding.render(), file=sys.stderr)
-    plan = asyncio.run(service.plan(request) if store else service.validate(request))
+    plan = run_sync(service.plan(request) if store else service.validate(request))
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
     else:
@@ -111,7 +121,7 @@ def _validate_script(args: argparse.Namespace) -> int:
     values are checked against ``INPUTS`` too (as ``plan`` would); exit 1 on an error."""
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits()) if args.input else None
-    checked = asyncio.run(service.check_script(args.file, inputs=inputs))
+    checked = run_sync(service.check_script(args.file, inputs=inputs))
     errors, warnings = checked.errors, checked.warnings
     if args.output == "json":
         print(json.dumps(checked.to_json(), indent=2))
@@ -160,7 +170,7 @@ def _validate_flow(args: argparse.Namespace) -> int:
     """``validate FLOW.py --flow NAME``: lint the module, compile the workflow (its top-level code
     runs in the frozen interpreter; no model is called) and check the manifest; exit 1 on an error."""
     service = Service.default()
-    findings = asyncio.run(service.lint_script(args.file))
+    findings = run_sync(service.lint_script(args.file))
     shown: list[dict[str, Any]] = [f.to_json() for f in findings]
     lines = [f.render() for f in findings]
     errors = sum(1 for f in findings if f.severity == "error")
@@ -168,7 +178,7 @@ def _validate_flow(args: argparse.Namespace) -> int:
     if not errors:
         try:
             inputs = parse_input_args(args.input, limits=load_limits())
-            check = asyncio.run(service.validate_flow(service.request_for(args.file, inputs=inputs, flow=args.flow)))
+            check = run_sync(service.validate_flow(service.request_for(args.file, inputs=inputs, flow=args.flow)))
         except InvalidWorkflow as err:
             shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
             lines += [d.render() for d in err.diagnostics()]
@@ -226,7 +236,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_plans(args: argparse.Namespace) -> int:
-    manifests = asyncio.run(Service.default().plans())
+    manifests = run_sync(Service.default().plans())
     if args.output == "json":
         print(json.dumps([plan_json(m) for m in manifests], indent=2))
         return 0

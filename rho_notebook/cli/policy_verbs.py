@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from rho_notebook.service import (
     load_limits,
     parse_input_args,
 )
+from rho_notebook.service.sync import run_sync
 
 __all__ = ["register"]
 
@@ -59,7 +59,7 @@ def register(verbs: Any) -> None:
 def run_approve(args: argparse.Namespace) -> int:
     service = Service.default()
     if args.request is None:
-        pending = asyncio.run(service.pending_approvals(args.run))
+        pending = run_sync(service.pending_approvals(args.run))
         if not pending:
             print("no pending approval requests")
         for request in pending:
@@ -72,7 +72,7 @@ def run_approve(args: argparse.Namespace) -> int:
         print(describe_request(request))  # what is decided, before deciding it
         return await service.decide(request, approve=not args.deny, comment=args.comment, via="cli")
 
-    decision = asyncio.run(decide())  # AlreadyDecided (exit 3) when another decision stands
+    decision = run_sync(decide())  # AlreadyDecided (exit 3) when another decision stands
     print(f"{'denied' if args.deny else 'approved'} by {decision.by} at {decision.at}")
     return 0
 
@@ -86,7 +86,7 @@ def run_answer(args: argparse.Namespace) -> int:
         print(describe_request(request))
         return request, await service.answer(request, values, comment=args.comment, via="cli")
 
-    request, decision = asyncio.run(answer())  # AlreadyDecided (exit 3) when another answer stands
+    request, decision = run_sync(answer())  # AlreadyDecided (exit 3) when another answer stands
     print(
         f"answered step {request.facts.get('step', request.node)} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}"
     )
@@ -94,7 +94,7 @@ def run_answer(args: argparse.Namespace) -> int:
 
 
 def run_approve_plan(args: argparse.Namespace) -> int:
-    record, new, plan_id = asyncio.run(Service.default().approve_plan(args.target))
+    record, new, plan_id = run_sync(Service.default().approve_plan(args.target))
     print(f"approving graph digest {record.graph_digest}" + (f" (plan {plan_id})" if plan_id else ""))
     if new:
         print(f"approved by {record.by} at {record.at}")
@@ -106,13 +106,13 @@ def run_approve_plan(args: argparse.Namespace) -> int:
 
 
 def run_trust(args: argparse.Namespace) -> int:
-    workspace, record = asyncio.run(Service.default().trust(args.path))
+    workspace, record = run_sync(Service.default().trust(args.path))
     print(f"trusted {workspace.root} (key {workspace.key[:12]}) by {record['by']} at {record['at']}")
     print("its .rho/settings.json and project hooks now apply to new plans and runs")
     return 0
 
 
 def run_untrust(args: argparse.Namespace) -> int:
-    workspace, removed = asyncio.run(Service.default().untrust(args.path))
+    workspace, removed = run_sync(Service.default().untrust(args.path))
     print(f"{'untrusted' if removed else 'was not trusted:'} {workspace.root}")
     return 0

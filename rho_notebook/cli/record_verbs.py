@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.service import Service
+from rho_notebook.service.sync import run_sync
 
 __all__ = ["register"]
 
@@ -38,7 +38,7 @@ def register(verbs: Any) -> None:
 
 
 def run_record(args: argparse.Namespace) -> int:
-    recorded = asyncio.run(Service.default().record(args.run, args.dir, live_commands=args.live_commands))
+    recorded = run_sync(Service.default().record(args.run, args.dir, live_commands=args.live_commands))
     if args.output == "json":
         data = {
             "run_id": recorded.run_id,

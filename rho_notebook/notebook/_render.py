@@ -14,9 +14,10 @@ from typing import Any, TextIO
 
 from rho_notebook.model.events import PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph, Node, ShellNode
+from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
-from rho_notebook.service.cells import WorkflowCell, inputs_text
+from rho_notebook.service.cells import GraphCell, ScriptCell, WorkflowCell, inputs_text
 from rho_notebook.service.wire import node_order
 from rho_notebook.views.text import condition_text, decision_lines, node_status_line, output_text
 
@@ -30,6 +31,8 @@ __all__ = [
     "status_report",
     "runs_report",
     "plans_report",
+    "script_report",
+    "graph_report",
     "Progress",
 ]
 
@@ -173,6 +176,36 @@ def plans_report(manifests: Iterable[PlanManifest]) -> Report:
     return Report(
         "\n".join(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}" for m in found), data=found
     )
+
+
+def script_report(plan: Plan, cell: ScriptCell, *, label: str) -> Report:
+    """What a ``%%script`` cell prints: stored, checked, frozen, and how to run it."""
+    lines = cell.body.count("\n")
+    values = plan.manifest.inputs
+    head = f"script {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel"
+    rows = {
+        "digest": plan.graph_digest,
+        "inputs": inputs_text(values) if values else "(none)",
+        "next": f"%workflow run {cell.name} --yes",
+    }
+    return _cell_report(head, rows, data=plan)
+
+
+def _cell_report(head: str, rows: dict[str, str], *, data: Any) -> Report:
+    """A cell's summary: ``head``, then one ``key     value`` line per row."""
+    return Report("\n".join([head, *(f"{key:<8} {value}" for key, value in rows.items())]), data=data)
+
+
+def graph_report(graph: ItemGraph, cell: GraphCell, *, label: str) -> Report:
+    """What a valid ``%%graph`` cell prints: stored, valid, its size and inputs, and how to run it."""
+    inputs = ", ".join(f"{name}: {decl.type}" for name, decl in graph.inputs.items()) or "(none)"
+    head = f"graph {cell.name}: stored as {label}; valid; %workflow run {cell.name} --input NAME=VALUE runs it (docs/graphs.md)"
+    rows = {
+        "steps": f"{len(graph.steps)} ({', '.join(f'{step.id} {step.kind}' for step in graph.steps)})",
+        "edges": str(len(graph.edges)),
+        "inputs": inputs,
+    }
+    return _cell_report(head, rows, data=graph)
 
 
 class Progress:

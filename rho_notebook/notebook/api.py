@@ -26,7 +26,6 @@ of these functions. Nothing here imports IPython or ipywidgets.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,7 +57,6 @@ from rho_notebook.service import (
     find_workspace,
     wait_for,
 )
-from rho_notebook.service.results import run_result
 from rho_notebook.views.runs import latest_run
 
 __all__ = [
@@ -339,13 +337,7 @@ def result(run_id: str) -> RunResult:
 
     ``rho.result(run_id).to_json()`` is exactly ``rho-notebook result RUN --output json``.
     """
-    svc = service()
-
-    async def read() -> RunResult:
-        state = await svc.status(run_id)
-        return await asyncio.to_thread(run_result, svc.run_folder(state.run_id), state)
-
-    return call(read())
+    return call(service().run_result(run_id))
 
 
 def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState]:

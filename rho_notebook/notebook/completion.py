@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rho_notebook.service.cell_args import VERBS, options_of, verb_parser
+from rho_notebook.service.flags import MODES
 
 __all__ = ["Candidates", "CompletionSource", "complete_line", "newest_first"]
 
 _VALUE_FLAGS = {
     "--input": (),
     "--output": ("text", "json", "jsonl"),
-    "--mode": ("auto", "plan", "supervised"),
+    "--mode": MODES,
     "--stream": ("stdout", "stderr", "both"),
     "--state": ("planned", "running", "waiting", "cancelling", "completed", "needs_recovery", "damaged"),
     "--limit": (),
@@ -95,53 +96,71 @@ def _positionals(tokens: Sequence[str]) -> list[str]:
 
 def complete_line(text_until_cursor: str, source: CompletionSource) -> Candidates | None:
     """Completions for the magic line before the cursor, or None when it is not ours."""
-    stripped = text_until_cursor.lstrip()
-    if stripped.startswith("%%workflow"):
-        head, rest = "%%workflow", stripped[len("%%workflow") :]
-    elif stripped.startswith("%workflow"):
-        head, rest = "%workflow", stripped[len("%workflow") :]
-    else:
+    split = _magic_line(text_until_cursor)
+    if split is None:
         return None
-    if "\n" in rest:
-        return None
-    if not rest or not rest[0].isspace():
-        return None
+    head, rest = split
     tokens = rest.split()
     fragment = "" if rest[-1].isspace() else tokens.pop()
     if head == "%%workflow":
-        if tokens and tokens[-1] == "--input" or fragment.startswith("-"):
-            return Candidates(fragment, _filter(fragment, ["--input"]))
-        if _positionals(tokens):
-            return Candidates(fragment, ())
-        return Candidates(fragment, _filter(fragment, sorted(source.workflows())))
+        return _header(fragment, tokens, source)
     if not tokens:
         return Candidates(fragment, _filter(fragment, VERBS))
     verb, args = tokens[0], tokens[1:]
     if verb not in VERBS:
         return Candidates(fragment, ())
     if args and args[-1] in _VALUE_FLAGS:
-        flag = args[-1]
-        if flag == "--output":
-            return Candidates(fragment, _filter(fragment, _OUTPUTS.get(verb, ())))
-        if flag == "--workflow":
-            return Candidates(fragment, _filter(fragment, sorted(source.workflows())))
-        return Candidates(fragment, _filter(fragment, _VALUE_FLAGS[flag]))
+        return Candidates(fragment, _filter(fragment, _flag_values(verb, args[-1], source)))
     if fragment.startswith("-"):
         return Candidates(fragment, _filter(fragment, options_of(verb_parser()).get(verb, [])))
-    wanted = _POSITIONALS.get(verb, ())
-    index = len(_positionals(args))
-    if index >= len(wanted):
+    return Candidates(fragment, _filter(fragment, _positional_names(verb, args, source)))
+
+
+def _magic_line(text: str) -> tuple[str, str] | None:
+    """(``%%workflow`` or ``%workflow``, the rest of the line) when the line is ours and the cursor
+    is past the magic's name."""
+    stripped = text.lstrip()
+    head = next((magic for magic in ("%%workflow", "%workflow") if stripped.startswith(magic)), None)
+    if head is None:
+        return None
+    rest = stripped[len(head) :]
+    if "\n" in rest or not rest or not rest[0].isspace():
+        return None
+    return head, rest
+
+
+def _header(fragment: str, tokens: list[str], source: CompletionSource) -> Candidates:
+    """A ``%%workflow [NAME] [--input KEY=JSON]`` header: the flag, or a workflow name."""
+    if tokens and tokens[-1] == "--input" or fragment.startswith("-"):
+        return Candidates(fragment, _filter(fragment, ["--input"]))
+    if _positionals(tokens):
         return Candidates(fragment, ())
-    kind = wanted[index]
+    return Candidates(fragment, _filter(fragment, sorted(source.workflows())))
+
+
+def _flag_values(verb: str, flag: str, source: CompletionSource) -> Iterable[str]:
+    """The values a flag that takes one may have (``--output`` per verb, ``--workflow`` the session's)."""
+    if flag == "--output":
+        return _OUTPUTS.get(verb, ())
+    if flag == "--workflow":
+        return sorted(source.workflows())
+    return _VALUE_FLAGS[flag]
+
+
+def _positional_names(verb: str, args: list[str], source: CompletionSource) -> Iterable[str]:
+    """Candidates for the verb's next positional argument (none past its last)."""
+    wanted = _POSITIONALS.get(verb, ())
+    given = _positionals(args)
+    if len(given) >= len(wanted):
+        return ()
+    kind = wanted[len(given)]
     if kind == "workflow":
-        names: Iterable[str] = sorted(source.workflows())
-    elif kind == "workflow_or_plan":
-        names = [*sorted(source.workflows()), *source.plan_ids()]
-    elif kind == "run":
-        names = source.run_ids()
-    else:
-        names = sorted(source.nodes(_positionals(args)[0]))
-    return Candidates(fragment, _filter(fragment, names))
+        return sorted(source.workflows())
+    if kind == "workflow_or_plan":
+        return [*sorted(source.workflows()), *source.plan_ids()]
+    if kind == "run":
+        return source.run_ids()
+    return sorted(source.nodes(given[0]))
 
 
 def newest_first(folder: os.PathLike[str] | str) -> list[str]:

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, NameMismatch, NotFound
 from rho_notebook.model.agent import AgentDefinition
@@ -60,6 +60,8 @@ from rho_notebook.service.cells import (
 )
 
 __all__ = ["NotebookSession", "CellResult"]
+
+_Module = TypeVar("_Module", ModuleCell, PythonCell)
 
 
 @dataclass(frozen=True)
@@ -245,14 +247,14 @@ class NotebookSession:
         """The ``%%graph NAME`` cell this session holds, if any."""
         return self.cells.graphs.get(name)
 
-    def define_module(self, cell: ModuleCell) -> ModuleCell:
+    def define_module(self, cell: _Module) -> _Module:
+        """Hold a ``%%star`` or ``%%py`` module (valid or not: a ``%%py`` cell is run in the kernel by
+        the magic, a ``%%star`` module is checked when a workflow loads it)."""
         self.cells.add(cell)
         return cell
 
-    def define_python(self, cell: PythonCell) -> PythonCell:
-        """Hold a ``%%py`` module (valid or not: running it in the kernel is the magic's job)."""
-        self.cells.add(cell)
-        return cell
+    define_python = define_module
+    """Hold a ``%%py`` module (the same as :meth:`define_module`)."""
 
     def define_agent(self, cell: AgentCell) -> AgentDefinition:
         """Hold an ``%%agent`` cell and parse it now, so that mistakes point at the cell at once.

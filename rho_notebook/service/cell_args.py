@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rho_notebook.errors import ArgumentError, HelpShown
 from rho_notebook.model.state import Lifecycle
+from rho_notebook.service.flags import FLOW, RESUME_FLAGS, RUN_FLAGS, TRY_FLAGS, VerbParser, add_flags, options_of
 
 __all__ = [
     "VERBS",
@@ -52,7 +53,7 @@ VERBS = (
 """Every ``%workflow`` verb, in the order the help lists them."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(VerbParser):
     def error(self, message: str) -> NoReturn:
         raise ArgumentError(f"{self.prog}: {message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
 
@@ -75,11 +76,11 @@ def _input(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def _flow(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--flow",
-        metavar="NAME",
-        help="with a FLOW.py file: its Workflow NAME as a flow run (docs/flows.md); a %%%%flow cell needs none",
-    )
+    FLOW.add(parser, front="notebook")
+
+
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", choices=("text", "json"), default="text")
 
 
 def _build() -> argparse.ArgumentParser:
@@ -89,64 +90,40 @@ def _build() -> argparse.ArgumentParser:
         add_help=True,
     )
     verbs = root.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+    _planning_verbs(verbs)
+    _run_verbs(verbs)
+    _reading_verbs(verbs)
+    _decision_verbs(verbs)
+    _notebook_verbs(verbs)
+    return root
 
-    p = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
-    p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
-    _input(p, "an input value (overrides the cell's --input)")
-    p.add_argument("--output", choices=("text", "json"), default="text")
-    _flow(p)
 
-    p = verbs.add_parser("plan", help="validate, resolve, freeze and store a plan")
-    p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
-    _input(p, "an input value (overrides the cell's --input)")
-    p.add_argument("--output", choices=("text", "json"), default="text")
-    _flow(p)
+def _planning_verbs(verbs: Any) -> None:
+    for verb, help in (
+        ("validate", "evaluate a workflow once and check the whole graph; stores nothing"),
+        ("plan", "validate, resolve, freeze and store a plan"),
+    ):
+        p = verbs.add_parser(verb, help=help)
+        p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
+        _input(p, "an input value (overrides the cell's --input)")
+        _output(p)
+        _flow(p)
 
+
+def _run_verbs(verbs: Any) -> None:
     p = verbs.add_parser("run", help="confirm a plan's digest and start it in the background")
     p.add_argument("target", help="plan ID (or unique prefix), or a %%%%workflow name (planned first)")
-    _input(p, "with a workflow name: an input value for planning")
-    p.add_argument("--yes", action="store_true", help="confirm the digest (otherwise a plan card asks)")
-    p.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto")
-    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
-    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
-    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
-    p.add_argument("--no-reuse", action="store_true", help="launch every node, even unchanged `reuse = True` nodes")
-    _flow(p)
-    p.add_argument(
-        "--executor",
-        default=None,
-        metavar="local|dask[=ADDRESS]",
-        help="where command, shell and python nodes run (docs/distributed.md)",
-    )
+    add_flags(p, RUN_FLAGS, front="notebook")
 
     p = verbs.add_parser("resume", help="resume a cancelled or interrupted run in the background")
     p.add_argument("run", help="run ID or unique prefix")
-    p.add_argument("--yes", action="store_true")
-    p.add_argument(
-        "--recover-uncertain",
-        action="store_true",
-        help="after inspection: stop leftover processes and rerun attempts without a journaled result",
-    )
-    p.add_argument(
-        "--decide",
-        action="append",
-        default=[],
-        metavar="STEP=rerun|skip",
-        help="script runs: resolve a halted step (repeatable); authorises exactly one attempt",
-    )
-    p.add_argument(
-        "--executor",
-        default=None,
-        metavar="local|dask[=ADDRESS]",
-        help="where command, shell and python nodes run (docs/distributed.md)",
-    )
-    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
-    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
-    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+    add_flags(p, RESUME_FLAGS, front="notebook")
 
+
+def _reading_verbs(verbs: Any) -> None:
     p = verbs.add_parser("status", help="one durable snapshot of a run")
     p.add_argument("run")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    _output(p)
 
     p = verbs.add_parser("cancel", help="durably request cancellation and wait for the acknowledgement")
     p.add_argument("run")
@@ -161,14 +138,14 @@ def _build() -> argparse.ArgumentParser:
     p = verbs.add_parser("runs", help="list runs, newest last")
     p.add_argument("--state", choices=[lifecycle.value for lifecycle in Lifecycle], help="only runs in this lifecycle")
     p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    _output(p)
 
     p = verbs.add_parser("plans", help="list saved plans")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    _output(p)
 
     p = verbs.add_parser("result", help="per node: state, attempts, exit, validated output, artifacts")
     p.add_argument("run")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    _output(p)
 
     p = verbs.add_parser("logs", help="a node's stdout and stderr (latest attempt)")
     p.add_argument("run")
@@ -176,6 +153,8 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("--stream", choices=("stdout", "stderr", "both"), default="both")
     p.add_argument("--follow", action="store_true", help="keep printing while the node runs (blocks the cell)")
 
+
+def _decision_verbs(verbs: Any) -> None:
     p = verbs.add_parser("approve", help="decide a pending approval of a run; without REQUEST, list them")
     p.add_argument("run")
     p.add_argument("request", nargs="?")
@@ -188,6 +167,8 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("fields", nargs="*", metavar="FIELD=VALUE", help="one per form field; VALUE is JSON, as --input")
     p.add_argument("--comment")
 
+
+def _notebook_verbs(verbs: Any) -> None:
     p = verbs.add_parser("export", help="write a workflow folder from a notebook (or from this session's cells)")
     p.add_argument("paths", nargs="+", metavar="[NOTEBOOK.ipynb] DIR")
     p.add_argument("--workflow", metavar="NAME")
@@ -195,7 +176,7 @@ def _build() -> argparse.ArgumentParser:
     p = verbs.add_parser("diff", help="what changed between two plans, runs or graph digests")
     p.add_argument("old", metavar="OLD", help="plan ID, graph digest (sha256:...) or run ID")
     p.add_argument("new", metavar="NEW", help="plan ID, graph digest (sha256:...) or run ID")
-    p.add_argument("--output", choices=("text", "json"), default="text")
+    _output(p)
 
     p = verbs.add_parser(
         "try", help="run one node of a workflow's current plan, its upstream values taken from an earlier run"
@@ -205,11 +186,7 @@ def _build() -> argparse.ArgumentParser:
         "--from", dest="from_run", metavar="RUN_ID", help="the run to take upstream values from (default: the latest)"
     )
     p.add_argument("--workflow", metavar="NAME", help="the %%%%workflow whose plan holds NODE (default: the only one)")
-    p.add_argument("--yes", action="store_true", help="confirm the derived plan's digest (otherwise a plan card asks)")
-    p.add_argument("--mode", choices=("auto", "plan", "supervised"), default="auto")
-    p.add_argument("--output", choices=("text", "jsonl"), default="text", help="with --wait: how progress is printed")
-    p.add_argument("--approval-timeout", type=float, default=0.0, metavar="SECONDS")
-    p.add_argument("--wait", action="store_true", help="block the cell and print progress until the run stops")
+    add_flags(p, TRY_FLAGS, front="notebook")
 
     p = verbs.add_parser(
         "show", help="redraw an earlier run's DAG and outputs from the store, with a picker of its workflow's runs"
@@ -221,7 +198,6 @@ def _build() -> argparse.ArgumentParser:
     p.add_argument("--node", metavar="NODE", help="open this node's output pane")
 
     verbs.add_parser("hub", help="the workflows, plans and runs of this notebook")
-    return root
 
 
 _PARSER: argparse.ArgumentParser | None = None
@@ -325,13 +301,3 @@ def agent_header(line: str) -> str:
     args = parser.parse_args(split(line))
     agent_id: str = args.id
     return agent_id
-
-
-def options_of(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """verb -> option strings (for completion and for the CLI parity test)."""
-    found: dict[str, list[str]] = {}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for verb, sub in action.choices.items():
-                found[verb] = sorted(o for a in sub._actions for o in a.option_strings if o.startswith("--"))
-    return found

@@ -40,19 +40,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, NameMismatch
+from rho_notebook.errors import ArgumentError, Diagnostic, InvalidWorkflow, NameMismatch
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.planning.itemgraph import lint_graph
 from rho_notebook.service.cell_args import (
-    ArgumentError,
     agent_header,
     flow_header,
     graph_header,
@@ -146,8 +145,8 @@ class WorkflowCell:
 
 
 @dataclass(frozen=True)
-class ModuleCell:
-    """A ``%%star LABEL`` cell: a module that workflows load by LABEL."""
+class _OverlayCell:
+    """A cell whose module planning reads before the workspace's file of the same label."""
 
     label: str
     body: str
@@ -155,19 +154,24 @@ class ModuleCell:
 
     @property
     def text(self) -> str:
-        return f"# {_header('star', self.label)}\n{self.body}"
+        return self.body
 
     def source(self) -> SourceText:
         return SourceText(label=self.label, text=self.text, display=self.display)
 
 
 @dataclass(frozen=True)
-class PythonCell:
-    """A ``%%py LABEL`` cell: a Python module that ``python(module = LABEL, ...)`` nodes run."""
+class ModuleCell(_OverlayCell):
+    """A ``%%star LABEL`` cell: a module that workflows load by LABEL."""
 
-    label: str
-    body: str
-    display: str
+    @property
+    def text(self) -> str:
+        return f"# {_header('star', self.label)}\n{self.body}"
+
+
+@dataclass(frozen=True)
+class PythonCell(_OverlayCell):
+    """A ``%%py LABEL`` cell: a Python module that ``python(module = LABEL, ...)`` nodes run."""
 
     @property
     def text(self) -> str:
@@ -178,9 +182,6 @@ class PythonCell:
     def module_name(self) -> str:
         """The dotted import name (``//nodes/stats.py`` -> ``nodes.stats``, ``//pkg/__init__.py`` -> ``pkg``)."""
         return module_name(self.label)
-
-    def source(self) -> SourceText:
-        return SourceText(label=self.label, text=self.text, display=self.display)
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,84 @@ class AgentCell:
 Cell = WorkflowCell | ModuleCell | PythonCell | ScriptCell | AgentCell
 
 
+def _checked_inputs(raw_inputs: list[str]) -> dict[str, Any]:
+    try:
+        return parse_input_args(raw_inputs, limits=load_limits())
+    except InvalidWorkflow as err:
+        raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
+
+
+def _workflow_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    name, raw_inputs = workflow_header(args)
+    if name is not None and not NAME_RE.match(name):
+        raise ArgumentError(
+            f"%%workflow {name!r}: a workflow name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
+        )
+    return WorkflowCell(name=name, args=args, body=body, inputs=_checked_inputs(raw_inputs), display=display)
+
+
+def _graph_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    name = graph_header(args)
+    if not NAME_RE.match(name):
+        raise ArgumentError(
+            f"%%graph {name!r}: a graph name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
+        )
+    return GraphCell(name=name, args=args, body=body, inputs={}, display=display)
+
+
+def _script_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    compile_only = False
+    if kind == "script":
+        name, raw_inputs = script_header(args)
+    else:
+        name, raw_inputs, compile_only = flow_header(args)
+    if not SCRIPT_NAME_RE.match(name):
+        raise ArgumentError(
+            f"%%{kind} {name!r}: a {kind} name starts with a-z and uses only a-z, 0-9 and _ (at most 63 bytes), "
+            f"since the {kind} is the module NAME.py"
+        )
+    inputs = _checked_inputs(raw_inputs)
+    if kind == "flow":
+        return FlowCell(name=name, args=args, body=body, inputs=inputs, display=display, compile_only=compile_only)
+    return ScriptCell(name=name, args=args, body=body, inputs=inputs, display=display)
+
+
+def _star_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    label = star_header(args)
+    problem = check_label(label)
+    if problem is not None:
+        raise ArgumentError(f"%%star: {problem}")
+    return ModuleCell(label=label, body=body, display=display)
+
+
+def _py_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    label = py_header(args)
+    problem = check_module_label(label)
+    if problem is not None:
+        raise ArgumentError(f"%%py: {problem}")
+    return PythonCell(label=label, body=body, display=display)
+
+
+def _agent_cell(kind: CellKind, args: str, body: str, display: str) -> Cell:
+    agent_id = agent_header(args)
+    if not is_agent_id(agent_id):
+        raise ArgumentError(
+            f"%%agent {agent_id!r}: agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
+        )
+    return AgentCell(agent_id=agent_id, body=body, display=display)
+
+
+_CELL_PARSERS: dict[str, Callable[[CellKind, str, str, str], Cell]] = {
+    "workflow": _workflow_cell,
+    "graph": _graph_cell,
+    "script": _script_cell,
+    "flow": _script_cell,
+    "star": _star_cell,
+    "py": _py_cell,
+    "agent": _agent_cell,
+}
+
+
 def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
     """Check a cell's magic arguments and build the cell.
 
@@ -254,61 +333,7 @@ def parse_cell(kind: CellKind, args: str, body: str, *, display: str) -> Cell:
     ArgumentError
         The magic line is malformed (bad NAME, label or ID, unparsable ``--input``).
     """
-    body = normalize_body(body)
-    if kind == "workflow":
-        name, raw_inputs = workflow_header(args)
-        if name is not None and not NAME_RE.match(name):
-            raise ArgumentError(
-                f"%%workflow {name!r}: a workflow name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
-            )
-        try:
-            inputs = parse_input_args(raw_inputs, limits=load_limits())
-        except InvalidWorkflow as err:
-            raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
-        return WorkflowCell(name=name, args=args, body=body, inputs=inputs, display=display)
-    if kind == "graph":
-        name = graph_header(args)
-        if not NAME_RE.match(name):
-            raise ArgumentError(
-                f"%%graph {name!r}: a graph name starts with a-z and uses only a-z, 0-9, _ and - (at most 63 bytes)"
-            )
-        return GraphCell(name=name, args=args, body=body, inputs={}, display=display)
-    if kind in ("script", "flow"):
-        compile_only = False
-        if kind == "script":
-            name, raw_inputs = script_header(args)
-        else:
-            name, raw_inputs, compile_only = flow_header(args)
-        if not SCRIPT_NAME_RE.match(name):
-            raise ArgumentError(
-                f"%%{kind} {name!r}: a {kind} name starts with a-z and uses only a-z, 0-9 and _ (at most 63 bytes), "
-                f"since the {kind} is the module NAME.py"
-            )
-        try:
-            inputs = parse_input_args(raw_inputs, limits=load_limits())
-        except InvalidWorkflow as err:
-            raise ArgumentError("\n".join(d.message for d in err.diagnostics())) from None
-        if kind == "flow":
-            return FlowCell(name=name, args=args, body=body, inputs=inputs, display=display, compile_only=compile_only)
-        return ScriptCell(name=name, args=args, body=body, inputs=inputs, display=display)
-    if kind == "star":
-        label = star_header(args)
-        problem = check_label(label)
-        if problem is not None:
-            raise ArgumentError(f"%%star: {problem}")
-        return ModuleCell(label=label, body=body, display=display)
-    if kind == "py":
-        label = py_header(args)
-        problem = check_module_label(label)
-        if problem is not None:
-            raise ArgumentError(f"%%py: {problem}")
-        return PythonCell(label=label, body=body, display=display)
-    agent_id = agent_header(args)
-    if not is_agent_id(agent_id):
-        raise ArgumentError(
-            f"%%agent {agent_id!r}: agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
-        )
-    return AgentCell(agent_id=agent_id, body=body, display=display)
+    return _CELL_PARSERS.get(kind, _agent_cell)(kind, args, normalize_body(body), display)
 
 
 def check_graph_cell(cell: GraphCell) -> ItemGraph:

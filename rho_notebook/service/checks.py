@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.service.wire import ValidateJson, validate_json
 
 __all__ = ["Checked"]
 
@@ -49,6 +50,6 @@ class Checked:
     def warnings(self) -> int:
         return len(self.diagnostics) - self.errors
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ValidateJson:
         """``{"valid", "diagnostics"}``: what ``validate --output json`` prints and MCP answers."""
-        return {"valid": self.errors == 0, "diagnostics": self.diagnostics}
+        return validate_json(self.diagnostics, valid=self.errors == 0)

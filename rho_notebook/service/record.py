@@ -53,7 +53,7 @@ from rho_notebook.service.paths import make_folder
 from rho_notebook.service.requests import Consent, StartRun
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.files import atomic_write
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import VALUE_FILE, StoreLayout
 from rho_notebook.store.plans import PlanStore
 from rho_notebook.store.runs import RunFolder, RunStore
 
@@ -126,7 +126,7 @@ def _step_of(folder: RunFolder, state: RunState, name: str, *, kind: str, digest
         attempt=current.number,
         message=current.message,
         exit=current.exit,
-        value=_read_json(folder, attempt / "value.json"),
+        value=_read_json(folder, attempt / VALUE_FILE),
         stdout=_read_text(folder, attempt / "stdout") if text else None,
         stderr=_read_text(folder, attempt / "stderr") if text else None,
     )
@@ -318,7 +318,7 @@ def _outcome(layout: StoreLayout, run_id: str, recording: Recording) -> tuple[di
             continue
         states[name] = record.state.value
         current = record.current
-        values[name] = None if current is None else _read_json(folder, folder.files_of(name, current) / "value.json")
+        values[name] = None if current is None else _read_json(folder, folder.files_of(name, current) / VALUE_FILE)
     return states, values, state.output
 
 

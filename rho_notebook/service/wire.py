@@ -11,15 +11,38 @@ The builders are pure functions of records already read from the store, except
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
-from rho_notebook.model.plan import Plan, PlanManifest
+from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import ApprovalRequest
-from rho_notebook.service.diff import DiffResult
+from rho_notebook.service.wire_plans import (
+    DiffJson,
+    DiffSideJson,
+    NodeChangeJson,
+    PlanJson,
+    PlanSummaryJson,
+    diff_json,
+    plan_json,
+    plan_summary_json,
+)
+from rho_notebook.service.wire_views import (
+    Detail,
+    HaltedStepJson,
+    NodeView,
+    OutcomeName,
+    ReusedFromJson,
+    RunView,
+    StepJson,
+    StreamView,
+    WireEdge,
+    WireLayout,
+    WireNode,
+)
 from rho_notebook.store.runs import RunFolder, RunManifest
 
 __all__ = [
@@ -45,6 +68,10 @@ __all__ = [
     "ApprovalJson",
     "CancelJson",
     "DeletedJson",
+    "deleted_json",
+    "ValidateJson",
+    "validate_json",
+    "invalid_json",
     "EventJson",
     "plan_json",
     "plan_summary_json",
@@ -68,207 +95,13 @@ __all__ = [
 LIVE_LIFECYCLES = frozenset({Lifecycle.RUNNING, Lifecycle.WAITING, Lifecycle.CANCELLING})
 """Lifecycles in which an owner is executing the run."""
 
-OutcomeName = Literal["success", "failure", "denial", "cancellation", "stalled", "blocked"]
-"""A finished run's outcome (:class:`~rho_notebook.model.state.Outcome`); by precedence
-cancellation > denial > failure > stalled > blocked > success (docs/running.md)."""
-
 
 def outcome_name(state: RunState) -> OutcomeName | None:
     """The run's outcome as the wire names it: one of :data:`OutcomeName`, None until it completes."""
     return cast("OutcomeName | None", state.outcome)
 
 
-# -- plans ------------------------------------------------------------------------------------------
-
-
-class PlanJson(TypedDict):
-    """A saved plan: identity, digest, inputs, sources and the authority list (no graph)."""
-
-    plan_id: str
-    workflow: str
-    graph_digest: str
-    created_at: str
-    entry: str
-    workspace_root: str
-    workspace_trusted: bool
-    inputs: dict[str, Any]
-    sources: list[dict[str, Any]]
-    authority: list[dict[str, Any]]
-    stats: dict[str, int]
-
-
-def plan_json(manifest: PlanManifest) -> PlanJson:
-    """A row of ``plans`` (and the head of one plan's answer)."""
-    return {
-        "plan_id": manifest.plan_id,
-        "workflow": manifest.workflow,
-        "graph_digest": manifest.graph_digest,
-        "created_at": manifest.created_at,
-        "entry": manifest.entry,
-        "workspace_root": manifest.workspace_root,
-        "workspace_trusted": manifest.workspace_trusted,
-        "inputs": manifest.inputs,
-        "sources": [source.model_dump(mode="json") for source in manifest.sources],
-        "authority": [item.model_dump(mode="json") for item in manifest.authority],
-        "stats": dict(manifest.stats),
-    }
-
-
-class PlanNodeJson(TypedDict):
-    name: str
-    kind: str
-    needs: list[str]
-    conditional: bool
-    allow_failure: bool
-    timeout_seconds: int
-    max_output_bytes: int
-
-
-class PlanSummaryJson(TypedDict):
-    """What ``validate`` and ``plan`` answer: the plan as the person confirming it sees it."""
-
-    plan_id: NotRequired[str]
-    """Absent for ``validate`` (nothing was stored)."""
-    valid: NotRequired[bool]
-    """``validate`` only: True."""
-    graph_digest: str
-    workflow: str
-    workspace: dict[str, Any]
-    authority: list[dict[str, Any]]
-    sources: list[dict[str, Any]]
-    inputs: dict[str, Any]
-    limits: dict[str, Any]
-    nodes: list[PlanNodeJson]
-    stats: dict[str, int]
-
-
-def plan_summary_json(plan: Plan, *, stored: bool = True) -> PlanSummaryJson:
-    """``plan --output json`` (``stored``), or ``validate --output json`` (no plan ID, ``valid``)."""
-    m = plan.manifest
-    summary: PlanSummaryJson = {
-        "plan_id": m.plan_id,
-        "graph_digest": m.graph_digest,
-        "workflow": m.workflow,
-        "workspace": {"root": m.workspace_root, "key": m.workspace_key, "trusted": m.workspace_trusted},
-        "authority": [a.model_dump() for a in m.authority],
-        "sources": [s.model_dump() for s in m.sources],
-        "inputs": m.inputs,
-        "limits": {"scheduler": plan.graph.scheduler.model_dump(), "planning": m.limits},
-        "nodes": [
-            {
-                "name": n.name,
-                "kind": n.kind,
-                "needs": list(n.needs),
-                "conditional": n.when is not None,
-                "allow_failure": n.allow_failure,
-                "timeout_seconds": n.timeout_seconds,
-                "max_output_bytes": n.max_output_bytes,
-            }
-            for n in plan.graph.nodes
-        ],
-        "stats": m.stats,
-    }
-    if not stored:
-        del summary["plan_id"]
-        summary["valid"] = True
-    return summary
-
-
-# -- diff -------------------------------------------------------------------------------------------
-
-
-class DiffSideJson(TypedDict):
-    """One side of a diff: the plan or run an argument named."""
-
-    kind: Literal["plan", "run"]
-    id: str
-    graph_digest: str
-    workflow: str
-
-
-class NodeChangeJson(TypedDict):
-    node: str
-    fields: list[str]
-    """Changed fields by their Starlark names (argv, module, module source, output, needs, when, ...)."""
-
-
-class DiffJson(TypedDict):
-    """What ``diff OLD NEW`` answers: nodes added, removed and changed from OLD to NEW."""
-
-    old: DiffSideJson
-    new: DiffSideJson
-    same: bool
-    added: list[str]
-    removed: list[str]
-    changed: list[NodeChangeJson]
-    unchanged: list[str]
-    graph: list[str]
-    """Graph-level fields that differ: name, inputs, environment, concurrency, interpreter."""
-    will_reuse: NotRequired[list[str]]
-    """NEW's nodes a run started now would take from a stored success (``reuse = True``)."""
-    will_launch: NotRequired[list[str]]
-    """NEW's other nodes."""
-
-
-def diff_json(result: DiffResult) -> DiffJson:
-    """``diff --output json``."""
-    found = result.diff
-    answer: DiffJson = {
-        "old": {
-            "kind": result.old.kind,
-            "id": result.old.id,
-            "graph_digest": result.old.graph_digest,
-            "workflow": result.old.workflow,
-        },
-        "new": {
-            "kind": result.new.kind,
-            "id": result.new.id,
-            "graph_digest": result.new.graph_digest,
-            "workflow": result.new.workflow,
-        },
-        "same": found.same,
-        "added": list(found.added),
-        "removed": list(found.removed),
-        "changed": [{"node": c.node, "fields": list(c.fields)} for c in found.changed],
-        "unchanged": list(found.unchanged),
-        "graph": list(found.graph),
-    }
-    if result.will_reuse is not None:
-        answer["will_reuse"] = list(result.will_reuse)
-    if result.will_launch is not None:
-        answer["will_launch"] = list(result.will_launch)
-    return answer
-
-
 # -- runs -------------------------------------------------------------------------------------------
-
-
-class ReusedFromJson(TypedDict):
-    """Where a reused attempt's success came from (no process was launched for it)."""
-
-    run_id: str
-    node: str
-    attempt: int
-
-
-class StepJson(TypedDict):
-    """A script step's journaled facts (its latest ``node_launched``)."""
-
-    kind: str
-    """command, agent or model."""
-    digest: str
-    """The digest of the step's execution-affecting inputs."""
-    facts: dict[str, Any]
-    after: list[str]
-    """The steps whose handles fed this step's arguments (the edges of the live DAG)."""
-    recovery: str | None
-
-
-class HaltedStepJson(TypedDict):
-    """A script step the run stopped at (lifecycle ``needs_decision``)."""
-
-    step: str
-    why: str
 
 
 class NodeStatusJson(TypedDict):
@@ -555,136 +388,53 @@ class DeletedJson(TypedDict):
     deleted: bool
 
 
+def deleted_json(kind: Literal["run", "plan"], deleted_id: str) -> DeletedJson:
+    """The answer to ``delete`` (and each run ``prune`` deleted)."""
+    return {"kind": kind, "id": deleted_id, "deleted": True}
+
+
+class ValidateJson(TypedDict):
+    """What ``validate`` answers for a script, a flow, a graph document, or a workflow that does
+    not validate (a Starlark workflow that does is a :class:`PlanSummaryJson` with ``valid``)."""
+
+    valid: bool
+    """No finding is an error."""
+    flow: NotRequired[str]
+    """``validate FILE.py --flow NAME``: the flow checked."""
+    manifest: NotRequired[dict[str, Any]]
+    """``--flow``: the flow's compiled manifest."""
+    graph: NotRequired[str]
+    """A ``%%graph`` cell validated in a notebook: the document checked."""
+    diagnostics: list[dict[str, Any]]
+    """Each finding: file, line, column, rule, severity, message."""
+
+
+def validate_json(
+    diagnostics: Sequence[Mapping[str, Any]],
+    *,
+    valid: bool | None = None,
+    flow: str | None = None,
+    manifest: Mapping[str, Any] | None = None,
+    graph: str | None = None,
+) -> ValidateJson:
+    """The ``validate`` answer: ``valid`` (default: no diagnostic has severity ``error``), what
+    was checked, and the findings."""
+    found = [dict(d) for d in diagnostics]
+    if valid is None:
+        valid = not any(d.get("severity") == "error" for d in found)
+    checked: dict[str, Any] = {"flow": flow, "manifest": None if manifest is None else dict(manifest), "graph": graph}
+    return cast(
+        "ValidateJson", {"valid": valid, **{k: v for k, v in checked.items() if v is not None}, "diagnostics": found}
+    )
+
+
+def invalid_json(err: InvalidWorkflow) -> ValidateJson:
+    """The ``validate`` answer for a workflow that does not validate (every diagnostic an error)."""
+    return validate_json([d.to_json() for d in err.diagnostics()], valid=False)
+
+
 EventJson = dict[str, Any]
 """One journal record: ``seq``, ``kind``, ``at`` and the kind's own keys (docs/running.md)."""
-
-
-# -- the DAG view: layout, node and run views, the node pane ---------------------------------------
-
-
-class WireNode(TypedDict):
-    name: str
-    kind: str
-    layer: int
-    x: float
-    y: float
-    needs: list[str]
-    conditional: bool
-
-
-class WireEdge(TypedDict):
-    source: str
-    target: str
-    condition: bool
-    points: list[list[float]]
-
-
-class WireLayout(TypedDict):
-    direction: str
-    width: float
-    height: float
-    node_width: float
-    node_height: float
-    layers: int
-    nodes: list[WireNode]
-    edges: list[WireEdge]
-    edge_count: int
-    reduced_edge_count: int
-
-
-class NodeView(TypedDict):
-    state: str
-    attempt: int
-    started_at: str | None
-    ended_at: str | None
-    reason: str
-    exit_code: int | None
-    uncertain: bool
-    reused_from: NotRequired[ReusedFromJson]
-    """Present when the latest attempt reused a stored success (drawn with a "reused" mark)."""
-    step_kind: NotRequired[str]
-    """Script runs: the step's kind (command, agent, model)."""
-    replayed: NotRequired[int]
-    """Script runs: step calls answered from the journal (drawn with a "replayed" mark when > 0)."""
-    halted: NotRequired[str]
-    """Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision")."""
-    v: int
-    """Version: the tracker's change counter when this view last changed (newest wins)."""
-
-
-class RunView(TypedDict, total=False):
-    run_id: str
-    plan_id: str
-    workflow: str
-    graph_digest: str
-    lifecycle: str
-    outcome: OutcomeName | None
-    started_at: str | None
-    ended_at: str | None
-    cancel_pending: bool
-    can_cancel: bool
-    can_resume: bool
-    message: str
-    script: bool
-    """A script run: its steps appear as nodes while it runs (the layout grows)."""
-    halted: list[HaltedStepJson]
-    """Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
-    output: Any
-    """A script run's emitted output (absent when it emitted none)."""
-    v: int
-
-
-class StreamView(TypedDict):
-    text: str
-    bytes: int
-    """Size of the stream file."""
-    start: int
-    """Byte offset of the first byte shown (0 unless older output was left out)."""
-    end: int
-    """Byte offset just after the last byte shown."""
-    truncated: bool
-    """The runner stopped retaining this stream at max_output_bytes (exit.json says so)."""
-    limit: int
-
-
-class Detail(TypedDict, total=False):
-    node: str
-    kind: str
-    state: str
-    reason: str
-    attempt: int
-    live: bool
-    definition: dict[str, Any]
-    attempts: list[dict[str, Any]]
-    exit: dict[str, Any] | None
-    answer: StreamView | None
-    """answer.md: an agent's final answer (markdown prose; nodes without an output schema)."""
-    raw_answer: StreamView | None
-    """answer.txt: the raw final answer of an agent node with an output schema."""
-    usage: Any
-    """usage.json of an agent attempt (provider, model, tokens, timings)."""
-    stdout: StreamView | None
-    stderr: StreamView | None
-    has_value: bool
-    value: Any
-    has_input: bool
-    input: Any
-    """Item-graph steps: the item the attempt received (its ``input.json``); ``value`` is the item
-    it passed on."""
-    reused_from: ReusedFromJson | None
-    """The latest attempt reused this stored success (its artifacts are read from there when the
-    attempt has none of its own)."""
-    step: StepJson
-    """Script runs: the step's kind, digest, facts, edges and recovery (``value`` is then the
-    attempt's ``value.json``, ``{"output", "value"}``)."""
-    replayed: int
-    """Script runs: step calls answered from the journal."""
-    halted: str
-    """Lifecycle ``needs_decision``: why the run stopped at this step."""
-    approval: dict[str, Any] | None
-    """The latest attempt's approval record (decision, by, comment, decided_at, via); ``via`` is
-    ``carried`` for a launch approval carried over from an earlier run."""
-    error: str
 
 
 WIRE_TYPES: dict[str, Any] = {

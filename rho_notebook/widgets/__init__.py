@@ -63,7 +63,7 @@ def graph_view(
         record = state.nodes.get(name) if state is not None else None
         attempt_dir = source_dir = None
         if record is not None and record.attempt and service is not None and state is not None:
-            attempt_dir = service.run_folder(state.run_id).attempt_dir(name, record.attempt)
+            attempt_dir = service.attempt_dir(state.run_id, name, record.attempt)
             if record.current is not None and record.current.reused_from is not None:
                 source_dir = call(reused_source_dir(service, record))
         return dict(node_detail(graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir))

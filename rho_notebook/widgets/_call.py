@@ -13,7 +13,7 @@ from typing import Any
 
 from rho_notebook.service import wait_for as call
 
-__all__ = ["call", "with_static_views"]
+__all__ = ["call", "with_static_views", "StaticViews"]
 
 
 def with_static_views(bundle: Any, static: Callable[[], Mapping[str, str]]) -> Any:
@@ -24,3 +24,14 @@ def with_static_views(bundle: Any, static: Callable[[], Mapping[str, str]]) -> A
         return None
     data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
     return {**data, **static()}, metadata
+
+
+class StaticViews:
+    """A widget's static views in its mime bundle: a mixin named before the ipywidgets base
+    (``class PlanCard(StaticViews, widgets.VBox)``), the widget defining ``_static_views``."""
+
+    def _static_views(self) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)  # type: ignore[misc]

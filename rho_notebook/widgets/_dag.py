@@ -36,7 +36,7 @@ import traitlets
 
 from rho_notebook.views.dag import DagView
 from rho_notebook.views.layout import Layout
-from rho_notebook.widgets._call import with_static_views
+from rho_notebook.widgets._call import StaticViews
 from rho_notebook.widgets._parent import current_parent, guard_kernel_parent, owner_parent, send_comm_msg
 from rho_notebook.widgets.svg import counts_line, render_svg
 
@@ -50,7 +50,7 @@ Answer = Callable[[str, dict[str, Any] | None], None]
 """(request ID, the form's values) answers a human step's form; values None declines it."""
 
 
-class DagWidget(anywidget.AnyWidget):
+class DagWidget(StaticViews, anywidget.AnyWidget):
     """Live or static DAG of a plan or run, with legend, counts, elapsed time and output pane."""
 
     _esm = STATIC / "dag.js"
@@ -208,9 +208,6 @@ class DagWidget(anywidget.AnyWidget):
             f'<div style="font-family:monospace;font-size:12px;margin:2px 0">{escape(self.title)} — {escape(counts)}</div>'
             f"{self.snapshot_svg()}</div>"
         )
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
 
     def _static_views(self) -> dict[str, str]:
         return {

@@ -13,21 +13,18 @@ from typing import Any
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
-from rho_notebook.widgets._call import with_static_views
+from rho_notebook.widgets._call import StaticViews
 
 __all__ = ["FlowTree"]
 
 
-class FlowTree(widgets.HTML):  # type: ignore[misc]
+class FlowTree(StaticViews, widgets.HTML):  # type: ignore[misc]
     """A flow's module tree: each module with its agents (provider, model, definition digest), and
     each selector with the candidates it chooses among at run time."""
 
     def __init__(self, manifest: Mapping[str, Any]) -> None:
         self.manifest = dict(manifest)
         super().__init__(value=flow_tree_html(self.manifest))
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
 
     def _static_views(self) -> dict[str, str]:
         return {"text/html": self.value, "text/plain": flow_tree_text(self.manifest)}

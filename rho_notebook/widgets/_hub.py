@@ -27,7 +27,7 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import RunsQuery, Service
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.text import decision_lines
-from rho_notebook.widgets._call import call, with_static_views
+from rho_notebook.widgets._call import StaticViews, call
 
 __all__ = ["HubSession", "Hub"]
 
@@ -62,7 +62,7 @@ def _label(html: str, width: str = "auto") -> widgets.HTML:
     return widgets.HTML(html, layout=widgets.Layout(width=width))
 
 
-class Hub(widgets.VBox):  # type: ignore[misc]
+class Hub(StaticViews, widgets.VBox):  # type: ignore[misc]
     def __init__(self, session: HubSession) -> None:
         self.session = session
         service = getattr(session, "service", None)
@@ -284,9 +284,6 @@ class Hub(widgets.VBox):  # type: ignore[misc]
         result = start_plan(plan)  # the plan card shows the live run it returns
         self.refresh()
         return result
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
 
     def _static_views(self) -> dict[str, str]:
         runs = self._runs()

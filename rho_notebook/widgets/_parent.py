@@ -108,7 +108,7 @@ def guard_kernel_parent(kernel: Any = None) -> bool:
     if original is None or get_parent is None:
         return False
     with _guard_lock:
-        if getattr(kernel, "_rho_parent_guard", False):
+        if getattr(original, "rho_parent_guard", False):  # set_parent is ours already
             return True
         order: collections.deque[str] = collections.deque()
         seen: set[str] = set()
@@ -132,6 +132,6 @@ def guard_kernel_parent(kernel: Any = None) -> bool:
                     seen.discard(order.popleft())
             original(ident, parent, channel)
 
+        set_parent.rho_parent_guard = True  # type: ignore[attr-defined]
         kernel.set_parent = set_parent
-        kernel._rho_parent_guard = True
     return True

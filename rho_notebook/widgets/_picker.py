@@ -23,7 +23,7 @@ import traitlets
 from rho_notebook.errors import NotFound
 from rho_notebook.service import Service
 from rho_notebook.views.runs import run_choice_label, run_show_text, workflow_runs
-from rho_notebook.widgets._call import call, with_static_views
+from rho_notebook.widgets._call import StaticViews, call
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._run import JournalWatch, RunController, RunHandleLike
 
@@ -34,7 +34,7 @@ HandleFor = Callable[[str], Any]
 service's ``RunHandle``), or None when it does not own it."""
 
 
-class RunPicker(ipywidgets.VBox):  # type: ignore[misc]
+class RunPicker(StaticViews, ipywidgets.VBox):  # type: ignore[misc]
     """The DAG of one run of a workflow and a Dropdown that switches between its runs."""
 
     run_id = traitlets.Unicode("")
@@ -108,9 +108,6 @@ class RunPicker(ipywidgets.VBox):  # type: ignore[misc]
         state = call(self.service.status(self.run_id))
         result = call(self.service.result(self.run_id))
         return run_show_text(state, result)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
 
     def _static_views(self) -> dict[str, str]:
         text = self.text()

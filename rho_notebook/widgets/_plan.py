@@ -20,7 +20,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 from rho_notebook.errors import RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import DiffResult
-from rho_notebook.widgets._call import with_static_views
+from rho_notebook.widgets._call import StaticViews
 from rho_notebook.widgets._dag import DagWidget
 
 __all__ = ["PlanCard", "plan_html", "changes_html"]
@@ -80,7 +80,7 @@ def _short(digest: str) -> str:
     return digest if len(digest) <= 23 else digest[:23] + "…"
 
 
-class PlanCard(widgets.VBox):  # type: ignore[misc]
+class PlanCard(StaticViews, widgets.VBox):  # type: ignore[misc]
     """A plan's facts, its DAG and the Run button that confirms its exact digest.
 
     When ``on_run`` returns a run handle, the card then shows that run's live view.
@@ -155,9 +155,6 @@ class PlanCard(widgets.VBox):  # type: ignore[misc]
             self.run = run_view(result)
             kept: list[Any] = [child for child in self.children if child is not self.graph]  # type: ignore[has-type]
             self.children = [*kept, self.run]
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return with_static_views(super()._repr_mimebundle_(**kwargs), self._static_views)
 
     def _static_views(self) -> dict[str, str]:
         svg = self.graph.snapshot_svg() if self.graph is not None else ""

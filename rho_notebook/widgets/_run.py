@@ -22,17 +22,17 @@ import copy
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from rho_notebook.errors import RhoError
+from rho_notebook.model.events import now_iso
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.service import (
     ApprovalRequest,
     Consent,
     ResumeRun,
-    RunFolder,
     Service,
+    StateMirror,
     StoreLayout,
     default_runner,
 )
@@ -106,10 +106,6 @@ Resume = Callable[[str, str], Any]
 """(run ID, confirmed graph digest) -> the handle of the resumed run; raises when refused."""
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 class RunController:
     """Wires one run handle to one :class:`DagWidget`; see the module docstring for threading."""
 
@@ -137,7 +133,6 @@ class RunController:
         self._resume_run: Resume = resume or self._resume_in_background
         self.graph_digest = call(service.manifest(self.run_id)).graph_digest
         self.graph = call(service.run_graph(self.run_id))
-        self.folder: RunFolder = service.run_folder(self.run_id)
         self.lock = threading.RLock()
         self._early: list[dict[str, Any]] = []
         self.tracker: RunTracker | None = None
@@ -200,10 +195,23 @@ class RunController:
     # -- pump thread ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        widget = self.widget
         tracker = self.tracker
         if tracker is None:
             return
+        patch, selected, nodes, output_dirty, lifecycle = self._take_changes(tracker)
+        if selected:
+            patch.update(self._selected_patch(selected, nodes, output_dirty))
+        if patch:
+            patch["now"] = now_iso()
+            self.widget.send_patch(patch)
+        if lifecycle in _STOPPED and not self._finished:
+            self._finished = True
+            self.widget.refresh_static()
+
+    def _take_changes(self, tracker: RunTracker) -> tuple[dict[str, Any], Any, dict[str, Any], set[str], Any]:
+        """Apply what changed since the last flush to the widget: (the patch to send, the selected
+        node, the changed node views, the nodes with new output, the run's lifecycle)."""
+        widget = self.widget
         with widget.lock:
             forms_dirty, self._forms_dirty = self._forms_dirty, False
         forms = self._pending_forms() if forms_dirty else None
@@ -222,33 +230,25 @@ class RunController:
                 widget.run.update(run)
             selected = widget.selected
             lifecycle = widget.run.get("lifecycle")
-        patch: dict[str, Any] = {}
-        if grown is not None:
-            patch["layout"] = grown
-        if nodes:
-            patch["nodes"] = nodes
-        if run:
-            patch["run"] = run
-        if forms is not None:
-            patch["forms"] = forms
-        if selected:
-            if selected in nodes:
-                detail = self._detail(selected)
-                with widget.lock:
-                    if widget.selected == selected:
-                        widget.detail.clear()
-                        widget.detail.update(detail)
-                        patch["detail"] = detail
-            elif selected in output_dirty:
-                output = self._tail(selected)
-                if output:
-                    patch["output"] = output
-        if patch:
-            patch["now"] = _now()
-            widget.send_patch(patch)
-        if lifecycle in _STOPPED and not self._finished:
-            self._finished = True
-            widget.refresh_static()
+        found = {"layout": grown, "nodes": nodes or None, "run": run or None, "forms": forms}
+        patch: dict[str, Any] = {key: value for key, value in found.items() if value is not None}
+        return patch, selected, nodes, output_dirty, lifecycle
+
+    def _selected_patch(self, selected: str, nodes: dict[str, Any], output_dirty: set[str]) -> dict[str, Any]:
+        """The selected node's pane when its view changed, else its new output when it has some."""
+        widget = self.widget
+        if selected in nodes:
+            detail = self._detail(selected)
+            with widget.lock:
+                if widget.selected == selected:
+                    widget.detail.clear()
+                    widget.detail.update(detail)
+                    return {"detail": detail}
+        elif selected in output_dirty:
+            output = self._tail(selected)
+            if output:
+                return {"output": output}
+        return {}
 
     def _tail(self, name: str) -> list[dict[str, Any]]:
         """New bytes of the selected running node's streams, applied to the pane in place."""
@@ -293,7 +293,7 @@ class RunController:
             halted = view.get("halted") if view is not None else None
         if record is None:
             return {}
-        attempt_dir = self.folder.attempt_dir(name, record.attempt) if record.attempt else None
+        attempt_dir = self.service.attempt_dir(self.run_id, name, record.attempt) if record.attempt else None
         reused = record.current is not None and record.current.reused_from is not None
         source_dir = call(reused_source_dir(self.service, record)) if reused else None
         detail: Detail = node_detail(
@@ -342,7 +342,7 @@ class RunController:
         forms = self._pending_forms()
         with self.widget.lock:
             self.widget.forms[:] = forms
-        self.widget.send_patch({"forms": forms, "now": _now()})
+        self.widget.send_patch({"forms": forms, "now": now_iso()})
 
     def _note(self, message: str) -> None:
         tracker = self.tracker
@@ -429,7 +429,20 @@ def _copy_record(record: NodeRecord) -> NodeRecord:
     return copy.deepcopy(record)
 
 
-class JournalWatch:
+class StoreRunHandle(StateMirror):
+    """A run handle that acts through a :class:`Service`: ``cancel`` writes the durable request
+    (the CLI's mechanism), whichever process owns the run."""
+
+    def __init__(self, service: Service, run_id: str, state: RunState) -> None:
+        super().__init__(state)
+        self.service = service
+        self.run_id = run_id
+
+    def cancel(self) -> Any:
+        return call(self.service.cancel(self.run_id))
+
+
+class JournalWatch(StoreRunHandle):
     """A read-only run handle that polls the journal (never takes ownership of the run).
 
     Used to watch runs this kernel does not own: started by the CLI, by another kernel, or
@@ -437,13 +450,10 @@ class JournalWatch:
     """
 
     def __init__(self, service: Service, run_id: str, *, interval: float = 0.25) -> None:
-        self.service = service
-        self.run_id = call(service.resolve_run(run_id))
+        full = call(service.resolve_run(run_id))
+        super().__init__(service, full, call(service.status(full)))
         self.interval = interval
-        self._listeners: list[Listener] = []
         self._polling = False
-        self._lock = threading.Lock()
-        self._state = call(service.status(self.run_id))
         self._unowned_polls = 0
 
     def add_listener(self, callback: Listener) -> None:
@@ -454,21 +464,9 @@ class JournalWatch:
         if start:
             pump().call_later(self.interval, self._poll)
 
-    def remove_listener(self, callback: Listener) -> None:
-        with self._lock:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
-    def state(self) -> RunState:
-        with self._lock:
-            return copy.deepcopy(self._state)
-
     def done(self) -> bool:
         with self._lock:
             return self._state.lifecycle.value not in _LIVE
-
-    def cancel(self) -> Any:
-        return call(self.service.cancel(self.run_id))
 
     def _poll(self) -> None:
         with self._lock:

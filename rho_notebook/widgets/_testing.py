@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import threading
 import time
 import uuid
@@ -20,8 +19,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from rho_notebook.model.run_state import RunState, apply
-from rho_notebook.service import CancelResult, Service
+from rho_notebook.service import Service
 from rho_notebook.widgets._call import call
+from rho_notebook.widgets._run import StoreRunHandle
 
 __all__ = ["RecordingComm", "recording_comms", "ThreadRunHandle"]
 
@@ -93,16 +93,12 @@ def recording_comms() -> Iterator[list[RecordingComm]]:
         comm.create_comm = original
 
 
-class ThreadRunHandle:
+class ThreadRunHandle(StoreRunHandle):
     """Executes one created run as its owner in a private thread (its own asyncio loop)."""
 
     def __init__(self, service: Service, run_id: str, *, resume: bool = False) -> None:
-        self.service = service
+        super().__init__(service, run_id, call(service.status(run_id)))
         self.resume = resume
-        self.run_id = run_id
-        self._lock = threading.Lock()
-        self._state = call(service.status(run_id))
-        self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -134,10 +130,6 @@ class ThreadRunHandle:
         with self._lock:
             self._listeners.append(callback)
 
-    def state(self) -> RunState:
-        with self._lock:
-            return copy.deepcopy(self._state)
-
     def done(self) -> bool:
         return self._done.is_set()
 
@@ -148,6 +140,3 @@ class ThreadRunHandle:
         if self.error is not None:
             raise self.error
         return self.state()
-
-    def cancel(self) -> CancelResult:
-        return call(self.service.cancel(self.run_id))

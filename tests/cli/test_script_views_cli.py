@@ -30,7 +30,7 @@ def _step(after: list[str]) -> dict[str, Any]:
 def _halted_run(project: Project) -> str:
     project.write("review.py", SCRIPT)
     run_id = project.create_run(project.plan("review.py"))
-    folder = project.service.run_folder(run_id)
+    folder = project.service.run_store.folder(run_id)
     with JournalWriter.open(folder.events, mark=folder.mark if folder.mark.exists() else None) as writer:
         writer.append(
             [

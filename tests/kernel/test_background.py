@@ -111,7 +111,7 @@ def test_listeners_get_every_journal_event_on_the_runner_thread(project: Project
     handle = _start(project, STEPS, runner, listeners=[listen])
     final = handle.wait(30)
     assert final.outcome == "success"
-    journal = read_journal(project.service.run_folder(handle.run_id).events).events
+    journal = read_journal(project.service.run_store.folder(handle.run_id).events).events
     created = [r for r in journal if r["kind"] == "run_created"]
     assert [r["seq"] for r in seen if "seq" in r] == [r["seq"] for r in journal if r not in created]
     assert any(r["kind"] == "output_chunk" for r in seen)  # live-only records come too

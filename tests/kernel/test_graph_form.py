@@ -52,7 +52,7 @@ final = await run
 import json, rho_notebook.notebook.api as rho_api
 from rho_notebook.store.journal import read_journal
 result = rho_api.result(run.run_id).to_json()
-events = read_journal(rho_api.service().run_folder(run.run_id).events).events
+events = read_journal(rho_api.service().run_store.folder(run.run_id).events).events
 decided = [e for e in events if e["kind"] == "approval_decided"]
 print(json.dumps({"outcome": result["outcome"], "output": result["output"], "decided": decided}))
 """

@@ -55,7 +55,7 @@ def test_supervised_run_approved_and_denied_from_the_widget(ws: Project) -> None
             assert final == {"write": "success", "second": "denial"}
             events = await k.json(
                 "from rho_notebook.store.journal import read_journal\nimport rho_notebook.notebook.api as rho_api\n"
-                "evs = read_journal(rho_api.service().run_folder(run.run_id).events).events\n"
+                "evs = read_journal(rho_api.service().run_store.folder(run.run_id).events).events\n"
                 "print(json.dumps([e for e in evs if e['kind'] == 'approval_decided']))"
             )
             assert [(e["decision"], e["via"], e["comment"]) for e in events] == [

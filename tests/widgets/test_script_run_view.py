@@ -146,7 +146,7 @@ def halted_script_run(project: Project) -> str:
     as the script driver journals it), after emitting an output: the run ID."""
     project.write("review.py", SCRIPT)
     run_id = project.create_run(project.plan("review.py"))
-    folder = project.service.run_folder(run_id)
+    folder = project.service.run_store.folder(run_id)
     mark = folder.mark if folder.mark.exists() else None
     with JournalWriter.open(folder.events, mark=mark) as writer:
         writer.append(

@@ -1,0 +1,460 @@
+"""The ``%workflow VERB`` line magic: one method per verb, over the notebook's session.
+
+:class:`WorkflowVerbs` is composed into :class:`rho_notebook.notebook.magics.WorkflowMagics`,
+which parses nothing itself: :meth:`WorkflowVerbs.dispatch` parses the line with the magics'
+parser (:mod:`rho_notebook.service.cell_args`, whose run and resume flags are the CLI's,
+:mod:`rho_notebook.service.flags`) and calls ``_verb_<VERB>``. ``{expr}`` and ``$name`` in an
+argument that holds a run, plan or request ID are expanded in the user namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.utils.text import DollarFormatter
+
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.model.plan import Plan
+from rho_notebook.model.state import Lifecycle
+from rho_notebook.notebook import api
+from rho_notebook.notebook._render import (
+    Progress,
+    Report,
+    graph_report,
+    plan_report,
+    plans_report,
+    runs_report,
+    script_report,
+    status_report,
+    workflow_report,
+)
+from rho_notebook.notebook._usage import diagnostics_text, usage_error
+from rho_notebook.notebook.display import (
+    show_flow_tree,
+    show_graph,
+    show_hub,
+    show_item_graph,
+    show_plan_card,
+    show_run,
+)
+from rho_notebook.notebook.session import NotebookSession
+from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request, load_limits, parse_input_args
+from rho_notebook.service.cell_args import parse_verb
+from rho_notebook.service.cells import GraphCell, WorkflowCell
+from rho_notebook.service.export import export_cells
+from rho_notebook.service.flags import parse_decisions
+from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json
+
+__all__ = ["WorkflowVerbs", "hold_graph"]
+
+_ID_ARGUMENTS = ("run", "request")
+"""The verb arguments that hold a run or request ID (``run``'s ``target`` holds a plan ID or a name)."""
+
+
+def hold_graph(session: NotebookSession, cell: GraphCell) -> Report:
+    """Hold and validate a ``%%graph`` cell: its summary, or a UsageError naming every problem."""
+    try:
+        graph = session.define_graph(cell)
+    except InvalidWorkflow as err:
+        raise UsageError(diagnostics_text(err, what=f"%%graph {cell.name} ({cell.display})")) from None
+    except RhoError as err:
+        raise usage_error(err) from None
+    show_item_graph(graph)
+    return graph_report(graph, cell, label=session.entry_label(cell.name, suffix=".graph.yaml"))
+
+
+class WorkflowVerbs:
+    """The verbs of ``%workflow``; ``shell`` is IPython's (its user namespace expands IDs)."""
+
+    def __init__(self, shell: Any, *, session: NotebookSession) -> None:
+        self.shell = shell
+        self.session = session
+
+    def dispatch(self, line: str) -> Any:
+        """Parse ``%workflow VERB ARGS`` and run the verb (IDs expanded in the user namespace)."""
+        args = parse_verb(line)
+        for name in (*_ID_ARGUMENTS, "target") if args.verb == "run" else _ID_ARGUMENTS:
+            value = getattr(args, name, None)
+            if isinstance(value, str):
+                setattr(args, name, self._expand_id(value))
+        handler = getattr(self, "_verb_" + args.verb.replace("-", "_"))
+        return handler(args)
+
+    def _expand_id(self, value: str) -> str:
+        """``{expr}`` and ``$name`` in an ID argument, evaluated in the user namespace (IPython's
+        rules, as for magics without ``@no_var_expand``; ``$$`` and ``{{`` escape)."""
+        if "{" not in value and "$" not in value:
+            return value
+        if self.shell is None:  # pragma: no cover - magics are registered with a shell
+            raise RuntimeError("the %workflow magic has no shell")
+        try:
+            return str(DollarFormatter().vformat(value, args=[], kwargs=self.shell.user_ns))
+        except Exception as err:  # the user's expression failed: say which, without a traceback
+            msg = f"cannot expand {value!r} in the notebook's namespace: {type(err).__name__}: {err}"
+            raise UsageError(msg) from None
+
+    def _inputs(self, raw: list[str]) -> dict[str, Any]:
+        return parse_input_args(raw, limits=load_limits())
+
+    def _target(
+        self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None
+    ) -> tuple[Plan, WorkflowCell | None]:
+        inputs = self._inputs(raw_inputs)
+        if flow is not None and self.session.has(target):
+            msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
+            raise UsageError(msg)
+        if target in self.session.cells.scripts or target in self.session.cells.graphs:
+            source = self.session.source(target)
+            try:
+                plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
+            except InvalidWorkflow as err:
+                retry = f"%workflow {'plan' if store else 'validate'} {target}"
+                raise UsageError(diagnostics_text(err, what=f"script {target}", retry=retry)) from None
+            (self.session.planned if store else self.session.validated)[target] = plan
+            return plan, None
+        if target in self.session.cells.workflows:
+            source = self.session.source(target)
+            what = f"workflow {target}"
+            try:
+                plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
+            except InvalidWorkflow as err:
+                retry = f"%workflow {'plan' if store else 'validate'} {target}"
+                raise UsageError(diagnostics_text(err, what=what, retry=retry)) from None
+            if store:
+                self.session.planned[target] = plan
+            else:
+                self.session.validated[target] = plan
+            return plan, self.session.cells.workflows[target]
+        path = Path(target)
+        if target.endswith(".star") or path.is_file():
+            try:
+                plan = (
+                    api.plan(path, inputs=inputs, flow=flow) if store else api.validate(path, inputs=inputs, flow=flow)
+                )
+            except InvalidWorkflow as err:
+                raise UsageError(diagnostics_text(err, what=target)) from None
+            return plan, None
+        known = ", ".join(self.session.workflow_names()) or "none yet"
+        raise UsageError(
+            f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a .star file"
+        )
+
+    def _json_summary(self, plan: Plan, *, stored: bool) -> None:
+        print(json.dumps(plan_summary_json(plan, stored=stored), indent=2))
+
+    def _verb_validate(self, args: Any) -> Report | None:
+        graph = self.session.graph_cell(args.target)
+        if graph is not None:
+            if args.input or args.flow is not None:
+                raise UsageError(
+                    f"%workflow validate {args.target}: a %%graph cell takes no --input or --flow (its document declares its inputs)"
+                )
+            report = hold_graph(self.session, graph)
+            if args.output == "json":
+                print(json.dumps({"valid": True, "graph": args.target, "diagnostics": []}, indent=2))
+                return None
+            return report
+        plan, cell = self._target(args.target, args.input, store=False, flow=args.flow)
+        if args.output == "json":
+            self._json_summary(plan, stored=False)
+            return None
+        if plan.manifest.flow is not None:  # a flow: its module tree (its steps appear while it runs)
+            show_flow_tree(plan.manifest.flow)
+        script = self.session.cells.scripts.get(args.target)
+        if script is not None:
+            return script_report(plan, script, label=self.session.entry_label(script.name, suffix=".py"))
+        if plan.graph.script is None:
+            show_graph(plan)
+        return workflow_report(plan, cell)
+
+    def _verb_plan(self, args: Any) -> Report | None:
+        plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
+        if args.output == "json":
+            self._json_summary(plan, stored=True)
+            return None
+        if plan.graph.script is None:  # a script's steps appear while it runs: no graph to draw yet
+            show_graph(plan)
+        return plan_report(plan)
+
+    def _plan_for_run(self, args: Any) -> Plan:
+        if self.session.has(args.target) or args.flow is not None:
+            plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
+            return plan
+        if args.input:
+            raise UsageError(
+                f"--input applies when `run` plans a %%workflow of this notebook; plan {args.target} is frozen with its inputs"
+            )
+        try:
+            return api.call(api.service().load_plan(args.target))
+        except NotFound:
+            known = ", ".join(self.session.workflow_names()) or "none yet"
+            raise UsageError(
+                f"{args.target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a plan ID; list plans with %workflow plans"
+            ) from None
+
+    def _verb_run(self, args: Any) -> Any:
+        previous = self.session.planned.get(args.target)
+        plan = self._plan_for_run(args)
+        print(f"plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
+        if not args.yes:
+
+            def on_run() -> RunHandle:
+                return api.run(
+                    plan,
+                    confirm_digest=plan.graph_digest,
+                    mode=args.mode,
+                    approval_timeout=args.approval_timeout,
+                    reuse=not args.no_reuse,
+                    executor=args.executor,
+                )
+
+            changed = previous is not None and previous.graph_digest != plan.graph_digest
+            changes = api.call(api.service().diff_plans(previous, plan)) if previous is not None and changed else None
+            show_plan_card(plan, on_run=on_run, changes=changes)
+            return None
+        handle = api.run(
+            plan,
+            yes=True,
+            mode=args.mode,
+            approval_timeout=args.approval_timeout,
+            reuse=not args.no_reuse,
+            executor=args.executor,
+        )
+        return self._started(handle, args)
+
+    def _verb_diff(self, args: Any) -> Report | None:
+        result = api.call(api.service().diff(self._expand_id(args.old), self._expand_id(args.new)))
+        if args.output == "json":
+            print(json.dumps(diff_json(result), indent=2))
+            return None
+        return Report("\n".join(result.lines()), data=result)
+
+    def _try_workflow(self, args: Any) -> str:
+        """The workflow ``%workflow try`` plans: ``--workflow``, else the one cell holding the node."""
+        if args.workflow is not None:
+            return str(args.workflow)
+        names = self.session.workflow_names()
+        holding = [
+            name
+            for name in names
+            if name in self.session.validated
+            and any(node.name == args.node for node in self.session.validated[name].graph.nodes)
+        ]
+        if len(holding) == 1:
+            return holding[0]
+        if len(names) == 1:
+            return names[0]
+        known = ", ".join(names) or "none yet"
+        raise UsageError(
+            f"%workflow try {args.node}: say which workflow holds the node with --workflow NAME (this notebook's: {known})"
+        )
+
+    def _verb_try(self, args: Any) -> Any:
+        name = self._try_workflow(args)
+        plan, _ = self._target(name, [], store=True)
+        from_run = self._expand_id(args.from_run) if args.from_run else None
+        tried = api.call(api.service().try_node(plan.plan_id, args.node, from_run=from_run))
+        derived = tried.plan
+        upstream = ", ".join(tried.seed_nodes) or "(none)"
+        print(f"try node {tried.node} of workflow {name}: plan {derived.plan_id}  digest {derived.graph_digest}")
+        print(f"upstream values from run {tried.source_run}: {upstream}")
+        if not args.yes:
+
+            def on_run() -> RunHandle:
+                return api.run_try(
+                    tried, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
+                )
+
+            again = f"%workflow try {tried.node} --workflow {name} --from {tried.source_run[:13]} --yes"
+            show_plan_card(derived, on_run=on_run, confirm=again)
+            return None
+        handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
+        return self._started(handle, args)
+
+    def _verb_resume(self, args: Any) -> Any:
+        handle = api.resume(
+            args.run,
+            recover_uncertain=args.recover_uncertain,
+            yes=args.yes,
+            approval_timeout=args.approval_timeout,
+            decisions=parse_decisions(args.decide),
+            executor=args.executor,
+        )
+        return self._started(handle, args)
+
+    def _started(self, handle: RunHandle, args: Any) -> Any:
+        if not args.wait:
+            show_run(handle)
+            return handle
+        self._follow(handle, output=args.output)
+        error = handle.exception()
+        if isinstance(error, RhoError):
+            raise usage_error(error)
+        if error is not None:
+            raise error
+        return status_report(handle.state())
+
+    def _follow(self, handle: RunHandle, *, output: str) -> None:
+        """Print the run's events on this (the kernel's) thread until it stops."""
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        remove = handle.add_listener(events.put)
+        printer = Progress(sys.stdout, output=output)
+        printed = 0
+        try:
+            earlier = api.call(Service(layout=handle.layout).journal(handle.run_id)).events
+            for record in earlier:
+                printer(record)
+                printed = max(printed, int(record.get("seq", 0)))
+            while True:
+                try:
+                    record = events.get(timeout=0.1)
+                except queue.Empty:
+                    if handle.done() and events.empty():
+                        return
+                    continue
+                seq = int(record.get("seq", 0))
+                if seq and seq <= printed:
+                    continue
+                printed = max(printed, seq)
+                printer(record)
+        finally:
+            remove()
+
+    def _verb_status(self, args: Any) -> Report | None:
+        state = api.status(args.run)
+        if args.output == "json":
+            print(json.dumps(status_json(state), indent=2))
+            return None
+        return status_report(state)
+
+    def _verb_cancel(self, args: Any) -> None:
+        result = api.cancel(args.run, wait_seconds=args.wait)
+        print(json.dumps(result.to_json()))
+
+    def _verb_runs(self, args: Any) -> Report | None:
+        if args.output == "json":
+            query = RunsQuery(state=Lifecycle(args.state) if args.state else None, limit=max(args.limit, 0))
+            print(json.dumps(api.call(api.service().run_rows(query)), indent=2))
+            return None
+        return runs_report(api.runs(state=args.state, limit=args.limit if args.limit > 0 else None))
+
+    def _verb_plans(self, args: Any) -> Report | None:
+        manifests = api.plans()
+        if args.output == "json":
+            print(json.dumps([plan_json(m) for m in manifests], indent=2))
+            return None
+        return plans_report(manifests)
+
+    def _verb_result(self, args: Any) -> Report | None:
+        result = api.result(args.run)
+        if args.output == "json":
+            print(json.dumps(result.to_json(), indent=2))
+            return None
+        return Report(str(result), data=result)
+
+    def _verb_logs(self, args: Any) -> None:
+        streams = ("stdout", "stderr") if args.stream == "both" else (args.stream,)
+        shown = {name: 0 for name in streams}
+        while True:
+            found = api.logs(args.run, args.node, stream=args.stream)
+            for name in streams:
+                text = found.get(name, "")
+                target = sys.stdout if name == "stdout" else sys.stderr
+                target.write(text[shown[name] :])
+                target.flush()
+                shown[name] = len(text)
+            if not args.follow:
+                return
+            state = api.status(args.run)
+            if state.nodes[args.node].state.value not in ("pending", "ready", "running"):
+                return
+            time.sleep(0.2)
+
+    def _verb_approve(self, args: Any) -> None:
+        if args.request is None:
+            pending = api.approve(args.run)
+            if not pending:
+                print("no pending approval requests")
+            for request in pending:
+                print(f"request {request.request_id}  node {request.node}  attempt {request.attempt}  ({request.kind})")
+                print(json.dumps(request.facts, indent=2, sort_keys=True))
+            return
+        decision = api.approve(args.run, args.request, deny=args.deny, comment=args.comment)
+        print(f"{decision.decision} by {decision.by} at {decision.at} via {decision.via}")
+
+    def _verb_answer(self, args: Any) -> None:
+        """Answer a human step's form: ``%workflow answer RUN STEP FIELD=JSON...`` (as the CLI's
+        ``rho-notebook answer``; ``%workflow approve RUN REQUEST --deny`` declines it)."""
+        values = self._inputs(args.fields)
+        svc = api.service()
+        request = api.call(svc.form_request(args.run, args.step))
+        print(describe_request(request))
+        decision = api.call(svc.answer(request, values, comment=args.comment, via="notebook"))
+        step = request.facts.get("step", request.node)
+        print(f"answered step {step} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}")
+
+    def _verb_export(self, args: Any) -> Report:
+        paths = args.paths
+        if len(paths) == 2:
+            result = api.export(paths[0], paths[1], workflow=args.workflow)
+        elif len(paths) == 1:
+            result = export_cells(self.session.cells, Path(paths[0]), workflow=args.workflow)
+        else:
+            raise UsageError(
+                "%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells"
+            )
+        text = str(result)
+        if result.inputs or result.flow:
+            what = "inputs are" if result.inputs else "flow name is"
+            text += f"\nthe cell's {what} not part of the folder; plan with: {result.plan_command()}"
+        return Report(text, data=result)
+
+    def _verb_show(self, args: Any) -> None:
+        """An earlier run's DAG and outputs from the store (nothing re-executed), with a picker of
+        the runs of its workflow; without RUN the newest run of this notebook's workflow."""
+        from IPython.display import display
+
+        workflow = args.workflow
+        if args.run is None and workflow is None:
+            workflow = self._shown_workflow()
+        picker = api.show(args.run, workflow=workflow, node=args.node)
+        display(picker)  # type: ignore[no-untyped-call]
+
+    def _shown_workflow(self) -> str | None:
+        """The workflow ``%workflow show`` shows without RUN: this notebook's only ``%%workflow``
+        cell, or the one planned last in this session; None when no cell ran in this kernel (a
+        reopened notebook: then the newest run in this workspace)."""
+        names = self.session.workflow_names()
+        if len(names) == 1:
+            return names[0]
+        planned = [name for name in self.session.planned if name in names]
+        if planned:
+            return planned[-1]
+        if names:
+            raise UsageError(
+                f"this notebook has several workflows ({', '.join(names)}): name one with %workflow show --workflow NAME"
+            )
+        return None
+
+    def _verb_hub(self, args: Any) -> None:
+        overview = self.session.describe()
+        lines = [f"workspace  {overview['workspace']}"]
+        for name, info in overview["workflows"].items():
+            lines.append(f"workflow   {name:<20} {'valid' if info['valid'] else 'not validated':<14} {info['cell']}")
+        for label, display in overview["modules"].items():
+            lines.append(f"module     {label}  {display}")
+        for agent_id, display in overview["agents"].items():
+            lines.append(f"agent      {agent_id}  {display}")
+        for run in overview["runs"]:
+            lines.append(
+                f"run        {run['run_id']}  {run['workflow']:<20} {run['lifecycle']:<15} {run['outcome'] or ''}".rstrip()
+            )
+        if len(lines) == 1:
+            lines.append("no workflow cells yet: write a %%workflow NAME cell")
+        show_hub(self.session, "\n".join(lines))

@@ -1,0 +1,239 @@
+"""The flags of ``run`` and ``resume``, and the ``--decide`` parser, written once for both front
+ends that take them: the CLI (``rho-notebook run|resume``) and the magics (``%workflow run|resume``).
+
+A :class:`Flag` holds a flag's spelling, type, choices and default once; its help text is given per
+front end where the two say something different (the notebook asks with a plan card rather than a
+prompt, prints progress only with ``--wait``). A flag only one front end has (``--wait`` in a cell,
+``--workflow`` with a notebook file on the command line) names that front end. The parity test
+(``tests/kernel/test_magics.py``) checks that every CLI flag is a magic flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from rho_notebook.errors import ArgumentError
+
+__all__ = [
+    "Front",
+    "Flag",
+    "VerbParser",
+    "options_of",
+    "MODES",
+    "RUN_FLAGS",
+    "RESUME_FLAGS",
+    "TRY_FLAGS",
+    "add_flags",
+    "parse_decisions",
+    "seconds",
+]
+
+Front = Literal["cli", "notebook"]
+Decision = Literal["rerun", "skip"]
+
+MODES = ("auto", "plan", "supervised")
+"""The permission modes a run may be started in (docs/approvals.md)."""
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds, 0 or more (``--approval-timeout``, ``cancel --wait``); argparse
+    turns the :class:`argparse.ArgumentTypeError` into a usage error naming the flag."""
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not math.isfinite(value) or value < 0:
+        msg = f"{text!r}: give a finite number, 0 or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+class VerbParser(argparse.ArgumentParser):
+    """An argument parser that keeps, in public attributes, its verbs' parsers and the option
+    strings of its flags, so that :func:`options_of` (completion, the CLI/magic parity test) reads
+    them without reaching into argparse's private state. Both front ends' parsers are one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.option_names: list[str] = []
+        """Every option string added (``--yes``, ``-h``), in order."""
+        self.verbs: dict[str, argparse.ArgumentParser] = {}
+        """Verb -> its parser (filled by the subparsers action :meth:`add_subparsers` returns)."""
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.option_names.extend(action.option_strings)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        self.verbs = action.choices
+        return action
+
+
+def options_of(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """verb -> its ``--`` option strings, sorted (for completion and for the CLI parity test)."""
+    verbs: dict[str, argparse.ArgumentParser] = getattr(parser, "verbs", {})
+    return {
+        verb: sorted(name for name in getattr(sub, "option_names", ()) if name.startswith("--"))
+        for verb, sub in verbs.items()
+    }
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One option of a verb, as :meth:`argparse.ArgumentParser.add_argument` takes it."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Everything but the help: ``action``, ``type``, ``choices``, ``default``, ``metavar``."""
+    cli: str | None = None
+    """The help text of ``rho-notebook VERB --help`` (None: the flag is listed without one)."""
+    notebook: str | None = None
+    """The help text of ``%workflow VERB --help``."""
+    fronts: frozenset[Front] = frozenset({"cli", "notebook"})
+    """The front ends that take the flag."""
+
+    def add(self, parser: argparse.ArgumentParser, *, front: Front) -> None:
+        if front in self.fronts:
+            parser.add_argument(self.name, **self.options, help=self.cli if front == "cli" else self.notebook)
+
+
+def add_flags(parser: argparse.ArgumentParser, flags: Sequence[Flag], *, front: Front) -> None:
+    """Add ``flags`` (those ``front`` takes) to a verb's parser, in order."""
+    for flag in flags:
+        flag.add(parser, front=front)
+
+
+_STORE_TRUE: Mapping[str, Any] = {"action": "store_true"}
+
+YES = Flag(
+    "--yes",
+    _STORE_TRUE,
+    cli="confirm the digest without asking (required without a terminal)",
+    notebook="confirm the digest (otherwise a plan card asks)",
+)
+PROGRESS_OUTPUT = Flag(
+    "--output", {"choices": ("text", "jsonl"), "default": "text"}, notebook="with --wait: how progress is printed"
+)
+MODE = Flag(
+    "--mode",
+    {"choices": MODES, "default": "auto"},
+    cli="permission mode for command launches (default auto; recorded in the run)",
+)
+APPROVAL_TIMEOUT = Flag(
+    "--approval-timeout",
+    {"type": seconds, "default": 0.0, "metavar": "SECONDS"},
+    cli="with no terminal to ask, how long a supervised launch waits for `rho-notebook approve` before failing "
+    "closed (default 0)",
+)
+WAIT = Flag(
+    "--wait",
+    _STORE_TRUE,
+    notebook="block the cell and print progress until the run stops",
+    fronts=frozenset({"notebook"}),
+)
+NO_REUSE = Flag(
+    "--no-reuse",
+    _STORE_TRUE,
+    cli="launch every node, even a `reuse = True` node whose stored success has the same reuse key",
+    notebook="launch every node, even unchanged `reuse = True` nodes",
+)
+FLOW = Flag(
+    "--flow",
+    {"metavar": "NAME"},
+    cli="with FLOW.py: run the module's Workflow NAME as a flow run (docs/flows.md)",
+    notebook="with a FLOW.py file: its Workflow NAME as a flow run (docs/flows.md); a %%%%flow cell needs none",
+)
+EXECUTOR = Flag(
+    "--executor",
+    {"default": None, "metavar": "local|dask[=ADDRESS]"},
+    cli="where command, shell and python nodes run: local (default), or on a Dask cluster "
+    "(dask: $RHO_NOTEBOOK_DASK_SCHEDULER, settings dask_scheduler, else a LocalCluster for the run; "
+    "docs/distributed.md)",
+    notebook="where command, shell and python nodes run (docs/distributed.md)",
+)
+NOTEBOOK_WORKFLOW = Flag(
+    "--workflow",
+    {"metavar": "NAME"},
+    cli="with NOTEBOOK.ipynb: which %%%%workflow NAME cell (optional when it has one)",
+    fronts=frozenset({"cli"}),
+)
+INPUT = Flag(
+    "--input",
+    {"action": "append", "default": [], "metavar": "KEY=JSON"},
+    cli="with NOTEBOOK.ipynb or SCRIPT.py: an input value (for a notebook, overrides the cell's --input)",
+    notebook="with a workflow name: an input value for planning",
+)
+_RECOVER_HELP = "after inspection: stop leftover processes and rerun attempts without a journaled result"
+RECOVER_UNCERTAIN = Flag("--recover-uncertain", _STORE_TRUE, cli=_RECOVER_HELP, notebook=_RECOVER_HELP)
+DECIDE = Flag(
+    "--decide",
+    {"action": "append", "default": [], "metavar": "STEP=rerun|skip"},
+    cli="script runs: decide a halted step (rerun: one new attempt; skip: accept its stored result); repeatable",
+    notebook="script runs: resolve a halted step (repeatable); authorises exactly one attempt",
+)
+
+RUN_FLAGS: tuple[Flag, ...] = (
+    YES,
+    PROGRESS_OUTPUT,
+    MODE,
+    APPROVAL_TIMEOUT,
+    WAIT,
+    NO_REUSE,
+    FLOW,
+    EXECUTOR,
+    NOTEBOOK_WORKFLOW,
+    INPUT,
+)
+"""``run PLAN|NOTEBOOK.ipynb|SCRIPT.py`` and ``%workflow run PLAN|NAME`` (after the positional)."""
+
+RESUME_FLAGS: tuple[Flag, ...] = (
+    replace(YES, cli=None, notebook=None),
+    RECOVER_UNCERTAIN,
+    DECIDE,
+    PROGRESS_OUTPUT,
+    replace(APPROVAL_TIMEOUT, cli=None),
+    replace(
+        EXECUTOR,
+        cli="where this resume runs command, shell and python nodes (default: where the run ran; docs/distributed.md)",
+    ),
+    WAIT,
+)
+"""``resume RUN`` and ``%workflow resume RUN``."""
+
+TRY_FLAGS: tuple[Flag, ...] = (
+    replace(YES, notebook="confirm the derived plan's digest (otherwise a plan card asks)"),
+    MODE,
+    PROGRESS_OUTPUT,
+    APPROVAL_TIMEOUT,
+    WAIT,
+)
+"""``%workflow try NODE`` (the notebook's verb: run one node from an earlier run's values)."""
+
+
+def parse_decisions(given: Sequence[str]) -> dict[str, Decision]:
+    """``--decide STEP=rerun|skip`` values as {STEP: decision}: one decision per halted step.
+
+    Raises
+    ------
+    ArgumentError
+        A value is not ``STEP=rerun`` or ``STEP=skip``, or names a step twice (a usage error: the
+        CLI exits 2, a magic raises ``UsageError``).
+    """
+    decisions: dict[str, Decision] = {}
+    for item in given:
+        step, sep, decision = item.partition("=")
+        if not sep or not step or decision not in ("rerun", "skip"):
+            msg = f"--decide {item!r}: write --decide STEP=rerun or --decide STEP=skip"
+            raise ArgumentError(msg)
+        if step in decisions:
+            msg = f"--decide names step {step!r} twice; give one decision per halted step"
+            raise ArgumentError(msg)
+        decisions[step] = "rerun" if decision == "rerun" else "skip"
+    return decisions

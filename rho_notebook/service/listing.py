@@ -1,0 +1,135 @@
+"""Listing the runs of a store: snapshots (``runs``) and rows of the run list (``run_rows``).
+
+One listing rule for every front end: a run whose directory entry is refused (a symlink, not a
+directory) or that cannot be read is left out and reported as a warning, never silently; a run
+whose journal is damaged is listed as ``damaged``. A front end that polls the list (the server)
+keeps a :class:`RowCache` so the rows of finished runs are not read again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from rho_notebook.errors import NotFound, RhoError
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle
+from rho_notebook.runtime.status import load_state
+from rho_notebook.service.requests import RunsQuery
+from rho_notebook.service.wire import LIVE_LIFECYCLES, RunRowJson, run_row_json
+from rho_notebook.store.files import refused_dir_entry
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.runs import RunStore
+
+__all__ = ["RowCache", "list_runs", "list_rows"]
+
+_log = logging.getLogger(__name__)
+_REPORTED_REFUSALS: set[str] = set()
+"""Refused run directory entries already warned about in this process."""
+
+
+class RowCache:
+    """Rows of finished runs by the size and mtime of their journal and the mtime of its
+    watermark (:meth:`Service.run_rows`).
+
+    A front end that lists runs often (the server) keeps one; safe to share between threads.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[tuple[int, ...], RunRowJson]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str, key: tuple[int, ...]) -> RunRowJson | None:
+        with self._lock:
+            found = self._rows.get(run_id)
+        return found[1] if found is not None and found[0] == key else None
+
+    def put(self, run_id: str, key: tuple[int, ...], row: RunRowJson) -> None:
+        with self._lock:
+            self._rows[run_id] = (key, row)
+
+    def keep(self, run_ids: list[str]) -> None:
+        """Forget the runs not in ``run_ids`` (deleted)."""
+        kept = set(run_ids)
+        with self._lock:
+            for gone in [run_id for run_id in self._rows if run_id not in kept]:
+                del self._rows[gone]
+
+
+def list_runs(layout: StoreLayout, query: RunsQuery | None) -> list[RunState]:
+    """Snapshots of the listable runs, oldest first, selected by ``query``."""
+    found = []
+    for run_id in _listable_run_ids(layout):
+        try:
+            found.append(load_state(layout, run_id))
+        except (RhoError, OSError):
+            continue
+    return (query or RunsQuery()).select(found, lambda state: state.lifecycle)
+
+
+def list_rows(layout: StoreLayout, query: RunsQuery | None, cache: RowCache | None) -> list[RunRowJson]:
+    """Rows of the listable runs, oldest first, selected by ``query``; finished rows from ``cache``."""
+    ids = _listable_run_ids(layout)
+    if cache is not None:
+        cache.keep(ids)
+    rows = [row for row in (_run_row(layout, run_id, cache) for run_id in ids) if row is not None]
+    return (query or RunsQuery()).select(rows, lambda row: row["lifecycle"])
+
+
+def _listable_run_ids(layout: StoreLayout) -> list[str]:
+    """The store's run IDs but those whose directory entry is refused, each reported as a warning
+    (``rho-notebook: warning: ...`` in the CLI, the server's log; once per process and entry)."""
+    ids = []
+    for run_id in RunStore(layout).ids():
+        refused = refused_dir_entry(layout.run_dir(run_id))
+        if refused is None:
+            ids.append(run_id)
+        else:
+            _report_refusal(run_id, refused)
+    return ids
+
+
+def _run_row(layout: StoreLayout, run_id: str, cache: RowCache | None) -> RunRowJson | None:
+    key = None
+    if cache is not None:
+        key = _row_key(layout, run_id)
+        cached = cache.get(run_id, key) if key is not None else None
+        if cached is not None:
+            return cached
+    try:
+        state = load_state(layout, run_id)
+        row = run_row_json(state, RunStore(layout).manifest(run_id))
+    except NotFound:  # no manifest yet: a run being created
+        return None
+    except (RhoError, OSError) as err:  # reported as a warning, never silently left out
+        _report_refusal(run_id, err.message if isinstance(err, RhoError) else str(err))
+        return None
+    finished = state.lifecycle not in LIVE_LIFECYCLES and state.lifecycle is not Lifecycle.PLANNED
+    if cache is not None and key is not None and finished:
+        cache.put(run_id, key, row)
+    return row
+
+
+def _row_key(layout: StoreLayout, run_id: str) -> tuple[int, ...] | None:
+    """What a cached row is valid for: the journal's size and mtime and (chained runs) the
+    watermark's mtime, so deleting or editing either is seen; None when the journal cannot be
+    stat'ed (the row is then read, not cached: a deleted journal lists as damaged)."""
+    folder = RunStore(layout).folder(run_id)
+    try:
+        info = os.stat(folder.events, follow_symlinks=False)
+    except OSError:
+        return None
+    try:
+        mark = os.stat(folder.mark, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        mark = -1
+    return (info.st_size, info.st_mtime_ns, mark)
+
+
+def _report_refusal(run_id: str, why: str) -> None:
+    """Log that run ``run_id`` is left out of a listing and why, once per process and reason (the
+    server's sidebar polls the list)."""
+    if why not in _REPORTED_REFUSALS:
+        _REPORTED_REFUSALS.add(why)
+        _log.warning("run %s refused: %s", run_id, why)

@@ -1,0 +1,173 @@
+"""Reading a run without owning it: its result, a node's attempt and artifacts, its journal and a
+node's output, whole or followed while the run goes on.
+
+Front ends read a run's files only through these (and :mod:`rho_notebook.service.listing`): never
+through the run's folder, so the symlink checks and the journal's chain are applied once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rho_notebook.errors import NotFound
+from rho_notebook.model.graph import Graph
+from rho_notebook.model.run_state import NodeRecord, RunState
+from rho_notebook.model.state import NodeState
+from rho_notebook.runtime.status import load_state
+from rho_notebook.service.results import RunResult, run_result
+from rho_notebook.service.wire import LIVE_LIFECYCLES, ResultJson, result_json
+from rho_notebook.store.files import check_no_symlink
+from rho_notebook.store.journal import JournalRead, check_journal, follow_journal, read_journal
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.runs import OwnerLock, RunStore
+
+__all__ = [
+    "NodeAttempt",
+    "Stream",
+    "attempt_dir",
+    "node_attempt",
+    "read_result",
+    "read_run_result",
+    "run_graph",
+    "journal",
+    "events",
+    "logs",
+]
+
+Stream = Literal["stdout", "stderr"]
+
+_LOG_POLL_SECONDS = 0.1
+_WAITING = (NodeState.RUNNING, NodeState.READY, NodeState.PENDING)
+"""Node states in which a followed log may still grow."""
+
+
+@dataclass(frozen=True)
+class NodeAttempt:
+    """One attempt of a node and where it keeps its artifacts (:meth:`Service.node_attempt`)."""
+
+    run_id: str
+    node: str
+    attempt: int
+    """0 when the node has not started."""
+    folder: Path | None
+    """None when the node has not started."""
+    record: NodeRecord
+    """The node's record in the snapshot the attempt was read from."""
+
+
+def _no_node(state: RunState, node: str) -> NotFound:
+    return NotFound(f"run {state.run_id} has no node {node!r}; its nodes: {', '.join(sorted(state.nodes))}")
+
+
+def read_result(layout: StoreLayout, run: str) -> ResultJson:
+    """Per node: state, attempts, exit, artifact paths and validated output (the wire shape)."""
+    store = RunStore(layout)
+    run_id = store.resolve(run)
+    return result_json(store.folder(run_id), load_state(layout, run_id))
+
+
+def read_run_result(layout: StoreLayout, run: str) -> RunResult:
+    """:func:`read_result` as Python values (:class:`RunResult`)."""
+    store = RunStore(layout)
+    state = load_state(layout, store.resolve(run))
+    return run_result(store.folder(state.run_id), state)
+
+
+def run_graph(layout: StoreLayout, run: str) -> Graph:
+    """The frozen graph a run executes, checked against the digest it was created with."""
+    store = RunStore(layout)
+    run_id = store.resolve(run)
+    return store.graph(run_id, expected_digest=store.manifest(run_id).graph_digest)
+
+
+def attempt_dir(layout: StoreLayout, run_id: str, node: str, attempt: int) -> Path:
+    """Where attempt ``attempt`` of ``node`` keeps its own artifacts (no file is read)."""
+    return RunStore(layout).folder(run_id).attempt_dir(node, attempt)
+
+
+def node_attempt(layout: StoreLayout, run: str, node: str, *, attempt: int) -> NodeAttempt:
+    """One attempt of a node (0: its latest) and the folder of its artifacts (stdout,
+    exit.json, ...), checked to hold no symlinked entry below the store. The folder is None
+    when the latest attempt was asked for and the node has not started.
+
+    Raises NotFound: The run has no such node, or the node no such attempt; StoreError: A symlink stands on
+    the way to the folder.
+    """
+    store = RunStore(layout)
+    state = load_state(layout, store.resolve(run))
+    record = state.nodes.get(node)
+    if record is None:
+        raise _no_node(state, node)
+    number = attempt or record.attempt
+    if number == 0:
+        return NodeAttempt(run_id=state.run_id, node=node, attempt=0, folder=None, record=record)
+    if number < 1 or number > record.attempt:
+        msg = f"node {node!r} of run {state.run_id} has no attempt {number} (it has {record.attempt})"
+        raise NotFound(msg)
+    attempt_record = next((a for a in record.attempts if a.number == number), None)
+    run_folder = store.folder(state.run_id)
+    folder = run_folder.attempt_dir(node, number)
+    if attempt_record is not None:  # a reused attempt's files are its source attempt's
+        folder = run_folder.files_of(node, attempt_record)
+    check_no_symlink(folder, below=layout.home)
+    return NodeAttempt(run_id=state.run_id, node=node, attempt=number, folder=folder, record=record)
+
+
+def journal(layout: StoreLayout, run: str, *, after_seq: int) -> JournalRead:
+    """The run's journal records after ``after_seq``; a chained run's checked against its chain."""
+    store = RunStore(layout)
+    run_id = store.resolve(run)
+    folder = store.folder(run_id)
+    if store.manifest(run_id).chained:
+        return check_journal(folder.events, mark=folder.mark, after_seq=after_seq)
+    return read_journal(folder.events, after_seq=after_seq)
+
+
+async def events(
+    layout: StoreLayout, run: str, *, after_seq: int, follow: bool, stop: Callable[[], bool] | None
+) -> AsyncIterator[dict[str, Any]]:
+    """The run's journal records after ``after_seq``; with ``follow``, new ones until the run is
+    no longer live (or ``stop()``)."""
+    store = RunStore(layout)
+    run_id = await asyncio.to_thread(store.resolve, run)
+    folder = store.folder(run_id)
+    if not follow:
+        read = await asyncio.to_thread(read_journal, folder.events, after_seq=after_seq)
+        for record in read.events:
+            yield record
+        return
+
+    def finished() -> bool:
+        return not OwnerLock.is_held(folder.lock) and load_state(layout, run_id).lifecycle not in LIVE_LIFECYCLES
+
+    async for record in follow_journal(folder.events, after_seq=after_seq, stop=stop or finished):
+        yield record
+
+
+async def logs(
+    layout: StoreLayout, run: str, node: str, *, streams: tuple[Stream, ...], follow: bool
+) -> AsyncIterator[tuple[Stream, str]]:
+    """A node's retained output, latest attempt, as (stream, text) pieces; with ``follow``, new
+    output while the node runs."""
+    store = RunStore(layout)
+    run_id = await asyncio.to_thread(store.resolve, run)
+    folder = store.folder(run_id)
+    offsets = dict.fromkeys(streams, 0)
+    while True:
+        state = await asyncio.to_thread(load_state, layout, run_id)
+        if node not in state.nodes:
+            raise _no_node(state, node)
+        record = state.nodes[node]
+        attempt_folder = folder.attempt_dir(node, max(record.attempt, 1))
+        for stream in streams:
+            data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
+            if data:
+                offsets[stream] += len(data)
+                yield stream, data.decode("utf-8", "replace")
+        if not follow or record.state not in _WAITING or state.lifecycle not in LIVE_LIFECYCLES:
+            return
+        await asyncio.sleep(_LOG_POLL_SECONDS)
