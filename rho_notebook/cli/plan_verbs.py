@@ -13,7 +13,7 @@ from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Service, load_limits, parse_input_args
 from rho_notebook.service.sync import run_sync
-from rho_notebook.service.wire import plan_json, plan_summary_json
+from rho_notebook.service.wire import invalid_json, plan_json, plan_summary_json, validate_json
 
 __all__ = ["register"]
 
@@ -190,9 +190,7 @@ def _validate_flow(args: argparse.Namespace) -> int:
             errors += check.errors
     warnings = len(shown) - errors
     if args.output == "json":
-        print(
-            json.dumps({"valid": errors == 0, "flow": args.flow, "manifest": manifest, "diagnostics": shown}, indent=2)
-        )
+        print(json.dumps(validate_json(shown, valid=errors == 0, flow=args.flow, manifest=manifest), indent=2))
         return 1 if errors else 0
     for line in lines:
         print(line, file=sys.stderr)
@@ -222,7 +220,7 @@ def run_validate(args: argparse.Namespace) -> int:
         return _run(args, store=False)
     except InvalidWorkflow as err:
         if args.output == "json":
-            print(json.dumps({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]}, indent=2))
+            print(json.dumps(invalid_json(err), indent=2))
         raise
 
 
@@ -231,7 +229,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return _run(args, store=True)
     except InvalidWorkflow as err:
         if args.output == "json":
-            print(json.dumps({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]}, indent=2))
+            print(json.dumps(invalid_json(err), indent=2))
         raise
 
 

@@ -68,7 +68,7 @@ from rho_notebook.service import (
     Workspace,
 )
 from rho_notebook.service.kernel_python import notebook_interpreter
-from rho_notebook.service.wire import LIVE_LIFECYCLES, plan_summary_json, status_json
+from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
 
@@ -134,7 +134,7 @@ class WorkflowTools:
         except ToolFailure as failure:
             return _error(failure.answer)
         except InvalidWorkflow as err:
-            return _error({"valid": False, "diagnostics": [d.to_json() for d in err.diagnostics()]})
+            return _error(invalid_json(err))
         except RhoError as err:
             return _error(f"error[{err.rule}]: {err.message}")
         except Exception as err:  # a bug or an OS failure: the client gets one line, the log the traceback

@@ -49,7 +49,7 @@ from rho_notebook.service.cell_args import parse_verb
 from rho_notebook.service.cells import GraphCell, WorkflowCell
 from rho_notebook.service.export import export_cells
 from rho_notebook.service.flags import parse_decisions
-from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json
+from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
 
 __all__ = ["WorkflowVerbs", "hold_graph"]
 
@@ -157,7 +157,7 @@ class WorkflowVerbs:
                 )
             report = hold_graph(self.session, graph)
             if args.output == "json":
-                print(json.dumps({"valid": True, "graph": args.target, "diagnostics": []}, indent=2))
+                print(json.dumps(validate_json([], valid=True, graph=args.target), indent=2))
                 return None
             return report
         plan, cell = self._target(args.target, args.input, store=False, flow=args.flow)

@@ -48,7 +48,7 @@ from rho_notebook.model.graph import Graph
 from rho_notebook.planning._findings import Finding
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.script import FLOW_INPUTS, freeze_script, parse_inputs_declaration
-from rho_notebook.planning.seal import FrozenGraph, plan_with
+from rho_notebook.planning.seal import FrozenGraph
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.pymodules import HARNESS_PATH
 
@@ -59,7 +59,6 @@ __all__ = [
     "check_manifest",
     "compile_flow",
     "manifest_agents",
-    "plan_flow",
     "to_graph",
 ]
 
@@ -84,14 +83,6 @@ class FlowCheck:
     @property
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity == "error")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "flow": self.flow,
-            "valid": self.errors == 0,
-            "manifest": self.manifest,
-            "diagnostics": [f.to_json() for f in self.findings],
-        }
 
 
 def _write_modules(folder: Path, graph: Graph) -> None:
@@ -300,7 +291,7 @@ async def check_flow(request: PlanRequest, *, limits: Limits | None = None) -> F
     Raises
     ------
     InvalidWorkflow
-        The module does not lint, plan or compile (see :func:`plan_flow`).
+        The module does not lint, plan or compile (see :func:`to_graph`).
     """
     if request.flow is None:
         msg = "check_flow needs a flow request (request.flow names the Workflow)"
@@ -340,7 +331,3 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
     if errors:
         raise InvalidWorkflow([f.diagnostic() for f in errors])
     return dataclasses.replace(frozen, flow=manifest)
-
-
-plan_flow = plan_with(to_graph)
-"""``plan_flow(request, *, plan_id, limits=None)``: a flow's plan (see :func:`to_graph`)."""

@@ -38,12 +38,12 @@ from rho_notebook.planning.itemgraph import load_graph, locate
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import workspace_label
-from rho_notebook.planning.seal import FrozenGraph, plan_with
+from rho_notebook.planning.seal import FrozenGraph
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "plan_item_graph", "to_graph"]
+__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "to_graph"]
 
 HUMAN_TIMEOUT_SECONDS = 604_800
 """How long a human step waits for its answer (the ``timeout_seconds`` ceiling: 7 days)."""
@@ -284,7 +284,3 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
         items=ItemSettings(item_bytes=limits.limit("item_bytes")),
     )
     return FrozenGraph(graph=graph, resolver=resolver, sources=[request.entry], display=shown)
-
-
-plan_item_graph = plan_with(to_graph)
-"""``plan_item_graph(request, *, plan_id, limits=None)``: an item graph's plan (see :func:`to_graph`)."""

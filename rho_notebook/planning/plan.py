@@ -19,7 +19,7 @@ from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
-from rho_notebook.planning.seal import FrozenGraph, plan_with, source_records
+from rho_notebook.planning.seal import FrozenGraph, source_records
 from rho_notebook.planning.starlark_nodes import FrozenNodes, freeze_nodes
 from rho_notebook.source.evaluate import Evaluation, evaluate_source
 from rho_notebook.source.labels import FileSourceReader, SourceReader
@@ -29,7 +29,6 @@ from rho_notebook.source.pymodules import ModuleIndex
 __all__ = [
     "PlanRequest",
     "authority_of",
-    "build_plan",
     "catalog_resolver",
     "frozen_agent",
     "source_records",
@@ -132,7 +131,3 @@ async def to_graph(
     python_sources = [index.module(module.label).source for module in graph.python_modules]
     sources = sorted([*evaluation.sources, *python_sources], key=lambda s: s.label)
     return FrozenGraph(graph=graph, resolver=resolver, sources=sources, display=workflow_file, stats=evaluation.stats)
-
-
-build_plan = plan_with(to_graph)
-"""``build_plan(request, *, plan_id, limits=None)``: a Starlark workflow's plan (see :func:`to_graph`)."""

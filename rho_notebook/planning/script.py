@@ -32,7 +32,7 @@ from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script_inputs import INPUT_TYPES, NAME, parse_inputs_declaration, parse_script
 from rho_notebook.planning.script_lint import lint_script
-from rho_notebook.planning.seal import FrozenGraph, plan_with
+from rho_notebook.planning.seal import FrozenGraph
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits
 from rho_notebook.source.pymodules import ModuleIndex, check_module_label
@@ -46,7 +46,6 @@ __all__ = [
     "is_script_request",
     "lint_script",
     "parse_inputs_declaration",
-    "plan_script",
     "script_entry",
     "to_graph",
     "workspace_label",
@@ -227,7 +226,3 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
         interpreter that cannot be frozen.
     """
     return await freeze_script(request, limits=limits)
-
-
-plan_script = plan_with(to_graph)
-"""``plan_script(request, *, plan_id, limits=None)``: a script's plan (see :func:`to_graph`)."""
