@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rho_notebook"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-FRONT_END_MAY_USE = frozenset({"service", "model", "views", "errors", "oshelpers", "flow"})
+FRONT_END_MAY_USE = frozenset({"service", "model", "views", "errors", "oshelpers", "lazy", "flow"})
 """``flow`` too: the authoring API, whose in-memory model backend the notebook extension installs."""
 STANDALONE = "script"
 """The one layer that imports nothing of ours, not even the base: it runs in a script's interpreter."""
