@@ -46,33 +46,38 @@ def _encode_into(value: Any, out: bytearray) -> None:
         out += b"I"
         out += _I64.pack(value)
     elif isinstance(value, str):
-        data = value.encode("utf-8")
-        out += b"S"
-        out += _U32.pack(len(data))
-        out += data
+        _encode_str(value.encode("utf-8"), out)
     elif isinstance(value, (list, tuple)):
         out += b"L"
         out += _U32.pack(len(value))
         for item in value:
             _encode_into(item, out)
     elif isinstance(value, dict):
-        keys = []
-        for key in value:
-            if not isinstance(key, str):
-                msg = f"map key {key!r} is not a string"
-                raise TypeError(msg)
-            keys.append((key.encode("utf-8"), key))
-        keys.sort()
-        out += b"M"
-        out += _U32.pack(len(keys))
-        for raw, key in keys:
-            out += b"S"
-            out += _U32.pack(len(raw))
-            out += raw
-            _encode_into(value[key], out)
+        _encode_map(value, out)
     else:
         msg = f"cannot encode {type(value).__name__} canonically"
         raise TypeError(msg)
+
+
+def _encode_str(data: bytes, out: bytearray) -> None:
+    out += b"S"
+    out += _U32.pack(len(data))
+    out += data
+
+
+def _encode_map(value: dict[Any, Any], out: bytearray) -> None:
+    keys = []
+    for key in value:
+        if not isinstance(key, str):
+            msg = f"map key {key!r} is not a string"
+            raise TypeError(msg)
+        keys.append((key.encode("utf-8"), key))
+    keys.sort()
+    out += b"M"
+    out += _U32.pack(len(keys))
+    for raw, key in keys:
+        _encode_str(raw, out)
+        _encode_into(value[key], out)
 
 
 def encode(value: Any) -> bytes:

@@ -1,65 +1,72 @@
-"""Every journal event kind, documented once. All writers and readers use these names.
+"""Every journal record kind, typed once. All writers and readers use these names.
 
-A journal line is one JSON object: ``{"seq", "run_id", "at", "kind", "node"?, "attempt"?, ...}``
-where ``at`` is an ISO-8601 UTC timestamp and extra keys depend on the kind:
+A journal line is one JSON object: ``{"seq", "run_id", "at", "kind", "node"?, "attempt"?, ...,
+"h"?}`` where ``at`` is an ISO-8601 UTC timestamp, ``h`` is the hash chain of a ``chained-v1``
+journal (:mod:`rho_notebook.store.journal`) and the other keys depend on the kind. Each kind is
+one ``TypedDict`` below, tagged by its ``kind`` (a ``Literal``); :data:`JournalEvent` is their
+union, discriminated by ``kind``, and :data:`EVENT_TYPES` maps a tag to its type.
 
-run_created          plan_id, graph_digest, mode            the run store was created from a plan
-run_started          pid, resumed (bool)                     an owner began executing (or resuming)
-owner_exited         pid                                     the owner released the run cleanly
-journal_repaired     bytes                                   a torn last line was cut off on open
-node_ready           node                                    dependencies decided: it may launch
-node_skipped         node, reason                            its condition evaluated false / a need was skipped
-node_blocked         node, reason                            a needed value or dependency is unavailable
-node_launched        node, attempt, step?                    an attempt is about to start (durable before launch);
-                                                             a script step also carries step = {kind, digest,
-                                                             facts, after, recovery} and creates its node
-node_reused          node, attempt, source_run, source_node,  a read-only node with reuse = True took a stored
-                     source_attempt, reuse_key               success with the same reuse key: nothing launched
-                                                             (reuse_key null: a ``try`` run took it from its
-                                                             source run; node_finished follows at once)
-process_started      node, attempt, pid                      the attempt's process exists
-output_chunk         node, attempt, stream, bytes            bytes retained from stdout/stderr (size only)
-node_finished        node, attempt, state, exit, message     the attempt ended: success, failure, denial, cancellation
-node_reset           node, reason                            resume returned a cancelled/recovered node to pending
-attempt_uncertain    node, attempt                           recovery found an attempt without a journaled result
-orphan_stopped       node, attempt, pid                      recovery stopped a process tree proven to be the run's
-recovery_confirmed   nodes                                   --recover-uncertain accepted the uncertain attempts
-cancel_requested     request_id                              a cancel request was found
-cancel_acknowledged  request_id                              active work stopped and outcomes were stored
-approval_requested   node, attempt, request_id, approval,    a person must decide: an approval node, or a
-                     facts, facts_sha256                     supervised launch (facts = exact process facts)
-approval_decided     node, attempt, request_id, decision,    the decision, who made it, when, through what,
-                     by, comment, decided_at, via,           and the digest of the facts they were shown
-                     facts_sha256
-approval_carried     node, attempt, facts_sha256, from_run,  a supervised launch approved earlier in this
-                     by, decided_at                          workspace with the same facts digest: not asked
-hook_ran             node, attempt, hook_event, hook,        a before/after_tool_use hook ran: its verdict
-                     verdict, reason
-hook_ignored         node, attempt, hook_event, hook, keys   a hook tried to do more than deny (ignored)
-plan_approval        graph_digest, by, approved_at           the plan approval record this run relied on
-artifact_failed      errors                                  non-durable artifact copies (exit.json, a stream
-                                                             folder) could not be written
-script_launched      pid                                     a script run's own process exists (script tier)
-script_exited        exit                                    the script process ended (exit record)
-script_output        value                                   the script called emit_output(value)
-step_replayed        node, attempt, digest                   a script step call answered from the journal:
-                                                             nothing ran (attempt = the stored one)
-step_halted          node, why                               a script step cannot be decided alone
-run_halted           steps ([{step, why}])                   the script run stopped: lifecycle needs_decision
-step_diverged        node, stored_digest, digest             a step key's inputs changed since it ran: the run fails
-decision_recorded    node, decision, by                      resume --decide: rerun|skip, one attempt's worth
-run_completed        outcome                                 every node is terminal (or the run was cancelled)
-needs_recovery       nodes                                   an unclean exit left uncertain attempts
+The types cost nothing at run time: a record stays the plain dict that :func:`event` builds and
+the journal writes (the JSON on disk is unchanged), and :func:`rho_notebook.model.run_state.apply`
+dispatches on the tag. :func:`event_problems` checks a record read from elsewhere against its
+type (keys only: the journal's own reader already checked ``seq`` and the chain).
 """
 
-from __future__ import annotations
-
-import json
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
-__all__ = ["EventKind", "event", "now_iso", "describe_event", "PROGRESS_KINDS", "TERMINAL_PROGRESS_KINDS"]
+from rho_notebook.model.progress import PROGRESS_KINDS, TERMINAL_PROGRESS_KINDS, describe_event
+
+__all__ = [
+    "EVENT_TYPES",
+    "PROGRESS_KINDS",
+    "TERMINAL_PROGRESS_KINDS",
+    "ApprovalCarried",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "ArtifactFailed",
+    "AttemptUncertain",
+    "CancelAcknowledged",
+    "CancelRequested",
+    "DecisionRecorded",
+    "EventKind",
+    "HaltedStep",
+    "HookIgnored",
+    "HookRan",
+    "JournalEvent",
+    "JournalRepaired",
+    "LiveEvent",
+    "NeedsRecovery",
+    "NodeBlocked",
+    "NodeFinished",
+    "NodeLaunched",
+    "NodeReady",
+    "NodeReset",
+    "NodeReused",
+    "NodeSkipped",
+    "OrphanStopped",
+    "OutputChunk",
+    "OwnerExited",
+    "PlanApproval",
+    "ProcessStarted",
+    "RecoveryConfirmed",
+    "RunCompleted",
+    "RunCreated",
+    "RunHalted",
+    "RunStarted",
+    "ScriptExited",
+    "ScriptLaunched",
+    "ScriptOutput",
+    "StepFacts",
+    "StepDiverged",
+    "StepHalted",
+    "StepReplayed",
+    "describe_event",
+    "event",
+    "event_problems",
+    "now_iso",
+]
 
 
 class EventKind(str, Enum):
@@ -113,67 +120,398 @@ def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any)
     return record
 
 
-PROGRESS_KINDS = frozenset(
-    {
-        "node_launched",
-        "node_reused",
-        "node_finished",
-        "node_skipped",
-        "node_blocked",
-        "run_completed",
-        "cancel_requested",
-        "cancel_acknowledged",
-        "needs_recovery",
-        "run_halted",
-        "step_diverged",
-        "step_replayed",
-        "approval_requested",
-        "approval_decided",
-        "approval_carried",
-    }
+# --------------------------------------------------------------------------- the record types
+
+
+class _Live(TypedDict):
+    """What every record carries from :func:`event`."""
+
+    run_id: str
+    at: str
+
+
+class _Journaled(_Live):
+    """What the journal adds when it appends a record."""
+
+    seq: int
+    h: NotRequired[str]
+    """The chain hash (``chained-v1`` journals only)."""
+
+
+class _OfNode(_Journaled):
+    node: str
+
+
+class _OfAttempt(_OfNode):
+    attempt: int
+
+
+class RunCreated(_Journaled):
+    """The run store was created from a plan."""
+
+    kind: Literal["run_created"]
+    plan_id: str
+    graph_digest: str
+    mode: str
+    reuse: NotRequired[bool]
+    """Present (False) only when reuse was turned off for the run."""
+    seed_from: NotRequired[str]
+    seed_nodes: NotRequired[list[str]]
+
+
+class RunStarted(_Journaled):
+    """An owner began executing (or resuming)."""
+
+    kind: Literal["run_started"]
+    pid: int
+    resumed: bool
+
+
+class OwnerExited(_Journaled):
+    """The owner released the run cleanly (no writer journals it now; a journal that has it is still folded)."""
+
+    kind: Literal["owner_exited"]
+    pid: int
+
+
+class JournalRepaired(_Journaled):
+    """A torn last line of this many bytes was cut off when the journal was opened."""
+
+    kind: Literal["journal_repaired"]
+    bytes: int
+
+
+class NodeReady(_OfNode):
+    """Its dependencies are decided: it may launch."""
+
+    kind: Literal["node_ready"]
+
+
+class NodeSkipped(_OfNode):
+    """Its condition evaluated false, or a need was skipped."""
+
+    kind: Literal["node_skipped"]
+    reason: NotRequired[str]
+
+
+class NodeBlocked(_OfNode):
+    """A needed value or dependency is unavailable."""
+
+    kind: Literal["node_blocked"]
+    reason: NotRequired[str]
+
+
+class StepFacts(TypedDict):
+    """What a script step's ``node_launched`` records about the call."""
+
+    kind: str
+    digest: str
+    facts: dict[str, Any]
+    after: list[str]
+    recovery: str | None
+    args: NotRequired[Any]
+    """The call's arguments when small enough (a later replay offer is checked from them)."""
+
+
+class NodeLaunched(_OfAttempt):
+    """An attempt is about to start (durable before the launch). A script step carries ``step``
+    and creates its node; ``decision`` is ``rerun`` when resume --decide asked for it."""
+
+    kind: Literal["node_launched"]
+    step: NotRequired[StepFacts]
+    decision: NotRequired[str]
+
+
+class NodeReused(_OfAttempt):
+    """A read-only node with reuse took a stored success with the same reuse key: nothing
+    launched (``reuse_key`` null: a ``try`` run took it from its source run). A
+    ``node_finished`` follows at once."""
+
+    kind: Literal["node_reused"]
+    source_run: str
+    source_node: str
+    source_attempt: int
+    reuse_key: str | None
+
+
+class ProcessStarted(_OfAttempt):
+    """The attempt's process exists."""
+
+    kind: Literal["process_started"]
+    pid: int
+
+
+class OutputChunk(_Live):
+    """Bytes retained from stdout/stderr (their size only); given to live listeners, never journaled."""
+
+    kind: Literal["output_chunk"]
+    node: str
+    attempt: int
+    stream: str
+    bytes: int
+
+
+class NodeFinished(_OfAttempt):
+    """The attempt ended: success, failure, denial or cancellation."""
+
+    kind: Literal["node_finished"]
+    state: str
+    exit: dict[str, Any] | None
+    """The exit record: ``{"kind": exit|signal|timeout|cancelled|abnormal|..., "code", "signal"}``."""
+    message: str
+
+
+class NodeReset(_OfNode):
+    """Resume (or cancellation) returned the node to pending."""
+
+    kind: Literal["node_reset"]
+    reason: str
+
+
+class AttemptUncertain(_OfAttempt):
+    """Recovery found an attempt without a journaled result (or a remote one lost it)."""
+
+    kind: Literal["attempt_uncertain"]
+    message: NotRequired[str]
+
+
+class OrphanStopped(_Journaled):
+    """Recovery stopped a process tree proven to be the run's."""
+
+    kind: Literal["orphan_stopped"]
+    pid: int
+
+
+class RecoveryConfirmed(_Journaled):
+    """``--recover-uncertain`` accepted the uncertain attempts of these nodes."""
+
+    kind: Literal["recovery_confirmed"]
+    nodes: list[str]
+
+
+class CancelRequested(_Journaled):
+    """A cancel request was found."""
+
+    kind: Literal["cancel_requested"]
+    request_id: str
+
+
+class CancelAcknowledged(_Journaled):
+    """Active work stopped and the outcomes were stored."""
+
+    kind: Literal["cancel_acknowledged"]
+    request_id: str
+
+
+class ApprovalRequested(_OfAttempt):
+    """A person must decide: an approval node, a form, or a supervised launch (``facts`` = the
+    exact process facts)."""
+
+    kind: Literal["approval_requested"]
+    request_id: str
+    approval: str
+    facts: dict[str, Any]
+    facts_sha256: str
+    timeout_seconds: NotRequired[float | None]
+
+
+class ApprovalDecided(_OfAttempt):
+    """The decision, who made it, when, through what, and the digest of the facts they were
+    shown; ``answer`` holds a form's answer."""
+
+    kind: Literal["approval_decided"]
+    request_id: str
+    decision: str
+    by: str
+    comment: str
+    decided_at: str
+    via: str
+    facts_sha256: str
+    answer: NotRequired[Any]
+
+
+class ApprovalCarried(_OfAttempt):
+    """A supervised launch approved earlier in this workspace with the same facts digest: not asked."""
+
+    kind: Literal["approval_carried"]
+    facts_sha256: str
+    from_run: str
+    by: str
+    decided_at: str
+
+
+class HookRan(_OfAttempt):
+    """A before/after_tool_use hook ran: its verdict (``continue`` or ``deny``)."""
+
+    kind: Literal["hook_ran"]
+    hook_event: str
+    hook: str
+    verdict: str
+    reason: str
+
+
+class HookIgnored(_OfAttempt):
+    """A hook tried to do more than deny: these keys were ignored."""
+
+    kind: Literal["hook_ignored"]
+    hook_event: str
+    hook: str
+    keys: list[str]
+    reason: str
+
+
+class PlanApproval(_Journaled):
+    """The plan approval record this run relied on."""
+
+    kind: Literal["plan_approval"]
+    graph_digest: str
+    by: str
+    approved_at: str
+
+
+class ArtifactFailed(_Journaled):
+    """Non-durable artifact copies (exit.json, a stream folder) could not be written."""
+
+    kind: Literal["artifact_failed"]
+    errors: list[str]
+
+
+class ScriptLaunched(_Journaled):
+    """A script run's own process exists."""
+
+    kind: Literal["script_launched"]
+    pid: int
+
+
+class ScriptExited(_Journaled):
+    """The script process ended (its exit record)."""
+
+    kind: Literal["script_exited"]
+    exit: dict[str, Any]
+
+
+class ScriptOutput(_Journaled):
+    """The script called emit_output(value) (or an item graph's output step succeeded)."""
+
+    kind: Literal["script_output"]
+    value: Any
+
+
+class StepReplayed(_OfAttempt):
+    """A script step call was answered from the journal: nothing ran (``attempt`` is the stored
+    one; ``decision`` is ``skip`` when resume --decide skipped it)."""
+
+    kind: Literal["step_replayed"]
+    digest: str
+    decision: NotRequired[str]
+
+
+class StepHalted(_OfNode):
+    """A script step cannot be decided alone."""
+
+    kind: Literal["step_halted"]
+    why: str
+
+
+class HaltedStep(TypedDict):
+    step: str
+    why: str
+
+
+class RunHalted(_Journaled):
+    """The script run stopped: its lifecycle is needs_decision."""
+
+    kind: Literal["run_halted"]
+    steps: list[HaltedStep]
+
+
+class StepDiverged(_OfNode):
+    """A step key's inputs changed since it ran: the run fails."""
+
+    kind: Literal["step_diverged"]
+    stored_digest: str
+    digest: str
+
+
+class DecisionRecorded(_OfNode):
+    """resume --decide: rerun or skip, one attempt's worth."""
+
+    kind: Literal["decision_recorded"]
+    decision: str
+    by: str
+    via: str
+
+
+class RunCompleted(_Journaled):
+    """Every node is terminal (or the run was cancelled)."""
+
+    kind: Literal["run_completed"]
+    outcome: str
+    message: NotRequired[str]
+    """Why a script run did not succeed."""
+
+
+class NeedsRecovery(_Journaled):
+    """An unclean exit left uncertain attempts on these nodes."""
+
+    kind: Literal["needs_recovery"]
+    nodes: list[str]
+
+
+JournalEvent = (
+    RunCreated
+    | RunStarted
+    | OwnerExited
+    | JournalRepaired
+    | NodeReady
+    | NodeSkipped
+    | NodeBlocked
+    | NodeLaunched
+    | NodeReused
+    | ProcessStarted
+    | NodeFinished
+    | NodeReset
+    | AttemptUncertain
+    | OrphanStopped
+    | RecoveryConfirmed
+    | CancelRequested
+    | CancelAcknowledged
+    | ApprovalRequested
+    | ApprovalDecided
+    | ApprovalCarried
+    | HookRan
+    | HookIgnored
+    | PlanApproval
+    | ArtifactFailed
+    | ScriptLaunched
+    | ScriptExited
+    | ScriptOutput
+    | StepReplayed
+    | StepHalted
+    | RunHalted
+    | StepDiverged
+    | DecisionRecorded
+    | RunCompleted
+    | NeedsRecovery
 )
-"""Journal kinds a progress display gives one line (:func:`describe_event`): what a notebook shows."""
+"""One record of ``events.jsonl``, discriminated by its ``kind`` (see :data:`EVENT_TYPES`)."""
 
-TERMINAL_PROGRESS_KINDS = PROGRESS_KINDS | {"run_started", "hook_ran", "hook_ignored"}
-"""A terminal also shows when the owner started and every hook it ran or ignored."""
+LiveEvent = JournalEvent | OutputChunk
+"""One record given to a live listener (``on_event``): a journal record, or an output chunk."""
+
+EVENT_TYPES: dict[str, type[Any]] = {get_args(t.__annotations__["kind"])[0]: t for t in get_args(LiveEvent)}
+"""Each kind's tag -> its record type (the discriminator of :data:`JournalEvent` and :data:`LiveEvent`)."""
 
 
-def describe_event(record: dict[str, Any], *, approve_command: str = "rho-notebook approve") -> str:
-    """One line for people about a journal record (the live progress of CLI and notebook runs)."""
-    kind = str(record["kind"])
-    if kind == "node_finished":
-        return str(record["state"]) + (f"  {record['message']}" if record.get("message") else "")
-    if kind == "node_launched":
-        return f"running (attempt {record['attempt']})"
-    if kind == "node_reused":
-        return f"reused from run {record['source_run']} ({record['source_node']}, attempt {record['source_attempt']})"
-    if kind == "approval_carried":
-        return f"launch approved earlier by {record['by']} in run {record['from_run']} (same facts): not asked again"
-    if kind in ("node_skipped", "node_blocked"):
-        return kind.removeprefix("node_") + (f"  {record['reason']}" if record.get("reason") else "")
-    if kind == "run_completed":
-        return f"run completed: {record['outcome']}"
-    if kind == "approval_requested" and record.get("approval") == "form":
-        step = (record.get("facts") or {}).get("step", record.get("node"))
-        answer = approve_command.replace(" approve", " answer").replace(" workflow approve", " workflow answer")
-        return f"waiting for a person: {answer} {record['run_id'][:13]} {step} FIELD=VALUE...  (or approve --deny)"
-    if kind == "approval_decided" and "answer" in record:
-        return f"answered by {record['by']} via {record['via']}: {json.dumps(record['answer'], sort_keys=True)}"
-    if kind == "approval_requested":
-        return (
-            f"waiting for a person: {approve_command} {record['run_id'][:13]} {record['request_id'][:13]}  (or --deny)"
-        )
-    if kind == "approval_decided":
-        return f"{record['decision']} by {record['by']} via {record['via']}" + (
-            f": {record['comment']}" if record.get("comment") else ""
-        )
-    if kind == "run_halted":
-        steps = ", ".join(f"{s['step']} ({s['why']})" for s in record.get("steps", []))
-        return f"needs a decision: {steps}; resume with --decide STEP=rerun|skip"
-    if kind == "step_diverged":
-        return f"diverged: inputs were {record['stored_digest']}, now {record['digest']}"
-    if kind == "step_replayed":
-        return f"replayed (attempt {record['attempt']}): nothing ran"
-    if kind == "run_started":
-        return f"run {record['run_id']} started (owner pid {record['pid']})"
-    return kind.replace("_", " ") + (f" {record['request_id']}" if "request_id" in record else "")
+def event_problems(record: dict[str, Any]) -> list[str]:
+    """What makes ``record`` not a journal record of its kind: an unknown kind, a missing key or
+    a key its type does not name (types of values are not checked). Empty when it fits."""
+    kind = record.get("kind")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return [f"unknown journal record kind {kind!r}"]
+    required: frozenset[str] = cls.__required_keys__
+    problems = [f"{kind} record lacks {key!r}" for key in sorted(required - record.keys())]
+    known = required | cls.__optional_keys__
+    problems += [f"{kind} record has an unknown key {key!r}" for key in sorted(record.keys() - known)]
+    return problems

@@ -1,17 +1,43 @@
 """The durable state of one run, rebuilt from its journal by a pure reducer.
 
 The journal (events.jsonl) is the source of truth; state.json is an atomically written snapshot
-of :class:`RunState` for cheap reads. :func:`apply` folds one event into the state; replaying a
-journal from the start always gives the same state.
+of :class:`RunState` for cheap reads. :func:`apply` folds one journal record (a
+:data:`~rho_notebook.model.events.JournalEvent`) into the state, dispatching on its ``kind`` to
+one small function per kind; replaying a journal from the start always gives the same state.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rho_notebook.model.events import (
+    ApprovalCarried,
+    ApprovalDecided,
+    ApprovalRequested,
+    AttemptUncertain,
+    CancelAcknowledged,
+    CancelRequested,
+    JournalEvent,
+    NeedsRecovery,
+    NodeBlocked,
+    NodeFinished,
+    NodeLaunched,
+    NodeReady,
+    NodeReset,
+    NodeReused,
+    NodeSkipped,
+    OwnerExited,
+    ProcessStarted,
+    RecoveryConfirmed,
+    RunCompleted,
+    RunHalted,
+    RunStarted,
+    ScriptOutput,
+    StepReplayed,
+)
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.state import Lifecycle, NodeState
 
@@ -246,7 +272,15 @@ class RunState:
         )
 
 
-def _attempt(state: RunState, ev: dict[str, Any]) -> AttemptRecord | None:
+# --------------------------------------------------------------------------- the fold, one function per kind
+#
+# Each function folds one kind of record (typed in rho_notebook.model.events); kinds without one
+# (run_created, hook_ran, output_chunk, ...) change nothing but last_seq and updated_at. Keys are
+# read the way records of older versions still carry them: ``ev["x"]`` only where every writer
+# wrote ``x``.
+
+
+def _attempt(state: RunState, ev: Mapping[str, Any]) -> AttemptRecord | None:
     record = state.nodes.get(ev.get("node", ""))
     if record is None:
         return None
@@ -256,117 +290,214 @@ def _attempt(state: RunState, ev: dict[str, Any]) -> AttemptRecord | None:
     return None
 
 
-def apply(state: RunState, ev: dict[str, Any]) -> None:
-    """Fold one journal event into ``state`` (in place)."""
-    kind = ev["kind"]
-    state.last_seq = max(state.last_seq, int(ev.get("seq", 0)))
-    state.updated_at = ev.get("at", state.updated_at)
+def _run_started(state: RunState, ev: RunStarted) -> None:
+    state.lifecycle = Lifecycle.RUNNING
+    state.owner_pid = ev.get("pid")
+    state.outcome = None
+    state.halted = []
+    if ev.get("resumed"):
+        state.cancelled = False
+    state.refresh_waiting()  # a resumed owner waits again on the requests the last one left
+
+
+def _owner_exited(state: RunState, ev: OwnerExited) -> None:
+    state.owner_pid = None
+
+
+def _node_ready(state: RunState, ev: NodeReady) -> None:
     node = state.nodes.get(ev.get("node", ""))
-    if kind == "run_started":
-        state.lifecycle = Lifecycle.RUNNING
-        state.owner_pid = ev.get("pid")
-        state.outcome = None
-        state.halted = []
-        if ev.get("resumed"):
-            state.cancelled = False
-        state.refresh_waiting()  # a resumed owner waits again on the requests the last one left
-    elif kind == "owner_exited":
-        state.owner_pid = None
-    elif kind == "node_ready" and node is not None:
+    if node is not None:
         node.state, node.reason = NodeState.READY, ""
-    elif kind in ("node_skipped", "node_blocked") and node is not None:
-        node.state = NodeState.SKIPPED if kind == "node_skipped" else NodeState.BLOCKED
-        node.reason = ev.get("reason", "")
-    elif kind == "node_launched" and (node is not None or "step" in ev):
-        if node is None:  # a script step: its node appears when it first launches
-            node = state.nodes[ev["node"]] = NodeRecord()
-        if "step" in ev:
-            node.step = dict(ev["step"])
-        node.state, node.reason = NodeState.RUNNING, ""
-        node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
-        state.refresh_waiting()
-    elif kind == "node_reused" and node is not None:
-        node.state, node.reason = NodeState.RUNNING, ""
-        source = {"run_id": ev["source_run"], "node": ev["source_node"], "attempt": ev["source_attempt"]}
-        node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], reused_from=source))
-    elif kind == "approval_carried":
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.approval = {
-                "request_id": None,
-                "decision": "approve",
-                "by": ev.get("by"),
-                "comment": f"carried from run {ev.get('from_run')}",
-                "decided_at": ev.get("decided_at"),
-                "via": "carried",
-            }
-    elif kind == "process_started":
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.pid = ev.get("pid")
-    elif kind == "node_finished" and node is not None:
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.pending_approval = None
-        node.state = NodeState(ev["state"])
-        node.reason = ev.get("message", "")
-        if attempt is not None:
-            attempt.ended_at = ev["at"]
-            attempt.state = ev["state"]
-            exit_record = ev.get("exit")
-            attempt.exit = dict(exit_record) if isinstance(exit_record, dict) else None
-            attempt.message = ev.get("message", "")
-        state.refresh_waiting()
-    elif kind == "approval_requested":
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.pending_approval = ev["request_id"]
-        state.asked = True
-        state.refresh_waiting()
-    elif kind == "approval_decided":
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.pending_approval = None
-            attempt.approval = {k: ev.get(k) for k in ("request_id", "decision", "by", "comment", "decided_at", "via")}
-        state.refresh_waiting()
-    elif kind == "node_reset" and node is not None:
+
+
+def _node_skipped(state: RunState, ev: NodeSkipped) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
+        node.state, node.reason = NodeState.SKIPPED, ev.get("reason", "")
+
+
+def _node_blocked(state: RunState, ev: NodeBlocked) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
+        node.state, node.reason = NodeState.BLOCKED, ev.get("reason", "")
+
+
+def _node_launched(state: RunState, ev: NodeLaunched) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    step = ev.get("step")
+    if node is None:
+        if step is None:
+            return
+        node = state.nodes[ev["node"]] = NodeRecord()  # a script step: its node appears when it first launches
+    if step is not None:
+        node.step = dict(step)
+    node.state, node.reason = NodeState.RUNNING, ""
+    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
+    state.refresh_waiting()
+
+
+def _node_reused(state: RunState, ev: NodeReused) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is None:
+        return
+    node.state, node.reason = NodeState.RUNNING, ""
+    source = {"run_id": ev["source_run"], "node": ev["source_node"], "attempt": ev["source_attempt"]}
+    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], reused_from=source))
+
+
+def _approval_carried(state: RunState, ev: ApprovalCarried) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.approval = {
+            "request_id": None,
+            "decision": "approve",
+            "by": ev.get("by"),
+            "comment": f"carried from run {ev.get('from_run')}",
+            "decided_at": ev.get("decided_at"),
+            "via": "carried",
+        }
+
+
+def _process_started(state: RunState, ev: ProcessStarted) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.pid = ev.get("pid")
+
+
+def _node_finished(state: RunState, ev: NodeFinished) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is None:
+        return
+    node.state = NodeState(ev["state"])
+    node.reason = ev.get("message", "")
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.pending_approval = None
+        attempt.ended_at = ev["at"]
+        attempt.state = ev["state"]
+        exit_record = ev.get("exit")
+        attempt.exit = dict(exit_record) if isinstance(exit_record, dict) else None
+        attempt.message = ev.get("message", "")
+    state.refresh_waiting()
+
+
+def _approval_requested(state: RunState, ev: ApprovalRequested) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.pending_approval = ev["request_id"]
+    state.asked = True
+    state.refresh_waiting()
+
+
+_DECISION_KEYS = ("request_id", "decision", "by", "comment", "decided_at", "via")
+
+
+def _approval_decided(state: RunState, ev: ApprovalDecided) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.pending_approval = None
+        attempt.approval = {k: ev.get(k) for k in _DECISION_KEYS}
+    state.refresh_waiting()
+
+
+def _node_reset(state: RunState, ev: NodeReset) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
         node.state, node.reason = NodeState.PENDING, ev.get("reason", "")
-    elif kind == "attempt_uncertain":
-        attempt = _attempt(state, ev)
-        if attempt is not None:
-            attempt.uncertain = True
-    elif kind == "recovery_confirmed":
-        for name in ev.get("nodes", []):
-            record = state.nodes.get(name)
-            if record is not None and record.current is not None:
-                record.current.abandoned = True
-                record.state = NodeState.PENDING
-    elif kind == "cancel_requested":
-        if ev["request_id"] not in state.cancel_pending:
-            state.cancel_pending.append(ev["request_id"])
-        state.cancelled = True
-        if state.lifecycle in (Lifecycle.RUNNING, Lifecycle.WAITING):
-            state.lifecycle = Lifecycle.CANCELLING
-    elif kind == "cancel_acknowledged":
-        if ev["request_id"] in state.cancel_pending:
-            state.cancel_pending.remove(ev["request_id"])
-        state.cancel_acknowledged.append(ev["request_id"])
-    elif kind == "run_completed":
-        state.lifecycle = Lifecycle.COMPLETED
-        state.outcome = ev["outcome"]
-    elif kind == "needs_recovery":
-        state.lifecycle = Lifecycle.NEEDS_RECOVERY
-    elif kind == "step_replayed" and node is not None:
+
+
+def _attempt_uncertain(state: RunState, ev: AttemptUncertain) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.uncertain = True
+
+
+def _recovery_confirmed(state: RunState, ev: RecoveryConfirmed) -> None:
+    for name in ev.get("nodes", []):
+        record = state.nodes.get(name)
+        if record is not None and record.current is not None:
+            record.current.abandoned = True
+            record.state = NodeState.PENDING
+
+
+def _cancel_requested(state: RunState, ev: CancelRequested) -> None:
+    if ev["request_id"] not in state.cancel_pending:
+        state.cancel_pending.append(ev["request_id"])
+    state.cancelled = True
+    if state.lifecycle in (Lifecycle.RUNNING, Lifecycle.WAITING):
+        state.lifecycle = Lifecycle.CANCELLING
+
+
+def _cancel_acknowledged(state: RunState, ev: CancelAcknowledged) -> None:
+    if ev["request_id"] in state.cancel_pending:
+        state.cancel_pending.remove(ev["request_id"])
+    state.cancel_acknowledged.append(ev["request_id"])
+
+
+def _run_completed(state: RunState, ev: RunCompleted) -> None:
+    state.lifecycle = Lifecycle.COMPLETED
+    state.outcome = ev["outcome"]
+
+
+def _needs_recovery(state: RunState, ev: NeedsRecovery) -> None:
+    state.lifecycle = Lifecycle.NEEDS_RECOVERY
+
+
+def _step_replayed(state: RunState, ev: StepReplayed) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
         node.replayed += 1
-    elif kind == "run_halted":
-        state.lifecycle = Lifecycle.NEEDS_DECISION
-        state.halted = [dict(h) for h in ev.get("steps", [])]
-        state.owner_pid = None
-    elif kind == "script_output":
-        state.output = ev.get("value")
 
 
-def replay(state: RunState, events: Iterable[dict[str, Any]]) -> RunState:
+def _run_halted(state: RunState, ev: RunHalted) -> None:
+    state.lifecycle = Lifecycle.NEEDS_DECISION
+    state.halted = [dict(h) for h in ev.get("steps", [])]
+    state.owner_pid = None
+
+
+def _script_output(state: RunState, ev: ScriptOutput) -> None:
+    state.output = ev.get("value")
+
+
+_FOLDS: dict[str, Callable[[RunState, Any], None]] = {
+    "run_started": _run_started,
+    "owner_exited": _owner_exited,
+    "node_ready": _node_ready,
+    "node_skipped": _node_skipped,
+    "node_blocked": _node_blocked,
+    "node_launched": _node_launched,
+    "node_reused": _node_reused,
+    "approval_carried": _approval_carried,
+    "process_started": _process_started,
+    "node_finished": _node_finished,
+    "approval_requested": _approval_requested,
+    "approval_decided": _approval_decided,
+    "node_reset": _node_reset,
+    "attempt_uncertain": _attempt_uncertain,
+    "recovery_confirmed": _recovery_confirmed,
+    "cancel_requested": _cancel_requested,
+    "cancel_acknowledged": _cancel_acknowledged,
+    "run_completed": _run_completed,
+    "needs_recovery": _needs_recovery,
+    "step_replayed": _step_replayed,
+    "run_halted": _run_halted,
+    "script_output": _script_output,
+}
+"""Each journal kind that changes a run's state -> how (the discriminator of JournalEvent)."""
+
+
+def apply(state: RunState, ev: JournalEvent | dict[str, Any]) -> None:
+    """Fold one journal record into ``state`` (in place)."""
+    seq = int(ev.get("seq", 0))
+    if seq > state.last_seq:
+        state.last_seq = seq
+    state.updated_at = ev.get("at", state.updated_at)
+    fold = _FOLDS.get(ev["kind"])
+    if fold is not None:
+        fold(state, ev)
+
+
+def replay(state: RunState, events: Iterable[JournalEvent | dict[str, Any]]) -> RunState:
     for ev in events:
         apply(state, ev)
     return state

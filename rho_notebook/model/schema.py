@@ -6,7 +6,8 @@ stdout_json, which wraps any of them for command nodes whose stdout is one JSON 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field
 
@@ -157,49 +158,75 @@ def _type_name(value: object) -> str:
 def validate_value(schema: Schema, value: object, *, where: str = "$") -> list[str]:
     """Every mismatch between ``value`` (JSON data) and ``schema``; empty when it conforms."""
     schema = value_schema(schema)
-    problems: list[str] = []
     if isinstance(schema, OptionalSchema):
-        if value is None:
-            return problems
-        return validate_value(schema.inner, value, where=where)
-    if isinstance(schema, NullSchema):
-        if value is not None:
-            problems.append(f"{where}: expected null, got {_type_name(value)}")
-    elif isinstance(schema, BoolSchema):
-        if not isinstance(value, bool):
-            problems.append(f"{where}: expected bool, got {_type_name(value)}")
-    elif isinstance(schema, IntegerSchema):
-        if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{where}: expected integer, got {_type_name(value)}")
-        elif not INT64_MIN <= value <= INT64_MAX:
-            problems.append(f"{where}: integer {value} is outside signed 64-bit range")
-    elif isinstance(schema, StringSchema):
-        if not isinstance(value, str):
-            problems.append(f"{where}: expected string, got {_type_name(value)}")
-    elif isinstance(schema, EnumSchema):
-        if not any(_same_scalar(value, member) for member in schema.members):
-            allowed = ", ".join(_show(m) for m in schema.members)
-            problems.append(f"{where}: {_show(value)} is not one of [{allowed}]")
-    elif isinstance(schema, ListSchema):
-        if not isinstance(value, list):
-            problems.append(f"{where}: expected list, got {_type_name(value)}")
-        else:
-            for index, item in enumerate(value):
-                problems.extend(validate_value(schema.items, item, where=f"{where}[{index}]"))
-    elif isinstance(schema, RecordSchema):
-        if not isinstance(value, dict):
-            problems.append(f"{where}: expected record, got {_type_name(value)}")
-        else:
-            names = {name for name, _ in schema.fields}
-            for extra in sorted(set(value) - names):
-                problems.append(f"{where}: unexpected field '{extra}'")
-            for name, sub in schema.fields:
-                if name not in value:
-                    if not isinstance(sub, OptionalSchema):
-                        problems.append(f"{where}: missing field '{name}'")
-                    continue
-                problems.extend(validate_value(sub, value[name], where=f"{where}.{name}"))
+        return [] if value is None else validate_value(schema.inner, value, where=where)
+    check = _CHECKS.get(schema.kind)
+    return [] if check is None else check(schema, value, where)
+
+
+def _expected(what: str, value: object, where: str) -> list[str]:
+    return [f"{where}: expected {what}, got {_type_name(value)}"]
+
+
+def _check_null(_schema: NullSchema, value: object, where: str) -> list[str]:
+    return [] if value is None else _expected("null", value, where)
+
+
+def _check_bool(_schema: BoolSchema, value: object, where: str) -> list[str]:
+    return [] if isinstance(value, bool) else _expected("bool", value, where)
+
+
+def _check_integer(_schema: IntegerSchema, value: object, where: str) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return _expected("integer", value, where)
+    if not INT64_MIN <= value <= INT64_MAX:
+        return [f"{where}: integer {value} is outside signed 64-bit range"]
+    return []
+
+
+def _check_string(_schema: StringSchema, value: object, where: str) -> list[str]:
+    return [] if isinstance(value, str) else _expected("string", value, where)
+
+
+def _check_enum(schema: EnumSchema, value: object, where: str) -> list[str]:
+    if any(_same_scalar(value, member) for member in schema.members):
+        return []
+    allowed = ", ".join(_show(m) for m in schema.members)
+    return [f"{where}: {_show(value)} is not one of [{allowed}]"]
+
+
+def _check_list(schema: ListSchema, value: object, where: str) -> list[str]:
+    if not isinstance(value, list):
+        return _expected("list", value, where)
+    problems: list[str] = []
+    for index, item in enumerate(value):
+        problems.extend(validate_value(schema.items, item, where=f"{where}[{index}]"))
     return problems
+
+
+def _check_record(schema: RecordSchema, value: object, where: str) -> list[str]:
+    if not isinstance(value, dict):
+        return _expected("record", value, where)
+    names = {name for name, _ in schema.fields}
+    problems = [f"{where}: unexpected field '{extra}'" for extra in sorted(set(value) - names)]
+    for name, sub in schema.fields:
+        if name in value:
+            problems.extend(validate_value(sub, value[name], where=f"{where}.{name}"))
+        elif not isinstance(sub, OptionalSchema):
+            problems.append(f"{where}: missing field '{name}'")
+    return problems
+
+
+_CHECKS: dict[str, Callable[[Any, object, str], list[str]]] = {
+    "null": _check_null,
+    "bool": _check_bool,
+    "integer": _check_integer,
+    "string": _check_string,
+    "enum": _check_enum,
+    "list": _check_list,
+    "record": _check_record,
+}
+"""A schema's kind -> what a value of it must be (optional and stdout_json are unwrapped first)."""
 
 
 def _same_scalar(value: object, member: Scalar) -> bool:

@@ -131,6 +131,13 @@ class LaunchGate:
             return None
         if resume_request is None and self.carry(launch.node, launch.attempt, facts):
             return None
+        return await self._ask_person(launch, facts, cancel=cancel, resume_request=resume_request)
+
+    async def _ask_person(
+        self, launch: Launch, facts: dict[str, Any], *, cancel: Any, resume_request: str | None
+    ) -> Refusal | None:
+        """A supervised launch: None when a person approved it; else why not (denied, nobody
+        decided in time, or cancelled while waiting)."""
         timeout = launch.approval_seconds if self.responder_present else self.approval_timeout
         decided = await self.ask(
             launch.node, launch.attempt, facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request

@@ -1,0 +1,150 @@
+"""The journal's line format, shared by its writer, reader and integrity check (private to store).
+
+One compact JSON object per line whose ``seq`` is a positive integer; in a ``chained-v1``
+journal each line ends with ``"h"``, its chain hash (:mod:`rho_notebook.store.journal` describes
+the format). Here: encoding and parsing one line, the chain hash, opening the file without
+following symlinks, and checking lines in order (:class:`SeqChecker`).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rho_notebook.errors import NotRegularFile, StoreError
+from rho_notebook.oshelpers import open_regular_nofollow
+
+ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+_H_PREFIX = b',"h":"'
+_H_LEN = 16
+_H_SUFFIX_LEN = len(_H_PREFIX) + _H_LEN + 2  # ,"h":"<16 hex>"}
+
+
+def parse_record(line: bytes) -> dict[str, Any] | None:
+    """The record on ``line`` (without its newline), or None if it is not a valid record."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    seq = value.get("seq")
+    if type(seq) is not int or seq < 1:
+        return None
+    return value
+
+
+def h_of(record: dict[str, Any]) -> str:
+    """The chain hash ``record`` carries ("" if none)."""
+    h = record.get("h")
+    return h if isinstance(h, str) else ""
+
+
+def chain(prev: str, body: bytes) -> str:
+    """The ``h`` of a record whose line without ``h`` is ``body``, after a record whose ``h`` is ``prev``."""
+    return hashlib.sha256(prev.encode() + b"\n" + body).hexdigest()[:_H_LEN]
+
+
+def chained_line(prev: str, record: dict[str, Any]) -> tuple[str, str]:
+    """(the line of ``record`` with its ``h`` appended as the last key, that ``h``)."""
+    body = ENCODER.encode(record)
+    h = chain(prev, body.encode())
+    return f'{body[:-1]},"h":"{h}"}}', h
+
+
+def verify_chain(line: bytes, record: dict[str, Any], prev: str) -> str | None:
+    """Why ``line`` does not chain to ``prev`` (None if it does)."""
+    h = record.get("h")
+    if not isinstance(h, str) or line[-_H_SUFFIX_LEN : -_H_LEN - 2] != _H_PREFIX or not line.endswith(b'"}'):
+        return f"record seq {record['seq']} carries no chain hash in a chained journal"
+    body = line[:-_H_SUFFIX_LEN] + b"}"
+    if chain(prev, body) != h or line[-_H_LEN - 2 : -2].decode("ascii", "replace") != h:
+        return f"record seq {record['seq']} does not match its chain hash (it was edited, or a record before it was removed)"
+    return None
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
+    """Open ``path`` without following a final symlink and check it is a regular file."""
+    try:
+        fd, _ = open_regular_nofollow(path, flags, mode)
+    except NotRegularFile:
+        msg = f"journal {path} is not a regular file"
+        raise StoreError(msg) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP or os.path.islink(path):
+            msg = f"journal {path} is a symlink; the store rejects symlinked entries (remove it)"
+            raise StoreError(msg) from None
+        if isinstance(err, FileNotFoundError):
+            raise
+        msg = f"cannot open journal {path}: {err.strerror}"
+        raise StoreError(msg) from None
+    return fd
+
+
+def damaged(path: Path, line_no: int, why: str) -> StoreError:
+    msg = (
+        f"{path}:{line_no}: {why}; only the last journal line may be torn, so the journal is "
+        "damaged (restore it from a backup or remove the run)"
+    )
+    return StoreError(msg)
+
+
+class _Damage(Exception):
+    """A line that breaks the journal: its 1-based number and why."""
+
+    def __init__(self, line_no: int, why: str) -> None:
+        super().__init__(why)
+        self.line_no = line_no
+        self.why = why
+
+
+class SeqChecker:
+    """Validates lines in order: each a record, each seq greater than the one before, and (chained)
+    each record's hash chained to the one before."""
+
+    def __init__(self, path: Path, *, line_no: int = 0, last_seq: int = 0, chained: bool = False) -> None:
+        self.path = path
+        self.line_no = line_no
+        self.last_seq = last_seq
+        self.chained = chained
+        self.last_h = ""
+
+    def check(self, line: bytes) -> dict[str, Any]:
+        try:
+            return self.check_or_damage(line)
+        except _Damage as err:
+            raise damaged(self.path, err.line_no, err.why) from None
+
+    def check_or_damage(self, line: bytes) -> dict[str, Any]:
+        """:meth:`check`, raising :class:`_Damage` (line and reason) instead of a StoreError."""
+        self.line_no += 1
+        record = parse_record(line)
+        if record is None:
+            raise _Damage(self.line_no, "line is not a valid journal record")
+        if record["seq"] <= self.last_seq:
+            raise _Damage(self.line_no, f"seq {record['seq']} does not follow seq {self.last_seq}")
+        if self.chained:
+            why = verify_chain(line, record, self.last_h)
+            if why is not None:
+                raise _Damage(self.line_no, why)
+            self.last_h = record["h"]
+        self.last_seq = record["seq"]
+        return record
+
+
+def split_lines(data: bytes) -> tuple[list[bytes], bool]:
+    """The complete lines of a journal and whether a torn last line was dropped."""
+    lines = data.split(b"\n")
+    final = lines.pop()  # b"" when the file ends with a newline
+    torn = final != b""
+    if not torn and lines and parse_record(lines[-1]) is None:
+        lines.pop()
+        torn = True
+    return lines, torn
