@@ -45,11 +45,11 @@ from typing import Any
 from rho_notebook.errors import PlanError, RhoError, VerificationError
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.process import ProcessSpec, run_process
-from rho_notebook.exec.python import REQUEST_FILE, module_path, read_result
+from rho_notebook.exec.python import module_path, read_result
 from rho_notebook.exec.verify import open_verified, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule
 from rho_notebook.planning.python import probe_interpreter
-from rho_notebook.store.layout import RESULT_FILE
+from rho_notebook.store.layout import REQUEST_FILE, RESULT_FILE
 from rho_notebook.store.reuse import value_file_sha256
 
 __all__ = [

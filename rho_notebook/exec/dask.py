@@ -52,7 +52,6 @@ from rho_notebook.exec.base import AttemptContext, AttemptResult, node_environme
 from rho_notebook.exec.command import CommandExecutor, render_argv
 from rho_notebook.exec.process import ProcessResult
 from rho_notebook.exec.python import (
-    REQUEST_FILE,
     PythonExecutor,
     frozen_runtime,
     node_request,
@@ -64,7 +63,7 @@ from rho_notebook.model.graph import CommandNode, PythonNode, ShellNode, resourc
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
 from rho_notebook.store.ids import new_id
-from rho_notebook.store.layout import RESULT_FILE
+from rho_notebook.store.layout import REQUEST_FILE, RESULT_FILE
 
 __all__ = ["DaskExecutor"]
 

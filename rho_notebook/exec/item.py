@@ -54,13 +54,9 @@ from rho_notebook.model.schema import (
 )
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, json_bytes
-from rho_notebook.store.layout import ANSWER_PROSE_FILE, VALUE_FILE
+from rho_notebook.store.layout import ANSWER_PROSE_FILE, INPUT_FILE, VALUE_FILE
 
 __all__ = ["ItemExecutor", "answer_schema", "command_argv", "input_item", "item_launch_facts"]
-
-
-INPUT_FILE = "input.json"
-"""The item an item step received (beside the value it passed on)."""
 
 
 class _StepFailed(Exception):

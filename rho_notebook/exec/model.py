@@ -43,10 +43,9 @@ from rho_notebook.errors import AgentFailure, AnswerError, ProviderError, StepIn
 from rho_notebook.model.schema import Schema
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
-from rho_notebook.store.layout import ANSWER_TEXT_FILE
+from rho_notebook.store.layout import ANSWER_TEXT_FILE, COMPLETION_FILE
 
 __all__ = [
-    "COMPLETION_FILE",
     "ModelCall",
     "ModelOutcome",
     "ask",
@@ -56,8 +55,6 @@ __all__ = [
     "tool_list",
 ]
 
-COMPLETION_FILE = "completion.json"
-"""The redacted completion an attempt of the model operation leaves."""
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "tool_name", "is_error"})
 
 

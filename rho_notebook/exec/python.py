@@ -38,10 +38,9 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_fd
 from rho_notebook.source.pymodules import HARNESS_PATH
 from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
-from rho_notebook.store.layout import RESULT_FILE, VALUE_FILE
+from rho_notebook.store.layout import REQUEST_FILE, RESULT_FILE, VALUE_FILE
 
 __all__ = [
-    "REQUEST_FILE",
     "PythonExecutor",
     "frozen_runtime",
     "materialise",
@@ -53,7 +52,6 @@ __all__ = [
     "verified_harness",
 ]
 
-REQUEST_FILE = "request.json"
 """What a Python attempt asks its harness to call (module, function, arguments, paths); the store's
 layout names the other attempt files, this one belongs to the Python operation."""
 _LAST_LINE_CHARS = 500

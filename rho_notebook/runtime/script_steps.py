@@ -75,7 +75,7 @@ from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Schema, StdoutJsonSchema, schema_depth
 from rho_notebook.model.state import NodeState
 from rho_notebook.source.limits import load_limits
-from rho_notebook.store.layout import VALUE_FILE, StoreLayout
+from rho_notebook.store.layout import ANSWER_VALUE_FILE, VALUE_FILE, StoreLayout
 from rho_notebook.store.runs import RunFolder
 
 if TYPE_CHECKING:  # the agents layer and httpx are imported when an agent or model step comes
@@ -120,8 +120,6 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "model": ("messages",),
 }
 _CHANGED = "after the step call froze it; call the step again (a resume executes a failed step)"
-ANSWER_VALUE_FILE = "answer-value.json"
-"""An agent step's own validated value (the attempt's value file is the step payload)."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.server import API_PREFIX
 from rho_notebook.server._base import ApiError, RhoHandler
 from rho_notebook.service import ApprovalRequest, Consent, ResumeRun, RunsQuery, Service, StartRun
+from rho_notebook.service.core_names import SERVED_ARTIFACTS
 from rho_notebook.service.wire import approval_json, plan_json, status_json
 from rho_notebook.views.dag import read_node_detail, read_run_view
 from rho_notebook.views.layout import layout_graph
@@ -52,26 +53,9 @@ NODE = r"(?P<node>[^/]{1,400})"
 """A node name, percent-encoded in the path (a flow step key holds `/` and `#`); the service refuses a
 name the run does not have before any file is read."""
 
-ARTIFACTS: dict[str, tuple[str, ...]] = {
-    "stdout": ("stdout",),
-    "stderr": ("stderr",),
-    "exit.json": ("exit.json",),
-    "exit": ("exit.json",),
-    "value.json": ("value.json",),
-    "value": ("value.json",),
-    "answer.md": ("answer.md",),
-    "answer.txt": ("answer.txt",),
-    "answer": ("answer.md", "answer.txt"),
-    "prompt.md": ("prompt.md",),
-    "prompt": ("prompt.md",),
-    "transcript.json": ("transcript.json",),
-    "transcript": ("transcript.json",),
-    "usage.json": ("usage.json",),
-    "usage": ("usage.json",),
-    "system-prompt.txt": ("system-prompt.txt",),
-    "system_prompt": ("system-prompt.txt",),
-}
-"""Artifact names the API serves (file names and the short keys results use) -> candidate files."""
+ARTIFACTS = SERVED_ARTIFACTS
+"""Artifact names the API serves (file names and the short keys results use) -> candidate files
+(the store owns the names: :data:`rho_notebook.store.layout.SERVED_ARTIFACTS`)."""
 
 ARTIFACT_LIMIT = 1 << 20
 """At most this many bytes of an artifact per request (page with ``offset``)."""

@@ -10,7 +10,7 @@ from rho_notebook.runtime.cancel import CancelResult
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.journal import JournalRead
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.layout import SERVED_ARTIFACTS, StoreLayout
 from rho_notebook.store.runs import RunFolder, RunManifest
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "PlanRequest",
     "RunFolder",
     "RunManifest",
+    "SERVED_ARTIFACTS",
     "StoreLayout",
     "Workspace",
     "describe_request",

@@ -27,6 +27,14 @@ __all__ = [
     "USAGE_FILE",
     "EXIT_FILE",
     "TRANSCRIPT_FILE",
+    "STDOUT_FILE",
+    "STDERR_FILE",
+    "COMPLETION_FILE",
+    "REQUEST_FILE",
+    "INPUT_FILE",
+    "ANSWER_VALUE_FILE",
+    "SYSTEM_PROMPT_FILE",
+    "SERVED_ARTIFACTS",
 ]
 
 # -- the files inside an attempt folder (nodes/<NODE_ID>/attempts/<N>/); the store owns these names --
@@ -47,6 +55,42 @@ EXIT_FILE = "exit.json"
 """A command's exit record."""
 TRANSCRIPT_FILE = "transcript.json"
 """An agent's message transcript."""
+STDOUT_FILE = "stdout"
+"""A process's retained standard output."""
+STDERR_FILE = "stderr"
+"""A process's retained standard error."""
+COMPLETION_FILE = "completion.json"
+"""A model call's completion record (messages, answer, tokens)."""
+REQUEST_FILE = "request.json"
+"""A Python node's (or a script's) request to its harness: module, function, arguments."""
+INPUT_FILE = "input.json"
+"""An item step's input item."""
+ANSWER_VALUE_FILE = "answer-value.json"
+"""A script agent step's typed answer, when its value.json holds the step's result record."""
+SYSTEM_PROMPT_FILE = "system-prompt.txt"
+"""An agent's rendered system prompt."""
+
+SERVED_ARTIFACTS: dict[str, tuple[str, ...]] = {
+    STDOUT_FILE: (STDOUT_FILE,),
+    STDERR_FILE: (STDERR_FILE,),
+    EXIT_FILE: (EXIT_FILE,),
+    "exit": (EXIT_FILE,),
+    VALUE_FILE: (VALUE_FILE,),
+    "value": (VALUE_FILE,),
+    ANSWER_PROSE_FILE: (ANSWER_PROSE_FILE,),
+    ANSWER_TEXT_FILE: (ANSWER_TEXT_FILE,),
+    "answer": (ANSWER_PROSE_FILE, ANSWER_TEXT_FILE),
+    PROMPT_FILE: (PROMPT_FILE,),
+    "prompt": (PROMPT_FILE,),
+    TRANSCRIPT_FILE: (TRANSCRIPT_FILE,),
+    "transcript": (TRANSCRIPT_FILE,),
+    USAGE_FILE: (USAGE_FILE,),
+    "usage": (USAGE_FILE,),
+    SYSTEM_PROMPT_FILE: (SYSTEM_PROMPT_FILE,),
+    "system_prompt": (SYSTEM_PROMPT_FILE,),
+}
+"""Attempt files a front end may read by name (file names and the short keys results use) ->
+candidate files, first existing wins (the REST API's artifact route)."""
 
 
 def default_home() -> Path:

@@ -20,15 +20,13 @@ from rho_notebook.model.run_state import NodeRecord
 from rho_notebook.model.state import NodeState
 from rho_notebook.service import Service
 from rho_notebook.service.wire import Detail, reused_from_json, step_json
-from rho_notebook.store.layout import ANSWER_PROSE_FILE, ANSWER_TEXT_FILE, USAGE_FILE, VALUE_FILE
+from rho_notebook.store.layout import ANSWER_PROSE_FILE, ANSWER_TEXT_FILE, INPUT_FILE, USAGE_FILE, VALUE_FILE
 from rho_notebook.views.artifacts import ANSWER_BYTES, PANE_BYTES, empty_stream, read_json, read_stream
 from rho_notebook.views.definition import definition_of
 from rho_notebook.views.state import halted_by_step
 
 __all__ = ["load_detail", "node_detail", "read_node_detail", "reused_source_dir", "step_detail"]
 
-_INPUT_FILE = "input.json"
-"""An item node's input item (the store names no constant for it yet)."""
 _STDOUT, _STDERR = "stdout", "stderr"
 
 
@@ -74,7 +72,7 @@ def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None, sou
         artifact(ANSWER_TEXT_FILE), limit=ANSWER_BYTES, truncated=False, node_limit=node.max_output_bytes
     )
     if isinstance(node, ItemNode):
-        detail["has_input"], detail["input"] = read_json(artifact(_INPUT_FILE))
+        detail["has_input"], detail["input"] = read_json(artifact(INPUT_FILE))
     return detail
 
 
