@@ -115,16 +115,8 @@ def _await_report(fd: int, *, run_id: str, log: str, seconds: float) -> int:
     while True:
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
-            report = json.loads(line)
-            if "pid" in report:
-                pid = int(report["pid"])
-            elif "error" in report:
-                err = pickle.loads(base64.b64decode(report["error"]))  # noqa: S301 - our own child, private pipe
-                if isinstance(err, RhoError):
-                    raise err
-                msg = f"the owner of run {run_id} failed to start: {err}; see {log}"
-                raise RunRefused(msg)
-            elif report.get("ok") and pid is not None:
+            pid, holds = _read_report(json.loads(line), pid, run_id=run_id, log=log)
+            if holds and pid is not None:
                 return pid
         remaining = deadline - time.monotonic()
         if remaining <= 0 and pid is not None:
@@ -140,6 +132,20 @@ def _await_report(fd: int, *, run_id: str, log: str, seconds: float) -> int:
             msg = f"the owner of run {run_id} exited before it held the run; see {log}"
             raise RunRefused(msg)
         buffer += chunk
+
+
+def _read_report(report: dict[str, Any], pid: int | None, *, run_id: str, log: str) -> tuple[int | None, bool]:
+    """(the owner's pid so far, whether it says it holds the run) after one report line; an
+    error report is raised (the owner's own RhoError as it is)."""
+    if "pid" in report:
+        return int(report["pid"]), False
+    if "error" in report:
+        err = pickle.loads(base64.b64decode(report["error"]))  # noqa: S301 - our own child, private pipe
+        if isinstance(err, RhoError):
+            raise err
+        msg = f"the owner of run {run_id} failed to start: {err}; see {log}"
+        raise RunRefused(msg)
+    return pid, bool(report.get("ok"))
 
 
 # -- the owner's side --------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ written. Status never takes it (:mod:`rho_notebook.runtime.status`). Resume repl
 journal; attempts of a dead owner are settled by :mod:`rho_notebook.runtime.recovery` before the
 driver starts, and cancel requests by :mod:`rho_notebook.runtime.cancel`. A script run
 (``graph.script``) is executed by :class:`~rho_notebook.runtime.script_driver.ScriptDriver` instead,
-with this resume's ``--decide`` decisions.
+with this resume's ``--decide`` decisions; both drivers hold the same
+:class:`~rho_notebook.runtime.execution.Execution`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.policy.approvals import ApprovalRequest, who_am_i
 from rho_notebook.policy.hooks import load_hooks
 from rho_notebook.policy.permission import PermissionMode
-from rho_notebook.policy.plan_approval import PlanApprovals
+from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.checkout import CheckoutLock
-from rho_notebook.runtime.driver import EventSink, RunDriver
+from rho_notebook.runtime.driver import RunDriver
+from rho_notebook.runtime.execution import EventSink, Execution
 from rho_notebook.runtime.executor_choice import ExecutorChoice, parse_executor, remote_executor, resolve_executor
 from rho_notebook.runtime.recovery import recovery_events
 from rho_notebook.runtime.reuse import Seed, seeds
@@ -109,20 +111,8 @@ def create_run(
     ``executor`` (``local``, ``dask``, ``dask=ADDRESS``; None: local) is settled here
     (:func:`~rho_notebook.runtime.executor_choice.resolve_executor`) and kept in the manifest."""
     _check_plan(layout, plan)
-    choice = resolve_executor(executor, home=layout.home, environ=os.environ)
-    if choice.kind != "local" and plan.graph.script is not None:
-        msg = (
-            f"executor {choice.spec()!r}: a script run's steps run with the run owner; "
-            "a distributed executor runs the nodes of a workflow graph (docs/distributed.md)"
-        )
-        raise ExecutorInvalid(msg, given=executor or "")
-    unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes})
-    if unknown:
-        msg = f"plan {plan.plan_id}: cannot take {', '.join(unknown)} from another run: no such node in the plan"
-        raise PlanError(msg)
-    if seed_nodes and seed_from is None:
-        msg = "seed_nodes need seed_from: the run to take their values from"
-        raise PlanError(msg)
+    choice = _executor_for(layout, plan, executor)
+    _check_seeds(plan, seed_from, seed_nodes)
     approval = PlanApprovals(layout).check(plan.graph_digest)
     run_id = new_id()
     manifest = RunManifest(
@@ -148,34 +138,62 @@ def create_run(
     folder = RunStore(layout).create(manifest, plan.graph)
     journal = JournalWriter.open(folder.events, mark=folder.mark)
     try:
-        options: dict[str, Any] = {} if reuse else {"reuse": False}
-        if seed_from is not None:
-            options.update(seed_from=seed_from, seed_nodes=list(manifest.seed_nodes))
-        records = [
-            event(
-                EventKind.RUN_CREATED,
-                run_id,
-                plan_id=plan.plan_id,
-                graph_digest=plan.graph_digest,
-                mode=mode,
-                **options,
-            )
-        ]
-        if approval is not None:
-            records.append(
-                event(
-                    EventKind.PLAN_APPROVAL,
-                    run_id,
-                    graph_digest=approval.graph_digest,
-                    by=approval.by,
-                    approved_at=approval.at,
-                )
-            )
-        journal.append(records)
+        journal.append(_created_records(manifest, approval))
         journal.sync()
     finally:
         journal.close()
     return run_id
+
+
+def _executor_for(layout: StoreLayout, plan: Plan, executor: str | None) -> ExecutorChoice:
+    """The run's executor choice, settled; a script run's steps never leave the owner."""
+    choice = resolve_executor(executor, home=layout.home, environ=os.environ)
+    if choice.kind != "local" and plan.graph.script is not None:
+        msg = (
+            f"executor {choice.spec()!r}: a script run's steps run with the run owner; "
+            "a distributed executor runs the nodes of a workflow graph (docs/distributed.md)"
+        )
+        raise ExecutorInvalid(msg, given=executor or "")
+    return choice
+
+
+def _check_seeds(plan: Plan, seed_from: str | None, seed_nodes: tuple[str, ...]) -> None:
+    """A ``try``'s seeded nodes are nodes of the plan, taken from a named run."""
+    unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes})
+    if unknown:
+        msg = f"plan {plan.plan_id}: cannot take {', '.join(unknown)} from another run: no such node in the plan"
+        raise PlanError(msg)
+    if seed_nodes and seed_from is None:
+        msg = "seed_nodes need seed_from: the run to take their values from"
+        raise PlanError(msg)
+
+
+def _created_records(manifest: RunManifest, approval: PlanApproval | None) -> list[dict[str, Any]]:
+    """``run_created`` (with the run's reuse and seed options) and the plan approval it runs under."""
+    options: dict[str, Any] = {} if manifest.reuse else {"reuse": False}
+    if manifest.seed_from is not None:
+        options.update(seed_from=manifest.seed_from, seed_nodes=list(manifest.seed_nodes))
+    records = [
+        event(
+            EventKind.RUN_CREATED,
+            manifest.run_id,
+            plan_id=manifest.plan_id,
+            graph_digest=manifest.graph_digest,
+            mode=manifest.mode,
+            **options,
+        )
+    ]
+    if approval is not None:
+        records.append(
+            event(
+                EventKind.PLAN_APPROVAL,
+                manifest.run_id,
+                graph_digest=approval.graph_digest,
+                by=approval.by,
+                approved_at=approval.at,
+            )
+        )
+    return records
 
 
 def _client_name(reported: str | None) -> str | None:
@@ -228,77 +246,37 @@ async def execute_run(
     journal: JournalWriter | None = None
     try:
         # checked before the writer opens (it would create a deleted journal and cut a torn tail)
-        state = journal_state(layout, run_id)
-        if state.damage is not None:
-            msg = (
-                f"run {run_id} is damaged and cannot be resumed or owned: {state.damage}. Its finished work "
-                f"cannot be told from unfinished work, so nothing is rerun. Inspect it with `rho-notebook status`, "
-                f"`events` and `logs`, then restore the run folder from a backup or `rho-notebook delete {run_id[:13]}`"
-            )
-            raise RunRefused(msg)
+        state = _undamaged_state(layout, run_id)
         journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
         # (a script run reads a step's value when the step is called: an unreadable one halts it)
         outputs = folder.output_values_at(state.value_sources()) if graph.script is None else {}
         _check_decisions(run_id, graph.script is not None, state, decisions or {})
-        records: list[dict[str, Any]] = []
-        if journal.repaired_bytes:
-            records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))
-        started = state.lifecycle is not Lifecycle.PLANNED
-        if started and not resume:
-            msg = f"run {run_id} has already started; use `rho-notebook resume {run_id[:13]}`"
-            raise RunRefused(msg)
-        if resume and state.lifecycle is Lifecycle.COMPLETED and state.outcome == "success":
-            msg = f"run {run_id} already completed with outcome success; nothing to resume"
-            raise RunRefused(msg)
-        records = recovery_events(
-            state, journal, graph=graph, pending=records, resume=resume, recover_uncertain=recover_uncertain
-        )
-        for record in journal.append(records):
-            apply(state, record)
-            if on_event is not None:
-                on_event(record)
-        journal.sync()
+        _recover(state, journal, graph=graph, resume=resume, recover_uncertain=recover_uncertain, on_event=on_event)
         # current trust only narrows: an untrusted workspace's project settings and hooks are ignored
         trusted = TrustStore(layout).is_trusted(Workspace(Path(manifest.workspace_root)))
-        if graph.script is not None:
-            return await _execute_script(
-                layout,
-                manifest,
-                graph,
-                folder,
-                state=state,
-                journal=journal,
-                resume=resume,
-                trusted=trusted,
-                on_event=on_event,
-                responder=responder,
-                approval_timeout=approval_timeout,
-                decisions=decisions or {},
-                steps=steps,
-            )
-        remote = remote_executor(_executor_of(layout, manifest, executor))
-        driver = RunDriver(
-            run_id=run_id,
+        execution = _execution(
+            layout,
+            manifest,
             graph=graph,
             folder=folder,
             state=state,
             journal=journal,
-            executors=executors if executors is not None else default_executors(trusted=trusted),
-            workspace=Path(manifest.workspace_root),
-            identities=manifest.identities,
-            layout=layout,
+            trusted=trusted,
             on_event=on_event,
-            mode=PermissionMode(manifest.mode),
-            checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
-            hooks=load_hooks(layout.home, Path(manifest.workspace_root), trusted=trusted),
             responder=responder,
             approval_timeout=approval_timeout,
-            workspace_key=manifest.workspace_key,
-            origin=manifest.origin,
+        )
+        if graph.script is not None:
+            return await _execute_script(
+                execution, resume=resume, trusted=trusted, decisions=decisions or {}, steps=steps
+            )
+        driver = RunDriver(
+            execution=execution,
+            executors=executors if executors is not None else default_executors(trusted=trusted),
             reuse=manifest.reuse,
             seeded=_seeds(layout, manifest),
-            remote=remote,
+            remote=remote_executor(_executor_of(layout, manifest, executor)),
             run_fields={
                 "initiator": manifest.initiator or None,
                 "via": manifest.via or manifest.origin,
@@ -311,6 +289,86 @@ async def execute_run(
         if journal is not None:
             journal.close()
         lock.release()
+
+
+def _execution(
+    layout: StoreLayout,
+    manifest: RunManifest,
+    *,
+    graph: Graph,
+    folder: RunFolder,
+    state: RunState,
+    journal: JournalWriter,
+    trusted: bool,
+    on_event: EventSink | None,
+    responder: Callable[[ApprovalRequest], None] | None,
+    approval_timeout: float,
+) -> Execution:
+    """The execution of this owner, whatever the run's form: its mode, hooks, checkout and approvals."""
+    workspace = Path(manifest.workspace_root)
+    return Execution(
+        run_id=manifest.run_id,
+        graph=graph,
+        folder=folder,
+        state=state,
+        journal=journal,
+        workspace=workspace,
+        identities=manifest.identities,
+        layout=layout,
+        on_event=on_event,
+        mode=PermissionMode(manifest.mode),
+        checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
+        hooks=load_hooks(layout.home, workspace, trusted=trusted),
+        responder=responder,
+        approval_timeout=approval_timeout,
+        workspace_key=manifest.workspace_key,
+        origin=manifest.origin,
+    )
+
+
+def _undamaged_state(layout: StoreLayout, run_id: str) -> RunState:
+    """The run's replayed state; a damaged journal is refused (nothing can say what finished)."""
+    state = journal_state(layout, run_id)
+    if state.damage is not None:
+        msg = (
+            f"run {run_id} is damaged and cannot be resumed or owned: {state.damage}. Its finished work "
+            f"cannot be told from unfinished work, so nothing is rerun. Inspect it with `rho-notebook status`, "
+            f"`events` and `logs`, then restore the run folder from a backup or `rho-notebook delete {run_id[:13]}`"
+        )
+        raise RunRefused(msg)
+    return state
+
+
+def _recover(
+    state: RunState,
+    journal: JournalWriter,
+    *,
+    graph: Graph,
+    resume: bool,
+    recover_uncertain: bool,
+    on_event: EventSink | None,
+) -> None:
+    """Refuse what cannot be (re)started, then journal (durably) the repair of a torn tail and
+    the settling of what a dead owner left behind."""
+    run_id = state.run_id
+    records: list[dict[str, Any]] = []
+    if journal.repaired_bytes:
+        records.append(event(EventKind.JOURNAL_REPAIRED, run_id, bytes=journal.repaired_bytes))
+    started = state.lifecycle is not Lifecycle.PLANNED
+    if started and not resume:
+        msg = f"run {run_id} has already started; use `rho-notebook resume {run_id[:13]}`"
+        raise RunRefused(msg)
+    if resume and state.lifecycle is Lifecycle.COMPLETED and state.outcome == "success":
+        msg = f"run {run_id} already completed with outcome success; nothing to resume"
+        raise RunRefused(msg)
+    records = recovery_events(
+        state, journal, graph=graph, pending=records, resume=resume, recover_uncertain=recover_uncertain
+    )
+    for record in journal.append(records):
+        apply(state, record)
+        if on_event is not None:
+            on_event(record)
+    journal.sync()
 
 
 def _executor_of(layout: StoreLayout, manifest: RunManifest, given: str | None) -> ExecutorChoice:
@@ -344,18 +402,10 @@ def _check_decisions(run_id: str, script: bool, state: RunState, decisions: Mapp
 
 
 async def _execute_script(
-    layout: StoreLayout,
-    manifest: RunManifest,
-    graph: Graph,
-    folder: RunFolder,
+    execution: Execution,
     *,
-    state: RunState,
-    journal: JournalWriter,
     resume: bool,
     trusted: bool,
-    on_event: EventSink | None,
-    responder: Callable[[ApprovalRequest], None] | None,
-    approval_timeout: float,
     decisions: Mapping[str, str],
     steps: Callable[..., Any] | None,
 ) -> RunState:
@@ -363,37 +413,18 @@ async def _execute_script(
     from rho_notebook.runtime.script_driver import ScriptDriver
     from rho_notebook.runtime.script_steps import StepRunner
 
-    workspace = Path(manifest.workspace_root)
-    environ = dict(os.environ)
     runner = (steps or StepRunner)(
-        graph=graph,
-        workspace=workspace,
-        layout=layout,
-        run_id=manifest.run_id,
-        folder=folder,
-        identities=manifest.identities,
-        environ=environ,
+        graph=execution.graph,
+        workspace=execution.workspace,
+        layout=execution.layout,
+        run_id=execution.run_id,
+        folder=execution.folder,
+        identities=execution.identities,
+        environ=dict(os.environ),
         trusted=trusted,
     )
     driver = ScriptDriver(
-        run_id=manifest.run_id,
-        graph=graph,
-        folder=folder,
-        state=state,
-        journal=journal,
-        executors={},
-        workspace=workspace,
-        identities=manifest.identities,
-        layout=layout,
-        on_event=on_event,
-        mode=PermissionMode(manifest.mode),
-        checkout=CheckoutLock.for_layout(layout, manifest.workspace_key),
-        hooks=load_hooks(layout.home, workspace, trusted=trusted),
-        responder=responder,
-        approval_timeout=approval_timeout,
-        workspace_key=manifest.workspace_key,
-        origin=manifest.origin,
-        reuse=False,
+        execution=execution,
         steps=runner,
         decisions={key: "rerun" if d == "rerun" else "skip" for key, d in decisions.items()},
     )

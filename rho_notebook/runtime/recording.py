@@ -47,6 +47,7 @@ from rho_notebook.model.graph import AgentNode, CommandNode, Graph, Node, Python
 from rho_notebook.model.state import NodeState
 from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult, StepRunner
 from rho_notebook.store.files import atomic_write, atomic_write_json
+from rho_notebook.store.layout import VALUE_FILE
 
 __all__ = [
     "RECORDING_FORMAT",
@@ -321,8 +322,8 @@ async def _write_answer(folder: Path, step: RecordedStep) -> dict[str, str]:
 
     def write() -> None:
         if step.value is not None:
-            atomic_write_json(folder / "value.json", step.value, durable=False)
-            artifacts["value"] = "value.json"
+            atomic_write_json(folder / VALUE_FILE, step.value, durable=False)
+            artifacts["value"] = VALUE_FILE
         for name in ("stdout", "stderr"):
             text = getattr(step, name)
             if text:

@@ -113,14 +113,25 @@ def recovery_events(
         records.append(event(EventKind.RECOVERY_CONFIRMED, run_id, nodes=uncertain))
     # cancel requests made while no owner was alive are applied by the driver as it starts
     if resume:
-        cancelled = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.CANCELLATION]
-        reset = set(cancelled) | set(uncertain) | set(untaken)
-        downstream = _descendants_of_reset(Scheduler(graph).children, sorted(reset))
-        for name in sorted(cancelled):
-            records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="new attempt after cancellation"))
-        for name in sorted(downstream):
-            if state.nodes[name].state in (NodeState.SKIPPED, NodeState.BLOCKED, NodeState.READY):
-                records.append(event(EventKind.NODE_RESET, run_id, node=name, reason="re-decided after resume"))
+        records.extend(_resume_resets(state, graph, set(uncertain) | set(untaken)))
+    return records
+
+
+def _resume_resets(state: RunState, graph: Graph, reset: set[str]) -> list[dict[str, Any]]:
+    """The resets of a resume: cancelled nodes start a new attempt, and what follows them or the
+    ``reset`` nodes (skipped, blocked, ready) is decided again."""
+    run_id = state.run_id
+    cancelled = [name for name, rec in sorted(state.nodes.items()) if rec.state is NodeState.CANCELLATION]
+    downstream = _descendants_of_reset(Scheduler(graph).children, sorted(reset | set(cancelled)))
+    records = [
+        event(EventKind.NODE_RESET, run_id, node=name, reason="new attempt after cancellation")
+        for name in sorted(cancelled)
+    ]
+    records.extend(
+        event(EventKind.NODE_RESET, run_id, node=name, reason="re-decided after resume")
+        for name in sorted(downstream)
+        if state.nodes[name].state in (NodeState.SKIPPED, NodeState.BLOCKED, NodeState.READY)
+    )
     return records
 
 
@@ -132,7 +143,7 @@ def _is_pure(graph: Graph, name: str) -> bool:
 def _script_recovery(state: RunState, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A script run never needs ``--recover-uncertain``: a step whose attempt never settled is
     decided when the re-executed script calls it again (it halts for a person's ``--decide``
-    unless it declared ``recovery="rerun"``, runtime/script_replay.py). What a dead owner left
+    unless it declared ``recovery="rerun"``, runtime/replay.py). What a dead owner left
     running (its script process, a step's process tree) is stopped before anything starts."""
     unsettled = any(
         rec.current is not None and rec.current.state is None and not rec.current.reused_from

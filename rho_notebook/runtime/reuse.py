@@ -42,12 +42,11 @@ from rho_notebook.exec.base import render_template
 from rho_notebook.exec.python import render_args
 from rho_notebook.model.canonical import encode
 from rho_notebook.model.condition import UNAVAILABLE
-from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import AgentNode, Graph, Node, PythonNode
 from rho_notebook.model.reference import OutputRef
-from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_regular_nofollow
-from rho_notebook.store.layout import StoreLayout
+from rho_notebook.runtime.replay import may_reuse, reusable
+from rho_notebook.store.layout import VALUE_FILE, StoreLayout
 from rho_notebook.store.reuse import ReuseHit, ReuseIndex
 from rho_notebook.store.runs import node_folder
 
@@ -61,8 +60,6 @@ __all__ = [
     "look_up",
     "may_reuse",
     "seeds",
-    "taken_records",
-    "unseeded_records",
 ]
 
 KEY_FORMAT = "rho-notebook/reuse-key/v1"
@@ -71,16 +68,6 @@ _NOT_IN_KEY = frozenset({"name", "needs", "when", "allow_failure", "reuse", "reu
 
 ValueLookup = Callable[[str], Any]
 """Validated output of an upstream node, or UNAVAILABLE."""
-
-
-def may_reuse(node: Node) -> bool:
-    """Whether ``node``'s definition allows reuse: a read-only Python or agent node with ``reuse = True``."""
-    return isinstance(node, (PythonNode, AgentNode)) and node.reuse and node.access == "read_only"
-
-
-def reusable(node: Node, states: Mapping[str, NodeState]) -> bool:
-    """Whether ``node`` may take a stored success now: :func:`may_reuse`, and every need succeeded."""
-    return may_reuse(node) and all(states.get(need) is NodeState.SUCCESS for need in node.needs)
 
 
 def _digest(value: Any) -> str:
@@ -288,7 +275,7 @@ def seeds(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str,
             how = "is not in it" if record is None else f"ended {record.state.value}"
             found[name] = f"run {run_id} has no successful attempt of node {name!r} to take its value from ({how})"
             continue
-        path = index.layout.run_dir(run_id) / "nodes" / node_folder(name) / "attempts" / str(attempt) / "value.json"
+        path = index.layout.run_dir(run_id) / "nodes" / node_folder(name) / "attempts" / str(attempt) / VALUE_FILE
         data: bytes | None = None
         try:
             data = read_regular_nofollow(path)
@@ -336,49 +323,3 @@ def look_up(
                 hit = None
         found[name] = (key, hit, value)
     return found
-
-
-def taken_records(
-    run_id: str, name: str, number: int, source: tuple[str, str, int], *, key: str | None, message: str
-) -> list[dict[str, Any]]:
-    """``node_reused`` then a successful ``node_finished``: attempt ``number`` of ``name`` took the
-    stored success ``source`` = (run, node, attempt) instead of a launch."""
-    source_run, source_node, source_attempt = source
-    return [
-        event(
-            EventKind.NODE_REUSED,
-            run_id,
-            node=name,
-            attempt=number,
-            source_run=source_run,
-            source_node=source_node,
-            source_attempt=source_attempt,
-            reuse_key=key,
-        ),
-        event(
-            EventKind.NODE_FINISHED,
-            run_id,
-            node=name,
-            attempt=number,
-            state=NodeState.SUCCESS.value,
-            exit=None,
-            message=message,
-        ),
-    ]
-
-
-def unseeded_records(run_id: str, name: str, number: int, why: str) -> list[dict[str, Any]]:
-    """A ``try`` node whose source run has no value to give it: it fails at once, saying ``why``,
-    and no process starts."""
-    return [
-        event(EventKind.NODE_LAUNCHED, run_id, node=name, attempt=number),
-        event(
-            EventKind.NODE_FINISHED,
-            run_id,
-            node=name,
-            attempt=number,
-            state=NodeState.FAILURE.value,
-            exit=None,
-            message=f"{why}; no process was started",
-        ),
-    ]

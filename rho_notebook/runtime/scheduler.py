@@ -184,48 +184,84 @@ class Scheduler:
         if running_names is None:
             running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
         running = [self.nodes[n] for n in running_names if current[n] is NodeState.RUNNING]
-        total = sum(1 for n in running if slot_of(n) != "none")
-        agents = sum(1 for n in running if slot_of(n) == "agent")
-        commands = sum(1 for n in running if slot_of(n) == "command")
-        off = self._no_checkout
-        writers = sum(1 for n in running if n.name not in off and uses_checkout_alone(n))
-        readers = sum(
-            1
-            for n in running
-            if n.name not in off and uses_checkout(n) and slot_of(n) == "agent" and not uses_checkout_alone(n)
-        )
+        slots = _Slots.taken_by(running, self._no_checkout)
         names = (
             sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
         )
-        names = [n for n in names if current[n] is NodeState.READY]
         launches: list[str] = []
-        limits = self.limits
         for name in names:
-            node = self.nodes[name]
-            slot = slot_of(node)
-            if slot == "none":
-                launches.append(name)
+            if current[name] is not NodeState.READY:
                 continue
-            if total >= limits.total:
+            verdict = self._admit(self.nodes[name], slots)
+            if verdict == _STOP:
                 break
-            alone = name not in off and uses_checkout_alone(node)
-            if alone:
-                if writers or readers:
-                    break
-            elif name not in off and (writers or readers >= limits.checkout_readers):
-                break
-            if slot == "agent":
-                if agents >= limits.agent:
-                    continue
-                agents += 1
-            else:
-                if commands >= limits.command:
-                    continue
-                commands += 1
-            total += 1
-            if alone:
-                writers += 1
-            elif name not in off:
-                readers += 1
-            launches.append(name)
+            if verdict == _TAKE:
+                launches.append(name)
         return launches
+
+    def _admit(self, node: Node, slots: _Slots) -> int:
+        """Whether ready ``node`` launches now (its slots are then taken), waits for a slot of its
+        kind (_SKIP: later nodes may still launch), or stops the pass (_STOP: the total or the
+        checkout is full, and launching later nodes first would starve it)."""
+        slot = slot_of(node)
+        if slot == "none":
+            return _TAKE
+        limits = self.limits
+        if slots.total >= limits.total:
+            return _STOP
+        off = node.name in self._no_checkout
+        alone = not off and uses_checkout_alone(node)
+        if alone:
+            if slots.writers or slots.readers:
+                return _STOP
+        elif not off and (slots.writers or slots.readers >= limits.checkout_readers):
+            return _STOP
+        if slot == "agent":
+            if slots.agents >= limits.agent:
+                return _SKIP
+        elif slots.commands >= limits.command:
+            return _SKIP
+        slots.take(slot, alone=alone, checkout=not off)
+        return _TAKE
+
+
+_STOP, _SKIP, _TAKE = 0, 1, 2
+"""What :meth:`Scheduler._admit` says of one ready node."""
+
+
+@dataclass(slots=True)
+class _Slots:
+    """The slots running attempts hold: in all, per kind, and of the checkout (alone or shared)."""
+
+    total: int
+    agents: int
+    commands: int
+    writers: int
+    readers: int
+
+    @classmethod
+    def taken_by(cls, running: list[Node], off: frozenset[str]) -> _Slots:
+        """The slots ``running`` hold (``off``: nodes that take no checkout slot)."""
+        return cls(
+            total=sum(1 for n in running if slot_of(n) != "none"),
+            agents=sum(1 for n in running if slot_of(n) == "agent"),
+            commands=sum(1 for n in running if slot_of(n) == "command"),
+            writers=sum(1 for n in running if n.name not in off and uses_checkout_alone(n)),
+            readers=sum(
+                1
+                for n in running
+                if n.name not in off and uses_checkout(n) and slot_of(n) == "agent" and not uses_checkout_alone(n)
+            ),
+        )
+
+    def take(self, slot: str, *, alone: bool, checkout: bool) -> None:
+        """One more attempt of ``slot`` runs (holding the checkout alone, shared, or not at all)."""
+        if slot == "agent":
+            self.agents += 1
+        else:
+            self.commands += 1
+        self.total += 1
+        if alone:
+            self.writers += 1
+        elif checkout:
+            self.readers += 1

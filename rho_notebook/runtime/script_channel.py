@@ -74,7 +74,7 @@ class ScriptChannel:
         """What the script process connects to (``RHO_SCRIPT_CHANNEL``)."""
         self._handler = handler
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[_Connection] = set()
+        self.connections: set[_Connection] = set()
         """Open connections: closed with the channel (a script's child may still hold one)."""
         self._dir_fd: int | None = None
 
@@ -103,10 +103,10 @@ class ScriptChannel:
         """Stop serving: read what the (ended) script process left on its connections, then close."""
         if self._server is not None:
             self._server.close()
-            ending = [c.ended for c in self._connections]
+            ending = [c.ended for c in self.connections]
             if ending:
                 await asyncio.wait(ending, timeout=_DRAIN_SECONDS)
-            for connection in list(self._connections):
+            for connection in list(self.connections):
                 connection.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)
@@ -117,7 +117,7 @@ class ScriptChannel:
             os.close(self._dir_fd)
             self._dir_fd = None
 
-    def _answer(self, line: bytes) -> tuple[Answer | Awaitable[Answer] | None, bool]:
+    def answer(self, line: bytes) -> tuple[Answer | Awaitable[Answer] | None, bool]:
         """(the answer or an awaitable of it, keep the connection open) for one request line."""
         try:
             request = json.loads(line)
@@ -161,10 +161,10 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        self._channel._connections.add(self)
+        self._channel.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._channel._connections.discard(self)
+        self._channel.connections.discard(self)
         self._end()
         self._transport = None
         self._done = True
@@ -208,7 +208,7 @@ class _Connection(asyncio.Protocol):
                 return
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
-            answer, keep = self._channel._answer(line)
+            answer, keep = self._channel.answer(line)
             if answer is None:
                 continue  # a notice: nothing is written back
             if isinstance(answer, dict | bytes):

@@ -1,4 +1,4 @@
-"""The script driver: owns one execution of a script run (the script tier, docs/scripts.md).
+"""The channel loop: owns one execution of a script or flow run (the script tier, docs/scripts.md).
 
 A script run has no nodes in its frozen graph: ``Graph.script`` names a frozen module that runs in
 the frozen interpreter (``Graph.python``), and its steps become nodes as they are called. One
@@ -13,7 +13,7 @@ execution:
    the interpreter with the harness in script mode, supervised like a Python node (verified
    interpreter, process group, timeout, bounded output into ``<run>/script/stdout|stderr``).
 4. Each step call is prepared (:class:`~rho_notebook.runtime.script_steps.StepRunner`) and
-   decided (:func:`~rho_notebook.runtime.script_replay.decide_call`): *replay* answers the
+   decided (:func:`~rho_notebook.runtime.replay.decide_call`): *replay* answers the
    stored ``value.json`` (read ahead in a thread while the interpreter starts) and journals
    ``step_replayed`` right after the answer is written, before anything more is read; *execute*
    journals ``node_launched`` with the step's facts and fsyncs it BEFORE the step's work starts,
@@ -30,156 +30,72 @@ starts; other records are synced at the next launch and at the end), so after a 
 that may have run is known: its attempt never settled, and the next resume halts it unless it
 declared ``recovery="rerun"`` or a person decides.
 
-Failpoints (``RHO_NOTEBOOK_FAILPOINT``, see driver.py) add ``script_step_launched`` (after a
-step's ``node_launched`` is durable) and ``script_step_finished`` (after its ``node_finished``).
+Journal, snapshot, cancel, the launch gate, completion and teardown are the
+:class:`~rho_notebook.runtime.execution.Execution` the driver holds (the DAG loop holds one too);
+the script's process is :mod:`rho_notebook.runtime.script_process`, the read-ahead of stored
+values :mod:`rho_notebook.runtime.script_values`.
+
+Failpoints (``RHO_NOTEBOOK_FAILPOINT``, runtime/failpoints.py) add ``script_step_launched``
+(after a step's ``node_launched`` is durable) and ``script_step_finished`` (after its ``node_finished``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from rho_notebook.errors import PlanError, RhoError, StepInvalid
-from rho_notebook.exec._supervised import exit_record
-from rho_notebook.exec.base import node_environment
+from rho_notebook.errors import RhoError, StepInvalid
 from rho_notebook.exec.cancel import CancelSignal
-from rho_notebook.exec.process import ProcessResult, ProcessSpec, run_process
-from rho_notebook.exec.python import materialise
+from rho_notebook.exec.process import ProcessResult, run_process
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.graph import Graph, ScriptSpec
+from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
-from rho_notebook.oshelpers import read_fd
 from rho_notebook.policy.approvals import who_am_i
-from rho_notebook.policy.gate import Launch
-from rho_notebook.policy.permission import LaunchKind
-from rho_notebook.runtime.driver import RunDriver, failpoint
-from rho_notebook.runtime.script_channel import Answer, ScriptChannel, encode_answer
-from rho_notebook.runtime.script_replay import (
-    Decision,
-    Diverge,
-    Execute,
-    Halt,
-    Replay,
-    Skip,
-    StepHistory,
-    decide_call,
+from rho_notebook.policy.gate import Refusal
+from rho_notebook.runtime.execution import Execution
+from rho_notebook.runtime.replay import Decision, Diverge, Execute, Halt, Replay, Skip, StepHistory, decide_call
+from rho_notebook.runtime.script_attempts import QuickSteps, StepAttempts, Steps
+from rho_notebook.runtime.script_channel import Answer, ScriptChannel
+from rho_notebook.runtime.script_process import (
+    SCRIPT_NODE,
+    ScriptLogs,
+    exit_of,
+    exited_ok,
+    outcome_of,
+    script_facts,
+    script_launch,
+    script_process_spec,
+    script_spec,
 )
-from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
-from rho_notebook.runtime.wakeup import OwnerControl
-from rho_notebook.script._channel import request_fingerprint
-from rho_notebook.store.files import atomic_write_json, ensure_private_dir, open_regular, read_nofollow
+from rho_notebook.runtime.script_steps import PreparedStep, StepCall
+from rho_notebook.runtime.script_values import StoredValues, step_answer
 
 __all__ = ["MAX_OUTPUT_BYTES", "SCRIPT_NODE", "QuickSteps", "ScriptDriver", "Steps", "script_facts"]
-
-SCRIPT_NODE = "(script)"
-"""The name approval requests and orphan records use for the script's own process (never a step
-key: those follow the node-name grammar)."""
-
-_STDERR_TAIL = 4096
-
-_JOURNALED_ARGS = 16 * 1024
-"""Largest step arguments (as JSON characters) journaled with the launch; a step with bigger ones
-(a long prompt) is replayed by asking the runner, never from an offer."""
-
-_READ_AHEAD_BYTES = 32 * 1024 * 1024
-"""Most bytes of stored step values read ahead of their replays in one execution."""
 
 MAX_OUTPUT_BYTES = 1_048_576
 """Largest ``emit_output`` value (as JSON) journaled as the run's output."""
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[2]
-"""The folder holding this ``rho_notebook`` package: the script's interpreter imports the
-standard-library ``rho_notebook.script`` from there when it has no rho_notebook of its own."""
 
-
-def script_facts(graph: Graph) -> dict[str, Any]:
-    """The frozen launch facts of a script run: what ``supervised`` asks a person about.
-
-    Raises
-    ------
-    PlanError
-        The graph has no script or no frozen interpreter.
-    KeyError
-        The script's module is not frozen in the graph.
-    """
-    spec, runtime = graph.script, graph.python
-    if spec is None or runtime is None:
-        msg = f"script run {graph.name!r} has no frozen script or interpreter; plan again"
-        raise PlanError(msg)
-    return {
-        "script": spec.module,
-        "sha256": graph.python_module(spec.module).sha256,
-        "interpreter": runtime.interpreter.file.path,
-        "interpreter_sha256": runtime.interpreter.file.sha256,
-        "cwd": spec.cwd,
-        "environment": {"names": list(graph.environment.names), "prefixes": list(graph.environment.prefixes)},
-    }
-
-
-class Steps(Protocol):
-    """What the driver needs of a step runner (:class:`StepRunner` and the recording runner)."""
-
-    def prepare(self, call: StepCall) -> PreparedStep: ...
-
-    async def run(
-        self,
-        prepared: PreparedStep,
-        *,
-        attempt_dir: Path,
-        cancel: asyncio.Event,
-        on_started: Callable[[int], Awaitable[None]] | None = None,
-    ) -> StepResult: ...
-
-
-@runtime_checkable
-class QuickSteps(Steps, Protocol):
-    """A step runner that can also prepare a call without blocking, when that is cheap
-    (:meth:`StepRunner.prepare_now`): the driver then skips the thread hop (most of a replayed
-    call's cost in the owner)."""
-
-    def prepare_now(self, call: StepCall) -> PreparedStep | None: ...
-
-
-class _LogSink:
-    """Appends one stream of the script process to ``<run>/script/<stream>``."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: int | None = None
-        self.tail = b""
-
-    async def __call__(self, chunk: bytes) -> None:
-        if self.fd is None:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        self.tail = (self.tail + chunk)[-_STDERR_TAIL:]
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def last_line(self) -> str:
-        lines = [line.strip() for line in self.tail.decode("utf-8", "replace").splitlines() if line.strip()]
-        return lines[-1][:500] if lines else ""
+def _invalid(message: str) -> dict[str, Any]:
+    return {"ok": False, "error": "invalid", "message": message}
 
 
 @dataclass(kw_only=True)
-class ScriptDriver(RunDriver):
+class ScriptDriver:
     """Executes one script run as its owner (same ``execute(resumed=)`` shape as RunDriver)."""
 
+    execution: Execution
+    """Journal, snapshot, cancel, gate, completion and teardown of this execution."""
     steps: Steps
     """Prepares and runs one step: a StepRunner (a recording-backed one in ``record`` tests)."""
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     """This resume's ``--decide``: step key -> rerun | skip, each good for one call."""
+    run_id: str = field(init=False)
+    graph: Graph = field(init=False)
     _left: dict[str, Decision] = field(init=False, default_factory=dict)
     _seen: dict[str, str] = field(init=False, default_factory=dict)
     """Step key -> how its call ended in this execution (success, failure, skipped, ...)."""
@@ -189,106 +105,103 @@ class ScriptDriver(RunDriver):
     """Set to stop the script process (halt, divergence, cancel)."""
     _cancelling: bool = field(init=False, default=False)
     _inflight: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
-    _quick: tuple[QuickSteps | None] | None = field(init=False, default=None)
+    _quick: QuickSteps | None = field(init=False, default=None)
     """``steps`` when it is a :class:`QuickSteps` (asked once: a runtime protocol check is slow)."""
-    _stored: dict[tuple[str, int], bytes] = field(init=False, default_factory=dict)
-    _replay_lines: dict[tuple[str, int], bytes] = field(init=False, default_factory=dict)
-    """The encoded replay answer of each settled success read ahead (built in the read-ahead
-    thread, so that answering a replay encodes nothing)."""
-    _offers: dict[str, _Offer] = field(init=False, default_factory=dict)
-    """Replay offers made to the script process (built in the read-ahead thread; read on the loop
-    only once ``_reading_done`` is set): a key leaves when its offer is used or its call comes here."""
+    _attempts: StepAttempts = field(init=False)
+    _stored: StoredValues = field(init=False)
+    """The settled steps' values read ahead while the script starts, and the replay offers."""
     _read: asyncio.Future[None] | None = field(init=False, default=None)
     _replays: list[dict[str, Any]] = field(init=False, default_factory=list)
     """``step_replayed`` records answered in this turn of the loop, journaled at its end."""
-    """(step key, attempt) -> its ``value.json``, read ahead while the script starts (each is taken once)."""
-    _reading: bool = field(init=False, default=False)
-    """Whether the read-ahead may go on (cleared when the script ends)."""
+
+    def __post_init__(self) -> None:
+        ex = self.execution
+        self.run_id = ex.run_id
+        self.graph = ex.graph
+        self._left = dict(self.decisions)
+        self._quick = self.steps if isinstance(self.steps, QuickSteps) else None
+        self._attempts = StepAttempts(ex, self.steps)
+        self._stored = StoredValues(ex.folder, ex.state, self.steps.prepare, self._left)
 
     # -- the execution --------------------------------------------------------------------------------
 
     async def execute(self, *, resumed: bool) -> RunState:
         """Run the script until it exits, halts, diverges or is cancelled; returns the final state."""
-        self._left = dict(self.decisions)
-        self._control = OwnerControl(self.run_id, self._poke)
-        await self._control.start()
-        self._rescan = asyncio.get_running_loop().call_later(0.5, self._rescan_soon)
+        ex = self.execution
+        await ex.open()
         try:
-            self._emit(event(EventKind.RUN_STARTED, self.run_id, pid=os.getpid(), resumed=resumed))
+            ex.started(resumed=resumed)
             by = who_am_i()
-            self._emit(
+            ex.emit(
                 *(
                     event(EventKind.DECISION_RECORDED, self.run_id, node=key, decision=decision, by=by, via="cli")
                     for key, decision in sorted(self.decisions.items())
                 )
             )
-            self.journal.sync()
-            self._snapshot(force=True)
+            ex.journal.sync()
+            ex.snapshot(force=True)
             await self._run_script()
         finally:
-            if self._rescan is not None:
-                self._rescan.cancel()
-            await self._control.close()
-            self.verified.close()
-            if self.checkout is not None:
-                self.checkout.close_idle()
-            await self.artifacts.aclose()
-        return self.state
+            await ex.close()
+        return ex.state
 
     async def _run_script(self) -> None:
+        ex = self.execution
         try:
             facts = script_facts(self.graph)
         except (RhoError, KeyError) as err:
             message = err.message if isinstance(err, RhoError) else f"the script's module is not frozen: {err}"
-            self._complete_with("failure", message)
+            ex.complete("failure", message)
             return
         requests: list[str] = []
         denied = await self._gate(facts, requests)
         if denied is not None:
-            outcome, message = denied
             if requests:
-                self._finish_cancellation(requests)
+                ex.finish_cancellation(requests)
             else:
-                self._complete_with(outcome, message)
+                ex.complete(*denied)
             return
-        channel = ScriptChannel(self.folder.path, self._handle)
+        result, logs = await self._serve(requests)
+        await self._drain_steps()
+        record = exit_of(result)
+        ex.emit(event(EventKind.SCRIPT_EXITED, self.run_id, exit=record))
+        exited = NodeState.SUCCESS if exited_ok(result) else NodeState.FAILURE
+        refusal = await ex.gate.review(script_launch(self.graph), facts, state=exited, exit=record)
+        await ex.settle_artifacts()
+        self._end(result, logs, refusal, requests)
+
+    async def _serve(self, requests: list[str]) -> tuple[ProcessResult | str, ScriptLogs]:
+        """Serve the channel while the script runs (its stored values read ahead meanwhile)."""
+        ex = self.execution
+        channel = ScriptChannel(ex.folder.path, self._handle)
         await channel.start()
-        self._reading = True
-        reading = asyncio.ensure_future(asyncio.to_thread(self._read_ahead, self._settled()))
+        stored = self._stored
+        stored.reading = True
+        reading = asyncio.ensure_future(asyncio.to_thread(stored.read_ahead, stored.settled()))
         self._read = reading
         try:
-            if self.checkout is None:
-                result, stderr = await self._supervise(channel, requests)
-            else:
-                # the script is one mutating process in the workspace, its steps included: it
-                # holds the checkout alone for its life (steps take nothing, so a fan-out runs)
-                async with self.checkout.write():
-                    result, stderr = await self._supervise(channel, requests)
-                    await self._drain_steps()
+            if ex.checkout is None:
+                return await self._supervise(channel, requests)
+            # the script is one mutating process in the workspace, its steps included: it
+            # holds the checkout alone for its life (steps take nothing, so a fan-out runs)
+            async with ex.checkout.write():
+                ended = await self._supervise(channel, requests)
+                await self._drain_steps()
+                return ended
         finally:
-            self._reading = False
+            stored.reading = False
             await channel.close()
             await reading
-            self._stored.clear()
-            self._replay_lines.clear()
-            self._offers.clear()
-        await self._drain_steps()
-        if isinstance(result, str):
-            record: dict[str, Any] = {"kind": "not_started", "code": None, "signal": None, "detail": result}
-        else:
-            record = exit_record(result)
-        self._emit(event(EventKind.SCRIPT_EXITED, self.run_id, exit=record))
-        ok = not isinstance(result, str) and result.kind == "exit" and result.exit_code == 0
-        exited = NodeState.SUCCESS if ok else NodeState.FAILURE
-        refusal = await self.gate.review(self._script_launch(), facts, state=exited, exit=record)
-        await self._settle_artifacts()
+            stored.clear()
+
+    def _end(self, result: ProcessResult | str, logs: ScriptLogs, refusal: Refusal | None, requests: list[str]) -> None:
+        """End the execution: cancelled, halted, diverged, or completed with the script's outcome."""
+        ex = self.execution
         if self._cancelling or requests:
-            self._finish_cancellation(requests)
+            ex.finish_cancellation(requests)
             return
         if self._halted:
-            self._emit(event(EventKind.RUN_HALTED, self.run_id, steps=list(self._halted)))
-            self.journal.sync()
-            self._snapshot(force=True)
+            ex.halted(list(self._halted))
             return
         if self._diverged:
             key, stored, digest = self._diverged[0]
@@ -296,105 +209,15 @@ class ScriptDriver(RunDriver):
                 f"step {key} diverged: its execution-affecting inputs were {stored} and are now {digest} "
                 "(the script changed at that step); start a new run of the changed script"
             )
-            self._complete_with("failure", message)
+            ex.complete("failure", message)
             return
-        outcome, message = self._outcome(result, stderr)
+        timeout = script_spec(self.graph).timeout_seconds
+        outcome, message = outcome_of(result, logs, timeout_seconds=timeout, seen=self._seen)
         if refusal is not None and outcome == "success":
             outcome, message = refusal.state.value, refusal.message
-        self._complete_with(outcome, message)
-
-    def _settled(self) -> list[tuple[str, int]]:
-        """(key, attempt) of each step whose last attempt settled: what a replay answers from."""
-        return [
-            (key, record.attempts[-1].number)
-            for key, record in self.state.nodes.items()
-            if record.attempts and record.attempts[-1].state is not None
-        ]
-
-    def _read_ahead(self, attempts: list[tuple[str, int]]) -> None:
-        """Read the stored values of ``attempts`` into ``_stored`` (in a thread, while the script's
-        interpreter starts), so that a replay does not wait for the file; at most
-        ``_READ_AHEAD_BYTES`` in all, and a value the replay reads first is read twice, harmlessly
-        (a settled attempt's value never changes)."""
-        budget = _READ_AHEAD_BYTES
-        for key, number in attempts:
-            if not self._reading:
-                return
-            try:
-                fd, info = open_regular(self.folder.attempt_dir(key, number) / "value.json")
-            except (OSError, RhoError):
-                continue
-            try:
-                if info.st_size > budget:
-                    return
-                data = read_fd(fd)
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
-            budget -= len(data)
-            self._stored[(key, number)] = data
-            if self.state.nodes[key].attempts[-1].state == NodeState.SUCCESS.value:
-                line = _replay_line(key, data)
-                if line is not None:
-                    self._replay_lines[(key, number)] = line
-                    self._offer(key, number, data)
-
-    def _offer(self, key: str, number: int, data: bytes) -> None:
-        """Offer the replay of ``key``'s stored success when its journaled request still prepares
-        to its journaled digest (in the read-ahead thread; see rho_notebook.script._channel)."""
-        step = self.state.nodes[key].step or {}
-        args, digest = step.get("args"), step.get("digest")
-        if key in self._left or not isinstance(args, dict) or not isinstance(digest, str):
-            return
-        after = step.get("after") or []
-        call = StepCall(
-            key=key, kind=str(step.get("kind")), args=args, recovery=step.get("recovery"), after=tuple(after)
-        )
-        try:
-            prepared = self.steps.prepare(call)
-        except (StepInvalid, RhoError, OSError, ValueError):
-            return
-        if prepared.digest != digest:
-            return  # changed since (an executable, an agent's definition): the call decides
-        fields = {"kind": call.kind, "args": args, "after": list(after), "recovery": call.recovery}
-        answer = _answer(key, NodeState.SUCCESS.value, json.loads(data), replayed=True)
-        self._offers[key] = _Offer(
-            fingerprint=request_fingerprint(fields), answer=answer, attempt=number, digest=digest
-        )
-
-    def _outcome(self, result: ProcessResult | str, stderr: _LogSink) -> tuple[str, str]:
-        if isinstance(result, str):
-            return "failure", f"the script could not be started: {result}"
-        if result.kind != "exit":
-            how = {
-                "timeout": f"timed out after {self._spec().timeout_seconds} s",
-                "signal": f"was killed by signal {result.signal}",
-            }.get(result.kind, f"ended abnormally: {result.detail}")
-            return "failure", f"the script {how}"
-        if result.exit_code != 0:
-            last = stderr.last_line()
-            return "failure", f"the script exited with code {result.exit_code}" + (f": {last}" if last else "")
-        failed = sorted(key for key, how in self._seen.items() if how not in ("success", "skipped"))
-        if failed:
-            return "failure", "steps that did not succeed: " + ", ".join(f"{k} ({self._seen[k]})" for k in failed)
-        return "success", ""
-
-    def _complete_with(self, outcome: str, message: str) -> None:
-        failpoint("before_completed")
-        fields = {"message": message} if message else {}
-        self._emit(event(EventKind.RUN_COMPLETED, self.run_id, outcome=outcome, **fields))
-        self.journal.sync()
-        failpoint("after_completed")
-        self._snapshot(force=True)
+        ex.complete(outcome, message)
 
     # -- the script launch ----------------------------------------------------------------------------
-
-    def _script_launch(self) -> Launch:
-        """The script's own process as a launch (one per execution)."""
-        return Launch(
-            kind=LaunchKind.SCRIPT, node=SCRIPT_NODE, attempt=1, approval_seconds=float(self._spec().timeout_seconds)
-        )
 
     async def _gate(self, facts: dict[str, Any], requests: list[str]) -> tuple[str, str] | None:
         """None when the script may start; else (outcome, message) of the run. Cancel requests
@@ -402,7 +225,7 @@ class ScriptDriver(RunDriver):
         cancel = CancelSignal()
         watch = asyncio.ensure_future(self._watch_cancel(cancel, requests))
         try:
-            refusal = await self.gate.admit(self._script_launch(), facts, cancel=cancel)
+            refusal = await self.execution.gate.admit(script_launch(self.graph), facts, cancel=cancel)
         finally:
             watch.cancel()
         if refusal is None:
@@ -412,128 +235,88 @@ class ScriptDriver(RunDriver):
         return refusal.state.value, refusal.message
 
     async def _watch_cancel(self, cancel: asyncio.Event, requests: list[str]) -> None:
+        ex = self.execution
         while True:
-            fresh = self._take_cancel_requests()
+            fresh = ex.take_cancel_requests()
             if fresh:
                 requests.extend(fresh)
                 self._cancelling = True
                 cancel.set()
                 return
-            await self._wake.wait()
-            self._wake.clear()
+            await ex.wake.wait()
+            ex.wake.clear()
 
-    def _spec(self) -> ScriptSpec:
-        spec = self.graph.script
-        if spec is None:
-            msg = "ScriptDriver needs a graph with a script"
-            raise TypeError(msg)
-        return spec
-
-    def _process_spec(self, channel: ScriptChannel) -> ProcessSpec:
-        spec = self._spec()
-        runtime = self.graph.python
-        if runtime is None:
-            msg = f"script run {self.graph.name!r} has no frozen interpreter; plan again"
-            raise PlanError(msg)
-        folder = materialise(self.folder.path, self.graph)
-        self.graph.python_module(spec.module)  # frozen, or KeyError: plan again
-        request = {
-            "script": spec.module,
-            "sys_path": list(runtime.sys_path),
-            "site_dirs": list(runtime.site_dirs),
-            "package_dir": str(_PACKAGE_DIR),
-        }
-        if spec.flow is not None:  # a flow run (docs/flows.md): the harness runs this workflow
-            request["flow"] = spec.flow
-        script_dir = self.folder.path / "script"
-        atomic_write_json(script_dir / "request.json", request, durable=False)
-        env = node_environment(self.graph.environment, self._environ, run_id=self.run_id, node=SCRIPT_NODE)
-        env.update(channel.environment())
-        executable = runtime.interpreter
-        frozen = [executable.file.path, *(i.path for i in executable.interpreters)]
-        return ProcessSpec.model_validate(
-            {
-                "argv": (
-                    executable.file.path,
-                    "-I",
-                    str(folder / "_rho_harness.py"),
-                    "--script",
-                    str(folder / "modules"),
-                    str(script_dir / "request.json"),
-                ),
-                "executable": executable,
-                "executable_identities": {p: self.identities[p] for p in frozen if p in self.identities},
-                "cwd": self.workspace / spec.cwd[2:] if spec.cwd != "//" else self.workspace,
-                "cwd_identity": self.identities.get(spec.cwd),
-                "env": env,
-                "timeout_seconds": spec.timeout_seconds,
-                "max_output_bytes": spec.max_output_bytes,
-                "workspace": self.workspace,
-            }
-        )
-
-    async def _supervise(self, channel: ScriptChannel, requests: list[str]) -> tuple[ProcessResult | str, _LogSink]:
+    async def _supervise(self, channel: ScriptChannel, requests: list[str]) -> tuple[ProcessResult | str, ScriptLogs]:
         """Launch the script and wait for it to end, applying cancel requests meanwhile; the
         result is why it did not start when it did not."""
-        script_dir = self.folder.path / "script"
-        stdout, stderr = _LogSink(script_dir / "stdout"), _LogSink(script_dir / "stderr")
+        ex = self.execution
+        logs = ScriptLogs(ex.folder.path / "script")
 
         async def started(pid: int) -> None:
-            self._emit(event(EventKind.SCRIPT_LAUNCHED, self.run_id, pid=pid))
-            self.journal.sync()
+            ex.emit(event(EventKind.SCRIPT_LAUNCHED, self.run_id, pid=pid))
+            ex.journal.sync()
 
         try:
-            spec = await asyncio.to_thread(self._process_spec, channel)
+            spec = await asyncio.to_thread(
+                script_process_spec,
+                self.graph,
+                ex.folder.path,
+                run_id=self.run_id,
+                workspace=ex.workspace,
+                identities=ex.identities,
+                environ=ex.environ,
+                channel_environment=channel.environment(),
+            )
         except (RhoError, OSError, KeyError) as err:
             detail = err.message if isinstance(err, RhoError) else str(err)
-            return detail, stderr
+            return detail, logs
         process = asyncio.ensure_future(
             run_process(
                 spec,
-                stdout_sink=stdout,
-                stderr_sink=stderr,
+                stdout_sink=logs.stdout,
+                stderr_sink=logs.stderr,
                 cancel=self._stop,
                 on_started=started,
-                handles=self.verified,
+                handles=ex.verified,
             )
         )
         try:
-            while not process.done():
-                fresh = self._take_cancel_requests()
-                if fresh:
-                    requests.extend(fresh)
-                    self._cancel_everything()
-                self._snapshot()
-                waker = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait({process, waker}, return_when=asyncio.FIRST_COMPLETED)
-                waker.cancel()
-                self._wake.clear()
+            await self._wait_for(process, requests)
             try:
-                return process.result(), stderr
+                return process.result(), logs
             except RhoError as err:
-                return err.message, stderr
+                return err.message, logs
             except OSError as err:  # the script's log could not be written: run_process stopped it
-                return f"its output could not be stored ({err})", stderr
+                return f"its output could not be stored ({err})", logs
         finally:
-            stdout.close()
-            stderr.close()
+            logs.close()
 
-    def _cancel_everything(self) -> None:
-        self._cancelling = True
-        self._stop_script()
+    async def _wait_for(self, process: asyncio.Future[ProcessResult], requests: list[str]) -> None:
+        """Until the script process ends: apply cancel requests, write snapshots."""
+        ex = self.execution
+        while not process.done():
+            fresh = ex.take_cancel_requests()
+            if fresh:
+                requests.extend(fresh)
+                self._cancelling = True
+                self._stop_script()
+            ex.snapshot()
+            waker = asyncio.ensure_future(ex.wake.wait())
+            either: set[asyncio.Future[Any]] = {process, waker}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            waker.cancel()
+            ex.wake.clear()
 
     def _stop_script(self) -> None:
         """Stop the script's process group and every running step."""
         self._stop.set()
-        for cancel in self._cancels.values():
-            cancel.set()
+        self.execution.cancel_running()
 
     async def _drain_steps(self) -> None:
         """Steps still running when the script ended are stopped and settled."""
         self._flush_replays()
         if self._inflight:
-            for cancel in self._cancels.values():
-                cancel.set()
+            self.execution.cancel_running()
             await asyncio.gather(*self._inflight, return_exceptions=True)
 
     # -- the channel ----------------------------------------------------------------------------------
@@ -542,32 +325,17 @@ class ScriptDriver(RunDriver):
         """The answer to a channel request, or (a step that prepares in a thread or executes) the
         task that answers it; a replay is answered right here, without a task or a thread."""
         op = request.get("op")
-        if op == "inputs":
-            return {"ok": True, "inputs": {decl.name: decl.value for decl in self.graph.inputs}}
-        if op == "emit":
-            value = request.get("value")
-            size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
-            if size > MAX_OUTPUT_BYTES:
-                message = f"emit_output value is {size} bytes as JSON, more than {MAX_OUTPUT_BYTES}; write big outputs to a file and emit its path"
-                return {"ok": False, "error": "invalid", "message": message}
-            self._emit(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=value))
-            return {"ok": True}
-        if op == "offers":
-            return self._tracked(self._offers_answer())
-        if op == "replayed":
-            self._replayed_offer(request)
-            return None
         if op != "step":
-            return {"ok": False, "error": "invalid", "message": f"unknown request {op!r}"}
+            return self._handle_other(op, request)
         if self._stop.is_set():
             return {"ok": False, "error": "cancelled"}
         call = self._call(request)
         if isinstance(call, dict):
             return call
         try:
-            prepared = self._prepare_now(call)
+            prepared = self._quick.prepare_now(call) if self._quick is not None else None
         except StepInvalid as err:
-            return self._invalid(call, err)
+            return self._refuse(call, err)
         if prepared is None:
             return self._tracked(self._prepare_and_answer(call))
         answer = self._answer_call(call, prepared)
@@ -575,10 +343,31 @@ class ScriptDriver(RunDriver):
             return self._tracked(self._execute_step(call, prepared, answer))
         return answer
 
+    def _handle_other(self, op: object, request: dict[str, Any]) -> Answer | Awaitable[Answer] | None:
+        """The requests that are not step calls: inputs, emit, offers, replayed."""
+        if op == "inputs":
+            return {"ok": True, "inputs": {decl.name: decl.value for decl in self.graph.inputs}}
+        if op == "emit":
+            value = request.get("value")
+            size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+            if size > MAX_OUTPUT_BYTES:
+                return _invalid(
+                    f"emit_output value is {size} bytes as JSON, more than {MAX_OUTPUT_BYTES}; "
+                    "write big outputs to a file and emit its path"
+                )
+            self.execution.emit(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=value))
+            return {"ok": True}
+        if op == "offers":
+            return self._tracked(self._offers_answer())
+        if op == "replayed":
+            self._replayed_offer(request)
+            return None
+        return _invalid(f"unknown request {op!r}")
+
     async def _offers_answer(self) -> Answer:
         if self._read is not None:
             await asyncio.shield(self._read)
-        offers = {key: {"fingerprint": o.fingerprint, "answer": o.answer} for key, o in self._offers.items()}
+        offers = {key: {"fingerprint": o.fingerprint, "answer": o.answer} for key, o in self._stored.offers.items()}
         return {"ok": True, "offers": offers}
 
     def _replayed_offer(self, request: dict[str, Any]) -> None:
@@ -587,7 +376,7 @@ class ScriptDriver(RunDriver):
         key = request.get("key")
         if not isinstance(key, str):
             return
-        offer = self._offers.pop(key, None)
+        offer = self._stored.offers.pop(key, None)
         if offer is None or offer.fingerprint != request.get("fingerprint") or key in self._seen:
             return
         self._seen[key] = NodeState.SUCCESS.value
@@ -607,12 +396,11 @@ class ScriptDriver(RunDriver):
         """The step call of a request, or the answer refusing it."""
         key = request.get("key")
         if not isinstance(key, str) or not key:
-            return {"ok": False, "error": "invalid", "message": "a step request needs a key"}
+            return _invalid("a step request needs a key")
         if key in self._seen:
-            message = f"step {key} was called twice in one execution; give every call its own step_id"
-            return {"ok": False, "error": "invalid", "message": message}
+            return _invalid(f"step {key} was called twice in one execution; give every call its own step_id")
         self._seen[key] = "running"
-        self._offers.pop(key, None)
+        self._stored.offers.pop(key, None)
         after = request.get("after") or []
         where = request.get("where")
         return StepCall(
@@ -624,95 +412,98 @@ class ScriptDriver(RunDriver):
             where=where if isinstance(where, str) else None,
         )
 
-    def _invalid(self, call: StepCall, err: StepInvalid) -> dict[str, Any]:
+    def _refuse(self, call: StepCall, err: StepInvalid) -> dict[str, Any]:
         self._seen.pop(call.key, None)
-        return {"ok": False, "error": "invalid", "message": err.message}
+        return _invalid(err.message)
 
     async def _prepare_and_answer(self, call: StepCall) -> Answer:
         try:
             prepared = await asyncio.to_thread(self.steps.prepare, call)
         except StepInvalid as err:
-            return self._invalid(call, err)
+            return self._refuse(call, err)
         answer = self._answer_call(call, prepared)
         if isinstance(answer, Execute):
             return await self._execute_step(call, prepared, answer)
         return answer
 
+    # -- verdicts (runtime/replay.py decides) -----------------------------------------------------------
+
     def _answer_call(self, call: StepCall, prepared: PreparedStep) -> Answer | Execute:
         """Decide a prepared call: the answer (replay, skip, halt, divergence), or Execute."""
         key = call.key
         stored: dict[int, Any] = {}
-
-        def readable(number: int) -> bool:
-            if (key, number) in self._replay_lines:
-                return True
-            try:
-                data = self._stored.pop((key, number), None)
-                if data is None:
-                    data = read_nofollow(self.folder.attempt_dir(key, number) / "value.json")
-                stored[number] = json.loads(data)
-            except (OSError, RhoError, ValueError):
-                return False
-            return isinstance(stored[number], dict)
-
-        history = StepHistory.of(self.state.nodes.get(key), readable=readable)
+        history = StepHistory.of(
+            self.execution.state.nodes.get(key), readable=lambda number: self._stored.readable(key, number, stored)
+        )
         verdict = decide_call(history, prepared.digest, call.recovery, self._left.get(key))
         if isinstance(verdict, Replay):
-            self._seen[key] = "success"
-            # journaled just after the answer is written (before the loop reads anything more), so
-            # that the script goes on while the owner journals: nothing new is decided by it
-            replayed = event(
-                EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=verdict.attempt, digest=prepared.digest
-            )
-            self._replayed_later(replayed)
-            line = self._replay_lines.pop((key, verdict.attempt), None)
-            return line if line is not None else _answer(key, "success", stored[verdict.attempt], replayed=True)
+            return self._replay(key, verdict, prepared, stored)
         if isinstance(verdict, Skip):
-            self._left.pop(key, None)
-            self._seen[key] = "skipped"
-            record = self.state.nodes[key].current
-            state = record.state if record is not None and record.state else "skipped"
-            self._emit(
-                event(
-                    EventKind.STEP_REPLAYED,
-                    self.run_id,
-                    node=key,
-                    attempt=verdict.attempt,
-                    digest=prepared.digest,
-                    decision="skip",
-                )
-            )
-            payload = stored.get(verdict.attempt) if verdict.readable else None
-            return _answer(key, state, payload or {}, replayed=True)
+            return self._skip(key, verdict, prepared, stored)
         if isinstance(verdict, Halt):
-            self._seen[key] = "halted"
-            self._halted.append({"step": key, "why": verdict.why})
-            self._emit(event(EventKind.STEP_HALTED, self.run_id, node=key, why=verdict.why))
-            asyncio.get_running_loop().call_soon(self._stop_script)  # after this answer is written
-            return {"ok": False, "error": "decision_required", "step": key, "why": verdict.why}
+            return self._halt(key, verdict)
         if isinstance(verdict, Diverge):
-            self._seen[key] = "diverged"
-            self._diverged.append((key, verdict.stored_digest, prepared.digest))
-            self._emit(
-                event(
-                    EventKind.STEP_DIVERGED,
-                    self.run_id,
-                    node=key,
-                    stored_digest=verdict.stored_digest,
-                    digest=prepared.digest,
-                )
-            )
-            asyncio.get_running_loop().call_soon(self._stop_script)
-            return {
-                "ok": False,
-                "error": "divergence",
-                "step": key,
-                "stored_digest": verdict.stored_digest,
-                "digest": prepared.digest,
-            }
+            return self._diverge(key, verdict, prepared)
         if verdict.decided:
             self._left.pop(key, None)
         return verdict
+
+    def _replay(self, key: str, verdict: Replay, prepared: PreparedStep, stored: dict[int, Any]) -> Answer:
+        self._seen[key] = "success"
+        # journaled just after the answer is written (before the loop reads anything more), so
+        # that the script goes on while the owner journals: nothing new is decided by it
+        replayed = event(
+            EventKind.STEP_REPLAYED, self.run_id, node=key, attempt=verdict.attempt, digest=prepared.digest
+        )
+        self._replayed_later(replayed)
+        line = self._stored.lines.pop((key, verdict.attempt), None)
+        return line if line is not None else step_answer(key, "success", stored[verdict.attempt], replayed=True)
+
+    def _skip(self, key: str, verdict: Skip, prepared: PreparedStep, stored: dict[int, Any]) -> Answer:
+        self._left.pop(key, None)
+        self._seen[key] = "skipped"
+        record = self.execution.state.nodes[key].current
+        state = record.state if record is not None and record.state else "skipped"
+        self.execution.emit(
+            event(
+                EventKind.STEP_REPLAYED,
+                self.run_id,
+                node=key,
+                attempt=verdict.attempt,
+                digest=prepared.digest,
+                decision="skip",
+            )
+        )
+        payload = stored.get(verdict.attempt) if verdict.readable else None
+        return step_answer(key, state, payload or {}, replayed=True)
+
+    def _halt(self, key: str, verdict: Halt) -> Answer:
+        self._seen[key] = "halted"
+        self._halted.append({"step": key, "why": verdict.why})
+        self.execution.emit(event(EventKind.STEP_HALTED, self.run_id, node=key, why=verdict.why))
+        asyncio.get_running_loop().call_soon(self._stop_script)  # after this answer is written
+        return {"ok": False, "error": "decision_required", "step": key, "why": verdict.why}
+
+    def _diverge(self, key: str, verdict: Diverge, prepared: PreparedStep) -> Answer:
+        self._seen[key] = "diverged"
+        self._diverged.append((key, verdict.stored_digest, prepared.digest))
+        self.execution.emit(
+            event(
+                EventKind.STEP_DIVERGED,
+                self.run_id,
+                node=key,
+                stored_digest=verdict.stored_digest,
+                digest=prepared.digest,
+            )
+        )
+        asyncio.get_running_loop().call_soon(self._stop_script)
+        return {
+            "ok": False,
+            "error": "divergence",
+            "step": key,
+            "stored_digest": verdict.stored_digest,
+            "digest": prepared.digest,
+        }
 
     def _replayed_later(self, record: dict[str, Any]) -> None:
         """Journal a ``step_replayed`` once this turn of the loop has written its answers: the
@@ -725,130 +516,17 @@ class ScriptDriver(RunDriver):
     def _flush_replays(self) -> None:
         records, self._replays = self._replays, []
         if records:
-            self._emit(*records)
+            self.execution.emit(*records)
 
-    def _prepare_now(self, call: StepCall) -> PreparedStep | None:
-        if self._quick is None:
-            self._quick = (self.steps if isinstance(self.steps, QuickSteps) else None,)
-        quick = self._quick[0]
-        return quick.prepare_now(call) if quick is not None else None
+    # -- executing a step -----------------------------------------------------------------------------
 
     async def _execute_step(self, call: StepCall, prepared: PreparedStep, verdict: Execute) -> dict[str, Any]:
-        key = call.key
-        record = self.state.nodes.get(key)
-        number = (record.attempt if record is not None else 0) + 1
-        step: dict[str, Any] = {
-            "kind": call.kind,
-            "digest": prepared.digest,
-            "facts": prepared.facts,
-            "after": list(call.after),
-            "recovery": call.recovery,
-        }
-        if len(json.dumps(call.args, ensure_ascii=False)) <= _JOURNALED_ARGS:
-            step["args"] = call.args  # what a later execution's replay offer is checked from
-        extra = {"decision": "rerun"} if verdict.decided else {}
-        cancel = CancelSignal()
-        self._cancels[key] = cancel
-        self._emit(event(EventKind.NODE_LAUNCHED, self.run_id, node=key, attempt=number, step=step, **extra))
-        self.journal.sync()
-        failpoint("script_step_launched")
-        try:
-            state, message, exit_record, payload = await self._run_step(call, prepared, number, cancel)
-        finally:
-            self._cancels.pop(key, None)
-        self._emit(
-            event(
-                EventKind.NODE_FINISHED,
-                self.run_id,
-                node=key,
-                attempt=number,
-                state=state.value,
-                exit=exit_record,
-                message=message,
-            )
-        )
-        failpoint("script_step_finished")
-        self._seen[key] = state.value
+        ended = await self._attempts.execute(call, prepared, decided=verdict.decided)
+        state = ended.state
+        self._seen[call.key] = state.value
         if state is NodeState.CANCELLATION and self._stop.is_set():
             return {"ok": False, "error": "cancelled"}
-        answer = _answer(key, state.value, payload, replayed=False)
-        if message and state is not NodeState.SUCCESS:
-            answer["message"] = message
+        answer = step_answer(call.key, state.value, ended.payload, replayed=False)
+        if ended.message and state is not NodeState.SUCCESS:
+            answer["message"] = ended.message
         return answer
-
-    async def _run_step(
-        self, call: StepCall, prepared: PreparedStep, number: int, cancel: CancelSignal
-    ) -> tuple[NodeState, str, dict[str, Any] | None, dict[str, Any]]:
-        """Ask when the mode says so, run the step, store its value: (state, message, exit, payload)."""
-        key = call.key
-        empty: dict[str, Any] = {"output": None, "value": None}
-        launch = self._step_launch(call, prepared, number)
-        facts = prepared.facts if self.gate.needs_facts(launch) else None
-        refusal = await self.gate.admit(launch, facts, cancel=cancel)
-        if refusal is not None:
-            return refusal.state, refusal.message, None, empty
-        attempt_dir = self.folder.attempt_dir(key, number)
-        await asyncio.to_thread(ensure_private_dir, attempt_dir, below=self.folder.path)
-
-        async def started(pid: int) -> None:
-            self._emit(event(EventKind.PROCESS_STARTED, self.run_id, node=key, attempt=number, pid=pid))
-
-        try:
-            result = await self.steps.run(prepared, attempt_dir=attempt_dir, cancel=cancel, on_started=started)
-        except Exception as err:  # a step runner bug must end the step, not the run
-            return NodeState.FAILURE, f"step runner error: {type(err).__name__}: {err}", None, empty
-        refusal = await self.gate.review(launch, facts, state=result.state, exit=result.exit)
-        if refusal is not None:
-            result = replace(result, state=refusal.state, message=refusal.message)
-        payload = {"output": result.output, "value": result.value}
-        try:  # before node_finished: a journaled success always has its value (a failure's is kept too)
-            await asyncio.to_thread(atomic_write_json, attempt_dir / "value.json", payload)
-        except (OSError, RhoError, TypeError, ValueError) as err:
-            return NodeState.FAILURE, f"the step's result could not be stored: {err}", result.exit, empty
-        return result.state, result.message, result.exit, payload
-
-    def _step_launch(self, call: StepCall, prepared: PreparedStep, number: int) -> Launch:
-        """A step call as a launch: command steps (a flow's tool calls too) are process launches,
-        agent steps are agents (read-only ones start in every mode), model steps one completion."""
-        kinds = {"command": LaunchKind.COMMAND, "agent": LaunchKind.AGENT, "model": LaunchKind.MODEL}
-        budget = call.args.get("timeout_seconds") if isinstance(call.args, dict) else None
-        return Launch(
-            kind=kinds.get(call.kind, LaunchKind.COMMAND),
-            node=call.key,
-            attempt=number,
-            read_only=call.kind == "agent" and prepared.facts.get("access") == "read_only",
-            approval_seconds=float(budget or 3600),
-        )
-
-
-@dataclass(frozen=True)
-class _Offer:
-    """A replay the script process may answer itself (rho_notebook.script._channel)."""
-
-    fingerprint: str
-    answer: dict[str, Any]
-    attempt: int
-    digest: str
-
-
-def _replay_line(key: str, data: bytes) -> bytes | None:
-    """The channel's answer line replaying a success whose ``value.json`` holds ``data``; None when
-    that is not a JSON object (the replay then finds it unreadable and halts)."""
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(payload, dict):
-        return None
-    return encode_answer(_answer(key, NodeState.SUCCESS.value, payload, replayed=True))
-
-
-def _answer(key: str, state: str, payload: dict[str, Any], *, replayed: bool) -> dict[str, Any]:
-    return {
-        "ok": True,
-        "key": key,
-        "state": state,
-        "output": payload.get("output"),
-        "value": payload.get("value"),
-        "replayed": replayed,
-    }

@@ -25,7 +25,7 @@ from typing import get_args
 
 from rho_notebook.errors import DecisionNeedsPerson, RunRefused, SettingsError
 from rho_notebook.policy.plan_approval import PlanApproval
-from rho_notebook.runtime.script_replay import MANUAL
+from rho_notebook.runtime.replay import MANUAL
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.requests import Mode
 from rho_notebook.store.layout import StoreLayout

@@ -41,7 +41,7 @@ from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.cancel import CancelResult, request_cancel
 from rho_notebook.runtime.detached import start_owner
-from rho_notebook.runtime.driver import EventSink
+from rho_notebook.runtime.execution import EventSink
 from rho_notebook.runtime.owner import default_executors, execute_run
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service import decisions as deciding

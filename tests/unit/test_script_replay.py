@@ -1,4 +1,4 @@
-"""The pure step-call decision of script runs (runtime/script_replay.py): one test per rule.
+"""The pure step-call decision of script runs (runtime/replay.py): one test per rule.
 
 Histories are built from real journal folds (model/run_state.apply) where the record shape matters,
 and directly otherwise.
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rho_notebook.model.run_state import RunState, apply
-from rho_notebook.runtime.script_replay import (
+from rho_notebook.runtime.replay import (
     NEVER_SETTLED,
     UNREADABLE,
     Diverge,

@@ -1,0 +1,42 @@
+"""Failpoints: named places where the owner process kills itself, for the crash tests.
+
+When the owner process starts with ``RHO_NOTEBOOK_FAILPOINT=name:N`` in its environment, it
+SIGKILLs itself the N-th time it reaches the named point (one of :data:`FAILPOINTS`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["FAILPOINTS", "failpoint"]
+
+FAILPOINTS = (
+    "before_launch_sync",
+    "after_launch_sync",
+    "after_process_started",
+    "after_finished_append",
+    "after_decisions_append",
+    "before_snapshot",
+    "after_snapshot",
+    "before_completed",
+    "after_completed",
+    "after_cancel_requested",
+    "script_step_launched",
+    "script_step_finished",
+)
+_failpoint_counts: dict[str, int] = {}
+
+_ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
+"""(point, ":", count) read once at import: failpoints are armed in the environment a test
+starts the owner process with (a lookup per call cost five environment reads per node)."""
+
+
+def failpoint(name: str) -> None:
+    """Kill this process when ``name`` is the armed point and it was reached its N-th time."""
+    point, _, count = _ARMED
+    if point != name:
+        return
+    _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
+    if _failpoint_counts[name] >= int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
