@@ -1,6 +1,6 @@
 """The run benchmarks of two checkouts, interleaved in one measurement run: is one slower?
 
-    python bench/compare_trees.py --base /tmp/base [--head .] [--samples 5]
+    python bench/compare_trees.py --base /tmp/base [--head .] [--samples 5] [--bench NAME ...]
 
 ``--base`` is a second worktree (``git worktree add /tmp/base main``). Each sample runs each of
 bench/run_overhead.py, script_overhead.py, item_graph.py and reuse.py once (``--samples 1``) in
@@ -112,12 +112,14 @@ def main() -> int:
     parser.add_argument("--head", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--bench", action="append", choices=sorted(BENCHES), help="only these (repeatable)")
     args = parser.parse_args()
+    benches = args.bench or list(BENCHES)
     trees = {"base": args.base.resolve(), "head": args.head.resolve()}
     series: dict[tuple[str, str, str], list[float]] = {}
     for index in range(args.samples):
         order = ["base", "head"] if index % 2 == 0 else ["head", "base"]
-        for bench in BENCHES:
+        for bench in benches:
             for side in order:
                 for key, value in measure(trees[side], bench).items():
                     series.setdefault((bench, key, side), []).append(value)
