@@ -89,8 +89,9 @@ class LaunchGate:
     carry: Callable[[str, int, dict[str, Any]], bool]
     """Whether these launch facts were approved before in this workspace (journals it if so)."""
     ask: Asker
-    responder_present: bool = False
-    """Whether someone can answer requests now (a terminal prompt, a notebook widget)."""
+    attended: Callable[[], bool] = lambda: False
+    """Whether someone can answer requests now (a follower with a prompt, a notebook widget):
+    asked when a supervised launch starts to wait, since followers come and go during a run."""
     approval_timeout: float = 0.0
     """How long a supervised launch waits when nobody can be asked now, then fails closed."""
 
@@ -138,14 +139,15 @@ class LaunchGate:
     ) -> Refusal | None:
         """A supervised launch: None when a person approved it; else why not (denied, nobody
         decided in time, or cancelled while waiting)."""
-        timeout = launch.approval_seconds if self.responder_present else self.approval_timeout
+        attended = self.attended()
+        timeout = launch.approval_seconds if attended else self.approval_timeout
         decided = await self.ask(
             launch.node, launch.attempt, facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
         )
         if decided == "cancelled":
             return Refusal(NodeState.CANCELLATION, "cancelled while waiting for approval")
         if decided is None:
-            how = "nobody decided" if self.responder_present else "no approval responder is available"
+            how = "nobody decided" if attended else "no approval responder is available"
             return Refusal(
                 NodeState.DENIAL, f"supervised launch needs approval; {how} within {timeout:g} s, so it fails closed"
             )

@@ -29,7 +29,8 @@ from rho_notebook.runtime.wakeup import poke_owner
 from rho_notebook.store.files import atomic_write_json, check_entry, ensure_private_dir, list_dir, read_nofollow
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.runs import OwnerLock, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunStore
 
 __all__ = [
     "CancelResult",

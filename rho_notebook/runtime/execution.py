@@ -108,7 +108,10 @@ class Execution:
     responder: Callable[[ApprovalRequest], None] | None = None
     """Someone who can answer approval requests now (terminal prompt, notebook widget)."""
     approval_timeout: float = 0.0
-    """How long a supervised launch waits when no responder is available, then fails closed."""
+    """How long a supervised launch waits when nobody attends the run, then fails closed."""
+    attended: Callable[[], bool] | None = None
+    """Whether a person can answer requests now (None: whenever there is a ``responder``). A
+    detached owner asks its followers (:class:`~rho_notebook.store.run_locks.FollowLock`)."""
     workspace_key: str = ""
     """The run's workspace key: launch approvals carry over within it (empty: nothing carries)."""
     origin: str = "cli"
@@ -145,7 +148,7 @@ class Execution:
             emit=self.emit,
             carry=self.carry_approval,
             ask=partial(self.decide, kind="launch"),
-            responder_present=self.responder is not None,
+            attended=self.attended if self.attended is not None else lambda: self.responder is not None,
             approval_timeout=self.approval_timeout,
         )
         self.verified = VerifiedHandles(self.workspace)

@@ -43,7 +43,8 @@ from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import CHAINED, JournalWriter
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
-from rho_notebook.store.runs import OwnerLock, RunFolder, RunManifest, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunFolder, RunManifest, RunStore
 
 __all__ = [
     "create_run",
@@ -229,12 +230,15 @@ async def execute_run(
     decisions: Mapping[str, str] | None = None,
     steps: Callable[..., Any] | None = None,
     executor: str | None = None,
+    attended: Callable[[], bool] | None = None,
 ) -> RunState:
     """Own and execute (or resume) a run until it completes, is cancelled or (a script run)
     halts. ``decisions`` (step key -> ``rerun``/``skip``, a script run's ``resume --decide``)
     authorise one call each; ``steps`` makes a script run's step runner (called with
     StepRunner's keyword arguments; default StepRunner). ``executor`` overrides where the run's
-    remotable attempts go (None: the manifest's choice, docs/distributed.md)."""
+    remotable attempts go (None: the manifest's choice, docs/distributed.md). ``attended`` says
+    whether a person can answer now (None: whenever there is a ``responder``); a detached owner
+    asks its followers."""
     store = RunStore(layout)
     folder = store.folder(run_id)
     manifest = store.manifest(run_id)
@@ -266,6 +270,7 @@ async def execute_run(
             on_event=on_event,
             responder=responder,
             approval_timeout=approval_timeout,
+            attended=attended,
         )
         if graph.script is not None:
             return await _execute_script(
@@ -303,6 +308,7 @@ def _execution(
     on_event: EventSink | None,
     responder: Callable[[ApprovalRequest], None] | None,
     approval_timeout: float,
+    attended: Callable[[], bool] | None,
 ) -> Execution:
     """The execution of this owner, whatever the run's form: its mode, hooks, checkout and approvals."""
     workspace = Path(manifest.workspace_root)
@@ -321,6 +327,7 @@ def _execution(
         hooks=load_hooks(layout.home, workspace, trusted=trusted),
         responder=responder,
         approval_timeout=approval_timeout,
+        attended=attended,
         workspace_key=manifest.workspace_key,
         origin=manifest.origin,
     )

@@ -17,7 +17,8 @@ from rho_notebook.model.run_state import RunState, replay
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.store.journal import check_journal, read_journal
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.runs import OwnerLock, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunStore
 
 __all__ = ["load_state", "journal_state"]
 

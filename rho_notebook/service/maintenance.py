@@ -20,7 +20,8 @@ from rho_notebook.service.paths import check_path
 from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
-from rho_notebook.store.runs import OwnerLock, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunStore
 
 __all__ = ["Deleted", "delete", "delete_plan", "prunable", "trust", "untrust"]
 

@@ -23,7 +23,8 @@ from rho_notebook.service.wire import LIVE_LIFECYCLES, ResultJson, result_json
 from rho_notebook.store.files import check_no_symlink
 from rho_notebook.store.journal import JournalRead, check_journal, follow_journal, read_journal
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.runs import OwnerLock, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunStore
 
 __all__ = [
     "NodeAttempt",

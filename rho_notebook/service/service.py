@@ -66,7 +66,8 @@ from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.journal import JournalRead
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
-from rho_notebook.store.runs import OwnerLock, RunManifest, RunStore
+from rho_notebook.store.run_locks import OwnerLock
+from rho_notebook.store.runs import RunManifest, RunStore
 
 __all__ = ["Service", "NodeAttempt", "Responder", "RowCache", "Stream", "entry_source"]
 

@@ -15,7 +15,7 @@ from rho_notebook.errors import PlanError, RunRefused
 from rho_notebook.model.plan import Plan
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.policy.plan_approval import PlanApprovals
-from rho_notebook.runtime.detached import start_owner
+from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.owner import create_run
 from rho_notebook.service.requests import ResumeRun, StartRun
 from rho_notebook.store.layout import StoreLayout
@@ -76,4 +76,5 @@ async def resume_detached(layout: StoreLayout, request: ResumeRun) -> int:
         )
         raise RunRefused(msg)
     decisions = dict(request.decisions)
-    return await asyncio.to_thread(start_owner, layout, run_id, resume=True, decisions=decisions)
+    options = OwnerOptions(resume=True, decisions=decisions)
+    return await asyncio.to_thread(start_owner, layout, run_id, options)

@@ -19,7 +19,7 @@ from rho_notebook.errors import StoreError
 from rho_notebook.store._journal_lines import READ_FLAGS, SeqChecker, open_nofollow, split_lines
 from rho_notebook.store.files import read_nofollow
 
-__all__ = ["JournalRead", "follow_journal", "read_journal"]
+__all__ = ["JournalRead", "JournalTail", "follow_journal", "read_journal"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ async def _open_when_present(path: Path, *, poll_seconds: float, stop: Callable[
         await asyncio.sleep(poll_seconds)
 
 
-class _Follower:
+class JournalTail:
     """Reads the complete lines appended past ``offset``.
 
     ``offset`` always sits just after a newline: a line still being written is not consumed and
@@ -88,6 +88,14 @@ class _Follower:
         self.fd = fd
         self.offset = 0
         self.checker = SeqChecker(path)
+
+    @classmethod
+    def open(cls, path: Path) -> JournalTail:
+        """A tail of the journal at ``path`` from its start (never through a link); close it."""
+        return cls(path, open_nofollow(path, READ_FLAGS))
+
+    def close(self) -> None:
+        os.close(self.fd)
 
     def drain(self) -> list[dict[str, Any]]:
         """Every complete record appended since the last call."""
@@ -129,7 +137,7 @@ async def follow_journal(
     if fd is None:
         return
     try:
-        follower = _Follower(path, fd)
+        follower = JournalTail(path, fd)
         while True:
             stopping = stop is not None and stop()
             for record in follower.drain():

@@ -21,7 +21,6 @@ or a link) so that the run reads as damaged and no owner starts on it.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -37,7 +36,7 @@ from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.run_state import AttemptRecord
-from rho_notebook.oshelpers import open_regular_nofollow, read_fd
+from rho_notebook.oshelpers import read_fd
 from rho_notebook.store.files import (
     EntryKind,
     atomic_write,
@@ -63,7 +62,7 @@ from rho_notebook.store.layout import (
     StoreLayout,
 )
 
-__all__ = ["RunManifest", "RunFolder", "RunStore", "OwnerLock", "RUN_FORMAT", "ATTEMPT_ARTIFACTS", "node_folder"]
+__all__ = ["RunManifest", "RunFolder", "RunStore", "RUN_FORMAT", "ATTEMPT_ARTIFACTS", "node_folder"]
 
 ATTEMPT_ARTIFACTS = (
     "stdout",
@@ -290,57 +289,6 @@ class RunFolder:
             for name in ATTEMPT_ARTIFACTS
             if check_entry(folder / name, below=folder, kind="file") is not None
         }
-
-
-class OwnerLock:
-    """The exclusive, non-blocking owner lock of one run (flock on mutation.lock)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        fd = _lock_fd(self.path, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self.fd = fd
-        return True
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-    @staticmethod
-    def is_held(path: Path) -> bool:
-        """Whether some process owns the run now (probes without taking ownership)."""
-        try:
-            fd = _lock_fd(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
-
-
-def _lock_fd(path: Path, flags: int) -> int:
-    """Open a run's lock file: a regular file, never through a link, never blocking on a FIFO."""
-    try:
-        fd, _ = open_regular_nofollow(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as err:
-        msg = f"run lock {path} cannot be used: {err}; the store expects a regular file there (remove it)"
-        raise StoreError(msg) from None
-    return fd
 
 
 class RunStore:

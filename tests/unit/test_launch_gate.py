@@ -40,7 +40,7 @@ def gate(mode: PermissionMode, person: Person, *, carried: bool = False, respond
         emit=lambda *records: None,
         carry=lambda node, attempt, facts: carried,
         ask=person,
-        responder_present=responder,
+        attended=lambda: responder,
         approval_timeout=0.0,
     )
 
