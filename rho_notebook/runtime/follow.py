@@ -87,18 +87,7 @@ class RunFollower:
         try:
             while True:
                 owned = OwnerLock.is_held(self.folder.lock)  # before reading: an owner writes, then unlocks
-                for record in tail.drain():
-                    if record["kind"] == EventKind.NODE_FINISHED.value:  # its last output came first
-                        for chunk in self._grown(record["node"], int(record.get("attempt") or 0)):
-                            on_event(chunk)
-                    if record["seq"] > mirror.last_seq:
-                        apply(mirror, record)
-                    if record["seq"] > self.after_seq:
-                        on_event(record)
-                for name, node in mirror.nodes.items():
-                    if node.state is NodeState.RUNNING:
-                        for chunk in self._grown(name, node.attempt):
-                            on_event(chunk)
+                self._deliver(tail, mirror, on_event)
                 if on_tick is not None:
                     on_tick(mirror)
                 if not owned:
@@ -108,6 +97,21 @@ class RunFollower:
                 await asyncio.sleep(self.poll_seconds)
         finally:
             tail.close()
+
+    def _deliver(self, tail: JournalTail, mirror: RunState, on_event: EventSink) -> None:
+        """One poll: the new records (folded into ``mirror``) and the output that grew."""
+        for record in tail.drain():
+            if record["kind"] == EventKind.NODE_FINISHED.value:  # its last output came first
+                for chunk in self._grown(record["node"], int(record.get("attempt") or 0)):
+                    on_event(chunk)
+            if record["seq"] > mirror.last_seq:
+                apply(mirror, record)
+            if record["seq"] > self.after_seq:
+                on_event(record)
+        for name, node in mirror.nodes.items():
+            if node.state is NodeState.RUNNING:
+                for chunk in self._grown(name, node.attempt):
+                    on_event(chunk)
 
     def _grown(self, name: str, attempt: int) -> list[dict[str, Any]]:
         """An ``output_chunk`` record per stream of this attempt that grew since the last look."""
