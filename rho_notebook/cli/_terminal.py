@@ -12,20 +12,47 @@ from typing import Any
 from rho_notebook.errors import AlreadyDecided, RhoError
 from rho_notebook.model.events import TERMINAL_PROGRESS_KINDS, describe_event
 from rho_notebook.model.graph import Graph
-from rho_notebook.service import ApprovalRequest, Responder, Service, describe_request, load_limits, parse_input_args
+from rho_notebook.model.run_state import RunState
+from rho_notebook.service import (
+    ApprovalRequest,
+    Responder,
+    RunFolder,
+    Service,
+    describe_request,
+    load_limits,
+    parse_input_args,
+)
 from rho_notebook.service.sync import run_sync
 
 __all__ = ["Printer", "allowed_failures", "print_summary", "terminal_responder"]
 
 
 class Printer:
-    """Live progress; a failure of a node with ``allow_failure = True`` is shown as allowed (the
-    journal records the state, the graph says the failure does not fail the run)."""
+    """Live progress of a followed run; a failure of a node with ``allow_failure = True`` is
+    shown as allowed (the journal records the state, the graph says the failure does not fail the
+    run). ``folder`` is the run's folder (attempt output is read from it); ``live`` asks for the
+    redrawn display of a terminal. Call it with each record, :meth:`tick` after each poll of the
+    follower, and :meth:`close` once (the end of the run, or a detach)."""
 
-    def __init__(self, mode: str, *, allowed: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        mode: str,
+        *,
+        allowed: frozenset[str] = frozenset(),
+        folder: RunFolder | None = None,
+        live: bool = False,
+    ) -> None:
         self.mode = mode
         self.allowed = allowed
+        self.folder = folder
+        self.live = live
         self.start = time.monotonic()
+
+    def tick(self, state: RunState) -> None:
+        """After each poll of the follower: redraw elapsed times, print heartbeats."""
+
+    def close(self) -> None:
+        """Stop any live display (leaving what it showed last on the screen)."""
 
     def __call__(self, record: dict[str, Any]) -> None:
         if record["kind"] == "output_chunk":

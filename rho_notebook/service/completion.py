@@ -9,6 +9,7 @@ selection from settings, but nothing is journaled: a crash loses it, as it would
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,8 +18,11 @@ from typing import Any, TypedDict
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.settings import load_settings
 from rho_notebook.exec.model import ask, model_call
+from rho_notebook.policy.trust import TrustStore
+from rho_notebook.source.workspace import Workspace, find_workspace
+from rho_notebook.store.layout import StoreLayout
 
-__all__ = ["CompletionJson", "complete"]
+__all__ = ["CompletionJson", "complete", "complete_in"]
 
 
 class CompletionJson(TypedDict):
@@ -28,6 +32,24 @@ class CompletionJson(TypedDict):
     tool_calls: list[dict[str, Any]]
     provider: str
     model: str
+
+
+async def complete_in(
+    layout: StoreLayout,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    workspace: Workspace | None,
+    provider: str | None = None,
+    model: str | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> CompletionJson:
+    """:func:`complete` with the user's settings of ``layout`` and, when it is trusted, the
+    settings of ``workspace`` (None: the one around the current directory)."""
+    ws = workspace if workspace is not None else await asyncio.to_thread(find_workspace)
+    trusted = await asyncio.to_thread(TrustStore(layout).is_trusted, ws)
+    return await complete(
+        messages, home=layout.home, workspace=ws.root, trusted=trusted, provider=provider, model=model, tools=tools
+    )
 
 
 async def complete(

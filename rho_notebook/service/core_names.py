@@ -7,6 +7,8 @@ from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.planning.plan import PlanRequest
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, describe_request
 from rho_notebook.runtime.cancel import CancelResult
+from rho_notebook.runtime.detached import OwnerOptions
+from rho_notebook.runtime.follow import RunFollower
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.journal import JournalRead
@@ -20,8 +22,10 @@ __all__ = [
     "FlowCheck",
     "JournalRead",
     "Limits",
+    "OwnerOptions",
     "PlanRequest",
     "RunFolder",
+    "RunFollower",
     "RunManifest",
     "SERVED_ARTIFACTS",
     "StoreLayout",

@@ -38,10 +38,10 @@ from rho_notebook.planning.plan import PlanRequest
 from rho_notebook.planning.script import Finding
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest
 from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
-from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.cancel import CancelResult, request_cancel
-from rho_notebook.runtime.detached import start_owner
+from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.execution import EventSink
+from rho_notebook.runtime.follow import RunFollower
 from rho_notebook.runtime.owner import default_executors, execute_run
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service import decisions as deciding
@@ -49,7 +49,7 @@ from rho_notebook.service import listing, maintenance, planning, reading, source
 from rho_notebook.service.catalog import WorkflowEntry, WorkflowScan, scan_workflows
 from rho_notebook.service.cells import NotebookSource
 from rho_notebook.service.checks import Checked
-from rho_notebook.service.completion import CompletionJson, complete
+from rho_notebook.service.completion import CompletionJson, complete_in
 from rho_notebook.service.diff import DiffResult, TryPlan, compare, derive_try_plan, plan_ref, resolve_graph
 from rho_notebook.service.export import ExportResult, export_notebook
 from rho_notebook.service.listing import RowCache
@@ -62,7 +62,7 @@ from rho_notebook.service.results import RunResult
 from rho_notebook.service.sources import entry_source
 from rho_notebook.service.starting import Responder
 from rho_notebook.service.wire import DeletedJson, ResultJson, RunRowJson, deleted_json
-from rho_notebook.source.workspace import Workspace, find_workspace
+from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.journal import JournalRead
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
@@ -298,16 +298,8 @@ class Service:
     ) -> CompletionJson:
         """One completion outside any run (a flow's in-memory backend, docs/flows.md), with the
         user's settings and, when it is trusted, the workspace's (:func:`~rho_notebook.service.completion.complete`)."""
-        ws = workspace if workspace is not None else await asyncio.to_thread(find_workspace)
-        trusted = await asyncio.to_thread(TrustStore(self.layout).is_trusted, ws)
-        return await complete(
-            messages,
-            home=self.layout.home,
-            workspace=ws.root,
-            trusted=trusted,
-            provider=provider,
-            model=model,
-            tools=tools,
+        return await complete_in(
+            self.layout, messages, workspace=workspace, provider=provider, model=model, tools=tools
         )
 
     def can_run(self, kind: str) -> bool:
@@ -357,11 +349,21 @@ class Service:
         )
 
     @_in_thread
-    def start_detached(self, run: str) -> int:
-        """Start a created run (ID or unique prefix) in an owner process of its own, detached from
-        this one (:mod:`rho_notebook.runtime.detached`): the owner's pid once it holds the run. Raises
-        RunRefused: the owner could not take the run or could not start (``owner.log`` says why)."""
-        return start_owner(self.layout, self.run_store.resolve(run))
+    def start_detached(self, run: str, options: OwnerOptions | None = None) -> int:
+        """:meth:`start_owner` from a worker thread (so always spawned): the owner's pid."""
+        return self.start_owner(self.run_store.resolve(run), options)
+
+    def start_owner(self, run_id: str, options: OwnerOptions | None = None, *, fork: bool = False) -> int:
+        """Start (``options.resume``: resume) run ``run_id`` in an owner process of its own
+        (:mod:`rho_notebook.runtime.detached`; ``fork`` only while this process has no other
+        thread): the owner's pid once it holds the run. Blocks until then; not a coroutine, so a
+        single-threaded CLI can fork. Raises the owner's refusal (a RhoError) as it is, or
+        RunRefused when the owner could not start (``owner.log`` says why)."""
+        return start_owner(self.layout, run_id, options, fork=fork)
+
+    def follower(self, run_id: str, *, after_seq: int = 0, answers: bool = False) -> RunFollower:
+        """A :class:`~rho_notebook.runtime.follow.RunFollower` of run ``run_id`` (records after ``after_seq``)."""
+        return RunFollower(self.layout, run_id, after_seq=after_seq, answers=answers)
 
     async def resume_detached(self, request: ResumeRun) -> int:
         """Check consent and resume the run as :meth:`start_detached` starts one
