@@ -10,10 +10,15 @@ Durability contract:
 - ``node_launched`` and everything before it is fsynced before the attempt's process starts, so
   after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
   A remote attempt (``remote``, exec/dask.py) is submitted from its task, after that fsync too.
+- Group commit: one scheduler turn journals the attempts that ended since the last turn (one
+  write), its decisions (one write) and its launches (one write), then fsyncs once before any of
+  those launches starts; a turn without launches fsyncs nothing. So neither a finish nor a
+  launch costs an fsync of its own: the records that are not launches (process_started,
+  node_finished, decisions) become durable with the next launch (whose node may read their
+  values), a person being asked, a cancel acknowledgement or the completion. A turn that only
+  launches pure item steps (no effect outside the run) is not fsynced.
 - A remote attempt whose answer is lost (AttemptUncertain) gets ``attempt_uncertain`` instead of
   a result; the other nodes go on, and the execution ends with ``needs_recovery`` naming it.
-- Other records (process_started, node_finished, decisions) are appended at once and fsynced in
-  groups: at the latest before the next launch, before a cancel acknowledgement and at completion.
 - state.json is an atomic, non-durable snapshot written when the run starts, when a person is
   asked, at most every ``snapshot_interval`` seconds, and at the end. It is a convenience copy:
   status folds the journal itself, and the journal is what recovery trusts.
@@ -225,13 +230,20 @@ class RunDriver:
         return launches
 
     def _journal_ended(self, dirty: set[str]) -> None:
-        """Journal the attempts that ended, in the order they ended."""
+        """Journal the attempts that ended since the last turn, in the order they ended, with one
+        write (group commit: not fsynced here; the next launch, approval request or completion
+        makes them durable together, see the module docstring)."""
+        records: list[dict[str, Any]] = []
+        children = self.scheduler.children
         while self._done:
             attempt_task = self._done.popleft()
             name = self._tasks.pop(attempt_task)
             finished_name, number, result = attempt_task.result()
-            self._finish(finished_name, number, result)
-            dirty.update(self.scheduler.children[name])
+            records.extend(self._finish(finished_name, number, result))
+            dirty.update(children[name])
+        if records:
+            self.execution.emit(*records)
+            failpoint("after_finished_append")
 
     def _start_attempt(self, name: str, attempt: Awaitable[_Ended]) -> None:
         task = asyncio.ensure_future(attempt)
@@ -254,9 +266,12 @@ class RunDriver:
         ex.emit(*records)
         failpoint("before_launch_sync")
         if not all(isinstance(node := nodes[name], ItemNode) and node.pure for name in names):
-            ex.journal.sync()  # a launch with effects outside the run is durable before it starts
+            # one fsync for every launch of this turn and every record before them (the attempts
+            # that ended since the last one): a launch with effects outside the run is durable
+            # before it starts, and so is everything it may have read
+            ex.journal.sync()
+            self._record_reusable()
         failpoint("after_launch_sync")
-        self._record_reusable()
         for name in names:
             cancel = CancelSignal()
             ex.cancels[name] = cancel
@@ -400,21 +415,23 @@ class RunDriver:
         async with checkout.write():
             return await executor.execute(ctx)
 
-    def _finish(self, name: str, number: int, result: AttemptResult) -> None:
+    def _finish(self, name: str, number: int, result: AttemptResult) -> list[dict[str, Any]]:
+        """The records that end attempt ``number`` of ``name`` (the caller journals them), and
+        its value kept for the nodes that read it."""
         ex = self.execution
         ex.cancels.pop(name, None)
         if name in self._uncertain and result.state is NodeState.RUNNING:
-            ex.emit(event(EventKind.ATTEMPT_UNCERTAIN, self.run_id, node=name, attempt=number, message=result.message))
-            return
+            return [event(EventKind.ATTEMPT_UNCERTAIN, self.run_id, node=name, attempt=number, message=result.message)]
+        records = []
         if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
             self.outputs[name] = result.value
             node = self.graph_nodes[name]
             if isinstance(node, ItemNode) and node.step_kind == "output":
-                ex.emit(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=result.value))
+                records.append(event(EventKind.SCRIPT_OUTPUT, self.run_id, value=result.value))
         key = self._launch_keys.pop(name, None)
         if key is not None and result.state is NodeState.SUCCESS:
             self._index_pending.append((key, name, number))
-        ex.emit(
+        records.append(
             event(
                 EventKind.NODE_FINISHED,
                 self.run_id,
@@ -425,7 +442,7 @@ class RunDriver:
                 message=result.message,
             )
         )
-        failpoint("after_finished_append")
+        return records
 
     # -- stored results (runtime/replay.py decides) ----------------------------------------------------
 

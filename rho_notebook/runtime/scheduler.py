@@ -247,11 +247,8 @@ class _Slots:
             agents=sum(1 for n in running if slot_of(n) == "agent"),
             commands=sum(1 for n in running if slot_of(n) == "command"),
             writers=sum(1 for n in running if n.name not in off and uses_checkout_alone(n)),
-            readers=sum(
-                1
-                for n in running
-                if n.name not in off and uses_checkout(n) and slot_of(n) == "agent" and not uses_checkout_alone(n)
-            ),
+            # every node that shares the checkout: read-only agents, Python nodes and item steps
+            readers=sum(1 for n in running if n.name not in off and uses_checkout(n) and not uses_checkout_alone(n)),
         )
 
     def take(self, slot: str, *, alone: bool, checkout: bool) -> None:

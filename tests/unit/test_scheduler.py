@@ -23,6 +23,7 @@ from rho_notebook.model.graph import (
     FrozenExecutable,
     FrozenFile,
     Graph,
+    PythonNode,
     SchedulerLimits,
     ShellNode,
 )
@@ -76,6 +77,13 @@ def ro(name: str, *needs: str, when: Condition | None = None) -> AgentNode:
 def mut(name: str, *needs: str, when: Condition | None = None) -> AgentNode:
     """A mutating agent node (holds the checkout alone)."""
     return AgentNode(**_common(name, needs, when), agent=AGENT_ID, prompt=Template(parts=("x",)), access="mutating")
+
+
+def py_ro(name: str, *needs: str) -> PythonNode:
+    """A read-only Python node (shares the checkout, takes a command slot)."""
+    return PythonNode(
+        **_common(name, needs, None), module="//m.py", function="f", cwd="//", access="read_only", modules=("//m.py",)
+    )
 
 
 def appr(name: str, *needs: str, when: Condition | None = None) -> ApprovalNode:
@@ -536,6 +544,16 @@ def test_readers_share_the_checkout_up_to_checkout_readers() -> None:
     assert decide(g, {n: READY for n in "abcd"}).launches == ["a", "b"]
     assert decide(g, {"a": RUNNING, "b": READY, "c": READY, "d": READY}).launches == ["b"]
     assert decide(g, {"a": RUNNING, "b": RUNNING, "c": READY, "d": READY}).launches == []
+
+
+def test_running_read_only_python_nodes_count_as_checkout_readers() -> None:
+    """Read-only Python nodes share the checkout like read-only agents: checkout_readers bounds
+    them across passes too, not only within one (they take command slots, not agent slots)."""
+    g = graph(*(py_ro(n) for n in "abcd"), checkout_readers=2, total=10, command=10)
+    assert decide(g, {n: READY for n in "abcd"}).launches == ["a", "b"]
+    assert decide(g, {"a": RUNNING, "b": READY, "c": READY, "d": READY}).launches == ["b"]
+    assert decide(g, {"a": RUNNING, "b": RUNNING, "c": READY, "d": READY}).launches == []
+    assert decide(g, {"a": RUNNING, "b": RUNNING, "c": READY, "d": READY}, ready=["c", "d"]).launches == []
 
 
 def test_reader_waits_for_running_writer() -> None:
