@@ -530,7 +530,11 @@ def build_server(service: Service, workspace: Workspace) -> Server[Any]:
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    """Serve one client over standard input and output until it closes them."""
+    """Serve one client over standard input and output until it closes them (with one planning
+    worker kept warm for the client's validate and plan calls)."""
+    from rho_notebook.service.planning import use_warm_planner
+
+    use_warm_planner()
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

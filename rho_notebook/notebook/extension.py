@@ -111,7 +111,9 @@ def load_ipython_extension(ipython: Any) -> None:
     if ipython in _loaded:
         return
     from rho_notebook.notebook.magics import WorkflowMagics
+    from rho_notebook.service.planning import use_warm_planner
 
+    use_warm_planner()  # a kernel plans again and again: keep one planning worker warm
     session = NotebookSession()
     magics = WorkflowMagics(ipython, session=session)
     previous = ipython.magics_manager.magics["cell"].get("script")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 __all__ = ["INTERPRETERS", "WRAPPERS", "Interpreter", "Wrapper", "interpreter_of", "long_role", "roles"]
 
@@ -198,8 +199,10 @@ INTERPRETERS: tuple[tuple[re.Pattern[str], Interpreter], ...] = (
 """Interpreters by file name (the name given as argv[0] or the file it resolves to)."""
 
 
+@lru_cache(maxsize=1024)
 def interpreter_of(name: str) -> Interpreter | None:
-    """The interpreter family of a program's file name; None for any other program."""
+    """The interpreter family of a program's file name; None for any other program (remembered:
+    every node of a plan asks for its program's name, and the answer never changes)."""
     for pattern, spec in INTERPRETERS:
         if pattern.fullmatch(name):
             return spec

@@ -27,15 +27,16 @@ _Kind = Literal["executable", "interpreter", "directory", "agent", "capability"]
 
 
 class _Authority:
-    """The items found so far (a set: two nodes running one program confirm it once)."""
+    """The items found so far (a set: two nodes running one program confirm it once), as
+    (kind, value, detail): a model is built once per distinct item, not once per node."""
 
     def __init__(self, graph: Graph, resolver: Resolver) -> None:
         self.graph = graph
         self.resolver = resolver
-        self.items: set[AuthorityItem] = set()
+        self.items: set[tuple[_Kind, str, str]] = set()
 
     def add(self, kind: _Kind, value: str, detail: str) -> None:
-        self.items.add(AuthorityItem(kind=kind, value=value, detail=detail))
+        self.items.add((kind, value, detail))
 
     def interpreter(self, file: FrozenFile) -> None:
         self.add("interpreter", file.path, "; ".join((file.sha256, *self.resolver.via(file.path))))
@@ -113,4 +114,4 @@ def authority_of(graph: Graph, resolver: Resolver) -> tuple[AuthorityItem, ...]:
         found.script(graph.script.module)
     for node in graph.nodes:
         found.node(node)
-    return tuple(sorted(found.items, key=lambda i: (i.kind, i.value, i.detail)))
+    return tuple(AuthorityItem(kind=kind, value=value, detail=detail) for kind, value, detail in sorted(found.items))

@@ -53,6 +53,7 @@ class Resolver:
     _via: dict[str, set[str]] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
     _executables: dict[tuple[str, str], FrozenExecutable] = field(default_factory=dict)
+    _dirs: dict[str, str] = field(default_factory=dict)
 
     def via(self, path: str) -> tuple[str, ...]:
         """How a frozen executable path was reached when not directly (``via pyenv shim ...``)."""
@@ -62,6 +63,10 @@ class Resolver:
         return self.workspace / label[2:] if label != "//" else self.workspace
 
     def frozen_dir(self, cwd: str, *, node: str) -> str:
+        """The ``//`` label of a node's working directory, checked (no symlink on the way, a
+        directory) once per plan and recorded with its identity."""
+        if cwd in self._dirs:
+            return self._dirs[cwd]
         label = resolve_cwd_label(cwd)
         if label is None:
             msg = f"node {node!r}: cwd {cwd!r} must be a relative path inside the workspace (no '..', no absolute path)"
@@ -83,6 +88,7 @@ class Resolver:
             msg = f"node {node!r}: working directory {cwd!r} is not a directory"
             raise PlanError(msg)
         self.identities[label] = identity_of_stat(info)
+        self._dirs[cwd] = label
         return label
 
     def _freeze_file(self, path: Path, *, node: str, role: str) -> FrozenFile:

@@ -27,6 +27,7 @@ from rho_notebook.service.checks import Checked
 from rho_notebook.service.export import choose_workflow, export_cells, exported_source, read_cells
 from rho_notebook.service.paths import check_path
 from rho_notebook.service.sources import module_workspace, request_for
+from rho_notebook.source.warm import use_warm_workers
 from rho_notebook.source.workspace import find_workspace
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.layout import StoreLayout
@@ -42,7 +43,20 @@ __all__ = [
     "plan",
     "plan_notebook",
     "plan_source",
+    "use_warm_planner",
 ]
+
+
+def use_warm_planner(enabled: bool = True) -> None:
+    """Keep one warm planning worker in this process for every later validate and plan.
+
+    For the long-lived processes that plan again and again (the kernel extension, the jupyter
+    server extension, the MCP server): each plan then skips starting a worker. The worker gets
+    fresh Starlark state and the same budgets for every request and is replaced when one ran out
+    of a budget, crashed or broke off (:mod:`rho_notebook.source.warm`). The CLI does not call
+    this: each of its plans starts a fresh worker. ``enabled=False`` stops the kept worker.
+    """
+    use_warm_workers(enabled)
 
 
 async def validate(request: PlanRequest) -> Plan:

@@ -3,7 +3,8 @@
 The face below names which module holds each public name; a name is imported on first use
 (:func:`rho_notebook.lazy.lazy_face`), so ``import rho_notebook.source.labels`` loads only that
 module. The worker itself (``_worker.py`` and the ``_starlark`` package) runs in its own process
-and is never imported here.
+and is never imported here; :mod:`.workers` starts it and :mod:`.warm` keeps one between requests
+in a long-lived process.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from rho_notebook.lazy import lazy_face
 _FACE = {
     "Evaluation": "evaluate",
     "InputChecker": "evaluate",
-    "WORKER_PATH": "evaluate",
+    "WORKER_PATH": "workers",
     "WorkerChannel": "evaluate",
     "evaluate_source": "evaluate",
     "talk_to_worker": "evaluate",
@@ -34,6 +35,9 @@ _FACE = {
     "check_module_label": "pymodules",
     "harness_sha256": "pymodules",
     "module_name": "pymodules",
+    "WorkerPool": "warm",
+    "use_warm_workers": "warm",
+    "warm_pool": "warm",
     "Workspace": "workspace",
     "find_workspace": "workspace",
 }

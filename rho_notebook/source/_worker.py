@@ -1,8 +1,11 @@
 """The supervised Starlark planning worker (a separate process; stdlib + starlark-pyo3 only).
 
-Run as ``python -I _worker.py``. It speaks length-prefixed JSON frames on stdin/stdout (its real
-stdout is moved to a private descriptor and fd 1 is pointed at stderr, so nothing evaluated can
-write into the channel). It applies RLIMIT_AS and RLIMIT_CPU to itself before it reads any
+Run as ``python -I _worker.py`` (one request, then exit: what the CLI starts for each plan) or
+``python -I _worker.py --warm`` (requests one after another, each with fresh Starlark state; the
+warm worker of long-lived processes, :mod:`rho_notebook.source.warm`). Every request ends with one
+terminal frame (``result``, ``code_result``, ``error`` or ``done``). It speaks length-prefixed JSON
+frames on stdin/stdout (its real stdout is moved to a private descriptor and fd 1 is pointed at
+stderr, so nothing evaluated can write into the channel). It applies RLIMIT_AS and RLIMIT_CPU to itself before it reads any
 source, asks the parent for every module it loads (the parent owns the filesystem and the label
 rules), asks the parent to validate the declared inputs, calls ``build`` once, and returns the
 raw tagged graph. As in Rho, every loaded module is frozen when its evaluation ends, but the entry
@@ -50,7 +53,7 @@ def main() -> None:
         stand_in = type(sys)(name)
         stand_in.__path__ = [folder]  # a package whose __init__ never runs
         sys.modules[name] = stand_in
-    importlib.import_module("rho_notebook.source._starlark.serve").main()
+    importlib.import_module("rho_notebook.source._starlark.serve").main(warm="--warm" in sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 from rho_notebook.errors import CodeStepError
 from rho_notebook.source.code_step import run_code_step
 from rho_notebook.source.limits import Limits, load_limits
+from rho_notebook.source.warm import use_warm_workers
 
 ITEM = {"score": 70, "ticket": {"tags": ["billing", "urgent"], "owner": None, "open": True}}
 
@@ -24,6 +25,14 @@ def run(item):
             n += 1
     return item
 """
+
+
+@pytest.fixture(autouse=True)
+def _no_warm_worker() -> Any:
+    """Code steps run in a run's owner, which keeps no warm worker; a kernel extension loaded
+    earlier in this test process (tests/kernel) would otherwise have turned the pool on."""
+    use_warm_workers(False)
+    yield
 
 
 def with_budgets(**limits: int) -> Limits:

@@ -10,7 +10,8 @@ resolves without running any ``rho_notebook`` ``__init__`` (see its docstring). 
 - :mod:`.builtins`: the prelude and the builtins every module sees, installed from
   :mod:`.inputs`, :mod:`.schema`, :mod:`.templates` (references and templates),
   :mod:`.conditions` and :mod:`.nodes` (with :mod:`.node_kinds`).
+- :mod:`.crossing`: the constructors, exact and fast (arguments and results as one JSON text).
 - :mod:`.entry` and :mod:`.code`: what the worker does for a workflow and for a code step.
 - :mod:`.diagnose`: worker errors as diagnostics with file:line:column.
-- :mod:`.serve`: the request loop and the process limits.
+- :mod:`.serve`: the request loop (one request, or one after another) and the process limits.
 """

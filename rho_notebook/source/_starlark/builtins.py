@@ -3,20 +3,26 @@
 The Python callables are installed under ``_names``; the prelude (evaluated into each module after
 them) builds the public surface from those: the ``input``, ``schema`` and ``condition`` structs and
 the constructors, which pass ``call_stack()`` so that diagnostics name the user's call site.
+
+The constructors come in two versions (:mod:`.crossing`): the exact mode's, whose arguments and
+results cross between Starlark and Python value by value, and the fast mode's, which cross as one
+JSON text where that is provably the same.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import starlark as sl
 
-from rho_notebook.source._starlark import conditions, inputs, nodes, schema, templates
+from rho_notebook.source._starlark import conditions, crossing, inputs, nodes, schema, templates
+from rho_notebook.source._starlark.crossing import EXACT_CONSTRUCTORS, FAST_CONSTRUCTORS
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
-PRELUDE_SOURCE = """
+_STRUCTS = """
 input = struct(string = _input_string, integer = _input_integer, bool = _input_bool,
                enum = _input_enum, enum_ = _input_enum)
 schema = struct(null = _schema_null, bool = _schema_bool, integer = _schema_integer,
@@ -27,19 +33,11 @@ condition = struct(equals = _cond_equals, is_one_of = _cond_is_one_of, all = _co
                    any = _cond_any, not_ = _cond_not, negate = _cond_not)
 def define(inputs = {}, build = None, **kwargs):
     return {"__rho__": "define", "inputs": _check_define(inputs, type(build), kwargs, call_stack()), "build": build}
-def workflow(**kwargs):
-    return _workflow(call_stack(), kwargs)
-def agent(**kwargs):
-    return _node("agent", call_stack(), kwargs)
-def command(**kwargs):
-    return _node("command", call_stack(), kwargs)
-def shell(**kwargs):
-    return _node("shell", call_stack(), kwargs)
-def approval(**kwargs):
-    return _node("approval", call_stack(), kwargs)
-def python(**kwargs):
-    return _node("python", call_stack(), kwargs)
 """
+PRELUDE_SOURCE = _STRUCTS + EXACT_CONSTRUCTORS
+"""The prelude of the exact mode: every argument crosses into Python value by value."""
+FAST_PRELUDE_SOURCE = _STRUCTS + FAST_CONSTRUCTORS
+"""The prelude of the fast mode (:mod:`.crossing`); it needs the ``json`` library in its globals."""
 
 
 def install_builtins(module: sl.Module, s: Session) -> None:
@@ -49,6 +47,8 @@ def install_builtins(module: sl.Module, s: Session) -> None:
     templates.install_builtins(module, s)
     conditions.install_builtins(module, s)
     nodes.install_builtins(module, s)
+    if s.fast:
+        crossing.install_builtins(module, s)
 
     def no_float(*args: Any, **kw: Any) -> None:
         s.fail("value.float", "float() is not supported; workflow values are None, bool, int64, string, list and dict")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
 
 import starlark as sl
 
@@ -17,7 +16,10 @@ from rho_notebook.source._starlark.literals import find_load
 from rho_notebook.source._starlark.pseudo_files import CODE
 from rho_notebook.source._starlark.signals import RhoBuiltinError
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
 CODE_RESULT = "_rho_code_result"

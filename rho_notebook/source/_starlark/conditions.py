@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
 
 import starlark as sl
 
 from rho_notebook.source._starlark.tags import is_tag, tag
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import TYPE_CHECKING, Any
 
 import starlark as sl
 
 from rho_notebook.source._starlark.tags import NAME_RE, call_site, is_tag, tag
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
 _DEFAULT_TYPES = {"string": str, "integer": int, "bool": bool}
@@ -58,7 +60,7 @@ def _enum_choices(s: Session, choices: Any, default: Any) -> list[Any]:
 
 def check_define(s: Session, inputs: Any, build_type: str, extra: Any, stack: str) -> dict[str, Any]:
     """The declared inputs of ``define(...)``, after checking its arguments."""
-    at = call_site(stack, "define", s.sources)
+    at = call_site(stack, "define", s.sources, s.lines)
     s.need(not extra, "define.argument", f"define() got unknown argument(s): {', '.join(sorted(extra))}", at)
     s.need(build_type == "function", "define.build", f"define(build=...) must be a function, got {build_type}", at)
     s.need(isinstance(inputs, dict), "define.inputs", "define(inputs=...) must be a dictionary", at)

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import keyword
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from rho_notebook.source._starlark.tags import has_tag, is_tag
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
-KindCheck = Callable[["Session", dict[str, Any], str, list[Any]], None]
+    KindCheck = Callable[[Session, dict[str, Any], str, list[Any]], None]
 _ACCESS = ("read_only", "mutating")
 
 
@@ -61,12 +63,12 @@ def check_command(s: Session, kw: dict[str, Any], where: str, at: list[Any]) -> 
     )
     for i, part in enumerate(argv):
         ok = isinstance(part, str) or is_tag(part, "template") or (is_tag(part, "ref") and part.get("ref") == "output")
-        s.need(
-            ok,
-            "command.argv",
-            f"{where}: argv[{i}] must be a string, an output() reference or a template, got {json.dumps(part)[:80]}; convert numbers with str()",
-            at,
-        )
+        if not ok:  # not s.need: its message would be formatted for every part
+            s.fail(
+                "command.argv",
+                f"{where}: argv[{i}] must be a string, an output() reference or a template, got {json.dumps(part)[:80]}; convert numbers with str()",
+                at,
+            )
 
 
 def check_shell(s: Session, kw: dict[str, Any], where: str, at: list[Any]) -> None:
@@ -199,16 +201,16 @@ def _check_resources(s: Session, resources: Any, where: str, at: list[Any]) -> N
         f'{where}: resources must be a dictionary of resource name to amount, such as {{"GPU": 1}}',
         at,
     )
-    for key, amount in resources.items():
-        s.need(
-            isinstance(key, str) and key != "",
-            "node.resources",
-            f"{where}: resources keys must be non-empty resource names (strings), got {json.dumps(key)[:80]}",
-            at,
-        )
-        s.need(
-            isinstance(amount, int) and not isinstance(amount, bool) and amount > 0,
-            "node.resources",
-            f"{where}: resources[{json.dumps(key)}] must be a positive integer, got {json.dumps(amount)[:80]}",
-            at,
-        )
+    for key, amount in resources.items():  # not s.need: its messages would be formatted for every key
+        if not (isinstance(key, str) and key != ""):
+            s.fail(
+                "node.resources",
+                f"{where}: resources keys must be non-empty resource names (strings), got {json.dumps(key)[:80]}",
+                at,
+            )
+        if not (isinstance(amount, int) and not isinstance(amount, bool) and amount > 0):
+            s.fail(
+                "node.resources",
+                f"{where}: resources[{json.dumps(key)}] must be a positive integer, got {json.dumps(amount)[:80]}",
+                at,
+            )

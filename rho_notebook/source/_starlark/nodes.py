@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import TYPE_CHECKING, Any
 
 import starlark as sl
 
 from rho_notebook.source._starlark.node_kinds import KIND_CHECKS, check_placement
 from rho_notebook.source._starlark.tags import NAME_RE, call_site, is_tag, tag
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from rho_notebook.source._starlark.session import Session
 
 COMMON = frozenset(
@@ -52,7 +54,7 @@ _CONCURRENCY_KEYS = ("total", "agent", "command", "checkout_readers")
 
 def make_node(s: Session, kind: str, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
     """The tagged node of one constructor call, after every check of its arguments."""
-    at = call_site(stack, kind, s.sources)
+    at = call_site(stack, kind, s.sources, s.lines)
     s.check_value(kw, f"{kind}()")
     where = _check_name(s, kind, kw, at)
     _check_reuse(s, kind, kw, where, at)
@@ -160,7 +162,7 @@ def _check_output(s: Session, kind: str, out: Any, where: str, at: list[Any]) ->
 
 def make_workflow(s: Session, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
     """The tagged workflow of ``workflow(name = ..., nodes = [...], ...)``."""
-    at = call_site(stack, "workflow", s.sources)
+    at = call_site(stack, "workflow", s.sources, s.lines)
     unknown = sorted(set(kw) - _WORKFLOW_ARGUMENTS)
     s.need(not unknown, "workflow.argument", f"workflow() got unknown argument(s): {', '.join(unknown)}", at)
     name = kw.get("name")
@@ -173,12 +175,12 @@ def make_workflow(s: Session, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
     nodes = kw.get("nodes")
     s.need(isinstance(nodes, list), "workflow.nodes", "workflow(nodes=...) must be a list of nodes", at)
     for n in nodes or []:
-        s.need(
-            is_tag(n, "node"),
-            "workflow.nodes",
-            f"workflow nodes must be agent(), command(), shell(), python() or approval() values, got {json.dumps(n)[:80]}",
-            at,
-        )
+        if not is_tag(n, "node"):  # not s.need: its message would be formatted for every node
+            s.fail(
+                "workflow.nodes",
+                f"workflow nodes must be agent(), command(), shell(), python() or approval() values, got {json.dumps(n)[:80]}",
+                at,
+            )
     conc = kw.get("concurrency")
     if conc is not None:
         _check_concurrency(s, conc, at)

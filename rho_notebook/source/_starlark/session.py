@@ -1,35 +1,58 @@
-"""The evaluation state of one request: budgets, values crossing into Python, module loading."""
+"""The evaluation state of one request: budgets, values crossing into Python, module loading.
+
+A session is made for one request and dropped after it: a warm worker (``_worker.py --warm``)
+serves each request with a new session, so no Starlark global, module or budget count outlives it.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any, NoReturn
 
 import starlark as sl
 
-from rho_notebook.source._starlark.builtins import PRELUDE_SOURCE, install_builtins
+from rho_notebook.source._starlark.builtins import FAST_PRELUDE_SOURCE, PRELUDE_SOURCE, install_builtins
 from rho_notebook.source._starlark.channel import Channel
 from rho_notebook.source._starlark.literals import INT64_MAX, INT64_MIN, bad_literal, find_load
 from rho_notebook.source._starlark.pseudo_files import DRIVER, PRELUDE
 from rho_notebook.source._starlark.signals import Budget, RhoBuiltinError
 
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
 
 class Session:
-    def __init__(self, channel: Channel, limits: dict[str, int]) -> None:
+    def __init__(
+        self, channel: Channel, limits: dict[str, int], *, fast: bool = False, started: float | None = None
+    ) -> None:
         self.channel = channel
         self.limits = limits
+        self.fast = fast
+        """Whether the constructors pass their arguments as JSON text (:mod:`.builtins`)."""
         self.ticks = 0
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.deadline = self.started + limits["evaluator_wall_ms"] / 1000
         self.modules: dict[str, sl.FrozenModule] = {}
         self.sources: dict[str, str] = {}
+        self.lines: dict[str, list[str]] = {}
+        """Each source split into lines, as call sites are looked up (:func:`.tags.call_site`)."""
         self.loading: list[str] = []
         self.max_depth = 0
         self.source_bytes = 0
         self.last_error: RhoBuiltinError | Budget | None = None
         self.globals = sl.Globals.standard()
-        self.prelude_globals = sl.Globals.extended_by([sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack])
-        self.prelude_ast = sl.parse(PRELUDE, PRELUDE_SOURCE)
+        extensions = [sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack]
+        self.prelude_globals = sl.Globals.extended_by([*extensions, sl.LibraryExtension.Json] if fast else extensions)
+        self.prelude_ast = sl.parse(PRELUDE, FAST_PRELUDE_SOURCE if fast else PRELUDE_SOURCE)
+
+    def close(self) -> None:
+        """Drop the modules: their builtins refer back to this session through Starlark's heap,
+        a cycle Python's collector cannot see, which a warm worker would otherwise keep."""
+        self.modules.clear()
+        self.sources.clear()
+        self.lines.clear()
+        self.loading.clear()
+        self.last_error = None
 
     # -- budgets ------------------------------------------------------------------------------
 

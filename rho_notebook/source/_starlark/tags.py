@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from rho_notebook.source._starlark.pseudo_files import PRELUDE
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _STACK_FRAME = re.compile(r"\* (.+?):(\d+), in ")
 
 
-def call_site(stack: str, name: str, sources: Mapping[str, str]) -> list[Any]:
-    """[file, line, column] of the innermost call of ``name(`` outside the prelude in ``stack``."""
+def call_site(stack: str, name: str, sources: Mapping[str, str], lines: dict[str, list[str]]) -> list[Any]:
+    """[file, line, column] of the innermost call of ``name(`` outside the prelude in ``stack``.
+
+    ``lines`` keeps each source split into lines for the request (every node constructor asks).
+    """
     frames = _STACK_FRAME.findall(stack)
     for file, line in reversed(frames):
         if file != PRELUDE:
-            lines = sources.get(file, "").splitlines()
+            if file not in lines:
+                lines[file] = sources.get(file, "").splitlines()
             number = int(line)
-            text = lines[number - 1] if 0 < number <= len(lines) else ""
+            text = lines[file][number - 1] if 0 < number <= len(lines[file]) else ""
             col = text.find(name + "(")
             return [file, number, col + 1 if col >= 0 else 1]
     return [None, None, None]
