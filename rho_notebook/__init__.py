@@ -2,8 +2,9 @@
 
 ``import rho_notebook as rho`` gives the Python API (:mod:`rho_notebook.notebook.api`): ``rho.validate``,
 ``rho.plan``, ``rho.run``, ``rho.runs``, ``rho.plans``, ``rho.status``, ``rho.cancel``,
-``rho.resume``, ``rho.result``, ``rho.logs``, ``rho.approve``, ``rho.export`` and ``rho.show``, with
-``rho.RunHandle``, ``rho.RunResult``, ``rho.NotebookSource`` and ``rho.ConfirmationRequired``. Every
+``rho.resume``, ``rho.attach``, ``rho.result``, ``rho.logs``, ``rho.approve``, ``rho.export`` and
+``rho.show``, with ``rho.RunHandle``, ``rho.RunResult``, ``rho.NotebookSource`` and
+``rho.ConfirmationRequired``. Every
 such name is imported from that module on first use, so importing the package loads nothing but
 the standard library (in particular neither IPython nor ipywidgets).
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         RunHandle,
         RunResult,
         approve,
+        attach,
         cancel,
         export,
         logs,
@@ -53,6 +55,7 @@ __all__ = [
     "status",
     "cancel",
     "resume",
+    "attach",
     "result",
     "logs",
     "approve",

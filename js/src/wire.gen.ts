@@ -169,6 +169,11 @@ export interface RunRowJson {
    * Lifecycle ``damaged`` only: what the journal contradicts.
    */
   damage?: string;
+  /**
+   * The pid of the owner process that holds the run now (0 when it did not record its pid);
+   * absent when no process owns the run.
+   */
+  owner_pid?: number;
 }
 
 /**

@@ -12,14 +12,16 @@ redactor, never returned or stored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import httpx
+from typing import TYPE_CHECKING
 
 from rho_notebook.agents.provider import Completion, CompletionRequest
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.resolve import Selection, open_provider, read_credential
 from rho_notebook.agents.settings import AgentSettings
 from rho_notebook.errors import SettingsError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["complete_once", "select_provider"]
 
@@ -92,6 +94,8 @@ async def complete_once(
     ProviderError
         Transport failure, HTTP error, malformed response or request timeout.
     """
+    import httpx  # here, not at import: a run without model calls never loads it (nor rich)
+
     api_key = read_credential(selection, environ)
     redactor.add(api_key)
     async with httpx.AsyncClient(transport=transport) as client:

@@ -7,35 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from rho_notebook.cli._args import days
 from rho_notebook.errors import NotFound, RunRefused
 from rho_notebook.service import Service
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["register", "EXIT_REFUSED"]
+__all__ = ["EXIT_REFUSED", "run_delete", "run_prune"]
 
 EXIT_REFUSED = 3
-
-
-def register(verbs: Any) -> None:
-    delete = verbs.add_parser("delete", help="delete a finished run or a saved plan")
-    delete.add_argument("id", help="run or plan ID (or unique prefix)")
-    delete.add_argument("--yes", action="store_true")
-    delete.set_defaults(handler=run_delete)
-
-    prune = verbs.add_parser("prune", help="delete finished runs older than DAYS")
-    prune.add_argument(
-        "--older-than", type=days, required=True, metavar="DAYS", help="a finite number of days, 0 or more"
-    )
-    prune.add_argument("--yes", action="store_true")
-    prune.add_argument(
-        "--include-damaged",
-        action="store_true",
-        help="also delete damaged runs older than DAYS (their journal contradicts what was fsynced)",
-    )
-    prune.set_defaults(handler=run_prune)
 
 
 def _ask(question: str) -> bool:

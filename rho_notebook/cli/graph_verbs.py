@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
 from rho_notebook.service import Service, load_limits, parse_input_args
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["convert_graph", "register_convert", "validate_graph"]
+__all__ = ["convert_graph", "validate_graph"]
 
 
 def validate_graph(args: argparse.Namespace) -> int:
@@ -36,16 +34,6 @@ def validate_graph(args: argparse.Namespace) -> int:
         f"valid: the item graph {args.file} passes validate (nothing was stored; rho-notebook run {args.file} runs it)"
     )
     return 0
-
-
-def register_convert(verbs: Any) -> None:
-    """The ``convert`` verb."""
-    convert = verbs.add_parser(
-        "convert",
-        help="print the Starlark workflow equivalent to an item graph (agent, command, branch and output steps)",
-    )
-    convert.add_argument("file", type=Path, help="an item-graph document, FILE.graph.yaml")
-    convert.set_defaults(handler=convert_graph)
 
 
 def convert_graph(args: argparse.Namespace) -> int:

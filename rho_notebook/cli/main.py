@@ -1,10 +1,13 @@
 """``rho-notebook`` entry point: argument parsing and dispatch to the verb modules.
 
 Exit codes: 0 valid / success, 1 invalid workflow or unsuccessful outcome, 2 usage error,
-3 refused (e.g. no confirmation), 141 the reader of standard output went away
-(``rho-notebook events RUN | head -2``: quietly, as a process killed by SIGPIPE). An error's code
+3 refused (e.g. no confirmation; ``wait --timeout``: still going), 141 the reader of standard
+output went away (``rho-notebook events RUN | head -2``: quietly, as a process killed by SIGPIPE),
+130, 143 and 129: ``run``, ``resume`` or ``wait`` stopped following on SIGINT, SIGTERM or SIGHUP
+(the run goes on: :mod:`rho_notebook.cli.follow_verbs`). An error's code
 is its class's ``exit_code`` (:mod:`rho_notebook.errors`); every verb goes through
-:class:`rho_notebook.service.Service`. Warnings the package logs are printed to stderr as
+:class:`rho_notebook.service.Service`. The verbs' arguments are declared in :mod:`.verbs`, and a
+verb's handler module is imported only when that verb runs (:func:`handler_of`). Warnings the package logs are printed to stderr as
 ``rho-notebook: warning: ...``.
 """
 
@@ -12,27 +15,26 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from rho_notebook.cli import (
-    delete_verbs,
-    diff_verbs,
-    graph_verbs,
-    mcp_verbs,
-    notebook_verbs,
-    plan_verbs,
-    policy_verbs,
-    read_verbs,
-    record_verbs,
-    run_verbs,
-)
+from rho_notebook.cli.verbs import declare
 from rho_notebook.errors import InvalidWorkflow, RhoError
 from rho_notebook.service.flags import VerbParser
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_REFUSED", "EXIT_BROKEN_PIPE"]
+__all__ = [
+    "main",
+    "build_parser",
+    "handler_of",
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "EXIT_REFUSED",
+    "EXIT_BROKEN_PIPE",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -54,29 +56,30 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rho-notebook",
         description="Plan and run Rho workflows (frozen Starlark DAGs of agent and command nodes).",
     )
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
-    plan_verbs.register(verbs)
-    diff_verbs.register(verbs)
-    run_verbs.register(verbs)
-    read_verbs.register(verbs)
-    delete_verbs.register(verbs)
-    notebook_verbs.register(verbs)
-    policy_verbs.register(verbs)
-    record_verbs.register(verbs)
-    mcp_verbs.register(verbs)
-    graph_verbs.register_convert(verbs)
+    declare(parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser))
     return parser
+
+
+def handler_of(name: str) -> Callable[[argparse.Namespace], int]:
+    """The handler a verb names (``"read_verbs:run_status"``: a function of a module of
+    :mod:`rho_notebook.cli`), imported now: only the verb that runs pays for its imports."""
+    module, function = name.split(":")
+    found: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"rho_notebook.cli.{module}"), function
+    )
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = handler_of(args.handler)
     # Everything imported so far lives for the whole process: move it out of the collector's
     # way, which also makes interpreter exit (the last step of a cancelled run) ~60 ms faster.
     gc.freeze()
     _warnings_to_stderr()
     try:
-        code: int = args.handler(args)
+        code: int = handler(args)
         sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
         return code
     except BrokenPipeError:

@@ -10,27 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
-from typing import Any
 
 from rho_notebook.service import Service, check_path, find_workspace
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["register"]
-
-
-def register(verbs: Any) -> None:
-    mcp = verbs.add_parser(
-        "mcp", help="serve the workflow tools to an MCP host (Claude, Codex, Jupyter AI) over stdio (docs/mcp.md)"
-    )
-    mcp.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="the workspace whose workflows the tools see (default: the one holding the current directory)",
-    )
-    mcp.set_defaults(handler=run_mcp)
+__all__ = ["run_mcp"]
 
 
 def run_mcp(args: argparse.Namespace) -> int:

@@ -20,30 +20,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from rho_notebook.cli._args import is_file
 from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["register", "notebook_run", "run_export", "run_notebook"]
+__all__ = ["notebook_run", "run_export", "run_notebook"]
 
 EXIT_USAGE = 2
-
-
-def register(verbs: Any) -> None:
-    export = verbs.add_parser(
-        "export", help="write the workflow folder of a notebook (entry, %%%%star and %%%%py modules, agents/)"
-    )
-    export.add_argument("notebook", type=Path, metavar="NOTEBOOK.ipynb")
-    export.add_argument(
-        "dir", type=Path, metavar="DIR", help="target folder (created if missing); laid out as a module root"
-    )
-    export.add_argument(
-        "--workflow", metavar="NAME", help="which %%%%workflow NAME cell (optional when the notebook has one)"
-    )
-    export.set_defaults(handler=run_export)
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -1,11 +1,10 @@
-"""The ``validate``, ``plan`` and ``plans`` verbs."""
+"""The ``validate`` and ``plan`` verbs (``plans`` lists what they stored: :mod:`.read_verbs`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import InvalidWorkflow
@@ -13,35 +12,9 @@ from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Service, load_limits, parse_input_args
 from rho_notebook.service.sync import run_sync
-from rho_notebook.service.wire import invalid_json, plan_json, plan_summary_json, validate_json
+from rho_notebook.service.wire import invalid_json, plan_summary_json, validate_json
 
-__all__ = ["register"]
-
-
-def register(verbs: Any) -> None:
-    validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
-    validate.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py (linted)")
-    validate.add_argument(
-        "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
-    )
-    validate.add_argument("--output", choices=("text", "json"), default="text")
-    validate.add_argument(
-        "--flow", metavar="NAME", help="with FLOW.py: compile the Workflow NAME and check its manifest (docs/flows.md)"
-    )
-    validate.set_defaults(handler=run_validate)
-
-    plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
-    plan.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py")
-    plan.add_argument(
-        "--input", action="append", default=[], metavar="KEY=JSON", help="an input value, e.g. --input 'target=\"src\"'"
-    )
-    plan.add_argument("--output", choices=("text", "json"), default="text")
-    plan.add_argument("--flow", metavar="NAME", help="with FLOW.py: plan the module's Workflow NAME as a flow run")
-    plan.set_defaults(handler=run_plan)
-
-    plans = verbs.add_parser("plans", help="list saved plans")
-    plans.add_argument("--output", choices=("text", "json"), default="text")
-    plans.set_defaults(handler=run_plans)
+__all__ = ["run_validate", "run_plan"]
 
 
 def _print_text(plan: Plan, *, stored: bool) -> None:
@@ -231,15 +204,3 @@ def run_plan(args: argparse.Namespace) -> int:
         if args.output == "json":
             print(json.dumps(invalid_json(err), indent=2))
         raise
-
-
-def run_plans(args: argparse.Namespace) -> int:
-    manifests = run_sync(Service.default().plans())
-    if args.output == "json":
-        print(json.dumps([plan_json(m) for m in manifests], indent=2))
-        return 0
-    if not manifests:
-        print("no saved plans")
-    for m in manifests:
-        print(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}")
-    return 0

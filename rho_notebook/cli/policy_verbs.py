@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-from typing import Any
 
 from rho_notebook.service import (
     ApprovalDecision,
@@ -17,43 +15,7 @@ from rho_notebook.service import (
 )
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["register"]
-
-
-def register(verbs: Any) -> None:
-    approve = verbs.add_parser(
-        "approve", help="decide a pending approval of a run (an approval node or a supervised launch)"
-    )
-    approve.add_argument("run", help="run ID or unique prefix")
-    approve.add_argument("request", nargs="?", help="request ID or unique prefix; omit to list pending requests")
-    approve.add_argument("--deny", action="store_true", help="deny instead of approving")
-    approve.add_argument("--comment", help="recorded with the decision")
-    approve.set_defaults(handler=run_approve)
-
-    answer = verbs.add_parser(
-        "answer", help="answer a human step of an item-graph run that waits for a person (docs/graphs.md)"
-    )
-    answer.add_argument("run", help="run ID or unique prefix")
-    answer.add_argument("step", help="the human step's id (or one loop round, STEP@N)")
-    answer.add_argument(
-        "fields", nargs="*", metavar="FIELD=VALUE", help="one per form field; VALUE is parsed as JSON like --input"
-    )
-    answer.add_argument("--comment", help="recorded with the answer")
-    answer.set_defaults(handler=run_answer)
-
-    plan = verbs.add_parser("approve-plan", help="approve a graph digest for runs when plan approval is enforced")
-    plan.add_argument("target", help="plan ID / prefix, or a graph digest (sha256:...)")
-    plan.set_defaults(handler=run_approve_plan)
-
-    trust = verbs.add_parser("trust", help="trust a workspace: its project settings and hooks apply")
-    trust.add_argument(
-        "path", nargs="?", type=Path, default=None, help="a folder in the workspace (default: current directory)"
-    )
-    trust.set_defaults(handler=run_trust)
-
-    untrust = verbs.add_parser("untrust", help="stop trusting a workspace")
-    untrust.add_argument("path", nargs="?", type=Path, default=None)
-    untrust.set_defaults(handler=run_untrust)
+__all__ = ["run_approve", "run_answer", "run_approve_plan", "run_trust", "run_untrust"]
 
 
 def run_approve(args: argparse.Namespace) -> int:

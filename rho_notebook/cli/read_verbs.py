@@ -1,4 +1,4 @@
-"""The verbs that read a run: status, cancel, runs, result, events, logs.
+"""The verbs that read the store: status, cancel, runs, result, events, logs and plans.
 
 Each is one call of :class:`rho_notebook.service.Service` through the CLI's sync bridge
 (:func:`rho_notebook.service.sync.run_sync`); what stays here is the printing.
@@ -9,63 +9,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from rho_notebook.cli._args import count, positive_int
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import RunsQuery, Service, Stream
-from rho_notebook.service.flags import seconds
 from rho_notebook.service.sync import run_sync
-from rho_notebook.service.wire import status_json
+from rho_notebook.service.wire import plan_json, status_json
+from rho_notebook.views.run_notes import cancel_text, next_step_lines, status_head_lines
 from rho_notebook.views.text import decision_lines, node_status_line, output_text
 
-__all__ = ["register"]
-
-
-def register(verbs: Any) -> None:
-    status = verbs.add_parser("status", help="one durable snapshot of a run (never takes ownership)")
-    status.add_argument("run")
-    status.add_argument("--output", choices=("text", "json"), default="text")
-    status.set_defaults(handler=run_status)
-
-    cancel = verbs.add_parser("cancel", help="durably request cancellation and wait for the owner's acknowledgement")
-    cancel.add_argument("run")
-    cancel.add_argument(
-        "--wait",
-        type=seconds,
-        default=2.0,
-        metavar="SECONDS",
-        help="how long to wait for the acknowledgement (default 2)",
-    )
-    cancel.set_defaults(handler=run_cancel)
-
-    runs = verbs.add_parser("runs", help="list runs, newest last")
-    runs.add_argument("--state", choices=[lc.value for lc in Lifecycle], help="only runs in this lifecycle")
-    runs.add_argument("--limit", type=positive_int, default=50, help="the newest N runs (default 50)")
-    runs.add_argument("--output", choices=("text", "json"), default="text")
-    runs.set_defaults(handler=run_runs)
-
-    result = verbs.add_parser("result", help="per node: state, attempts, exit, validated output, artifact paths")
-    result.add_argument("run")
-    result.add_argument("--output", choices=("text", "json"), default="text")
-    result.set_defaults(handler=run_result)
-
-    events = verbs.add_parser("events", help="the run's journal, one JSON event per line")
-    events.add_argument("run")
-    events.add_argument("--follow", action="store_true", help="keep printing new events until the run completes")
-    events.add_argument("--after-seq", type=count, default=0, metavar="N")
-    events.set_defaults(handler=run_events)
-
-    logs = verbs.add_parser("logs", help="a node's stdout and stderr (latest attempt)")
-    logs.add_argument("run")
-    logs.add_argument("node")
-    logs.add_argument("--stream", choices=("stdout", "stderr", "both"), default="both")
-    logs.add_argument("--follow", action="store_true", help="keep printing while the node runs")
-    logs.set_defaults(handler=run_logs)
+__all__ = ["run_status", "run_cancel", "run_runs", "run_result", "run_events", "run_logs", "run_plans"]
 
 
 def run_status(args: argparse.Namespace) -> int:
-    state = run_sync(Service.default().status(args.run))
+    service = Service.default()
+    state = run_sync(service.status(args.run))
     data = status_json(state)
     if args.output == "json":
         print(json.dumps(data, indent=2))
@@ -77,19 +34,31 @@ def run_status(args: argparse.Namespace) -> int:
     if state.damage is not None:
         print(f"damage     {state.damage}")
         print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
+    else:
+        for line in run_sync(status_head_lines(service, state)):
+            print(line)
     for name in data["nodes"]:
         print(node_status_line(name, state.nodes[name]))
     if "output" in data:
         print(f"output     {output_text(data['output'])}")
     for line in decision_lines(state):
         print(line)
+    for line in run_sync(next_step_lines(service, state)):
+        print(line)
     return 0
 
 
 def run_cancel(args: argparse.Namespace) -> int:
     result = run_sync(Service.default().cancel(args.run, wait_seconds=args.wait))
-    print(json.dumps(result.to_json()))
+    if args.output == "json":
+        print(json.dumps(result.to_json()))
+        return 0
+    print(cancel_text(result.run_id, result.cancellation_state, result.lifecycle, waited=args.wait))
     return 0
+
+
+_ROW = "{:<36}  {:<20} {:<15} {:<13} {:<8} {}"
+"""A line of ``runs``: run ID, workflow, lifecycle, outcome, owner pid, last update."""
 
 
 def run_runs(args: argparse.Namespace) -> int:
@@ -100,10 +69,14 @@ def run_runs(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no runs")
+        return 0
+    print(_ROW.format("RUN", "WORKFLOW", "LIFECYCLE", "OUTCOME", "OWNER", "UPDATED"))
     for row in rows:
-        print(
-            f"{row['run_id']}  {row['workflow']:<20} {row['lifecycle']:<15} {row['outcome'] or '':<13} {row['updated_at']}"
+        owner = str(row["owner_pid"] or "?") if "owner_pid" in row else "-"
+        line = _ROW.format(
+            row["run_id"], row["workflow"], row["lifecycle"], row["outcome"] or "", owner, row["updated_at"] or ""
         )
+        print(line.rstrip())
     return 0
 
 
@@ -165,4 +138,18 @@ def run_logs(args: argparse.Namespace) -> int:
             target.flush()
 
     run_sync(show())
+    return 0
+
+
+def run_plans(args: argparse.Namespace) -> int:
+    manifests = run_sync(Service.default().plans())
+    if args.output == "json":
+        print(json.dumps([plan_json(m) for m in manifests], indent=2))
+        return 0
+    if not manifests:
+        print("no saved plans")
+        return 0
+    print(f"{'PLAN':<36}  {'WORKFLOW':<24} {'DIGEST':<19}  CREATED")
+    for m in manifests:
+        print(f"{m.plan_id}  {m.workflow:<24} {m.graph_digest[:19]}  {m.created_at}")
     return 0

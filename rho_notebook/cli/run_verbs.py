@@ -1,10 +1,13 @@
-"""The run verbs: ``run`` (a plan, a notebook, a script, a flow or an item graph) and ``resume``.
+"""The run verbs: ``run`` (a plan, a workflow entry, a notebook, a script, a flow or an item graph)
+and ``resume``.
 
 Every verb is a call of :class:`rho_notebook.service.Service`, awaited through the CLI's one sync
 bridge (:func:`rho_notebook.service.sync.run_sync`); the rules (consent to a digest, the launch
-gate, recovery) are the service's. What stays here is the terminal: prompts, progress, exit codes.
-A prompt never runs inside an event loop (Ctrl-C at a prompt must interrupt at once), so a verb
-that asks first reads what it shows, asks, then acts. The flags are the ones the magics take
+gate, recovery) are the service's. What stays here is the terminal: prompts, exit codes. A prompt
+never runs inside an event loop (Ctrl-C at a prompt must interrupt at once), so a verb that asks
+first reads what it shows, asks, then acts. Once the run is created (or its resume is consented
+to), its owner runs in a process of its own and the CLI follows it (:mod:`.follow_verbs`: what
+Ctrl-C, a closed pipe, ``--detach`` and ``--wait`` do). The flags are the ones the magics take
 (:mod:`rho_notebook.service.flags`). Reading and deleting runs: :mod:`.read_verbs`,
 :mod:`.delete_verbs`.
 """
@@ -13,41 +16,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
 from rho_notebook.cli._args import is_file
-from rho_notebook.cli._terminal import Printer, allowed_failures, print_summary, terminal_responder
+from rho_notebook.cli.follow_verbs import start_and_follow
 from rho_notebook.errors import ArgumentError, ConfirmationRequired, RunRefused
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, is_graph_file
 from rho_notebook.model.plan import Plan
-from rho_notebook.model.run_state import RunState
-from rho_notebook.model.state import Lifecycle
-from rho_notebook.service import Consent, ResumeRun, Service, StartRun, load_limits, parse_input_args
-from rho_notebook.service.flags import RESUME_FLAGS, RUN_FLAGS, add_flags, parse_decisions
+from rho_notebook.service import (
+    Consent,
+    OwnerOptions,
+    ResumeRun,
+    Service,
+    StartRun,
+    load_limits,
+    parse_input_args,
+)
+from rho_notebook.service.flags import parse_decisions
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["register", "EXIT_REFUSED", "consent", "start_plan"]
+__all__ = ["EXIT_REFUSED", "consent", "start_plan", "run_run", "run_resume"]
 
 EXIT_REFUSED = 3
 EXIT_USAGE = 2
-
-
-def register(verbs: Any) -> None:
-    run = verbs.add_parser("run", help="confirm a plan's digest and run it (plan ID or unique prefix)")
-    run.add_argument(
-        "plan",
-        help="plan ID or unique prefix, a NOTEBOOK.ipynb (exported, planned and run) or a SCRIPT.py (planned and run)",
-    )
-    add_flags(run, RUN_FLAGS, front="cli")
-    run.set_defaults(handler=run_run)
-
-    resume = verbs.add_parser("resume", help="resume a cancelled or interrupted run from its frozen graph")
-    resume.add_argument("run", help="run ID or unique prefix")
-    add_flags(resume, RESUME_FLAGS, front="cli")
-    resume.set_defaults(handler=run_resume)
 
 
 # -- consent ---------------------------------------------------------------------------------------
@@ -76,38 +68,29 @@ def _refused(args: argparse.Namespace, err: ConfirmationRequired, *, digest: str
 # -- running ---------------------------------------------------------------------------------------
 
 
-def _exit_for(state: RunState) -> int:
-    return 0 if state.outcome == "success" else 1
-
-
-def _execute(
+def _start(
     service: Service,
     args: argparse.Namespace,
-    start: Callable[..., Coroutine[Any, Any, RunState]],
+    run_id: str,
     *,
-    digest: str,
-    what: str,
     graph: Graph,
+    options: OwnerOptions,
 ) -> int:
-    """Start (or resume) a run of ``graph`` with ``start(on_event=..., responder=...,
-    approval_timeout=...)``, print its progress until it ends, then (text) a result summary."""
-    responder = terminal_responder(service) if sys.stdin.isatty() else None
-    printer = Printer(args.output, allowed=allowed_failures(graph))
+    """Start the run's owner and follow it (:func:`~rho_notebook.cli.follow_verbs.start_and_follow`);
+    a refusal (owned elsewhere, needs recovery, already completed) exits 3 with its reason."""
     try:
-        state = run_sync(start(on_event=printer, responder=responder, approval_timeout=args.approval_timeout))
-    except ConfirmationRequired as err:
-        return _refused(args, err, digest=digest, what=what)
+        return start_and_follow(service, args, run_id, graph=graph, options=options)
     except RunRefused as err:  # NeedsRecovery too: both exit 3 (refused)
         print(f"rho-notebook: {err.message}", file=sys.stderr)
         return err.exit_code
-    if args.output == "text":
-        if state.lifecycle is Lifecycle.NEEDS_DECISION:
-            steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted)
-            print(f"run {state.run_id}  needs a decision: rho-notebook resume {state.run_id[:13]} {steps}")
-        else:
-            print(f"run {state.run_id}  outcome {state.outcome}")
-        print_summary(service, state.run_id, graph)
-    return _exit_for(state)
+
+
+def _exclusive(args: argparse.Namespace) -> int | None:
+    """``--detach`` and ``--wait`` exclude each other: a usage error (exit 2), else None."""
+    if getattr(args, "detach", False) and getattr(args, "wait", False):
+        print("rho-notebook: --detach returns at once and --wait blocks to the end: give one of them", file=sys.stderr)
+        return EXIT_USAGE
+    return None
 
 
 def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: str) -> int:
@@ -131,22 +114,27 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
         origin="cli",
         reuse=not args.no_reuse,
         executor=getattr(args, "executor", None),
+        run_id=getattr(args, "run_id", None),
     )
+    try:
+        run_id = run_sync(service.create_run_of(plan, request))
+    except ConfirmationRequired as err:
+        return _refused(args, err, digest=plan.graph_digest, what=what)
+    except RunRefused as err:  # a --run-id that is taken
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
+    options = OwnerOptions(approval_timeout=args.approval_timeout)
+    return _start(service, args, run_id, graph=plan.graph, options=options)
 
-    async def start(**options: Any) -> RunState:
-        run_id = await service.create_run_of(plan, request)
-        return await service.execute(run_id, **options)
 
-    return _execute(service, args, start, digest=plan.graph_digest, what=what, graph=plan.graph)
-
-
-_RUN_SUFFIXES = (".ipynb", ".py", *GRAPH_SUFFIXES)
+_RUN_SUFFIXES = (".star", ".ipynb", ".py", *GRAPH_SUFFIXES)
 """Files ``run`` takes (an existing file is dispatched by suffix; anything else is a plan ID prefix)."""
 
 
-def _run_script(args: argparse.Namespace) -> int:
-    """``run SCRIPT.py`` or ``run FILE.graph.yaml``: plan the file (stored once per graph), show
-    its digest, then run it with consent to that digest, as ``run NOTEBOOK.ipynb`` does."""
+def _run_file(args: argparse.Namespace) -> int:
+    """``run FILE.star``, ``run SCRIPT.py`` or ``run FILE.graph.yaml``: plan the file (stored once
+    per graph), show its digest, then run it with consent to that digest, as ``run NOTEBOOK.ipynb``
+    does."""
     if getattr(args, "workflow", None):
         print(f"rho-notebook: --workflow applies to `run NOTEBOOK.ipynb`, not to {args.plan}", file=sys.stderr)
         return EXIT_USAGE
@@ -157,38 +145,58 @@ def _run_script(args: argparse.Namespace) -> int:
     kind = "script" if flow is None else f"flow {flow} of"
     if is_graph_file(str(args.plan)):
         kind = "item graph"
+    elif str(args.plan).endswith(".star"):
+        kind = "entry"
     if args.output == "text":
         print(f"{kind} {args.plan}  plan {plan.plan_id}  workflow {plan.graph.name}  digest {plan.graph_digest}")
     return start_plan(service, plan, args, what=f"run {kind} {args.plan} (plan {plan.plan_id[:13]})")
 
 
-def run_run(args: argparse.Namespace) -> int:
-    from rho_notebook.cli.notebook_verbs import notebook_run
-
-    target = str(args.plan)
+def _file_form(args: argparse.Namespace, target: str) -> int | None:
+    """``run FILE.star|SCRIPT.py|FILE.graph.yaml``: planned and run (:func:`_run_file`), or a usage
+    error (exit 2); None when ``target`` is none of them (a notebook or a plan ID)."""
     if is_file(target) and not target.endswith(_RUN_SUFFIXES):
         print(
-            f"rho-notebook: {target} is a file, and run takes a plan ID, a NOTEBOOK.ipynb or a SCRIPT.py; "
-            f"plan a .star entry first (rho-notebook plan {target}) and run the plan ID it prints",
+            f"rho-notebook: {target} is a file, and run takes a plan ID or a FILE.star, SCRIPT.py, "
+            "FILE.graph.yaml or NOTEBOOK.ipynb",
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if target.endswith(".py"):  # `run SCRIPT.py`
-        if not is_file(target):
-            print(f"rho-notebook: {target}: no such script", file=sys.stderr)
-            return EXIT_USAGE
-        return _run_script(args)
-    if is_graph_file(target):  # `run FILE.graph.yaml`
-        if getattr(args, "flow", None):
+    flow = getattr(args, "flow", None)
+    forms = ((".star", "workflow entry"), (".py", "script"))
+    for suffix, what in forms:
+        if target.endswith(suffix):
+            if flow and suffix != ".py":
+                print(f"rho-notebook: --flow applies to `run FLOW.py`, not to a {what}", file=sys.stderr)
+                return EXIT_USAGE
+            if not is_file(target):
+                print(f"rho-notebook: {target}: no such {what}", file=sys.stderr)
+                return EXIT_USAGE
+            return _run_file(args)
+    if is_graph_file(target):
+        if flow:
             print("rho-notebook: --flow applies to `run FLOW.py`, not to an item graph", file=sys.stderr)
             return EXIT_USAGE
         if not is_file(target):
             print(f"rho-notebook: {target}: no such item graph", file=sys.stderr)
             return EXIT_USAGE
-        return _run_script(args)
-    if getattr(args, "flow", None):
+        return _run_file(args)
+    if flow:
         print("rho-notebook: --flow applies to `run FLOW.py`, a Python module defining the workflow", file=sys.stderr)
         return EXIT_USAGE
+    return None
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from rho_notebook.cli.notebook_verbs import notebook_run
+
+    refused = _exclusive(args)
+    if refused is not None:
+        return refused
+    target = str(args.plan)
+    handled = _file_form(args, target)
+    if handled is not None:
+        return handled
     handled = notebook_run(args)  # `run NOTEBOOK.ipynb`
     if handled is not None:
         return handled
@@ -200,6 +208,9 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    refused = _exclusive(args)
+    if refused is not None:
+        return refused
     service = Service.default()
     manifest = run_sync(service.manifest(args.run))
     run_id = manifest.run_id
@@ -218,8 +229,15 @@ def run_resume(args: argparse.Namespace) -> int:
         decisions=decisions,
         executor=args.executor,
     )
-
-    async def start(**options: Any) -> RunState:
-        return await service.resume(request, **options)
-
-    return _execute(service, args, start, digest=manifest.graph_digest, what=what, graph=graph)
+    try:
+        run_sync(service.check_resume(request))
+    except ConfirmationRequired as err:
+        return _refused(args, err, digest=manifest.graph_digest, what=what)
+    options = OwnerOptions(
+        resume=True,
+        recover_uncertain=args.recover_uncertain,
+        decisions=decisions,
+        approval_timeout=args.approval_timeout,
+        executor=args.executor,
+    )
+    return _start(service, args, run_id, graph=graph, options=options)

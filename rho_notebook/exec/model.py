@@ -28,9 +28,8 @@ import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import ValidationError
 
 from rho_notebook.agents.answer import answer_instructions, parse_typed_answer
@@ -44,6 +43,9 @@ from rho_notebook.model.schema import Schema
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
 from rho_notebook.store.layout import ANSWER_TEXT_FILE, COMPLETION_FILE
+
+if TYPE_CHECKING:  # a type only: httpx (and rich, which it imports) load when a model is called
+    import httpx
 
 __all__ = [
     "ModelCall",

@@ -33,6 +33,8 @@ __all__ = [
     "plans_report",
     "script_report",
     "graph_report",
+    "run_started_text",
+    "run_started_html",
     "Progress",
 ]
 
@@ -206,6 +208,26 @@ def graph_report(graph: ItemGraph, cell: GraphCell, *, label: str) -> Report:
         "inputs": inputs,
     }
     return _cell_report(head, rows, data=graph)
+
+
+def run_started_text(run_id: str, workflow: str) -> str:
+    """What a cell that started or resumed a run shows without widgets: the run lives in its own
+    owner process, and the magic that reattaches to it (after a kernel restart, in a reopened
+    notebook)."""
+    return (
+        f"run {run_id} of workflow {workflow}: running in its own process (a kernel restart leaves it going)\n"
+        f"reattach with: %workflow show {run_id[:13]}"
+    )
+
+
+def run_started_html(run_id: str, workflow: str) -> str:
+    """The HTML twin of :func:`run_started_text` (what nbconvert and GitHub show)."""
+    short = html.escape(run_id[:13])
+    return (
+        f"<p>run <code>{html.escape(run_id)}</code> of workflow <b>{html.escape(workflow)}</b> runs in its own "
+        f"process; restarting this kernel leaves it going. Check it with <code>%workflow status {short}</code>, "
+        f"wait for it with <code>await run</code>, reattach with <code>%workflow show {short}</code>.</p>"
+    )
 
 
 class Progress:

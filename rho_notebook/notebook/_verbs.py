@@ -50,11 +50,20 @@ from rho_notebook.service.cells import GraphCell, WorkflowCell
 from rho_notebook.service.export import export_cells
 from rho_notebook.service.flags import parse_decisions
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
+from rho_notebook.views.run_notes import cancel_text
 
 __all__ = ["WorkflowVerbs", "hold_graph"]
 
 _ID_ARGUMENTS = ("run", "request")
 """The verb arguments that hold a run or request ID (``run``'s ``target`` holds a plan ID or a name)."""
+
+
+def _approval_timeout(args: Any) -> float | None:
+    """``--approval-timeout S`` in a cell: how long a supervised launch waits while no notebook or
+    terminal that can answer follows the run (the kernel was restarted); 0, the flag's default,
+    keeps a notebook's meaning: as long as the node allows, since the person may come back."""
+    seconds = float(args.approval_timeout)
+    return seconds if seconds > 0 else None
 
 
 def hold_graph(session: NotebookSession, cell: GraphCell) -> Report:
@@ -209,7 +218,7 @@ class WorkflowVerbs:
                     plan,
                     confirm_digest=plan.graph_digest,
                     mode=args.mode,
-                    approval_timeout=args.approval_timeout,
+                    approval_timeout=_approval_timeout(args),
                     reuse=not args.no_reuse,
                     executor=args.executor,
                 )
@@ -222,7 +231,7 @@ class WorkflowVerbs:
             plan,
             yes=True,
             mode=args.mode,
-            approval_timeout=args.approval_timeout,
+            approval_timeout=_approval_timeout(args),
             reuse=not args.no_reuse,
             executor=args.executor,
         )
@@ -268,13 +277,13 @@ class WorkflowVerbs:
 
             def on_run() -> RunHandle:
                 return api.run_try(
-                    tried, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=args.approval_timeout
+                    tried, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=_approval_timeout(args)
                 )
 
             again = f"%workflow try {tried.node} --workflow {name} --from {tried.source_run[:13]} --yes"
             show_plan_card(derived, on_run=on_run, confirm=again)
             return None
-        handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=args.approval_timeout)
+        handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=_approval_timeout(args))
         return self._started(handle, args)
 
     def _verb_resume(self, args: Any) -> Any:
@@ -282,7 +291,7 @@ class WorkflowVerbs:
             args.run,
             recover_uncertain=args.recover_uncertain,
             yes=args.yes,
-            approval_timeout=args.approval_timeout,
+            approval_timeout=_approval_timeout(args),
             decisions=parse_decisions(args.decide),
             executor=args.executor,
         )
@@ -335,7 +344,10 @@ class WorkflowVerbs:
 
     def _verb_cancel(self, args: Any) -> None:
         result = api.cancel(args.run, wait_seconds=args.wait)
-        print(json.dumps(result.to_json()))
+        if args.output == "json":
+            print(json.dumps(result.to_json()))
+            return
+        print(cancel_text(result.run_id, result.cancellation_state, result.lifecycle, waited=args.wait))
 
     def _verb_runs(self, args: Any) -> Report | None:
         if args.output == "json":

@@ -3,8 +3,10 @@
 A thin synchronous facade over :class:`~rho_notebook.service.Service`, safe to call in a running
 Jupyter kernel: every verb is the service's coroutine awaited through ONE bridge, :func:`call`
 (``default_runner().call(service.verb(...))``), on the background runner's own event loop, never
-on the kernel's loop and never with ``asyncio.run``. Runs execute on the runner thread and are
-returned as :class:`RunHandle`\\ s at once. The rules (consent to a digest, listing filters, log
+on the kernel's loop and never with ``asyncio.run``. A run executes in an owner process of its own
+(never in the kernel, so a kernel restart or crash leaves it going) and is returned as a
+:class:`RunHandle` that follows it on the runner thread; :func:`attach` gives a new kernel a live
+handle of a run started earlier. The rules (consent to a digest, listing filters, log
 reading, the result's JSON shape) live in the service; the ``%workflow`` magics are thin wrappers
 of these functions. Nothing here imports IPython or ipywidgets.
 
@@ -13,6 +15,7 @@ of these functions. Nothing here imports IPython or ipywidgets.
 ``plan(source_or_path, ...)``          validate, freeze, store; returns the :class:`Plan`
 ``run(plan_or_id, yes=...)``           confirm the digest, start in the background: RunHandle
 ``resume(run_id, yes=...)``            resume in the background: RunHandle
+``attach(run_id)``                     follow a run that already exists: RunHandle
 ``status(run_id)``                     durable :class:`RunState` snapshot
 ``result(run_id)``                     :class:`RunResult`: per node state, output, artifacts
 ``runs()`` / ``plans()``               what the store holds
@@ -57,6 +60,7 @@ from rho_notebook.service import (
     find_workspace,
     wait_for,
 )
+from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.runs import latest_run
 
 __all__ = [
@@ -70,6 +74,8 @@ __all__ = [
     "run",
     "run_try",
     "resume",
+    "attach",
+    "live_handle",
     "runs",
     "plans",
     "status",
@@ -192,7 +198,7 @@ def run(
     yes: bool = False,
     confirm_digest: str | None = None,
     mode: Mode = "auto",
-    approval_timeout: float = 0.0,
+    approval_timeout: float | None = None,
     reuse: bool = True,
     executor: str | None = None,
 ) -> RunHandle:
@@ -207,7 +213,9 @@ def run(
     mode
         Permission mode for command launches (recorded in the run).
     approval_timeout
-        Passed to the driver (a notebook run always has a responder; see docs/notebook.md).
+        None (the default): a supervised launch waits for a person as long as its node allows,
+        also while no kernel follows the run. Seconds: while no notebook (or terminal) that can
+        answer follows the run, the launch waits that long, then fails closed.
     reuse
         False launches every node, even an unchanged ``reuse = True`` node (``--no-reuse``).
     executor
@@ -218,7 +226,9 @@ def run(
     Returns
     -------
     RunHandle
-        At once, once the owner has started; ``await`` it for the final state.
+        Once the run's owner process holds the run; ``await`` it for the final state. The run
+        does not depend on this kernel: an interrupted ``await``, a kernel restart or a crash stop
+        only the following (:func:`attach` follows it again); :func:`cancel` stops it.
 
     Raises
     ------
@@ -246,7 +256,7 @@ def run_try(
     yes: bool = False,
     confirm_digest: str | None = None,
     mode: Mode = "auto",
-    approval_timeout: float = 0.0,
+    approval_timeout: float | None = None,
 ) -> RunHandle:
     """Confirm a ``try`` plan's digest and start it in the background, its upstream nodes'
     results taken from ``tried.source_run`` (``%workflow try``; see :meth:`Service.try_node`).
@@ -276,7 +286,7 @@ def resume(
     recover_uncertain: bool = False,
     yes: bool = False,
     confirm_digest: str | None = None,
-    approval_timeout: float = 0.0,
+    approval_timeout: float | None = None,
     decisions: Mapping[str, Literal["rerun", "skip"]] | None = None,
     executor: str | None = None,
 ) -> RunHandle:
@@ -306,7 +316,7 @@ def resume(
     full = call(svc.resolve_run(run_id))
     live = runner.handle(full)
     if live is not None and not live.done():
-        msg = f"run {full} is still running in this process; await it, or cancel it before resuming"
+        msg = f"run {full} is still running (this kernel follows it); await it, or cancel it before resuming"
         raise RunRefused(msg)
     request = ResumeRun(
         run=full,
@@ -325,6 +335,40 @@ def resume(
         decisions=request.decisions,
         executor=request.executor,
     )
+
+
+def attach(run_id: str) -> RunHandle:
+    """A live handle of a run that already exists (ID or unique prefix), following it to its end:
+    after a kernel restart, in a reopened notebook, or for a run a terminal or the server started.
+
+    Nothing is started or resumed: the run's own owner process goes on as it would without us.
+    The handle's listeners, :meth:`~RunHandle.until`, ``await handle`` (the final state) and
+    :meth:`~RunHandle.cancel` work as for a run this kernel started; on a run that has ended,
+    ``await`` answers at once. This kernel's own handle of the run is returned while it is still
+    following.
+
+    Raises
+    ------
+    NotFound
+        No such run (or the prefix is ambiguous).
+    """
+    svc = service()
+    full = call(svc.resolve_run(run_id))
+    return default_runner().attach(svc, full)
+
+
+def live_handle(run_id: str, *, service: Service | None = None) -> RunHandle | None:
+    """This kernel's handle of run ``run_id`` (a full ID), or a new :func:`attach`\\ ed one when
+    the run is live (an owner is executing it); None for a run that is not live and that this
+    kernel never followed (its view reads the store)."""
+    svc = service or Service.default()
+    runner = default_runner()
+    known = runner.handle(run_id)
+    if known is not None and not known.done():
+        return known
+    if call(svc.status(run_id)).lifecycle in LIVE_LIFECYCLES:
+        return runner.attach(svc, run_id)
+    return known
 
 
 def status(run_id: str) -> RunState:
@@ -352,7 +396,8 @@ def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState
 def show(run_id: str | None = None, *, workflow: str | None = None, node: str | None = None) -> Any:
     """An earlier run redrawn from the store: its live DAG and node outputs, under a picker of
     the runs of its workflow in its workspace (newest first) that switches between them. Nothing
-    is executed; a run still going on (in this kernel or another process) is followed live.
+    is executed; a run still going on is followed live, through the handle :func:`attach` gives
+    (``await`` that handle, from :func:`attach`, for its end).
 
     Without ``run_id``: the newest run of ``workflow`` (None: of any workflow) created in this
     workspace. ``node`` opens that node's output pane. Returns the widget (a cell displays it);
@@ -370,7 +415,11 @@ def show(run_id: str | None = None, *, workflow: str | None = None, node: str | 
     if run_id is None:
         key = find_workspace().key
         run_id = call(latest_run(svc, workflow=workflow, workspace_key=key))
-    return run_picker(run_id, service=svc, handle_for=default_runner().handle, select=node)
+
+    def handle_for(run: str) -> RunHandle | None:
+        return live_handle(run, service=svc)
+
+    return run_picker(run_id, service=svc, handle_for=handle_for, select=node)
 
 
 def plans() -> list[PlanManifest]:

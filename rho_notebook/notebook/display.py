@@ -23,7 +23,7 @@ from rho_notebook.errors import RhoError
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
-from rho_notebook.notebook._render import graph_html, graph_text
+from rho_notebook.notebook._render import graph_html, graph_text, run_started_html, run_started_text
 from rho_notebook.notebook.api import call
 from rho_notebook.service import DiffResult, RunHandle, Service
 from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
@@ -84,13 +84,10 @@ def show_graph(plan: Plan) -> None:
 
 
 def show_run(handle: RunHandle) -> None:
-    """The live run view of a run started or resumed in this kernel."""
-    text = f"run {handle.run_id} of workflow {handle.workflow}: live in this kernel"
-    body = (
-        f"<p>run <code>{html.escape(handle.run_id)}</code> of workflow <b>{html.escape(handle.workflow)}</b> "
-        f"runs in this kernel. Check it with <code>%workflow status {html.escape(handle.run_id[:13])}</code>, "
-        "wait for it with <code>await run</code>.</p>"
-    )
+    """The live run view of a run started or resumed from this kernel (it runs in its own owner
+    process); the text and HTML say how to reattach to it."""
+    text = run_started_text(handle.run_id, handle.workflow)
+    body = run_started_html(handle.run_id, handle.workflow)
     _show(text, body, _view("run_view", handle))
     approvals = _view("approvals_view", handle) if _may_ask(handle) else {}
     if approvals:

@@ -275,7 +275,7 @@ class NotebookSession:
     # -- runs ------------------------------------------------------------------------------------------
 
     def runs(self) -> list[RunHandle]:
-        """Runs this kernel started or resumed, oldest first."""
+        """Runs this kernel started, resumed or attached to, oldest first."""
         return self.runner.handles()
 
     # -- what the hub widget uses (rho_notebook.widgets._hub.HubSession) --------------------------------
@@ -305,8 +305,12 @@ class NotebookSession:
         return api.run(plan, confirm_digest=plan.graph_digest)
 
     def handle_for(self, run_id: str) -> RunHandle | None:
-        """This kernel's live handle of ``run_id``, or None when another process owns it."""
-        return self.runner.handle(run_id)
+        """A live handle of ``run_id``: this kernel's, or one that attaches to the run while an
+        owner executes it (started before a kernel restart, or elsewhere); None for a run that
+        is not live and that this kernel never followed."""
+        from rho_notebook.notebook import api
+
+        return api.live_handle(run_id, service=self.service)
 
     def _named_cells(self) -> dict[str, WorkflowCell | ScriptCell]:
         found: dict[str, WorkflowCell | ScriptCell] = dict(self.cells.workflows)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["FAILPOINTS", "failpoint"]
+__all__ = ["FAILPOINTS", "failpoint", "rearm"]
 
 FAILPOINTS = (
     "before_launch_sync",
@@ -30,6 +30,14 @@ _failpoint_counts: dict[str, int] = {}
 _ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
 """(point, ":", count) read once at import: failpoints are armed in the environment a test
 starts the owner process with (a lookup per call cost five environment reads per node)."""
+
+
+def rearm() -> None:
+    """Read the armed failpoint from the environment again: for an owner forked from a process
+    that imported this module with another environment (the owners' fork server)."""
+    global _ARMED
+    _ARMED = os.environ.get("RHO_NOTEBOOK_FAILPOINT", "").partition(":")
+    _failpoint_counts.clear()
 
 
 def failpoint(name: str) -> None:

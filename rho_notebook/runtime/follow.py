@@ -35,7 +35,7 @@ from rho_notebook.store.runs import RunFolder, RunStore
 
 __all__ = ["RunFollower", "POLL_SECONDS"]
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.02
 """How often a follower reads the journal's new bytes and the running attempts' output sizes."""
 
 EventSink = Callable[[dict[str, Any]], None]

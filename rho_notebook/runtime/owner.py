@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import ExecutorInvalid, PlanError, RhoError, RunRefused, StoreError
+from rho_notebook.errors import BadArgument, ExecutorInvalid, PlanError, RhoError, RunRefused, StoreError
 from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.graph import Graph
@@ -48,6 +49,7 @@ from rho_notebook.store.runs import RunFolder, RunManifest, RunStore
 
 __all__ = [
     "create_run",
+    "check_run_id",
     "execute_run",
     "default_executors",
 ]
@@ -101,9 +103,10 @@ def create_run(
     seed_from: str | None = None,
     seed_nodes: tuple[str, ...] = (),
     executor: str | None = None,
+    run_id: str | None = None,
 ) -> str:
     """Check the plan (and its plan approval when required) and copy its frozen graph into a new
-    run; returns the run ID. ``reuse`` False launches every node (``run --no-reuse``);
+    run; returns the run ID (``run_id`` when given: ``run --run-id``, :func:`check_run_id`). ``reuse`` False launches every node (``run --no-reuse``);
     ``seed_from`` (a full run ID) and ``seed_nodes`` make the run take those nodes' successful
     attempts from that run instead of launching them (``try``). All three are kept in the run's
     manifest, so a resumed run keeps them. Who started the run is recorded once, here: the OS
@@ -115,7 +118,7 @@ def create_run(
     choice = _executor_for(layout, plan, executor)
     _check_seeds(plan, seed_from, seed_nodes)
     approval = PlanApprovals(layout).check(plan.graph_digest)
-    run_id = new_id()
+    run_id = new_id() if run_id is None else _unused_run_id(layout, run_id)
     manifest = RunManifest(
         run_id=run_id,
         plan_id=plan.plan_id,
@@ -143,6 +146,40 @@ def create_run(
         journal.sync()
     finally:
         journal.close()
+    return run_id
+
+
+_UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+"""A canonical UUIDv7 as :func:`~rho_notebook.store.ids.new_id` writes it: lower-case, hyphenated."""
+
+
+def check_run_id(given: str) -> str:
+    """A run ID chosen by the caller (``run --run-id``), which must look like the IDs the store
+    makes: run IDs order runs by creation time and resolve by prefix, so a free-form name would
+    break both.
+
+    Raises
+    ------
+    BadArgument
+        ``given`` is not a canonical UUIDv7 (lower-case, hyphenated, version 7, variant 10).
+    """
+    if _UUID7.fullmatch(given) is None:
+        msg = (
+            f"run ID {given!r} is not a canonical UUIDv7 (lower-case and hyphenated, e.g. "
+            f"{new_id()}): run IDs order runs by time and resolve by prefix"
+        )
+        raise BadArgument(msg)
+    return given
+
+
+def _unused_run_id(layout: StoreLayout, run_id: str) -> str:
+    """A caller's run ID, checked, and not the ID of a run in the store.
+
+    Raises BadArgument (not a canonical UUIDv7) or RunRefused (a run has that ID)."""
+    check_run_id(run_id)
+    if os.path.lexists(layout.runs / run_id):
+        msg = f"run ID {run_id} is taken: a run with that ID exists (rho-notebook status {run_id[:13]})"
+        raise RunRefused(msg)
     return run_id
 
 

@@ -1,23 +1,23 @@
-"""What the handlers share: the service, the runs this server owns, and the run-list row cache.
+"""What the handlers share: the service, the runs this server started, and the run-list row cache.
 
-Runs started or resumed through the API execute in this server process, as their owner, on the
-process-wide :class:`~rho_notebook.service.BackgroundRunner` thread (its own asyncio loop), so the
-server's event loop never waits on a run. They live as long as the server: when it stops,
-:meth:`ServerContext.stop_owned_runs` cancels them through the durable cancel path and waits a
-bounded time, so they end as ``cancellation`` and can be resumed later from anywhere.
+A run started or resumed through the API runs in an owner process of its own
+(:mod:`rho_notebook.runtime.detached`, from its fork server: the server has threads), and the server follows it
+on the process-wide :class:`~rho_notebook.service.BackgroundRunner` thread (its own asyncio loop),
+so the server's event loop never waits on a run. The run does not depend on the server: stopping
+the server (Ctrl-C, SIGTERM, *Shut Down*) stops only its following (:meth:`ServerContext.live_runs`
+names the runs that go on); a person still answers their approvals and cancels them from anywhere
+(a new server's sidebar, a notebook, ``rho-notebook approve``/``cancel``).
 
-:meth:`ServerContext.start` and :meth:`ServerContext.stop_owned_runs` block (they wait for an
-owner); handlers call them in a worker thread. Everything else goes through the service's verbs.
+:meth:`ServerContext.start` blocks (it waits until the owner holds the run); handlers call it in a
+worker thread. Everything else goes through the service's verbs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 
-from rho_notebook.errors import RhoError
 from rho_notebook.service import BackgroundRunner, RowCache, RunHandle, Service
 
 __all__ = ["ServerContext", "CONTEXT_KEY"]
@@ -31,8 +31,8 @@ class ServerContext:
     service: Service
     runner: BackgroundRunner
     log: logging.Logger
-    owned: dict[str, RunHandle] = field(default_factory=dict)
-    """Runs this server started or resumed (run ID -> handle)."""
+    started: dict[str, RunHandle] = field(default_factory=dict)
+    """Runs this server started or resumed and follows (run ID -> handle)."""
     rows: RowCache = field(default_factory=RowCache)
     """Rows of finished runs, so polling the run list stays cheap with many of them."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -40,7 +40,9 @@ class ServerContext:
     # -- runs -----------------------------------------------------------------------------------------
 
     def start(self, run_id: str, *, resume: bool = False, recover_uncertain: bool = False) -> RunHandle:
-        """Execute (or resume) ``run_id`` as its owner on the runner thread; returns once it started.
+        """Start (or resume) ``run_id`` in an owner process of its own and follow it; returns once
+        the owner holds the run. A supervised launch waits for a person as long as its node
+        allows, whether or not this server still runs.
 
         Raises
         ------
@@ -49,31 +51,12 @@ class ServerContext:
         """
         handle = self.runner.start_run(self.service, run_id, resume=resume, recover_uncertain=recover_uncertain)
         with self._lock:
-            for done in [key for key, known in self.owned.items() if known.done()]:
-                del self.owned[done]
-            self.owned[run_id] = handle
+            for done in [key for key, known in self.started.items() if known.done()]:
+                del self.started[done]
+            self.started[run_id] = handle
         return handle
 
-    def stop_owned_runs(self, *, timeout: float) -> list[str]:
-        """Cancel the live runs this server owns and wait up to ``timeout`` seconds for them."""
+    def live_runs(self) -> list[str]:
+        """The runs this server started that are still going on: they outlive the server."""
         with self._lock:
-            live = [handle for handle in self.owned.values() if not handle.done()]
-        for handle in live:
-            try:
-                handle.cancel(wait_seconds=0.0)
-            except (RhoError, OSError) as err:
-                self.log.warning("rho_notebook: cannot cancel run %s on shutdown: %s", handle.run_id, err)
-        deadline = time.monotonic() + timeout
-        stopped = []
-        for handle in live:
-            try:
-                handle.wait(max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                self.log.warning(
-                    "rho_notebook: run %s did not stop within %.0f s; resume it later", handle.run_id, timeout
-                )
-                continue
-            except Exception as err:  # the run's own error, already journaled
-                self.log.info("rho_notebook: run %s stopped: %s", handle.run_id, err)
-            stopped.append(handle.run_id)
-        return stopped
+            return [run_id for run_id, handle in self.started.items() if not handle.done()]

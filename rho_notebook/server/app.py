@@ -1,8 +1,7 @@
-"""The extension application: settings, routes, and a clean stop of the runs this server owns."""
+"""The extension application: settings, routes, and a stop that leaves the runs it started going."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
@@ -26,7 +25,8 @@ class RhoServerApp(ExtensionApp):
 
     stop_timeout = Float(
         10.0,
-        help="On shutdown, how long to wait for the runs this server owns to acknowledge cancellation.",
+        help="Unused: a run started from the server has an owner process of its own and outlives the "
+        "server, which no longer cancels anything on shutdown (kept so that existing configurations load).",
     ).tag(config=True)
 
     context: ServerContext | None = None
@@ -45,17 +45,22 @@ class RhoServerApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         from rho_notebook.server.handlers import routes
+        from rho_notebook.service.planning import use_warm_planner
 
+        use_warm_planner()  # the sidebar plans again and again: keep one planning worker warm
         self.handlers.extend(routes(f"/{API_PREFIX}"))
 
     async def stop_extension(self) -> None:
+        """Stop following; the runs this server started go on in their own owner processes."""
         if self.context is None:
             return
-        stopped = await asyncio.to_thread(self.context.stop_owned_runs, timeout=self.stop_timeout)
-        if stopped:
+        for run_id in self.context.live_runs():
             self.log.info(
-                "rho_notebook: cancelled %d run(s) owned by this server; resume them with `rho-notebook resume`",
-                len(stopped),
+                "rho_notebook: run %s goes on in its own owner process; follow it with "
+                "`rho-notebook events %s --follow`, cancel it with `rho-notebook cancel %s`",
+                run_id,
+                run_id,
+                run_id,
             )
 
 

@@ -4,7 +4,7 @@
 GET      plans                                                 saved plans
 GET      plans/<plan>                                          one plan, with the layout of its DAG
 DELETE   plans/<plan>                                          delete a saved plan (its runs keep their copy)
-POST     plans/<plan>/runs  {"graph_digest", "mode"?}          confirm the digest, start a run (owned here)
+POST     plans/<plan>/runs  {"graph_digest", "mode"?}          confirm the digest, start a run (own process)
 GET      runs?state=&limit=                                    the run list, oldest first
 GET      runs/<run>                                            status (``rho-notebook status --output json``)
 DELETE   runs/<run>                                            delete a run that no owner holds (409 if live)
@@ -14,7 +14,7 @@ GET      runs/<run>/nodes/<node>                               a node's pane: de
 GET      runs/<run>/nodes/<node>/artifacts/<name>              one attempt file, bounded (offset, limit, attempt)
 GET      runs/<run>/events                                     the journal as Server-Sent Events (``_events.py``)
 POST     runs/<run>/cancel                                     durable cancel request, bounded acknowledgement
-POST     runs/<run>/resume  {"graph_digest", "recover_uncertain"?}   resume (owned here)
+POST     runs/<run>/resume  {"graph_digest", "recover_uncertain"?}   resume (own process)
 GET      runs/<run>/approvals                                  undecided approval requests
 POST     runs/<run>/approvals/<request>  {"decision", "comment"?}   approve or deny
 POST     runs/<run>/approvals/<request>/answer  {"values", "comment"?}   answer a human step's form

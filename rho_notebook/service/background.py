@@ -2,14 +2,18 @@
 
 :class:`BackgroundRunner` owns ONE daemon thread per process, started lazily on first use (never
 at import), that runs its own asyncio event loop. Everything long-lived happens there: awaiting
-the planning worker, and executing runs as their owner. The caller's thread (the kernel's main
-thread, whose own event loop serves the notebook) is never used for that work, so a cell that
-blocks (``time.sleep``, heavy computation) does not stall launches, timeouts or cancel
-acknowledgements: the runner thread gets the GIL at every switch interval and its blocking calls
-are short (fsync, ``os.write``, ``Popen``).
+the planning worker, and following runs. The caller's thread (the kernel's main thread, whose own
+event loop serves the notebook) is never used for that work, so a cell that blocks
+(``time.sleep``, heavy computation) does not stall the delivery of a run's events.
+
+A run's owner is never this process: :meth:`BackgroundRunner.start_run` starts it as a process of
+its own (:mod:`rho_notebook.runtime.detached`, from its fork server: this process has threads) and then
+follows it; :meth:`BackgroundRunner.attach` follows a run some other process owns (started by a
+kernel since restarted, a terminal, the server). So a kernel restart or crash, or a server's
+shutdown, stops only the following: the run goes on, and a new kernel attaches to it again.
 
 :class:`~rho_notebook.service.run_handle.RunHandle` (in :mod:`.run_handle`) is the caller's view of
-one run executing on the runner:
+one run followed on the runner:
 
 - ``state()`` is a consistent copy of the live :class:`~rho_notebook.model.run_state.RunState`, folded
   from the same journal records the owner writes; ``status()`` is the durable snapshot any other
@@ -24,7 +28,7 @@ one run executing on the runner:
   that state or the run has ended, woken by the journal events themselves: notebooks never poll.
 
 Strong references: the runner keeps every task it created and every future it handed out until
-they finish, and every handle it started, so nothing is garbage collected mid-flight.
+they finish, and every handle it started or attached, so nothing is garbage collected mid-flight.
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from rho_notebook.model.run_state import RunState
+from rho_notebook.runtime.detached import OwnerOptions
+from rho_notebook.runtime.follow import RunFollower
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.run_handle import Listener, RunHandle, RunOutputs, StateMirror, run_outputs
 from rho_notebook.store.layout import StoreLayout
@@ -61,18 +66,9 @@ class RunService(Protocol):
 
     layout: StoreLayout
 
-    def execute(
-        self,
-        run_id: str,
-        *,
-        resume: bool = ...,
-        recover_uncertain: bool = ...,
-        on_event: Callable[[dict[str, Any]], None] | None = ...,
-        responder: Callable[[Any], None] | None = ...,
-        approval_timeout: float = ...,
-        decisions: Mapping[str, str] | None = ...,
-        executor: str | None = ...,
-    ) -> Coroutine[Any, Any, RunState]: ...
+    def start_owner(self, run_id: str, options: OwnerOptions | None = ..., *, fork: bool = ...) -> int: ...
+
+    def follower(self, run_id: str, *, after_seq: int = ..., answers: bool = ...) -> RunFollower: ...
 
 
 class BackgroundRunner:
@@ -184,13 +180,14 @@ class BackgroundRunner:
         *,
         resume: bool = False,
         recover_uncertain: bool = False,
-        approval_timeout: float = 0.0,
+        approval_timeout: float | None = None,
         listeners: Sequence[Listener] = (),
         wait_started: bool = True,
         decisions: Mapping[str, str] | None = None,
         executor: str | None = None,
     ) -> RunHandle:
-        """Execute (or resume) ``run_id`` as its owner on the runner thread; returns at once.
+        """Start (or resume) ``run_id`` in an owner process of its own and follow it on the runner
+        thread; returns once the owner holds the run (at once without ``wait_started``).
 
         Parameters
         ----------
@@ -201,13 +198,15 @@ class BackgroundRunner:
         resume, recover_uncertain
             As ``rho-notebook resume [--recover-uncertain]``.
         approval_timeout
-            Passed to the driver; unused while a responder is present (a handle always offers one:
-            the notebook decides through the run widget, ``%workflow approve`` or the CLI).
+            None (the default): a supervised launch waits for a person as long as its node allows,
+            also while no process follows the run (the kernel was restarted: the person decides
+            later, from the widget of a new kernel, the sidebar or ``rho-notebook approve``). Seconds:
+            while nobody who can answer follows the run, it waits that long, then fails closed.
         listeners
             Attached before the owner starts, so they see every event of this execution.
         wait_started
-            Wait (on this thread) until the owner has journaled ``run_started`` or failed, so that
-            refusals (owned elsewhere, needs recovery) raise here instead of later.
+            Wait (on this thread) until the owner holds the run or refused it, so that refusals
+            (owned elsewhere, needs recovery) raise here instead of later.
         decisions
             A script run's ``resume --decide STEP=rerun|skip`` (each authorises one call).
         executor
@@ -216,31 +215,51 @@ class BackgroundRunner:
         Raises
         ------
         RunRefused, NeedsRecovery
-            With ``wait_started``, when the owner refuses to start.
+            With ``wait_started``, when the owner refuses to start (or could not be started).
         """
+        options = OwnerOptions(
+            resume=resume,
+            recover_uncertain=recover_uncertain,
+            decisions=dict(decisions or {}),
+            approval_timeout=approval_timeout,
+            executor=executor,
+        )
+        handle = self._handle(service, run_id, listeners)
+        handle.begin(service, options, wait_started=wait_started)
+        return handle
+
+    def attach(self, service: RunService, run_id: str, *, listeners: Sequence[Listener] = ()) -> RunHandle:
+        """A live handle of ``run_id`` (a full ID) that follows the run to its end, without ever
+        starting an owner: this process's handle of it while that one is still following, else a
+        new one (a run started by an earlier kernel, a terminal or the server). ``await`` it for
+        the final state; on a run that has ended it settles at once."""
+        with self._lock:
+            known = self._handles.get(run_id)
+        if known is not None and not known.done():
+            for listener in listeners:
+                known.add_listener(listener)
+            return known
+        handle = self._handle(service, run_id, listeners)
+        handle.begin(service, None, wait_started=False)
+        return handle
+
+    def _handle(self, service: RunService, run_id: str, listeners: Sequence[Listener]) -> RunHandle:
+        """A new handle of ``run_id`` from its durable state now, kept as this process's handle of it."""
         layout: StoreLayout = service.layout
         handle = RunHandle(runner=self, layout=layout, run_id=run_id, initial=load_state(layout, run_id))
         for listener in listeners:
             handle.add_listener(listener)
         with self._lock:
             self._handles[run_id] = handle
-        handle.begin(
-            service,
-            resume=resume,
-            recover_uncertain=recover_uncertain,
-            approval_timeout=approval_timeout,
-            decisions=decisions,
-            executor=executor,
-            wait_started=wait_started,
-        )
         return handle
 
     def handles(self) -> list[RunHandle]:
-        """Every run this process started or resumed, oldest first."""
+        """Every run this process started, resumed or attached to, oldest first."""
         with self._lock:
             return list(self._handles.values())
 
     def handle(self, run_id: str) -> RunHandle | None:
+        """This process's latest handle of ``run_id``, if any (it may be done)."""
         with self._lock:
             return self._handles.get(run_id)
 

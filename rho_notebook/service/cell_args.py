@@ -134,6 +134,7 @@ def _reading_verbs(verbs: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for the acknowledgement (default 2)",
     )
+    _output(p)
 
     p = verbs.add_parser("runs", help="list runs, newest last")
     p.add_argument("--state", choices=[lifecycle.value for lifecycle in Lifecycle], help="only runs in this lifecycle")

@@ -3,8 +3,9 @@ ends that take them: the CLI (``rho-notebook run|resume``) and the magics (``%wo
 
 A :class:`Flag` holds a flag's spelling, type, choices and default once; its help text is given per
 front end where the two say something different (the notebook asks with a plan card rather than a
-prompt, prints progress only with ``--wait``). A flag only one front end has (``--wait`` in a cell,
-``--workflow`` with a notebook file on the command line) names that front end. The parity test
+prompt, prints progress only with ``--wait``). A flag only one front end has (``--detach`` and
+``--run-id`` on the command line, where a run is otherwise followed to its end; ``--workflow`` with
+a notebook file) names that front end. The parity test
 (``tests/kernel/test_magics.py``) checks that every CLI flag is a magic flag.
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "add_flags",
     "parse_decisions",
     "seconds",
+    "given_run_id",
 ]
 
 Front = Literal["cli", "notebook"]
@@ -51,6 +53,18 @@ def seconds(text: str) -> float:
         msg = f"{text!r}: give a finite number, 0 or more"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def given_run_id(text: str) -> str:
+    """``run --run-id``: a canonical UUIDv7 (:func:`~rho_notebook.runtime.owner.check_run_id`);
+    argparse turns anything else into a usage error naming the flag (exit 2)."""
+    from rho_notebook.errors import BadArgument
+    from rho_notebook.runtime.owner import check_run_id  # only when the flag is given: a heavy import
+
+    try:
+        return check_run_id(text)
+    except BadArgument as err:
+        raise argparse.ArgumentTypeError(err.message) from None
 
 
 class VerbParser(argparse.ArgumentParser):
@@ -119,7 +133,17 @@ YES = Flag(
     notebook="confirm the digest (otherwise a plan card asks)",
 )
 PROGRESS_OUTPUT = Flag(
-    "--output", {"choices": ("text", "jsonl"), "default": "text"}, notebook="with --wait: how progress is printed"
+    "--output",
+    {"choices": ("text", "jsonl"), "default": "text"},
+    notebook="with --wait: how progress is printed",
+    fronts=frozenset({"notebook"}),
+)
+RUN_OUTPUT = Flag(
+    "--output",
+    {"choices": ("text", "jsonl", "json"), "default": "text"},
+    cli="text: progress lines and a summary; jsonl: each journal record as it is appended; json: one "
+    "object at the end (with --detach: {run_id, state} at once)",
+    fronts=frozenset({"cli"}),
 )
 MODE = Flag(
     "--mode",
@@ -135,8 +159,20 @@ APPROVAL_TIMEOUT = Flag(
 WAIT = Flag(
     "--wait",
     _STORE_TRUE,
+    cli="no progress lines: block until the run stops, exit by its outcome (Ctrl-C stops waiting; the run goes on)",
     notebook="block the cell and print progress until the run stops",
-    fronts=frozenset({"notebook"}),
+)
+DETACH = Flag(
+    "--detach",
+    _STORE_TRUE,
+    cli="start the run's owner, print the run ID and exit 0 at once (follow later: events --follow, wait)",
+    fronts=frozenset({"cli"}),
+)
+RUN_ID = Flag(
+    "--run-id",
+    {"type": given_run_id, "default": None, "metavar": "UUIDv7"},
+    cli="the new run's ID, announced before it exists: a canonical UUIDv7 no run has (else exit 2, taken: 3)",
+    fronts=frozenset({"cli"}),
 )
 NO_REUSE = Flag(
     "--no-reuse",
@@ -167,7 +203,8 @@ NOTEBOOK_WORKFLOW = Flag(
 INPUT = Flag(
     "--input",
     {"action": "append", "default": [], "metavar": "KEY=JSON"},
-    cli="with NOTEBOOK.ipynb or SCRIPT.py: an input value (for a notebook, overrides the cell's --input)",
+    cli="with a FILE.star, SCRIPT.py, FILE.graph.yaml or NOTEBOOK.ipynb: an input value (for a notebook, "
+    "overrides the cell's --input)",
     notebook="with a workflow name: an input value for planning",
 )
 _RECOVER_HELP = "after inspection: stop leftover processes and rerun attempts without a journaled result"
@@ -182,28 +219,34 @@ DECIDE = Flag(
 RUN_FLAGS: tuple[Flag, ...] = (
     YES,
     PROGRESS_OUTPUT,
+    RUN_OUTPUT,
     MODE,
     APPROVAL_TIMEOUT,
     WAIT,
+    DETACH,
+    RUN_ID,
     NO_REUSE,
     FLOW,
     EXECUTOR,
     NOTEBOOK_WORKFLOW,
     INPUT,
 )
-"""``run PLAN|NOTEBOOK.ipynb|SCRIPT.py`` and ``%workflow run PLAN|NAME`` (after the positional)."""
+"""``run PLAN|FILE.star|SCRIPT.py|FILE.graph.yaml|NOTEBOOK.ipynb`` and ``%workflow run PLAN|NAME``
+(after the positional)."""
 
 RESUME_FLAGS: tuple[Flag, ...] = (
     replace(YES, cli=None, notebook=None),
     RECOVER_UNCERTAIN,
     DECIDE,
     PROGRESS_OUTPUT,
+    RUN_OUTPUT,
     replace(APPROVAL_TIMEOUT, cli=None),
     replace(
         EXECUTOR,
         cli="where this resume runs command, shell and python nodes (default: where the run ran; docs/distributed.md)",
     ),
     WAIT,
+    DETACH,
 )
 """``resume RUN`` and ``%workflow resume RUN``."""
 

@@ -3,7 +3,8 @@
 One listing rule for every front end: a run whose directory entry is refused (a symlink, not a
 directory) or that cannot be read is left out and reported as a warning, never silently; a run
 whose journal is damaged is listed as ``damaged``. A front end that polls the list (the server)
-keeps a :class:`RowCache` so the rows of finished runs are not read again.
+keeps a :class:`RowCache` so the rows of finished runs are not read again. A row of a run that an
+owner process holds now names that process (``owner_pid``: ``runs`` shows it, ``kill`` needs it).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from rho_notebook.service.requests import RunsQuery
 from rho_notebook.service.wire import LIVE_LIFECYCLES, RunRowJson, run_row_json
 from rho_notebook.store.files import refused_dir_entry
 from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.run_locks import OwnerLock
 from rho_notebook.store.runs import RunStore
 
-__all__ = ["RowCache", "list_runs", "list_rows"]
+__all__ = ["RowCache", "list_runs", "list_rows", "owner_pid"]
 
 _log = logging.getLogger(__name__)
 _REPORTED_REFUSALS: set[str] = set()
@@ -106,9 +108,22 @@ def _run_row(layout: StoreLayout, run_id: str, cache: RowCache | None) -> RunRow
         _report_refusal(run_id, err.message if isinstance(err, RhoError) else str(err))
         return None
     finished = state.lifecycle not in LIVE_LIFECYCLES and state.lifecycle is not Lifecycle.PLANNED
-    if cache is not None and key is not None and finished:
+    pid = None if finished else owner_pid(layout, run_id)
+    if pid is not None:
+        row["owner_pid"] = pid
+    elif cache is not None and key is not None and finished:
         cache.put(run_id, key, row)
     return row
+
+
+def owner_pid(layout: StoreLayout, run_id: str) -> int | None:
+    """The pid of the process that owns run ``run_id`` now (0: an owner that did not record its
+    pid), None when no process owns it (:meth:`OwnerLock.holder`; a lock that cannot be used
+    counts as no owner: the run's status says what is wrong with its folder)."""
+    try:
+        return OwnerLock.holder(RunStore(layout).folder(run_id).lock)
+    except (RhoError, OSError):
+        return None
 
 
 def _row_key(layout: StoreLayout, run_id: str) -> tuple[int, ...] | None:

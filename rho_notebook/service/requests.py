@@ -90,6 +90,9 @@ class StartRun(FrozenModel):
     executor: str | None = None
     """Where remotable attempts run: ``local``, ``dask`` or ``dask=ADDRESS`` (None: local);
     recorded in the run manifest, never in the digest (docs/distributed.md)."""
+    run_id: str | None = None
+    """The new run's ID, chosen by the caller (``run --run-id``): a canonical UUIDv7 that no run
+    has yet (None: a new one). Known before the run exists, so a caller can announce it."""
 
 
 class ResumeRun(FrozenModel):

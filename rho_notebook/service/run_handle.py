@@ -1,10 +1,15 @@
-"""The caller's view of one run executing on the :class:`~rho_notebook.service.background.BackgroundRunner`.
+"""The caller's view of one run, followed on the :class:`~rho_notebook.service.background.BackgroundRunner`.
 
-:class:`RunHandle` mirrors the run's state from the journal records its owner writes (a
-:class:`StateMirror`, which other read-only handles share), delivers them to listeners on the
-runner thread, waits for a node to reach a state without polling (:meth:`RunHandle.until`), and
-reads the run's outputs and result from the store. See :mod:`rho_notebook.service.background` for
-the threading rules.
+A run's owner is a process of its own (:mod:`rho_notebook.runtime.detached`): the handle starts it
+(or attaches to a run another process owns) and follows it with a
+:class:`~rho_notebook.runtime.follow.RunFollower` on the runner's loop. :class:`RunHandle` mirrors
+the run's state from the journal records the owner writes (a :class:`StateMirror`, which other
+read-only handles share), delivers them, and the follower's live ``output_chunk`` records, to
+listeners on the runner thread, waits for a node to reach a state without polling
+(:meth:`RunHandle.until`), and reads the run's outputs and result from the store. Nothing the
+handle's process does (an interrupted await, a kernel restart or crash, a server shutdown) stops
+the run: only :meth:`RunHandle.cancel` does. See :mod:`rho_notebook.service.background` for the
+threading rules.
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rho_notebook.errors import RhoError
+from rho_notebook.model.events import EventKind
 from rho_notebook.model.run_state import RunState, apply
-from rho_notebook.model.state import NodeState
+from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.runtime.cancel import CancelResult, request_cancel
+from rho_notebook.runtime.detached import OwnerOptions
 from rho_notebook.runtime.status import load_state
+from rho_notebook.service.decisions import pending_approvals
 from rho_notebook.service.results import RunResult, run_result
 from rho_notebook.store.journal import read_journal
 from rho_notebook.store.layout import StoreLayout
@@ -38,8 +47,9 @@ Listener = Callable[[dict[str, Any]], None]
 _log = logging.getLogger("rho_notebook.service.background")
 """The runner's log: a listener that raises is reported there."""
 
-_START_TIMEOUT = 60.0
-"""How long start_run waits for the owner's run_started (recovery may first stop old processes)."""
+_START_TIMEOUT = 75.0
+"""How long start_run waits for the owner process to hold the run (recovery may first stop old
+processes; :func:`~rho_notebook.runtime.detached.start_owner` itself gives up after 60 s)."""
 
 
 class StateMirror:
@@ -95,7 +105,8 @@ def run_outputs(layout: StoreLayout, state: RunState) -> RunOutputs:
 
 
 class RunHandle(StateMirror):
-    """A run executing on the :class:`BackgroundRunner` (created by ``start_run``).
+    """A run followed on the :class:`BackgroundRunner` (created by ``start_run``, which starts its
+    owner process, or by ``attach``, which follows a run some process already owns).
 
     Thread-safety: every method may be called from any thread. Listeners run on the runner thread.
     """
@@ -110,7 +121,6 @@ class RunHandle(StateMirror):
         self._settled = threading.Event()
         """Set once the owner stopped and the mirror holds the final durable state."""
         self._settle_callbacks: list[Callable[[], None]] = []
-        self._approvals: dict[str, Any] = {}
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -169,40 +179,32 @@ class RunHandle(StateMirror):
             except Exception:
                 _log.exception("a run listener raised while handling %s", record.get("kind"))
 
-    def _on_approval_request(self, request: Any) -> None:
-        with self._lock:
-            self._approvals[request.request_id] = request
-
-    def begin(
-        self,
-        service: RunService,
-        *,
-        resume: bool,
-        recover_uncertain: bool,
-        approval_timeout: float,
-        decisions: Mapping[str, str] | None,
-        executor: str | None,
-        wait_started: bool,
-    ) -> None:
-        """Execute the run as its owner on the runner (:meth:`BackgroundRunner.start_run`, which
-        says what the arguments mean); with ``wait_started``, wait for ``run_started`` or a refusal."""
-        coro = service.execute(
-            self._run_id,
-            resume=resume,
-            recover_uncertain=recover_uncertain,
-            on_event=self._on_event,
-            responder=self._on_approval_request,
-            approval_timeout=approval_timeout,
-            decisions=decisions,
-            executor=executor,
-        )
-        self._future = future = self._runner.submit(coro)
+    def begin(self, service: RunService, options: OwnerOptions | None, *, wait_started: bool) -> None:
+        """Start the run's owner process with ``options`` and follow it on the runner; with
+        ``options`` None, only follow (the run's owner is some other process, or it has ended).
+        With ``wait_started``, wait until ``run_started`` is in the mirror (the owner holds the
+        run, and has journaled what a resume settles first) or the owner refused (then raise).
+        :meth:`BackgroundRunner.start_run` says what the options mean."""
+        self._future = future = self._runner.submit(self._own(service, options))
         future.add_done_callback(self._finished)
         if wait_started:
             self._wait_started(_START_TIMEOUT)
 
+    async def _own(self, service: RunService, options: OwnerOptions | None) -> RunState:
+        """On the runner: start the owner (from the fork server: this process has threads) in a worker thread,
+        then follow the run from the records after the initial snapshot until its owner stops."""
+        with self._lock:
+            after = self._state.last_seq
+        if options is not None:
+            await asyncio.to_thread(service.start_owner, self._run_id, options, fork=False)
+        else:
+            self._started.set()  # nothing to start; a started run's run_started record sets it
+        follower = service.follower(self._run_id, after_seq=after, answers=True)
+        return await follower.follow(self._on_event)
+
     def _finished(self, future: concurrent.futures.Future[RunState]) -> None:
-        """Runs on the runner thread: settle the mirror and deliver records written past on_event."""
+        """Runs on the runner thread: deliver the records the follower did not (a refused start),
+        say so when the owner died mid-run, and settle the mirror on the durable state."""
         try:
             final = load_state(self._layout, self._run_id)
         except (RhoError, OSError):
@@ -213,8 +215,14 @@ class RunHandle(StateMirror):
             missed = read_journal(RunStore(self._layout).folder(self._run_id).events, after_seq=seen).events
         except (RhoError, OSError):
             missed = []
-        for record in missed:  # e.g. needs_recovery, journaled by a refusing owner without on_event
+        for record in missed:  # e.g. needs_recovery, journaled by a refusing owner
             self._on_event(record)
+        with self._lock:
+            lost = final is not None and final.lifecycle is Lifecycle.NEEDS_RECOVERY
+            lost = lost and self._state.lifecycle is not Lifecycle.NEEDS_RECOVERY
+            uncertain = self._state.uncertain_nodes()
+        if lost:  # the owner died without a word: listeners hear what status now says
+            self._on_event({"kind": EventKind.NEEDS_RECOVERY.value, "run_id": self._run_id, "nodes": uncertain})
         with self._lock:
             if final is not None:
                 self._state = final
@@ -246,11 +254,14 @@ class RunHandle(StateMirror):
         return load_state(self._layout, self._run_id)
 
     def done(self) -> bool:
-        """Whether the owner has stopped (completed, cancelled, refused or failed)."""
+        """Whether the owner has stopped (completed, cancelled, halted, refused the start or
+        died) and :meth:`state` is the final durable state."""
         return self._settled.is_set()
 
     def exception(self) -> BaseException | None:
-        """The error that stopped the owner (e.g. NeedsRecovery), once done; else None."""
+        """Once done, the error that kept the owner from starting (e.g. NeedsRecovery, or
+        RunRefused when another process owns the run); None for a run that ran, whatever its
+        outcome (an owner that died mid-run leaves the state ``needs_recovery``)."""
         if self._future is None or not self._settled.is_set():
             return None
         return self._future.exception()
@@ -371,20 +382,22 @@ class RunHandle(StateMirror):
         """Per node: state, attempts, exit, output and artifact paths (``rho-notebook result``)."""
         return run_result(RunStore(self._layout).folder(self._run_id), self.state())
 
-    def pending_approvals(self) -> list[Any]:
-        """Approval requests the owner is waiting on (approval nodes, supervised launches)."""
-        state = self.state()
-        waiting = set(state.waiting_requests().values())
-        with self._lock:
-            return [r for rid, r in sorted(self._approvals.items()) if rid in waiting]
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """Approval requests the owner is waiting on (approval nodes, supervised launches): the
+        requests the journal says are waiting, read from the run's requests folder."""
+        waiting = set(self.state().waiting_requests().values())
+        if not waiting:
+            return []
+        found = pending_approvals(self._layout, self._run_id)
+        return sorted((r for r in found if r.request_id in waiting), key=lambda r: r.request_id)
 
     # -- acting -----------------------------------------------------------------------------------------
 
     def cancel(self, *, wait_seconds: float = 2.0) -> CancelResult:
         """Durably request cancellation (the CLI's mechanism) and wait for the acknowledgement.
 
-        From a listener (the runner thread) the request is recorded without waiting, because the
-        owner that acknowledges it runs on that same thread.
+        From a listener (the runner thread) the request is recorded without waiting, so that the
+        follower that delivers the owner's records is not held up.
         """
         if self._runner.in_runner_thread():
             wait_seconds = 0.0

@@ -4,12 +4,18 @@ awaiting loop, or hand the run to an owner process of its own (detached).
 Consent is checked here and nowhere else (:class:`~rho_notebook.service.requests.Consent`): a run
 is created only for the digest a person (or the front end on their behalf) confirmed, and
 resumed only when the consent covers the run's frozen graph.
+
+A front end that starts a run's owner and then follows it as someone who can answer (the CLI on a
+terminal) says so from *before* the start (:class:`Presence`): the owner may ask a person as soon
+as it holds the run, before the follower has attached, and would otherwise find nobody there and
+fail a supervised launch closed after ``--approval-timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import TracebackType
 
 from rho_notebook.errors import PlanError, RunRefused
 from rho_notebook.model.plan import Plan
@@ -19,9 +25,10 @@ from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.owner import create_run
 from rho_notebook.service.requests import ResumeRun, StartRun
 from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.run_locks import FollowLock
 from rho_notebook.store.runs import RunStore
 
-__all__ = ["Responder", "create_run_of", "check_resume", "resume_detached"]
+__all__ = ["Responder", "Presence", "create_run_of", "check_resume", "resume_detached"]
 
 Responder = Callable[[ApprovalRequest], None]
 """Called (on the owner's loop) when a run asks a person; it must return at once."""
@@ -54,6 +61,7 @@ async def create_run_of(layout: StoreLayout, plan: Plan, request: StartRun) -> s
         seed_from=seed_from,
         seed_nodes=request.seed_nodes,
         executor=request.executor,
+        run_id=request.run_id,
     )
 
 
@@ -78,3 +86,30 @@ async def resume_detached(layout: StoreLayout, request: ResumeRun) -> int:
     decisions = dict(request.decisions)
     options = OwnerOptions(resume=True, decisions=decisions)
     return await asyncio.to_thread(start_owner, layout, run_id, options)
+
+
+class Presence:
+    """A person can answer run ``run_id``'s requests here, said from before its owner starts until
+    the follower holds its own share of the follow lock (:meth:`release` then; a ``with`` block
+    releases at its end in any case).
+
+    Its share is taken in this process before the owner is started. An owner forked from this
+    process inherits the descriptor, which shares the lock (``flock`` locks belong to the open
+    file description): :meth:`release` unlocks that description, so the forked owner's copy stops
+    holding it too, and from then on only real followers count."""
+
+    def __init__(self, layout: StoreLayout, run_id: str) -> None:
+        self._lock = FollowLock(RunStore(layout).folder(run_id).path)
+
+    def __enter__(self) -> Presence:
+        self._lock.hold()
+        return self
+
+    def release(self) -> None:
+        """Stop saying it (the follower's own share says it now); idempotent."""
+        self._lock.release()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.release()

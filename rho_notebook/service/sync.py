@@ -14,6 +14,11 @@ A thread other than the main one (the CLI's approval prompt, which decides while
 busy with the run) gets a loop of its own for that one call. Inside a running event loop (a
 kernel) this bridge refuses: there, :func:`rho_notebook.service.wait_for` runs the coroutine on the
 background runner's loop instead, never on the kernel's.
+
+A CLI verb that starts a run's owner by forking itself (:meth:`Service.start_owner` with
+``fork=True``) must have no other thread at that moment: :func:`release_threads` ends the main
+runner, whose default executor keeps the worker threads of earlier ``asyncio.to_thread`` calls
+alive; the next :func:`run_sync` starts a fresh runner.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["run_sync", "release_threads"]
 
 T = TypeVar("T")
 
@@ -56,6 +61,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         _cancel_leftovers(runner.get_loop())
 
 
+def release_threads() -> None:
+    """End the main thread's runner and join its worker threads (its default executor's), so that
+    this process has no thread but the main one until the next :func:`run_sync` (which starts a
+    new runner). Call it from the main thread, outside any event loop, before forking."""
+    _close()
+
+
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -68,6 +80,7 @@ def _main_runner() -> asyncio.Runner:
     global _runner
     if _runner is None:
         _runner = asyncio.Runner()
+        atexit.unregister(_close)  # once, however often release_threads ended a runner
         atexit.register(_close)
     return _runner
 

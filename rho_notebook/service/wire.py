@@ -250,6 +250,9 @@ class RunRowJson(TypedDict):
     """Runs started through MCP: the client's self-reported name (else null)."""
     damage: NotRequired[str]
     """Lifecycle ``damaged`` only: what the journal contradicts."""
+    owner_pid: NotRequired[int]
+    """The pid of the owner process that holds the run now (0 when it did not record its pid);
+    absent when no process owns the run."""
 
 
 def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRowJson:

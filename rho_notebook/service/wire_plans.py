@@ -7,12 +7,14 @@ other answer shape.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
 from rho_notebook.model.plan import Plan, PlanManifest
-from rho_notebook.service.diff import DiffResult
+
+if TYPE_CHECKING:  # a type only: the diff module imports the runtime's reuse rules
+    from rho_notebook.service.diff import DiffResult
 
 __all__ = [
     "PlanJson",

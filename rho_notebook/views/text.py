@@ -120,11 +120,14 @@ def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> 
 
 
 def node_status_line(name: str, record: NodeRecord) -> str:
-    """One node of ``status``: name, state, attempt, exit code, UNCERTAIN, provenance, a script
-    step's kind and replays, and reason."""
+    """One node of ``status``: name, state, attempt, exit code, the Dask worker it ran on,
+    UNCERTAIN, provenance, a script step's kind and replays, and reason."""
     code = record.exit_code()
     current = record.current
     extra = f"  exit {code}" if code is not None else ""
+    worker = current.exit.get("worker") if current is not None and current.exit is not None else None
+    if worker:
+        extra += f"  on worker {worker}"
     if record.step is not None:
         extra += f"  {record.step.get('kind', 'step')} step"
         if record.replayed:

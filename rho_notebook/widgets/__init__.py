@@ -130,8 +130,9 @@ def run_picker(
     """An earlier run's live DAG, read from the store (nothing is executed), under a picker of the
     runs of its workflow in its workspace, newest first, that switches the DAG to another run.
 
-    ``handle_for(run_id)`` gives this kernel's handle of a run it owns (then the view follows
-    it as :func:`run_view` does); ``select`` opens a node's output pane.
+    ``handle_for(run_id)`` gives a live handle of a run an owner executes now (``rho.attach``:
+    then the view follows it as :func:`run_view` does), or None (the view reads the store);
+    ``select`` opens a node's output pane.
     """
     from rho_notebook.service import Service as _Service
     from rho_notebook.widgets._parent import guard_kernel_parent as _guard

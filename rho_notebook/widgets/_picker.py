@@ -3,8 +3,9 @@
 What ``%workflow show`` and ``rho.show`` display: a Dropdown of the runs of the shown run's
 workflow in the same workspace (newest first) above the live DAG widget of the chosen run. The
 DAG is the same widget a run started in this kernel gets (:class:`~._run.RunController`), fed by
-this kernel's handle when it owns the run, else by a :class:`~._run.JournalWatch` that reads the
-journal (and follows it while another process runs it): nothing is executed. Choosing another run
+a live handle of the run while an owner executes it (this kernel's, or one attached to the run's
+owner process: ``handle_for``), else by a :class:`~._run.JournalWatch` that reads the journal:
+nothing is executed. Choosing another run
 replaces the DAG widget and closes the previous one.
 
 The display carries a text and an HTML rendering (the run's node lines and outputs, the SVG of
@@ -30,8 +31,8 @@ from rho_notebook.widgets._run import JournalWatch, RunController, RunHandleLike
 __all__ = ["RunPicker"]
 
 HandleFor = Callable[[str], Any]
-"""Run ID -> this kernel's live handle of the run (a :class:`RunHandleLike`, such as the
-service's ``RunHandle``), or None when it does not own it."""
+"""Run ID -> a live handle of the run (a :class:`RunHandleLike`, such as the service's
+``RunHandle`` that ``rho.attach`` gives), or None when the view should read the store."""
 
 
 class RunPicker(StaticViews, ipywidgets.VBox):  # type: ignore[misc]

@@ -1,6 +1,7 @@
 """Live run views: a controller that feeds run events into a :class:`DagWidget`, batched.
 
-Threads: a handle calls the listener on the *runner* thread. The listener only folds the event
+Threads: a handle calls the listener on the *runner* thread (a ``RunHandle`` follows the run's
+owner process there). The listener only folds the event
 into a :class:`RunTracker` under the widget lock (microseconds) and pokes a :class:`Throttle`;
 flushes run on the shared pump thread, at most one per ``interval`` (0.1 s: ~10 messages a
 second), and send one custom message with only the changed node views (plus new output of the
@@ -12,8 +13,10 @@ made or decided), and a form submitted in the widget is answered through
 :meth:`Service.answer` (``via="notebook"``) on the kernel's thread; a refused answer (a value of
 the wrong type, a missing field) is shown on the form, which stays pending.
 
-:class:`JournalWatch` gives the same handle interface for a run this kernel does not own (started
-by the CLI or another kernel, or finished): it polls the run's journal without taking ownership.
+:class:`JournalWatch` gives the same handle interface for a run this kernel does not follow (a
+finished run, one created but not started yet, or a widget built without a runner): it polls the
+run's journal without taking ownership. A live run is followed through the ``RunHandle`` that
+``rho.attach`` gives (``%workflow show`` does so).
 """
 
 from __future__ import annotations
@@ -445,8 +448,8 @@ class StoreRunHandle(StateMirror):
 class JournalWatch(StoreRunHandle):
     """A read-only run handle that polls the journal (never takes ownership of the run).
 
-    Used to watch runs this kernel does not own: started by the CLI, by another kernel, or
-    finished. Polls stop once the run is no longer live.
+    Used to watch runs this kernel does not follow with a ``RunHandle`` (finished, or not
+    started yet). Polls stop once the run is no longer live.
     """
 
     def __init__(self, service: Service, run_id: str, *, interval: float = 0.25) -> None:

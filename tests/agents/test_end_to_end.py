@@ -140,7 +140,7 @@ def test_cancel_through_the_cli_stops_a_held_request(example: Project, serve: Se
     try:
         run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "node_launched")
         server.wait_for_requests(1, timeout=20)
-        cancel = example.cli("cancel", run_id, "--wait", "10")
+        cancel = example.cli("cancel", run_id, "--wait", "10", "--output", "json")
         assert cancel.returncode == 0, cancel.stderr
         assert '"acknowledged"' in cancel.stdout
         proc.wait(timeout=20)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Consent, Service, StartRun
+from rho_notebook.store.run_locks import OwnerLock
 from tests.conftest import REPO, Project
 
 
@@ -77,3 +81,34 @@ def only_run_id(project: Project) -> str:
     runs = sorted((project.home / "workflows" / "runs").iterdir())
     assert len(runs) == 1
     return runs[0].name
+
+
+def run_folder(project: Project, run_id: str) -> Path:
+    return project.home / "workflows" / "runs" / run_id
+
+
+def owner_pid(project: Project, run_id: str) -> int | None:
+    """The pid of the process that owns the run now (its own process, not the CLI following it);
+    None when nobody owns it."""
+    return OwnerLock.holder(run_folder(project, run_id) / "mutation.lock")
+
+
+def kill_owner(project: Project, run_id: str, *, sig: int = signal.SIGKILL, timeout: float = 30) -> int:
+    """Send ``sig`` to the run's owner process (what killing ``rho-notebook run`` did when the CLI
+    was the owner) and wait until it no longer holds the run: its pid."""
+    pid = owner_pid(project, run_id)
+    assert pid, f"run {run_id} has no live owner"
+    os.kill(pid, sig)
+    deadline = time.monotonic() + timeout
+    while owner_pid(project, run_id) is not None:
+        assert time.monotonic() < deadline, f"the owner {pid} of run {run_id} still holds it"
+        time.sleep(0.02)
+    return pid
+
+
+def owner_ended_its_run(project: Project, run_id: str) -> bool:
+    """Whether the run's owner process logged the end of its execution (``run RUN LIFECYCLE`` in
+    ``owner.log``): an owner SIGKILLed (a failpoint) never does."""
+    log = run_folder(project, run_id) / "owner.log"
+    text = log.read_text() if log.exists() else ""
+    return re.search(rf"Z run {run_id} [a-z_]+", text) is not None

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.cli.runhelp import only_run_id, plan_id, run, start_run, status, wait_for_event
+from tests.cli.runhelp import kill_owner, only_run_id, plan_id, run, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
 C = "timeout_seconds = 30, max_output_bytes = 1000"
@@ -111,8 +110,8 @@ def test_approval_survives_kill9_of_the_owner(project: Project) -> None:
     project.write("wf.star", GATE)
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    kill_owner(project, run_id)
+    assert proc.wait(timeout=10) == 1  # the CLI that followed says the run needs recovery
     assert status(project, run_id)["lifecycle"] == "needs_recovery"
     # a person decides while no owner is alive: the decision is durable
     decided = approve(project, run_id, "--comment", "decided while the owner was down")
@@ -129,7 +128,7 @@ def test_pending_approval_survives_kill9_and_is_decided_after_resume(project: Pr
     project.write("wf.star", GATE)
     proc = start_run(project)
     run_id, first = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
-    os.kill(proc.pid, signal.SIGKILL)
+    kill_owner(project, run_id)
     proc.wait(timeout=10)
     resumed = start_resume(project, run_id)
     wait_for_event(resumed, lambda e: e["kind"] == "run_started")

@@ -1,19 +1,21 @@
 """kill -9 of the owner at many points: status stays readable, the journal parses, resume with
 --recover-uncertain finishes the run, and no node journaled as success ever runs twice (each node
-appends a line to its own side-effect file, so a second run of it would show)."""
+appends a line to its own side-effect file, so a second run of it would show).
+
+The owner is a process of its own (``rho-notebook run`` follows it): a failpoint kills the owner,
+and the CLI that followed it says the run needs recovery and exits 1 (0 when the owner died after
+the run completed)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from rho_notebook.store.journal import read_journal
-from tests.cli.runhelp import only_run_id, start_run, status, wait_for_event
+from tests.cli.runhelp import kill_owner, only_run_id, owner_ended_its_run, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
 NODES = ["a", "b", "c", "d", "e"]
@@ -105,9 +107,14 @@ def test_kill9_at_failpoint(project: Project, point: str, count: int) -> None:
     (project.root / "effects").mkdir()
     project.write("wf.star", WORKFLOW)
     proc = start_run(project, env={"RHO_NOTEBOOK_FAILPOINT": f"{point}:{count}"})
-    proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"failpoint {point}:{count} was not reached"
-    _check_recovery(project, only_run_id(project))
+    _, stderr = proc.communicate(timeout=60)
+    run_id = only_run_id(project)
+    assert not owner_ended_its_run(project, run_id), f"failpoint {point}:{count} was not reached"
+    if status(project, run_id)["lifecycle"] == "completed":  # the owner died after the run's last record
+        assert proc.returncode == 0, stderr
+    else:
+        assert proc.returncode == 1 and "stopped before the run ended" in stderr, stderr
+    _check_recovery(project, run_id)
 
 
 @pytest.mark.parametrize("node", ["c", "d"])
@@ -121,8 +128,8 @@ def test_kill9_while_a_command_runs(project: Project, node: str) -> None:
     )
     proc = start_run(project)
     run_id, started = wait_for_event(proc, lambda e: e["kind"] == "process_started" and e["node"] == node)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    kill_owner(project, run_id)
+    assert proc.wait(timeout=10) == 1  # the CLI followed the owner: it says the run needs recovery
     child = started["pid"]
     _check_recovery(project, run_id)
     # the orphaned command tree was stopped (or had finished) before the node was rerun

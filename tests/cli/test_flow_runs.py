@@ -52,7 +52,7 @@ def test_an_owner_killed_during_a_model_call_halts_and_decide_reruns_only_that_c
         server.wait_for_requests(2)  # the reviewer's request is at the server, unanswered
         return True
 
-    run_id = kill_owner_when(owner, reviewer_pending)
+    run_id = kill_owner_when(project, owner, reviewer_pending)
 
     halted = resume(project, run_id)
     assert halted.returncode == 1, halted.stdout + halted.stderr

@@ -251,6 +251,6 @@ def test_without_a_planted_symlink_the_verbs_read_the_run(
         code, out, err = _call(monkeypatch, home, argv)
         assert code == 0, (argv, out, err)
     assert "val-4242" in _call(monkeypatch, home, ["result", base.completed])[1]
-    code, out, _ = _call(monkeypatch, home, ["cancel", base.planned, "--wait", "0"])
+    code, out, _ = _call(monkeypatch, home, ["cancel", base.planned, "--wait", "0", "--output", "json"])
     assert code == 0 and json.loads(out)["cancellation_state"] == "pending"
     assert [p.name for p in (home / "workflows/runs" / base.planned / "requests").iterdir()][0].startswith("cancel-")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runhelp import start_run, status, wait_for_event
+from tests.cli.runhelp import kill_owner, start_run, status, wait_for_event
 from tests.conftest import Project, star
 
 NODES = ["a", "b", "c"]
@@ -66,7 +66,7 @@ def _interrupted(project: Project) -> str:
     project.write("wf.star", _workflow(slow_c=True))
     proc = start_run(project)
     run_id, started = wait_for_event(proc, lambda e: e["kind"] == "process_started" and e["node"] == "c")
-    os.kill(proc.pid, signal.SIGKILL)
+    kill_owner(project, run_id)
     proc.wait(timeout=10)
     try:
         os.killpg(started["pid"], signal.SIGKILL)  # the orphaned `sleep 3` of c

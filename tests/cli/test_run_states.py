@@ -109,7 +109,7 @@ def test_outcome_cancellation_and_resume(project: Project) -> None:
     live = status(project, run_id)
     assert live["lifecycle"] == "running" and live["nodes"]["slow"]["state"] == "running"
     assert live["nodes"]["after"]["state"] == "pending"
-    cancel = project.cli("cancel", run_id)
+    cancel = project.cli("cancel", run_id, "--output", "json")
     answer = json.loads(cancel.stdout)
     assert answer["cancellation_state"] == "acknowledged" and answer["request_id"]
     assert proc.wait(timeout=30) == 1
@@ -118,7 +118,7 @@ def test_outcome_cancellation_and_resume(project: Project) -> None:
     assert data["nodes"]["slow"]["state"] == "cancellation"
     assert data["nodes"]["after"]["state"] == "blocked"  # its need ended in cancellation
     # a second cancel of a completed run does not reuse the old acknowledgement
-    again = json.loads(project.cli("cancel", run_id).stdout)
+    again = json.loads(project.cli("cancel", run_id, "--output", "json").stdout)
     assert again["cancellation_state"] == "already_completed" and again["request_id"] is None
     (project.root / "go").touch()
     resumed = project.cli("resume", run_id, "--yes", "--output", "jsonl")

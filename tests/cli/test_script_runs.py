@@ -2,15 +2,15 @@
 SIGKILLed, a fan-out of 8 steps resumed after a crash, and cancel.
 
 Every step is a real command step (``run_command``) that appends a line to its own side-effect
-file, so a step that ran again would show; the owner is the ``rho-notebook run``/``resume``
-process itself, killed with SIGKILL while a step's process runs.
+file, so a step that ran again would show; the owner is the process ``rho-notebook run``/``resume``
+starts and follows (its pid is in the run's ``mutation.lock``), killed with SIGKILL while a step's
+process runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.store.journal import read_journal
-from tests.cli.runhelp import status, wait_for_event
+from tests.cli.runhelp import kill_owner, status, wait_for_event
 from tests.conftest import REPO, Project
 
 HEAD = """\
@@ -63,7 +63,7 @@ def resume(project: Project, run_id: str, *args: str) -> subprocess.CompletedPro
 
 
 def background(project: Project, *args: str) -> subprocess.Popen[str]:
-    """``rho-notebook ARGS --output jsonl`` in its own session (it is the run's owner)."""
+    """``rho-notebook ARGS --output jsonl`` in its own session (it starts the run's owner and follows it)."""
     env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, "-m", "rho_notebook", *args, "--output", "jsonl"],
@@ -76,9 +76,9 @@ def background(project: Project, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def kill_owner_when(proc: subprocess.Popen[str], predicate: Any, *, ready: Any = None) -> str:
-    """SIGKILL the owner once an event matching ``predicate`` was printed and ``ready()`` (when
-    given) holds; returns the run ID."""
+def kill_owner_when(project: Project, proc: subprocess.Popen[str], predicate: Any, *, ready: Any = None) -> str:
+    """SIGKILL the owner once an event matching ``predicate`` was printed by the CLI following it
+    (``proc``) and ``ready()`` (when given) holds; the CLI then ends. Returns the run ID."""
     run_id, _ = wait_for_event(proc, predicate)
     if ready is not None:
         for _ in range(600):  # process_started comes before the step's shell has done anything
@@ -87,7 +87,7 @@ def kill_owner_when(proc: subprocess.Popen[str], predicate: Any, *, ready: Any =
             time.sleep(0.05)
         else:
             raise AssertionError("the step never got ready")
-    proc.send_signal(signal.SIGKILL)
+    kill_owner(project, run_id)
     proc.wait(timeout=30)
     if proc.stdout is not None:
         proc.stdout.close()
@@ -199,7 +199,10 @@ emit_output({"slow": slow.output, "state": slow.state, "replayed": slow.replayed
 def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one_attempt(project: Project) -> None:
     script = write_script(project, SLOW)
     run_id = kill_owner_when(
-        background(project, "run", script, "--yes"), started("slow", 1), ready=lambda: effects(project, "slow") == 1
+        project,
+        background(project, "run", script, "--yes"),
+        started("slow", 1),
+        ready=lambda: effects(project, "slow") == 1,
     )
     assert effects(project, "slow") == 1
 
@@ -216,6 +219,7 @@ def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one
 
     # the decision authorises one attempt; that attempt is lost too: the next resume asks again
     kill_owner_when(
+        project,
         background(project, "resume", run_id, "--yes", "--decide", "slow=rerun"),
         started("slow", 2),
         ready=lambda: effects(project, "slow") == 2,
@@ -241,7 +245,10 @@ def test_a_step_lost_with_its_owner_halts_until_decided_and_each_decision_is_one
 def test_skip_accepts_the_stored_result_and_the_script_goes_on(project: Project) -> None:
     script = write_script(project, SLOW)
     run_id = kill_owner_when(
-        background(project, "run", script, "--yes"), started("slow", 1), ready=lambda: effects(project, "slow") == 1
+        project,
+        background(project, "run", script, "--yes"),
+        started("slow", 1),
+        ready=lambda: effects(project, "slow") == 1,
     )
     assert resume(project, run_id).returncode == 1  # halted
 
@@ -276,7 +283,7 @@ emit_output({"output": check.output, "state": check.state})
 
 def test_decide_names_a_step_of_the_run(project: Project) -> None:
     script = write_script(project, SLOW)
-    run_id = kill_owner_when(background(project, "run", script, "--yes"), started("slow", 1))
+    run_id = kill_owner_when(project, background(project, "run", script, "--yes"), started("slow", 1))
     assert resume(project, run_id).returncode == 1
     wrong = resume(project, run_id, "--decide", "nosuch=rerun")
     assert wrong.returncode != 0
@@ -312,7 +319,9 @@ def test_a_fan_out_of_eight_steps_replays_by_key_after_a_crash(project: Project)
             launched.add(record["node"])
         return len(finished) == 4 and len(launched) == 8
 
-    run_id = kill_owner_when(proc, midway, ready=lambda: all(effects(project, f"fan-{i}") == 1 for i in range(8)))
+    run_id = kill_owner_when(
+        project, proc, midway, ready=lambda: all(effects(project, f"fan-{i}") == 1 for i in range(8))
+    )
     assert finished == {f"fan-{i}" for i in range(4)}
 
     (project.root / "release").write_text("")

@@ -201,10 +201,13 @@ def test_run_script_without_yes_refuses_and_names_the_digest(project: Project) -
 def test_run_dispatches_by_suffix(project: Project) -> None:
     result = project.cli("run", "scripts/missing.py")
     assert result.returncode == 2 and "scripts/missing.py: no such script" in result.stderr
-    project.write("wf.star", "x = 1\n")
-    result = project.cli("run", "wf.star")
+    project.write("notes.txt", "x = 1\n")
+    result = project.cli("run", "notes.txt")
     assert result.returncode == 2
-    assert "run takes a plan ID, a NOTEBOOK.ipynb or a SCRIPT.py" in result.stderr
+    assert "run takes a plan ID or a FILE.star, SCRIPT.py, FILE.graph.yaml or NOTEBOOK.ipynb" in result.stderr
+    project.write("wf.star", "x = 1\n")  # a .star entry is planned, then run: here its plan fails
+    result = project.cli("run", "wf.star", "--yes")
+    assert result.returncode == 1 and "wf.star" in result.stderr
     result = project.cli("run", "0123abcd")
     assert result.returncode == 1 and "plan" in result.stderr.lower()
 

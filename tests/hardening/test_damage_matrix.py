@@ -75,6 +75,7 @@ import pytest
 
 from rho_notebook.cli import main as cli
 from rho_notebook.store.journal import read_journal
+from rho_notebook.store.run_locks import OwnerLock
 from tests.conftest import REPO
 
 SECRET = f"rho-damage-secret-{uuid.uuid4().hex}"
@@ -412,8 +413,9 @@ def _stop(pid: int) -> None:
 
 
 def _interrupt(form: Form, root: Path, home: Path, target: str, wanted: Callable[[], list[Path]]) -> None:
-    """Run ``target`` and SIGKILL its owner while ``form.slow`` runs, once the ``wanted()`` files
-    exist (computed again each time: the run folder appears after the start)."""
+    """Run ``target`` and SIGKILL its owner (the process ``run`` starts and follows) while
+    ``form.slow`` runs, once the ``wanted()`` files exist (computed again each time: the run folder
+    appears after the start); the CLI that followed it then exits 1 (the run needs recovery)."""
     (root / "effects" / "slow").touch()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rho_notebook", "run", target, *form.run_args, "--yes", "--output", "jsonl"],
@@ -435,6 +437,7 @@ def _interrupt(form: Form, root: Path, home: Path, target: str, wanted: Callable
                 children.append(int(record["pid"]))
             if record.get("kind") == "process_started" and record.get("node") == form.slow:
                 children.append(int(record["pid"]))
+                run_id = str(record["run_id"])
                 break
         else:
             raise AssertionError(f"{form.name}: {form.slow} never started: {proc.communicate()[1]}")
@@ -442,14 +445,16 @@ def _interrupt(form: Form, root: Path, home: Path, target: str, wanted: Callable
         while missing := [str(path) for path in wanted() if not path.exists()]:
             assert time.monotonic() < deadline, f"never written: {missing}"
             time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
+        owner = OwnerLock.holder(home / "workflows" / "runs" / run_id / "mutation.lock")
+        assert owner, f"{form.name}: the run has no live owner"
+        os.kill(owner, signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
         watchdog.cancel()
         for pid in children:
             _stop(pid)
         (root / "effects" / "slow").unlink()
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode == 1
 
 
 def build(form: Form, state: str, folder: Path) -> Base:

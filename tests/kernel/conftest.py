@@ -10,6 +10,15 @@ import pytest
 
 from tests.agents.conftest import serve  # noqa: F401 - the fixture serve([replies...]), for notebook tests of agents
 from tests.conftest import Project
+from tests.kernel.helpers import stop_owners
+
+
+@pytest.fixture(autouse=True)
+def no_owner_outlives_the_test(project: Project) -> Iterator[None]:
+    """Runs have owner processes of their own, which outlive the kernel that started them: cancel
+    whatever still runs when the test ends."""
+    yield
+    stop_owners(project.home)
 
 
 @pytest.fixture

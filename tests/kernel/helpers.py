@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.utils.capture import CapturedIO, capture_output
 
+from rho_notebook.runtime.cancel import request_cancel
+from rho_notebook.store.layout import StoreLayout
+from rho_notebook.store.run_locks import OwnerLock
 from tests.conftest import Project
 
 C = "timeout_seconds = 30, max_output_bytes = 4096"
@@ -61,3 +66,31 @@ def wait_until(predicate: Any, *, timeout: float = 30.0, every: float = 0.05) ->
             return
         time.sleep(every)
     raise AssertionError("condition not reached in time")
+
+
+def owner_pid(home: Path, run_id: str) -> int | None:
+    """The pid of the process that owns run ``run_id`` now (its owner process), or None."""
+    return OwnerLock.holder(StoreLayout(home=home).run_dir(run_id) / "mutation.lock")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_owners(home: Path, *, timeout: float = 30.0) -> list[str]:
+    """Cancel every run of the store at ``home`` whose owner process still runs, and wait for the
+    owners to end: a run's owner outlives the kernel and the server that started it, but not the
+    test (whose temporary folders go away). The runs it cancelled."""
+    runs = home / "workflows" / "runs"
+    live = [d.name for d in sorted(runs.iterdir()) if owner_pid(home, d.name)] if runs.is_dir() else []
+    layout = StoreLayout(home=home)
+    for run_id in live:
+        request_cancel(layout, run_id, wait_seconds=0.0)
+    deadline = time.monotonic() + timeout
+    while any(owner_pid(home, run_id) for run_id in live) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return live

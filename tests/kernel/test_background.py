@@ -1,11 +1,13 @@
 """The background runner and run handles, without IPython: one loop thread, listeners, state
-copies, a busy caller thread that does not stall runs, cancel, recovery, and awaiting."""
+copies, a busy caller thread that does not stall runs, cancel, recovery, awaiting, the owner
+process a handle starts and follows, and attaching to a run started elsewhere."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +23,7 @@ from rho_notebook.service import Consent, Service, StartRun
 from rho_notebook.service.background import BackgroundRunner, default_runner
 from rho_notebook.store.journal import read_journal
 from tests.conftest import REPO, Project, star
-from tests.kernel.helpers import C, wait_until
+from tests.kernel.helpers import C, owner_pid, wait_until
 
 STEPS = star(
     f"""
@@ -293,3 +295,63 @@ def test_wait_until_times_out_and_leaves_the_run_alone(project: Project) -> None
     handle.cancel()
     assert handle.wait(10).outcome == "cancellation"
     assert not handle._listeners
+
+
+# -- the owner is a process of its own (issue 30) ----------------------------------------------------
+
+GATE = star(
+    """
+return workflow(name = "gate", nodes = [
+    approval(name = "ok", prompt = template(["Ship it?"]), timeout_seconds = 60, max_output_bytes = 1000),
+    command(name = "ship", argv = ["true"], needs = ["ok"], timeout_seconds = 30, max_output_bytes = 1000),
+])
+"""
+)
+
+
+def test_the_owner_is_a_process_of_its_own_and_its_death_is_heard(project: Project) -> None:
+    seen: list[str] = []
+    runner = BackgroundRunner()
+    handle = _start(project, LONG, runner, listeners=[lambda r: seen.append(r["kind"])])
+    handle.wait_until("long", "running", timeout=30)
+    owner = owner_pid(project.home, handle.run_id)
+    assert owner and owner != os.getpid()  # not this process: nothing here can stop the run by accident
+    os.kill(owner, signal.SIGKILL)
+    final = handle.wait(30)  # the follower sees the owner lock freed: the end, as status says it
+    assert final.lifecycle.value == "needs_recovery" and handle.done() and handle.exception() is None
+    assert seen[-1] == "needs_recovery"  # listeners (the widget) hear it too
+    again = runner.start_run(project.service, handle.run_id, resume=True, recover_uncertain=True)
+    again.wait_until("long", "running", timeout=30)  # recovery stopped the orphaned attempt, relaunched it
+    again.cancel()
+    assert again.wait(30).outcome == "cancellation"
+
+
+def test_attach_follows_a_run_started_elsewhere_to_its_end(project: Project) -> None:
+    started = _start(project, LONG, BackgroundRunner())
+    other = BackgroundRunner()  # another kernel: it never started the run
+    seen: list[str] = []
+    attached = other.attach(project.service, started.run_id, listeners=[lambda r: seen.append(r["kind"])])
+    assert attached is not started and other.attach(project.service, started.run_id) is attached
+    state = attached.wait_until("long", "running", timeout=30)
+    assert state.nodes["long"].state.value == "running"
+    assert attached.cancel().cancellation_state == "acknowledged"
+
+    async def awaited() -> str | None:
+        final = await attached
+        return final.outcome
+
+    assert asyncio.run(awaited()) == "cancellation"
+    assert {"node_finished", "run_completed"} <= set(seen) and attached.exception() is None
+    assert started.wait(30).outcome == "cancellation"
+    ended = other.attach(project.service, started.run_id)  # a run that has ended: settles at once
+    assert ended is not attached and ended.wait(10).outcome == "cancellation"
+
+
+def test_pending_approvals_come_from_the_journal_and_the_requests_folder(project: Project) -> None:
+    handle = _start(project, GATE, BackgroundRunner())
+    wait_until(lambda: handle.state().lifecycle.value == "waiting")
+    [request] = handle.pending_approvals()
+    assert request.node == "ok" and request.facts["prompt"] == "Ship it?"
+    asyncio.run(project.service.approve(handle.run_id, request.request_id, via="notebook"))
+    assert handle.wait(30).outcome == "success"
+    assert handle.pending_approvals() == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from rho_notebook.cli.main import build_parser
 from rho_notebook.service.cell_args import options_of, verb_parser
 from tests.conftest import Project
-from tests.kernel.helpers import C, cell, ok, status_json, usage_error, wait_until, workflow_cell
+from tests.kernel.helpers import C, cell, ok, owner_pid, status_json, usage_error, wait_until, workflow_cell
 
 HELLO = workflow_cell(
     "hello",
@@ -161,9 +162,12 @@ def test_run_returns_at_once_then_await_and_outputs(ip: Any, ws: Project) -> Non
     handle = ip.user_ns["run"]
     assert not handle.done()  # the cell returned while the 3 s node runs
     assert "digest sha256:" in captured.stdout
-    assert f"run {handle.run_id} of workflow slow: live in this kernel" in _text(captured)
+    text = _text(captured)
+    assert f"run {handle.run_id} of workflow slow: running in its own process" in text
+    assert f"reattach with: %workflow show {handle.run_id[:13]}" in text
     live = status_json(ws, handle.run_id)  # a terminal sees the notebook's run live
     assert live["lifecycle"] == "running"
+    assert owner_pid(ws.home, handle.run_id) not in (None, 0, os.getpid())  # an owner process, not the kernel
     ok(ip, "final = await run")
     assert ip.user_ns["final"].outcome == "success"
     report, _ = ok(ip, f"%workflow status {handle.run_id[:13]}")
@@ -200,11 +204,12 @@ def test_cancel_and_resume_verbs(ip: Any, ws: Project) -> None:
     ok(ip, "run = %workflow run long --yes")
     handle = ip.user_ns["run"]
     wait_until(lambda: handle.state().nodes["long"].state.value == "running")
-    assert "still running in this process" in usage_error(ip, f"%workflow resume {handle.run_id} --yes")
+    assert "still running (this kernel follows it)" in usage_error(ip, f"%workflow resume {handle.run_id} --yes")
     _, captured = ok(ip, f"%workflow cancel {handle.run_id[:13]}")
-    answer = json.loads(captured.stdout)
-    assert answer["cancellation_state"] == "acknowledged" and answer["lifecycle"] == "completed"
+    assert f"cancel requested for run {handle.run_id}: acknowledged by the owner" in captured.stdout
     assert handle.wait(10).outcome == "cancellation"
+    _, captured = ok(ip, f"%workflow cancel {handle.run_id[:13]} --output json")  # JSON on request
+    assert json.loads(captured.stdout)["cancellation_state"] == "already_completed"
     message = usage_error(ip, f"%workflow resume {handle.run_id}")
     assert "confirmation" in message and handle.graph_digest in message
     ok(ip, f"resumed = %workflow resume {handle.run_id} --yes")
@@ -246,7 +251,9 @@ def test_every_cli_flag_is_a_magic_flag() -> None:
     cli = options_of(build_parser())
     magic = options_of(verb_parser())
     for verb in ("validate", "plan", "run", "resume", "status", "cancel", "runs", "plans", "result", "logs", "approve"):
-        missing = set(cli[verb]) - set(magic[verb]) - {"--workflow"}  # run's --workflow selects a notebook cell
+        # run's --workflow selects a notebook cell; --detach and --run-id are the terminal's (a cell
+        # never blocks on a run unless --wait, and a notebook names its runs by their handles)
+        missing = set(cli[verb]) - set(magic[verb]) - {"--workflow", "--detach", "--run-id"}
         assert not missing, f"%workflow {verb} lacks {sorted(missing)}"
 
 

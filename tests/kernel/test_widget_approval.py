@@ -22,11 +22,13 @@ WORKFLOW = define(inputs = {{}}, build = build)
 
 CLICK = """
 import asyncio
-for _ in range(400):
-    if panel.children:
+DONE = globals().setdefault("DONE", set())
+for _ in range(400):  # the panel refreshes once the owner process has journaled the request
+    if panel.children and panel.children[0].request_id not in DONE:
         break
     await asyncio.sleep(0.05)
 card = panel.children[0]
+DONE.add(card.request_id)
 print(json.dumps({"request": card.request_id, "facts": card.children[0].value}))
 card.comment.value = COMMENT
 (card.approve_button if APPROVE else card.deny_button).click()

@@ -3,6 +3,7 @@ jp_fetch, ...) with the rho_notebook extension enabled over a private store."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 
 from tests.conftest import Project
+from tests.kernel.helpers import stop_owners
 from tests.server.helpers import Store
 
 
@@ -22,6 +24,14 @@ def store(project: Project, monkeypatch: pytest.MonkeyPatch) -> Store:
     return Store(project)
 
 
+@pytest.fixture(autouse=True)
+def no_owner_outlives_the_test(project: Project) -> Iterator[None]:
+    """A run started through the API has an owner process of its own, which outlives the server:
+    cancel whatever still runs when the test ends."""
+    yield
+    stop_owners(project.home)
+
+
 @pytest.fixture
 def jp_server_config(store: Store) -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"rho_notebook.server": True}}, "RhoServerApp": {"stop_timeout": 10.0}}
+    return {"ServerApp": {"jpserver_extensions": {"rho_notebook.server": True}}}

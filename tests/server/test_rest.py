@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -13,6 +14,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from tests.conftest import journaled
+from tests.kernel.helpers import owner_pid
 from tests.server.helpers import GATE, LONG, QUICK, Store, body, wait_until
 
 
@@ -246,8 +248,10 @@ async def test_resume_after_an_unclean_exit_needs_recover_uncertain(jp_fetch: An
 
         run_id = await wait_until(running)
         await journaled(store.project.home, run_id, "process_started", node="wait")  # the launched `sleep` is journaled
-        os.kill(proc.pid, signal.SIGKILL)  # the terminal owner dies; its `sleep` is left uncertain
-        proc.wait()
+        owner = owner_pid(store.project.home, run_id)
+        assert owner
+        os.kill(owner, signal.SIGKILL)  # the terminal's run's owner dies; its `sleep` is left uncertain
+        proc.wait(30)
         assert (await _status(jp_fetch, run_id))["lifecycle"] == "needs_recovery"
         confirm = {"graph_digest": long.graph_digest}
         code, error = await _error(
@@ -291,12 +295,21 @@ async def test_resume_after_an_unclean_exit_needs_recover_uncertain(jp_fetch: An
         proc.wait()
 
 
-async def test_server_stop_cancels_the_runs_it_owns(jp_serverapp: Any, jp_fetch: Any, store: Store) -> None:
+async def test_server_stop_leaves_the_runs_it_started_going(jp_serverapp: Any, jp_fetch: Any, store: Store) -> None:
     long = store.plan("long", LONG)
     run_id = await _start(jp_fetch, long)
+    owner = owner_pid(store.project.home, run_id)
+    assert owner not in (None, 0, os.getpid())  # the run's owner is a process of its own
     await jp_serverapp.cleanup_extensions()
     data = store.project.status(run_id)
-    assert data.lifecycle.value == "completed" and data.outcome == "cancellation"
+    assert data.lifecycle.value == "running" and data.outcome is None  # stopping the server stops nothing
+    assert owner_pid(store.project.home, run_id) == owner
+    answer = store.project.cli("cancel", run_id)  # only a cancel stops it
+    assert answer.returncode == 0, answer.stderr
+    deadline = time.monotonic() + 30
+    while store.project.status(run_id).lifecycle.value != "completed" and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert store.project.status(run_id).outcome == "cancellation"
 
 
 # -- approvals ---------------------------------------------------------------------------------------

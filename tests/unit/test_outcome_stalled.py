@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 import pytest
 
-from rho_notebook.cli.run_verbs import _exit_for
+from rho_notebook.cli.follow_verbs import exit_for
 from rho_notebook.model.run_state import NodeRecord, RunState, apply
 from rho_notebook.model.state import Lifecycle, NodeState, Outcome, workflow_outcome
 from rho_notebook.service.wire import OutcomeName, ResultJson, outcome_name, run_row_json, status_json
@@ -130,7 +130,7 @@ def _result(state: RunState) -> ResultJson:
 def test_run_and_resume_exit_0_only_on_success_and_1_when_stalled(outcome: Outcome) -> None:
     state = _completed(outcome.value)
     assert state.lifecycle is Lifecycle.COMPLETED
-    assert _exit_for(state) == (0 if outcome is Outcome.SUCCESS else 1)
+    assert exit_for(state) == (0 if outcome is Outcome.SUCCESS else 1)
 
 
 def test_the_wire_shapes_name_every_outcome_and_carry_stalled() -> None:

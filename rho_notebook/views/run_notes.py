@@ -1,0 +1,171 @@
+"""What a run's status says besides its nodes: why it failed, where it ran, which process owns it
+now, and what a person does next when the run waits for one.
+
+``rho-notebook status`` prints these lines around the node lines. They answer the questions a
+bare lifecycle leaves open: ``outcome failure`` names the failed nodes or the script's error (the
+``message`` of ``run_completed``); ``executor`` says ``local``, ``dask`` (a cluster the owner
+started) or ``dask ADDRESS``, and each node line names the Dask worker its attempt ran on; a live
+run names its owner's pid; ``needs_recovery`` and ``waiting`` end with the exact command that goes
+on (``needs_decision``: :func:`~rho_notebook.views.text.decision_lines`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from rho_notebook.errors import RhoError
+from rho_notebook.model.run_state import RunState
+from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.service import Service
+from rho_notebook.service.listing import owner_pid
+from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order
+
+__all__ = ["cancel_text", "executor_text", "failure_reason", "status_head_lines", "next_step_lines"]
+
+_LABEL = "{:<10} {}"
+"""One labelled line of ``status`` (``reason     ...``), aligned with ``lifecycle  ...``."""
+
+
+def cancel_text(run_id: str, cancellation_state: str, lifecycle: str, *, waited: float) -> str:
+    """What ``cancel`` (the CLI verb and ``%workflow cancel``) says it did: acknowledged, not
+    yet acknowledged after ``waited`` seconds, no owner to apply it yet, or nothing to cancel."""
+    if cancellation_state == "already_completed":
+        return f"run {run_id} has already completed: nothing to cancel"
+    if cancellation_state == "acknowledged":
+        return f"cancel requested for run {run_id}: acknowledged by the owner; the run is now {lifecycle}"
+    if lifecycle in ("running", "waiting", "cancelling"):
+        return (
+            f"cancel requested for run {run_id}: not acknowledged within {waited:g} s; the request is recorded "
+            f"and its owner applies it at its next look (rho-notebook status {run_id[:13]})"
+        )
+    return (
+        f"cancel requested for run {run_id}: no owner runs it ({lifecycle}); "
+        f"it is applied when an owner next opens the run (rho-notebook resume {run_id[:13]})"
+    )
+
+
+def executor_text(executor: str) -> str:
+    """Where a run's attempts run, from its manifest: ``local``, ``dask ADDRESS``, or ``dask``
+    with the local cluster its owner starts."""
+    if executor.startswith("dask="):
+        return f"dask {executor.removeprefix('dask=')}"
+    if executor == "dask":
+        return "dask (a local cluster started by the run's owner)"
+    return executor
+
+
+def failure_reason(state: RunState, *, message: str | None, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why a completed run did not succeed: the script's error (``message``), else the nodes whose
+    state made the outcome (``allowed``: nodes whose failure does not count); None for a run that
+    succeeded or has not completed."""
+    if state.lifecycle is not Lifecycle.COMPLETED or state.outcome in (None, "success"):
+        return None
+    if message:
+        return message
+    if state.outcome == "cancellation":
+        return "the run was cancelled (rho-notebook cancel)"
+    verb = {"failure": "failed", "denial": "was denied"}.get(str(state.outcome))
+    if verb is None:
+        return None
+    names = [
+        name for name in node_order(state) if state.nodes[name].state.value == state.outcome and name not in allowed
+    ]
+    if len(names) == 1:
+        record = state.nodes[names[0]]
+        return f"node {names[0]} {verb}" + (f": {record.reason}" if record.reason else "")
+    if names:
+        return f"nodes {', '.join(names)} {verb.replace('was', 'were')} (their lines below say why)"
+    return None
+
+
+async def _completion_message(service: Service, state: RunState) -> str | None:
+    """The ``message`` of the run's last ``run_completed`` record (a script run's error)."""
+    try:
+        read = await service.journal(state.run_id, after_seq=max(0, state.last_seq - 8))
+    except (RhoError, OSError):  # the status says what it can; `events` names what is wrong
+        return None
+    for record in reversed(read.events):
+        if record.get("kind") == "run_completed":
+            return str(record["message"]) if record.get("message") else None
+    return None
+
+
+async def _allowed(service: Service, run_id: str) -> frozenset[str]:
+    try:
+        graph = await service.run_graph(run_id)
+    except (RhoError, OSError):  # a graph that cannot be read: every failed node is named
+        return frozenset()
+    return frozenset(node.name for node in graph.nodes if node.allow_failure)
+
+
+async def status_head_lines(service: Service, state: RunState) -> list[str]:
+    """``reason``, ``executor`` and ``owner`` lines of ``status`` (those that apply)."""
+    lines = []
+    if state.lifecycle is Lifecycle.COMPLETED and state.outcome not in (None, "success"):
+        message = await _completion_message(service, state)
+        allowed = await _allowed(service, state.run_id) if message is None else frozenset()
+        reason = failure_reason(state, message=message, allowed=allowed)
+        if reason:
+            lines.append(_LABEL.format("reason", reason))
+    try:
+        manifest = await service.manifest(state.run_id)
+    except (RhoError, OSError):
+        manifest = None
+    if manifest is not None:
+        lines.append(_LABEL.format("executor", executor_text(manifest.executor)))
+    live = state.lifecycle in LIVE_LIFECYCLES
+    pid = await asyncio.to_thread(owner_pid, service.layout, state.run_id) if live else None
+    if pid is not None:
+        lines.append(_LABEL.format("owner", f"pid {pid}" if pid else "a process that did not record its pid"))
+    return lines
+
+
+def _unsettled(state: RunState) -> list[str]:
+    """Nodes whose attempt started and has no recorded result (not waiting for a person, not
+    reused): ``resume`` refuses until ``--recover-uncertain`` says they were looked at. A script
+    run never needs it (its steps are decided when the script calls them again)."""
+    if any(record.step is not None for record in state.nodes.values()):
+        return []
+    found = []
+    for name in node_order(state):
+        record = state.nodes[name]
+        current = record.current
+        if record.state is NodeState.RUNNING and current is not None:
+            if not current.pending_approval and not current.reused_from and not current.abandoned:
+                found.append(name)
+    return found
+
+
+async def next_step_lines(service: Service, state: RunState, *, command: str = "rho-notebook") -> list[str]:
+    """What a person does next: for ``needs_recovery``, how to inspect and resume; for
+    ``waiting``, the approve or answer command of each pending request; empty otherwise."""
+    run_id = state.run_id
+    if state.lifecycle is Lifecycle.NEEDS_RECOVERY:
+        unsettled = _unsettled(state)
+        if not unsettled:
+            return [
+                _LABEL.format("next", f"its owner stopped before the run ended; go on with: {command} resume {run_id}")
+            ]
+        node = unsettled[0] if len(unsettled) == 1 else "NODE"
+        return [
+            _LABEL.format("next", f"its owner stopped while {', '.join(unsettled)} ran: no result is recorded"),
+            f"{'':10} check what ran and that no process of it remains ({command} logs {run_id[:13]} {node}),",
+            f"{'':10} then go on with: {command} resume {run_id} --recover-uncertain",
+        ]
+    if state.lifecycle is not Lifecycle.WAITING:
+        return []
+    try:
+        pending = await service.pending_approvals(run_id)
+    except (RhoError, OSError) as err:  # a requests folder the store refuses: say so, status goes on
+        message = err.message if isinstance(err, RhoError) else str(err)
+        return [_LABEL.format("next", f"its approval requests cannot be read: {message}")]
+    lines = []
+    for request in pending:
+        approve = f"{command} approve {run_id[:13]} {request.request_id[:13]}"
+        if request.kind == "form":
+            step = request.facts.get("step", request.node)
+            todo = f"{command} answer {run_id[:13]} {step} FIELD=VALUE...  (or {approve} --deny)"
+        else:
+            todo = f"{approve}  (or add --deny)"
+        lines.append(_LABEL.format("next", f"{request.node} waits for a person: {todo}"))
+    return lines

@@ -1,0 +1,177 @@
+"""The CLI's read verbs import only what they use (issue 31, item 1).
+
+``rho-notebook status``, ``runs``, ``result``, ``events``, ``logs``, ``plans`` and ``--help`` start
+in a fraction of a second only if they leave the heavy parts alone: the Starlark planner and its
+worker, the agent loop and model clients, Dask, the MCP server, rich's live display and the
+Jupyter stack. Each verb runs here as a real ``python -m rho_notebook ...`` process over a real
+finished run in a temporary store, and the modules it imported are read from its ``sys.modules``
+once the verb has ended. bench/cli_start.py measures the time this saves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rho_notebook.cli.main import build_parser, handler_of
+from tests.conftest import REPO, Project, star
+
+FORBIDDEN = (
+    "starlark",
+    "rho_notebook.source._starlark",
+    "rho_notebook.source._worker",
+    "rho_notebook.agents",
+    "rho_notebook.planning",
+    "rho_notebook.exec.model",
+    "httpx",
+    "dask",
+    "distributed",
+    "mcp",
+    "rich",
+    "jupyter*",
+    "ipykernel",
+    "ipywidgets",
+    "IPython",
+)
+"""Modules (and their submodules) no read verb may import; ``jupyter*`` is every module whose
+name starts so (jupyter_client, jupyter_server, jupyter_core, ...)."""
+
+WF = star(
+    'return workflow(name = "imports", nodes = [command(name = "say", argv = ["echo", "hi"], '
+    "timeout_seconds = 30, max_output_bytes = 1000)])"
+)
+
+
+RUN_AND_LIST = """\
+import json, os, runpy, sys
+try:
+    runpy.run_module("rho_notebook", run_name="__main__", alter_sys=True)
+finally:
+    with open(os.environ["MODULES_LISTING"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+"""``python -m rho_notebook ARGV`` that writes the names in ``sys.modules`` to $MODULES_LISTING
+when the verb has ended (normally or by ``SystemExit``)."""
+
+
+def imported(project: Project, *argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``python -m rho_notebook ARGV`` over the project's store (through :mod:`runpy`, as
+    ``-m`` does, in a wrapper that writes ``sys.modules`` when the verb has ended): the process and
+    the names of every module it imported, however it imported them (``-X importtime`` does not
+    list a module that :func:`importlib.import_module` imports)."""
+    listing = project.root.parent / "modules.json"
+    listing.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "RHO_NOTEBOOK_HOME": str(project.home),
+        "PYTHONPATH": str(REPO),
+        "MODULES_LISTING": str(listing),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST, *argv],
+        cwd=project.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    names = set(json.loads(listing.read_text())) if listing.exists() else set()
+    return done, names
+
+
+def forbidden(names: set[str]) -> list[str]:
+    """The names among ``names`` that :data:`FORBIDDEN` names."""
+    found = []
+    for name in sorted(names):
+        for rule in FORBIDDEN:
+            if rule.endswith("*") and name.startswith(rule[:-1]):
+                found.append(name)
+            elif name == rule or name.startswith(rule + "."):
+                found.append(name)
+    return found
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, str, str]:
+    """A project whose store holds one finished run of one ``echo`` node: (project, plan, run)."""
+    base = tmp_path_factory.mktemp("imports")
+    root = base / "ws"
+    (root / ".rho").mkdir(parents=True)
+    project = Project(root=root.resolve(), home=(base / "home").resolve())
+    project.write("wf.star", WF)
+    planned = project.cli("plan", "wf.star", "--output", "json", check=True)
+    plan_id = planned.stdout.split('"plan_id": "', 1)[1].split('"', 1)[0]
+    ran = project.cli("run", plan_id, "--yes", "--output", "jsonl", timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    run_id = ran.stdout.split('"run_id":"', 1)[1].split('"', 1)[0]
+    return project, plan_id, run_id
+
+
+VERBS = {
+    "status": ("status", "{run}"),
+    "status-json": ("status", "{run}", "--output", "json"),
+    "runs": ("runs",),
+    "runs-json": ("runs", "--output", "json"),
+    "result": ("result", "{run}"),
+    "events": ("events", "{run}"),
+    "logs": ("logs", "{run}", "say"),
+    "plans": ("plans",),
+    "help": ("--help",),
+    "status-help": ("status", "--help"),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_a_read_verb_imports_only_what_it_uses(finished_run: tuple[Project, str, str], verb: str) -> None:
+    project, _, run_id = finished_run
+    argv = [arg.format(run=run_id) for arg in VERBS[verb]]
+    done, names = imported(project, *argv)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rho_notebook.cli.main" in names, "the importtime lines were not read"
+    bad = forbidden(names)
+    assert not bad, f"`rho-notebook {' '.join(argv)}` imported {bad}"
+
+
+def test_the_read_verbs_still_answer(finished_run: tuple[Project, str, str]) -> None:
+    """What they print is unchanged by the lazy imports: the run, its node and its output."""
+    project, plan_id, run_id = finished_run
+    status = project.cli("status", run_id, check=True).stdout
+    assert run_id in status and "say" in status and "success" in status
+    assert run_id in project.cli("runs", check=True).stdout
+    assert "say" in project.cli("result", run_id, check=True).stdout
+    assert project.cli("logs", run_id, "say", "--stream", "stdout", check=True).stdout == "hi\n"
+    assert '"kind":"run_completed"' in project.cli("events", run_id, check=True).stdout
+    assert plan_id in project.cli("plans", check=True).stdout
+    assert "status" in project.cli("--help", check=True).stdout
+
+
+def test_the_check_sees_a_forbidden_import(finished_run: tuple[Project, str, str]) -> None:
+    """``validate`` plans (its Starlark runs in a worker process): the same reading of -X importtime
+    must see the planning layer it imports."""
+    project, _, _ = finished_run
+    done, names = imported(project, "validate", "wf.star")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rho_notebook.planning.plan" in forbidden(names)
+    assert forbidden({"jupyter_client.session", "richer", "rich", "mcp.server"}) == [
+        "jupyter_client.session",
+        "mcp.server",
+        "rich",
+    ]
+
+
+def test_every_verb_names_a_handler_that_exists() -> None:
+    """Handlers are named as text (``"read_verbs:run_status"``) so that declaring a verb imports
+    nothing of it: each name must still lead to a function."""
+    parser = build_parser()
+    verbs = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    assert len(verbs.choices) >= 20
+    for name, sub in verbs.choices.items():
+        handler = sub.get_default("handler")
+        assert isinstance(handler, str), name
+        assert callable(handler_of(handler)), f"{name}: {handler}"
