@@ -13,7 +13,7 @@ Each sample times, from a created run (``create_run``, not timed) to the moment 
 (a) the in-process owner: ``asyncio.run(service.execute(run_id, on_event=...))``;
 (b) the CLI's way: ``service.start_owner(run_id, fork=True)`` from this single-threaded process,
     then ``asyncio.run(service.follower(run_id).follow(...))``; the table's last column says
-    ``fork``, or ``spawn`` for samples where another thread was alive (start_owner forks only
+    ``fork``, or ``server`` for samples where another thread was alive (start_owner forks only
     while the caller has no other thread);
 (c) a kernel's or server's way: on an event loop, ``asyncio.to_thread(service.start_owner, run_id,
     fork=False)`` (a worker thread, as the kernel's background runner and the server do: a process
@@ -33,10 +33,10 @@ but a follower polls every 20 ms (``rho_notebook.runtime.follow.POLL_SECONDS``),
 see ``run_completed`` up to one poll interval late (the ``seen`` column): end-to-end times of the
 detached ways move in steps of about 20 ms. Exit status 0 unless a run does not succeed.
 
-Measured on the development VM (2 vCPU, idle, ``--samples 15``): (a) 4.3 ms, (b) 60.7 ms (+56.4;
-the owner holds the run after 8.9 ms, the rest is mostly the last poll), (c) 419.5 ms (+415.2;
-holds it after 368 ms: the new interpreter importing ``rho_notebook.runtime.owner``); chain of 50,
-owner ms/node (a) 1.86, (b) 1.74. With other test suites on the same cores (c) rose to +0.47-0.86 s.
+Measured on the development VM (2 vCPU, ``--samples 9 --chain 50``): (a) 4.5 ms, (b) 31.4 ms
+(+26.9; the owner holds the run after 9.6 ms, the rest is mostly the last poll), (c) 33.7 ms
+(+29.2; after the warm-up round started the fork server, about 0.4 s once per process); chain of
+50, owner ms/node (a) 1.82, (b) 1.80.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def in_process(service: Service, plan: Plan) -> Sample:
 def cli_way(service: Service, plan: Plan) -> Sample:
     """(b) fork the owner from this single-threaded process, then follow it."""
     run_id = create_run(service.layout, plan)
-    how = "fork" if threading.active_count() == 1 else "spawn"
+    how = "fork" if threading.active_count() == 1 else "server"
     seen = Completion()
     began = time.perf_counter()
     pid = service.start_owner(run_id, OwnerOptions(approval_timeout=0.0), fork=True)
@@ -154,7 +154,7 @@ def cli_way(service: Service, plan: Plan) -> Sample:
 
 
 def kernel_way(service: Service, plan: Plan) -> Sample:
-    """(c) spawn the owner from a worker thread of an event loop, then follow it on that loop."""
+    """(c) start the owner from a worker thread of an event loop (the fork server), then follow it on that loop."""
     run_id = create_run(service.layout, plan)
     seen = Completion()
     marks: dict[str, float] = {}
@@ -167,7 +167,7 @@ def kernel_way(service: Service, plan: Plan) -> Sample:
 
     pid, state = asyncio.run(start_and_follow())
     result = sample(service, run_id, state, seen, marks["began"])
-    result.held, result.how = marks["held"] - marks["began"], "spawn"
+    result.held, result.how = marks["held"] - marks["began"], "server"
     wait_exited(pid)
     return result
 
@@ -233,7 +233,7 @@ def report(figures: dict[str, Figures], *, chain: int, samples: int, where: str)
     names = {
         "a": "(a) in-process owner (before issue 30)",
         "b": "(b) CLI: start_owner(fork=True) + follow",
-        "c": "(c) kernel/server: spawn from a thread + follow",
+        "c": "(c) kernel/server: fork server + follow",
     }
     for key, name in names.items():
         f = figures[key]
@@ -268,7 +268,7 @@ def main() -> int:
         parser.error("--samples must be 5 or more and --chain 2 or more")
     with tempfile.TemporaryDirectory(prefix="rho-owner-start-") as tmp_name:
         tmp = Path(tmp_name)
-        os.environ["RHO_NOTEBOOK_HOME"] = str(tmp / "home")  # the spawned owner's store, too
+        os.environ["RHO_NOTEBOOK_HOME"] = str(tmp / "home")  # the detached owner's store, too
         service = Service(layout=StoreLayout(home=tmp / "home"))
         one = make_plan(service, tmp / "one", {"wf.star": chain_source(1)})
         chain = make_plan(service, tmp / "chain", {"wf.star": chain_source(args.chain)})
