@@ -1,6 +1,6 @@
 """Runner overhead of a wide fan of read-only no-op nodes against an asyncio loop with one fsync per tick.
 
-    PYTHONPATH=. python bench/fan_overhead.py [--samples 9] [--width 500] [--concurrency N]
+    PYTHONPATH=. python bench/fan_overhead.py [--samples 9] [--width 500] [--concurrency N] [--profile 10]
 
 Workloads (planning is done once up front and never timed; "run" = ``create_run`` + ``execute``
 in-process, with the durable journal on the temporary directory's filesystem, which is printed):
@@ -18,13 +18,17 @@ concurrency (no-op tasks) that appends as many JSON lines as the real run journa
 once per loop tick. Goal (issue 31 item 6): run <= 2x floor. Each figure is the median of
 ``--samples`` samples, real runs and floors interleaved; the table also gives the journal fsyncs
 of one run (counted by wrapping ``os.fsync`` in this process), which should not grow with the
-width. Exit status 0 unless a run does not succeed.
+width. ``--profile N`` then prints where the time of N more runs of (d) goes (cProfile, by own
+time and by cumulative time). Exit status 0 unless a run does not succeed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -40,6 +44,7 @@ from bench.limit_corpus import graph_case, write_case  # noqa: E402
 from bench.run_overhead import NoopExecutor, RunFigures, fs_type, journal_floor, make_plan, run_once  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
+from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
 
@@ -86,11 +91,19 @@ def counting_fsyncs() -> Iterator[list[int]]:
         os.fsync, os.fdatasync = real_fsync, real_fdatasync
 
 
+def profile_runs(service: Service, plan: Plan, executors: Mapping[str, Executor], count: int) -> None:
+    """``count`` runs of ``plan``, timed the way the bench times them (create_run + execute_run)."""
+    for _ in range(count):
+        run_id = create_run(service.layout, plan)
+        asyncio.run(execute_run(service.layout, run_id, resume=False, executors=executors))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=9)
     parser.add_argument("--width", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=None, help="default: the width")
+    parser.add_argument("--profile", type=int, default=0, help="then profile this many runs of (d)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rho-fan-") as tmp_name:
         tmp = Path(tmp_name)
@@ -124,6 +137,9 @@ def main() -> int:
                 f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.1f} ms" for k, v in series.items()), flush=True
             )
         where = fs_type(tmp)
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.runcall(profile_runs, service, fan, {"python": noop}, args.profile)
     m = {k: statistics.median(v) for k, v in series.items()}
     rows = [
         (f"(d) fan 1->{args.width}->1 read-only no-op, conc. {args.concurrency or args.width}", "d"),
@@ -147,6 +163,11 @@ def main() -> int:
         f" --concurrency {args.concurrency}" if args.concurrency else ""
     )
     print(f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/fan_overhead.py {options}")
+    if args.profile:
+        print(f"\nprofile of {args.profile} runs of (d) (create_run + execute_run):")
+        stats = pstats.Stats(profile)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(40)
     return 0
 
 

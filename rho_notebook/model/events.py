@@ -12,7 +12,8 @@ dispatches on the tag. :func:`event_problems` checks a record read from elsewher
 type (keys only: the journal's own reader already checked ``seq`` and the chain).
 """
 
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, Literal, NotRequired, TypedDict, get_args
 
@@ -107,8 +108,21 @@ class EventKind(str, Enum):
     NEEDS_RECOVERY = "needs_recovery"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ISO_CACHE: dict[int, str] = {}
+"""The last millisecond :func:`now_iso` formatted -> its text (one entry)."""
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    """UTC now to the millisecond (ISO 8601). Formatted once per millisecond: a scheduler turn
+    stamps hundreds of records within one, and formatting was 3% of a no-op node's cost."""
+    ms = time.time_ns() // 1_000_000
+    text = _ISO_CACHE.get(ms)
+    if text is None:
+        text = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+        _ISO_CACHE.clear()
+        _ISO_CACHE[ms] = text
+    return text
 
 
 def event(kind: EventKind, run_id: str, *, node: str | None = None, **data: Any) -> dict[str, Any]:

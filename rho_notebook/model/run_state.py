@@ -11,35 +11,37 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rho_notebook.model.events import (
-    ApprovalCarried,
-    ApprovalDecided,
-    ApprovalRequested,
-    AttemptUncertain,
-    CancelAcknowledged,
-    CancelRequested,
-    JournalEvent,
-    NeedsRecovery,
-    NodeBlocked,
-    NodeFinished,
-    NodeLaunched,
-    NodeReady,
-    NodeReset,
-    NodeReused,
-    NodeSkipped,
-    OwnerExited,
-    ProcessStarted,
-    RecoveryConfirmed,
-    RunCompleted,
-    RunHalted,
-    RunStarted,
-    ScriptOutput,
-    StepReplayed,
-)
-from rho_notebook.model.graph import Graph
 from rho_notebook.model.state import Lifecycle, NodeState
+
+if TYPE_CHECKING:  # types only: status folds a journal without the graph's models or the record types
+    from rho_notebook.model.events import (
+        ApprovalCarried,
+        ApprovalDecided,
+        ApprovalRequested,
+        AttemptUncertain,
+        CancelAcknowledged,
+        CancelRequested,
+        JournalEvent,
+        NeedsRecovery,
+        NodeBlocked,
+        NodeFinished,
+        NodeLaunched,
+        NodeReady,
+        NodeReset,
+        NodeReused,
+        NodeSkipped,
+        OwnerExited,
+        ProcessStarted,
+        RecoveryConfirmed,
+        RunCompleted,
+        RunHalted,
+        RunStarted,
+        ScriptOutput,
+        StepReplayed,
+    )
+    from rho_notebook.model.graph import Graph
 
 __all__ = ["AttemptRecord", "NodeRecord", "RunState", "apply", "replay"]
 
@@ -99,6 +101,17 @@ class NodeRecord:
     @property
     def attempt(self) -> int:
         return self.attempts[-1].number if self.attempts else 0
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing happened to this node yet (its snapshot is a fresh record's)."""
+        return (
+            self.state is NodeState.PENDING
+            and not self.attempts
+            and not self.reason
+            and self.step is None
+            and not self.replayed
+        )
 
     @property
     def current(self) -> AttemptRecord | None:
@@ -224,7 +237,8 @@ class RunState:
             if record.current is not None and record.current.uncertain and not record.current.abandoned
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, nodes: bool = True) -> dict[str, Any]:
+        """The snapshot (state.json) as JSON data; without ``nodes`` the ``nodes`` key is left out."""
         data: dict[str, Any] = {
             "run_id": self.run_id,
             "plan_id": self.plan_id,
@@ -239,8 +253,9 @@ class RunState:
             "cancel_acknowledged": list(self.cancel_acknowledged),
             "cancelled": self.cancelled,
             "asked": self.asked,
-            "nodes": {name: record.to_json() for name, record in sorted(self.nodes.items())},
         }
+        if nodes:
+            data["nodes"] = {name: record.to_json() for name, record in sorted(self.nodes.items())}
         if self.output is not None:
             data["output"] = self.output
         if self.halted:

@@ -73,7 +73,7 @@ from rho_notebook.runtime.replay import (
     split_launches,
 )
 from rho_notebook.runtime.reuse import ReuseKeys, Seed, look_up
-from rho_notebook.runtime.scheduler import Decision, Scheduler, uses_checkout, uses_checkout_alone
+from rho_notebook.runtime.scheduler import Decision, Scheduler
 from rho_notebook.store.reuse import ReuseIndex
 
 __all__ = ["FAILPOINTS", "REQUEST_RESCAN_SECONDS", "EventSink", "RunDriver", "failpoint"]
@@ -389,7 +389,7 @@ class RunDriver:
         if refusal is not None:
             return _failed(node, number, refusal.state, refusal.message)
         try:
-            result = await self._execute(executor, ctx, remote=remote)
+            result = await self._execute(executor, ctx)
         except AttemptUncertain as err:  # no result to journal: the attempt stays uncertain
             self._uncertain[node.name] = err.message
             return node.name, number, AttemptResult(state=NodeState.RUNNING, message=err.message)
@@ -402,14 +402,15 @@ class RunDriver:
             )
         return node.name, number, result
 
-    async def _execute(self, executor: Executor, ctx: AttemptContext, *, remote: bool) -> AttemptResult:
+    async def _execute(self, executor: Executor, ctx: AttemptContext) -> AttemptResult:
         """Run the attempt holding the checkout as the node needs it."""
         checkout = self.execution.checkout
-        node = ctx.node
-        if checkout is None or not uses_checkout(node) or (remote and self.graph.checkout == "shared"):
-            # a shared checkout: each worker has its own copy, remote nodes take no cross-host lock
+        # neither for a node that takes no checkout slot: in a shared checkout each worker has its
+        # own copy, so remote nodes take no cross-host lock
+        _, alone, shares = self.scheduler.slot_facts(ctx.node.name)
+        if checkout is None or not (alone or shares):
             return await executor.execute(ctx)
-        if not uses_checkout_alone(node):
+        if shares:
             async with checkout.read():
                 return await executor.execute(ctx)
         async with checkout.write():

@@ -84,6 +84,9 @@ class Scheduler:
             for need in node.needs:
                 self.children[need].append(node.name)
         self.limits = graph.scheduler
+        self._slots: dict[str, tuple[str, bool, bool]] = {}
+        """Node -> (its slot, holds the checkout alone, shares it): constant, worked out once when
+        the node first launches (:meth:`slot_facts`)."""
 
     # -- step 1 ----------------------------------------------------------------------------------
 
@@ -183,8 +186,8 @@ class Scheduler:
     ) -> list[str]:
         if running_names is None:
             running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
-        running = [self.nodes[n] for n in running_names if current[n] is NodeState.RUNNING]
-        slots = _Slots.taken_by(running, self._no_checkout)
+        facts = self.slot_facts
+        slots = _Slots.taken_by([facts(n) for n in running_names if current[n] is NodeState.RUNNING])
         names = (
             sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
         )
@@ -199,30 +202,43 @@ class Scheduler:
                 launches.append(name)
         return launches
 
+    def slot_facts(self, name: str) -> tuple[str, bool, bool]:
+        """(the slot an attempt of ``name`` takes, whether it holds the checkout alone, whether it
+        shares it); neither for a node that takes no checkout slot (see the module docstring)."""
+        found = self._slots.get(name)
+        if found is None:
+            found = self._slots[name] = _slot_facts(self.nodes[name], off=name in self._no_checkout)
+        return found
+
     def _admit(self, node: Node, slots: _Slots) -> int:
         """Whether ready ``node`` launches now (its slots are then taken), waits for a slot of its
         kind (_SKIP: later nodes may still launch), or stops the pass (_STOP: the total or the
         checkout is full, and launching later nodes first would starve it)."""
-        slot = slot_of(node)
+        slot, alone, shares = self.slot_facts(node.name)
         if slot == "none":
             return _TAKE
         limits = self.limits
         if slots.total >= limits.total:
             return _STOP
-        off = node.name in self._no_checkout
-        alone = not off and uses_checkout_alone(node)
         if alone:
             if slots.writers or slots.readers:
                 return _STOP
-        elif not off and (slots.writers or slots.readers >= limits.checkout_readers):
+        elif shares and (slots.writers or slots.readers >= limits.checkout_readers):
             return _STOP
         if slot == "agent":
             if slots.agents >= limits.agent:
                 return _SKIP
         elif slots.commands >= limits.command:
             return _SKIP
-        slots.take(slot, alone=alone, checkout=not off)
+        slots.take(slot, alone=alone, checkout=alone or shares)
         return _TAKE
+
+
+def _slot_facts(node: Node, *, off: bool) -> tuple[str, bool, bool]:
+    """(the slot of ``node``, whether it holds the checkout alone, whether it shares it);
+    ``off``: it takes no checkout slot (a remote node of a shared checkout)."""
+    alone = not off and uses_checkout_alone(node)
+    return slot_of(node), alone, not off and not alone and uses_checkout(node)
 
 
 _STOP, _SKIP, _TAKE = 0, 1, 2
@@ -240,16 +256,23 @@ class _Slots:
     readers: int
 
     @classmethod
-    def taken_by(cls, running: list[Node], off: frozenset[str]) -> _Slots:
-        """The slots ``running`` hold (``off``: nodes that take no checkout slot)."""
-        return cls(
-            total=sum(1 for n in running if slot_of(n) != "none"),
-            agents=sum(1 for n in running if slot_of(n) == "agent"),
-            commands=sum(1 for n in running if slot_of(n) == "command"),
-            writers=sum(1 for n in running if n.name not in off and uses_checkout_alone(n)),
-            # every node that shares the checkout: read-only agents, Python nodes and item steps
-            readers=sum(1 for n in running if n.name not in off and uses_checkout(n) and not uses_checkout_alone(n)),
-        )
+    def taken_by(cls, running: list[tuple[str, bool, bool]]) -> _Slots:
+        """The slots held by running attempts, given each one's :func:`_slot_facts` (one pass:
+        a wide fan has hundreds running at each turn)."""
+        slots = cls(total=0, agents=0, commands=0, writers=0, readers=0)
+        for slot, alone, shares in running:
+            if slot == "none":
+                continue
+            slots.total += 1
+            if slot == "agent":
+                slots.agents += 1
+            elif slot == "command":
+                slots.commands += 1
+            if alone:
+                slots.writers += 1
+            elif shares:  # read-only agents, Python nodes and item steps share the checkout
+                slots.readers += 1
+        return slots
 
     def take(self, slot: str, *, alone: bool, checkout: bool) -> None:
         """One more attempt of ``slot`` runs (holding the checkout alone, shared, or not at all)."""

@@ -44,11 +44,11 @@ from typing import Any
 
 from rho_notebook.errors import StoreError
 from rho_notebook.store._journal_lines import (
-    ENCODER,
     READ_FLAGS,
     WRITE_FLAGS,
     chained_line,
     damaged,
+    encode_record,
     h_of,
     open_nofollow,
     parse_record,
@@ -251,15 +251,17 @@ class JournalWriter:
             return []
         last_h = self._last_h
         if self._mark is None:
-            data = "".join([ENCODER.encode(r) + "\n" for r in stamped]).encode()
+            data = "".join([encode_record(r) + "\n" for r in stamped]).encode()
         else:
             lines = []
+            closing = self._closing_kind
             for record in stamped:
                 line, last_h = chained_line(last_h, record)
                 record["h"] = last_h
                 lines.append(line + "\n")
+                closing = closing or record.get("kind") in _DURABLE_MARK_KINDS
             data = "".join(lines).encode()
-            self._closing_kind = self._closing_kind or any(r.get("kind") in _DURABLE_MARK_KINDS for r in stamped)
+            self._closing_kind = closing
         self._write_all(fd, data)
         self._last_seq = stamped[-1]["seq"]
         self._last_h = last_h

@@ -62,10 +62,11 @@ def open_mark(path: Path) -> int:
     return fd
 
 
-def write_watermark(path: Path, mark: Watermark) -> None:
-    """Create or replace the watermark durably (temp file, fsync, rename, directory fsync)."""
+def write_watermark(path: Path, mark: Watermark, *, durable: bool = True) -> None:
+    """Create or replace the watermark (temp file, rename); ``durable``: with the file's fsync
+    before the rename and the directory's after it (else the caller makes both durable)."""
     try:
-        atomic_write(path, mark_bytes(mark))
+        atomic_write(path, mark_bytes(mark), durable=durable)
     except OSError as err:
         msg = f"cannot write the journal watermark {path}: {err.strerror}"
         raise StoreError(msg) from err
