@@ -1,7 +1,10 @@
 """Running the ``code`` step of an item graph: a deterministic Starlark function of the item.
 
-The step's source defines ``def run(item): ... return NEW_ITEM``. Each attempt runs it in a fresh
-planning worker (:mod:`rho_notebook.source._worker`) with the planning sandbox's budgets: no
+The step's source defines ``def run(item): ... return NEW_ITEM``. Each attempt runs it in a
+planning worker (:mod:`rho_notebook.source._worker`): a fresh one, or a warm worker of the given
+pool (a run's owner keeps one, :mod:`rho_notebook.exec.code`), which gives every request fresh
+Starlark globals and is replaced after a budget overrun, a crash or a cancelled call. The budgets
+are the planning sandbox's, the same for a fresh and a warm worker: no
 network, no clock, no ``load()`` of modules, the wall, tick, memory and value budgets of
 :func:`~rho_notebook.source.limits.load_limits`. The item is set as the global ``item`` and also
 passed to ``run(item)``; the dict it returns (string keys; dicts, lists, strings, integers,
@@ -15,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from rho_notebook.errors import CodeStepError, WorkerStopped
-from rho_notebook.source.evaluate import WorkerChannel, talk_to_worker
 from rho_notebook.source.limits import Limits, load_limits
+from rho_notebook.source.warm import WorkerPool, talk_in_worker
+from rho_notebook.source.workers import PipeChannel
 
 __all__ = ["run_code_step"]
 
@@ -27,8 +31,9 @@ async def run_code_step(
     *,
     step: str,
     limits: Limits | None = None,
+    pool: WorkerPool | None = None,
 ) -> dict[str, Any]:
-    """Run a code step's ``run(item)`` in a fresh sandboxed worker and return the new item.
+    """Run a code step's ``run(item)`` in a sandboxed worker and return the new item.
 
     Parameters
     ----------
@@ -40,6 +45,9 @@ async def run_code_step(
         The step's id, named in every error.
     limits
         The planning budgets; :func:`load_limits` when not given.
+    pool
+        Warm workers to take the worker from (and give it back to when the step ended cleanly);
+        None starts a fresh worker for this step alone.
 
     Raises
     ------
@@ -53,7 +61,7 @@ async def run_code_step(
     limits = limits or load_limits()
     worker_limits = limits.worker_limits()
 
-    async def talk(chan: WorkerChannel) -> dict[str, Any]:
+    async def talk(chan: PipeChannel) -> dict[str, Any]:
         await chan.send({"op": "code", "text": source, "item": item, "limits": worker_limits})
         reply = await chan.receive()
         if reply["op"] == "code_result":
@@ -65,7 +73,7 @@ async def run_code_step(
         raise CodeStepError(msg, step=step)
 
     try:
-        return await talk_to_worker(talk, worker_limits=worker_limits)
+        return await talk_in_worker(talk, worker_limits=worker_limits, pool=pool)
     except WorkerStopped as stopped:
         raise _error(stopped.diagnostic, step=step, limits=limits) from None
 

@@ -11,26 +11,40 @@ fresh Starlark globals, modules and budget counts and re-arms its CPU limit
 cleanly: a budget ran out (the worker then exits by itself), it crashed or was killed, the
 conversation broke off (a protocol error, the wall budget, a cancelled call), or it has served
 :attr:`WorkerPool.max_uses` requests. A worker serves one call at a time: a call that finds none
-idle starts its own, and at most one idle worker is kept.
+idle starts its own, and at most :attr:`WorkerPool.max_idle` idle workers are kept (one for
+planning; a run's code steps may run side by side, :mod:`rho_notebook.exec.code`).
+
+:func:`talk_in_worker` is one request's conversation with a pool's worker (or a fresh one), under
+the wall budget (code steps, :func:`rho_notebook.source.code_step.run_code_step`; planning's
+:func:`rho_notebook.source.evaluate.talk_to_worker` does the same with the process's warm pool).
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
 import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
-from rho_notebook.source.workers import Worker, close_pipes, start_worker
+from rho_notebook.errors import WorkerStopped
+from rho_notebook.source.workers import PipeChannel, Worker, close_pipes, start_worker, stop_worker, wall_diagnostic
 
-__all__ = ["WorkerPool", "use_warm_workers", "warm_pool"]
+__all__ = ["WorkerPool", "talk_in_worker", "use_warm_workers", "warm_pool"]
+
+_STARTUP_ALLOWANCE_S = 5.0
+"""Added to the wall budget of a request: a fresh worker's start (interpreter and starlark import)."""
+_T = TypeVar("_T")
 
 
 class WorkerPool:
     """Idle warm workers of this process, handed to one call at a time."""
 
-    def __init__(self, *, max_uses: int = 200) -> None:
+    def __init__(self, *, max_uses: int = 200, max_idle: int = 1) -> None:
         self.max_uses = max_uses
+        self.max_idle = max_idle
         self._idle: list[Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -60,7 +74,7 @@ class WorkerPool:
             and worker.process.poll() is None
         )
         with self._lock:
-            if fit and not self._idle and self._pid == os.getpid():
+            if fit and len(self._idle) < self.max_idle and self._pid == os.getpid():
                 self._idle.append(worker)
                 return True
         return False
@@ -76,6 +90,39 @@ class WorkerPool:
             idle, self._idle = self._idle, []
         for worker in idle:
             _discard(worker)
+
+
+async def talk_in_worker(
+    talk: Callable[[PipeChannel], Awaitable[_T]],
+    *,
+    worker_limits: dict[str, int],
+    pool: WorkerPool | None,
+) -> _T:
+    """Run ``talk`` with a worker of ``pool`` (a fresh process when None) under the wall budget and
+    return what it returns.
+
+    A fresh worker is killed and reaped however this ends; a pool's worker goes back to the pool
+    only when its request ended cleanly (:meth:`WorkerPool.release`), else it is killed too: a
+    budget overrun, a crash, the wall budget or a cancelled call (the task's cancellation reaches
+    ``talk``, then the worker is killed and reaped before it propagates).
+
+    Raises
+    ------
+    WorkerStopped
+        When the wall budget (plus a start-up allowance) ran out or the worker died.
+    """
+    worker = start_worker(worker_limits, warm=False) if pool is None else pool.acquire(worker_limits)
+    channel = worker.channel
+    wall_s = worker_limits["evaluator_wall_ms"] / 1000
+    try:
+        channel.open_call()
+        return await asyncio.wait_for(talk(channel), timeout=wall_s + _STARTUP_ALLOWANCE_S)
+    except TimeoutError:
+        raise WorkerStopped(wall_diagnostic(worker_limits, int((wall_s + _STARTUP_ALLOWANCE_S) * 1000))) from None
+    finally:
+        channel.close_call()
+        if pool is None or not pool.release(worker):
+            await stop_worker(worker)
 
 
 def _discard(worker: Worker) -> None:
