@@ -13,8 +13,8 @@ warm-up round writes it; the tree is not touched) even when the environment sets
 of ours again (about 40 ms more for ``status``, 150 ms more before issue 31).
 
 Setup (not timed): a temporary workspace and ``RHO_NOTEBOOK_HOME``; the tree's own CLI plans a
-one-node workflow of ``echo`` and runs it ``--runs`` times (default 3), so ``runs`` lists that
-many runs and ``status`` reads a finished run.
+workflow of three ``echo`` nodes in a chain and runs it ``--runs`` times (default 20), so ``runs``
+lists that many runs and ``status`` reads a finished run of a few nodes.
 
 Each sample runs, in this order and each once, as a fresh process with its output discarded:
 
@@ -22,8 +22,8 @@ Each sample runs, in this order and each once, as a fresh process with its outpu
   shell shim a version manager may put in front of ``python3``);
 - ``python -m rho_notebook runs``, ``status RUN``, ``--help``;
 - a reference, not a goal: ``python -c "import pydantic.main"`` -- the model library ``status``
-  cannot do without (the run's frozen graph is a pydantic model), so the part of a verb's time
-  no lazy import can remove.
+  and ``runs`` no longer import (they read the manifest as JSON and the frozen graph as its
+  digest-checked outline: rho_notebook/service/glance.py), which alone is about 6x the floor.
 
 Each figure is the median of ``--samples`` samples (after one untimed warm-up round), and each
 ratio is that median over the floor's median from the same run. Goal (issue 31): ``runs`` and
@@ -31,17 +31,29 @@ ratio is that median over the floor's median from the same run. Goal (issue 31):
 longest (``-X importtime``, cumulative; a module imported by :func:`importlib.import_module`, as a
 handler or a lazy service part is, is not listed itself, only what it imports), for a missed goal.
 
-Measured on the development VM (2 vCPU, other test suites running; floor 10-11 ms), bytecode
-cached, 15 samples: before issue 31 (HEAD a91fe17) ``runs`` 0.367 s (35x), ``status`` 0.365 s (35x),
-``--help`` 0.430 s (41x); after: ``runs`` 0.189 s (18x), ``status`` 0.192 s (18x), ``--help``
-0.051 s (4.8x); ``import pydantic.main`` alone 0.078 s (7.4x). Without the bytecode cache:
-0.53 s -> 0.24 s. The 8x goal is missed: where ``status`` spends its ~180 ms in-process (timed
-stage by stage) -- standard library modules every stage needs (typing, re, inspect, logging,
-argparse) ~25 ms, asyncio (the service's verbs are coroutines; it imports ssl) ~18 ms, pydantic
-~39 ms, pydantic's plugin discovery (entry points of every installed distribution, at the first
-model) ~16 ms, the first model class ~15 ms, the graph's models ~27 ms (``status`` validates the
-run's frozen graph), run state, journal and store ~11 ms, the wire and view modules ~14 ms, the
-verb itself ~8 ms. Nothing of the planner, the owner, the agents or rich is left to remove.
+Measured on the development VM (2 vCPU, other helpers' test suites running: load average 5-7;
+floor 20-26 ms median, 11 ms min), bytecode cached, 15 samples, 20 runs of three nodes; before:
+``--tree`` at HEAD 456a0df, the same run; after: this tree:
+
+    command                    before            after
+    rho-notebook runs          0.475 s (18.2x)   0.141 s (7.1x)    goal <= 8x met
+    rho-notebook status RUN    0.399 s (15.3x)   0.136 s (6.8x)    goal <= 8x met
+    rho-notebook --help        0.112 s (4.3x)    0.113 s (5.7x)
+    import pydantic.main       0.157 s (6.0x)    0.166 s (8.4x)
+
+A later run, 21 samples, floor 14 ms: runs 0.098 s (6.9x), status 0.096 s (6.7x), ``--help``
+0.074 s (5.2x). The ratios move with the load: five runs of this tree at load 3-9 gave 5.9-8.1x
+(one at load 3, floor 14 ms, before the run list stopped reading each manifest twice: runs
+0.116 s, 8.1x, missed by a hair). ``status`` and ``runs`` build no pydantic
+model and start no event loop now. What is left of the ~50 ms ``status`` spends importing
+(``-X importtime``, min of 8): the standard library every stage needs (typing, dataclasses and
+inspect, logging, pathlib, argparse, re, json, hashlib) ~38 ms, ours ~14 ms (the verbs'
+declarations and the flags ~3 ms, the status fold, journal and store readers ~6 ms, the wire
+shapes ~3 ms with typing_extensions). Removed from the path: pydantic (~40 ms) and its plugin
+scan (~16 ms: not skipped but never reached, as no model is built), the graph, plan, manifest and
+approval models (~40 ms), asyncio and ssl (~18 ms, the verbs run synchronously through
+rho_notebook/service/glance.py), uuid and platform, and 24 of the 25 verbs' argument
+declarations (the parser of the verb that runs is built alone: ~7 ms).
 """
 
 from __future__ import annotations
@@ -59,9 +71,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GOAL = 8.0
 WORKFLOW = """\
+def say(name, needs):
+    return command(name = name, argv = ["echo", name], timeout_seconds = 30, max_output_bytes = 1000, needs = needs)
+
 def build(inputs):
-    return workflow(name = "start", nodes = [command(name = "say", argv = ["echo", "hi"],
-        timeout_seconds = 30, max_output_bytes = 1000)])
+    return workflow(name = "start", nodes = [say("one", []), say("two", ["one"]), say("three", ["two"])])
 
 WORKFLOW = define(inputs = {}, build = build)
 """
@@ -153,7 +167,7 @@ def profile(tree: Tree, run_id: str, *, top: int = 25) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=9)
-    parser.add_argument("--runs", type=int, default=3, help="runs in the store for `runs` to list")
+    parser.add_argument("--runs", type=int, default=20, help="runs in the store for `runs` to list")
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout to measure")
     parser.add_argument("--profile", action="store_true", help="print -X importtime of `status RUN`")
     parser.add_argument("--no-bytecode-cache", action="store_true", help="do not let the processes cache bytecode")

@@ -129,19 +129,11 @@ def start_and_follow(
     presence = Presence(service.layout, run_id) if answers else None
     with Detach() as detach, presence or contextlib.nullcontext():
         release_threads()  # no thread but this one: the owner is forked from this process
-        pid = service.start_owner(run_id, options, fork=_may_fork())
+        pid = service.start_owner(run_id, options, fork=True)  # the forked owner rebinds sys.stdout/stderr to its log
         if args.detach:
             return _started(service, run_id, pid=pid, output=args.output)
         follow = _Following(after_seq=before.last_seq, rejoined=rejoined, detach=detach, presence=presence)
         return _follow(service, args, run_id, graph=graph, following=follow)
-
-
-def _may_fork() -> bool:
-    """Whether to fork the owner from this process: only while Python's standard streams are this
-    process's own (descriptors 1 and 2), which a forked owner points at ``owner.log``. A caller
-    that replaced them (a test harness capturing output, an embedding) gets a spawned owner, whose
-    output cannot end up in the caller's streams."""
-    return sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
 
 
 def _started(service: Service, run_id: str, *, pid: int, output: str) -> int:

@@ -1,7 +1,10 @@
 """The verbs that read the store: status, cancel, runs, result, events, logs and plans.
 
 Each is one call of :class:`rho_notebook.service.Service` through the CLI's sync bridge
-(:func:`rho_notebook.service.sync.run_sync`); what stays here is the printing.
+(:func:`rho_notebook.service.sync.run_sync`); what stays here is the printing. ``status`` and
+``runs`` read through :mod:`rho_notebook.service.glance` instead, synchronously: they start with
+no event loop and no pydantic model (issue 31; ``Service.status`` and ``run_rows`` answer through
+the same functions).
 """
 
 from __future__ import annotations
@@ -9,20 +12,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.service import RunsQuery, Service, Stream
-from rho_notebook.service.sync import run_sync
-from rho_notebook.service.wire import plan_json, status_json
+from rho_notebook.service import Service, glance
+from rho_notebook.service.listing import RunsQuery
+from rho_notebook.service.wire import status_json
 from rho_notebook.views.run_notes import cancel_text, next_step_lines, status_head_lines
 from rho_notebook.views.text import decision_lines, node_status_line, output_text
 
 __all__ = ["run_status", "run_cancel", "run_runs", "run_result", "run_events", "run_logs", "run_plans"]
 
+if TYPE_CHECKING:
+    from rho_notebook.service import Stream
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """:func:`rho_notebook.service.sync.run_sync`, imported when a verb first needs the event loop."""
+    from rho_notebook.service.sync import run_sync as bridge
+
+    return bridge(coro)
+
 
 def run_status(args: argparse.Namespace) -> int:
-    service = Service.default()
-    state = run_sync(service.status(args.run))
+    layout = Service.default().layout
+    state = glance.status(layout, args.run)
     data = status_json(state)
     if args.output == "json":
         print(json.dumps(data, indent=2))
@@ -35,7 +52,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"damage     {state.damage}")
         print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
     else:
-        for line in run_sync(status_head_lines(service, state)):
+        for line in status_head_lines(layout, state):
             print(line)
     for name in data["nodes"]:
         print(node_status_line(name, state.nodes[name]))
@@ -43,7 +60,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"output     {output_text(data['output'])}")
     for line in decision_lines(state):
         print(line)
-    for line in run_sync(next_step_lines(service, state)):
+    for line in next_step_lines(layout, state):
         print(line)
     return 0
 
@@ -63,7 +80,7 @@ _ROW = "{:<36}  {:<20} {:<15} {:<13} {:<8} {}"
 
 def run_runs(args: argparse.Namespace) -> int:
     query = RunsQuery(state=Lifecycle(args.state) if args.state else None, limit=args.limit)
-    rows = run_sync(Service.default().run_rows(query))
+    rows = glance.run_rows(Service.default().layout, query)
     if args.output == "json":
         print(json.dumps(rows, indent=2))
         return 0
@@ -142,6 +159,8 @@ def run_logs(args: argparse.Namespace) -> int:
 
 
 def run_plans(args: argparse.Namespace) -> int:
+    from rho_notebook.service.wire import plan_json  # a plan's model: only this verb
+
     manifests = run_sync(Service.default().plans())
     if args.output == "json":
         print(json.dumps([plan_json(m) for m in manifests], indent=2))

@@ -17,11 +17,9 @@ from typing import Any
 
 from rho_notebook.cli._args import count, days, positive_int
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.service.flags import RESUME_FLAGS, RUN_FLAGS, add_flags, seconds
+from rho_notebook.service.flags import RESUME_FLAGS, RUN_FLAGS, add_flags, add_output, seconds
 
 __all__ = ["declare"]
-
-_OUTPUT = ("text", "json")
 
 _INPUT_HELP = "an input value, e.g. --input 'target=\"src\"'"
 
@@ -58,15 +56,11 @@ def declare(verbs: Any) -> None:
     _convert(verbs)
 
 
-def _output(parser: argparse.ArgumentParser, *, text: str | None = None) -> None:
-    parser.add_argument("--output", choices=_OUTPUT, default="text", help=text)
-
-
 def _planning(verbs: Any) -> None:
     validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
     validate.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py (linted)")
     validate.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=_INPUT_HELP)
-    _output(validate)
+    add_output(validate)
     validate.add_argument(
         "--flow", metavar="NAME", help="with FLOW.py: compile the Workflow NAME and check its manifest (docs/flows.md)"
     )
@@ -75,12 +69,12 @@ def _planning(verbs: Any) -> None:
     plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
     plan.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py")
     plan.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=_INPUT_HELP)
-    _output(plan)
+    add_output(plan)
     plan.add_argument("--flow", metavar="NAME", help="with FLOW.py: plan the module's Workflow NAME as a flow run")
     plan.set_defaults(handler="plan_verbs:run_plan")
 
     plans = verbs.add_parser("plans", help="list saved plans")
-    _output(plans)
+    add_output(plans)
     plans.set_defaults(handler="read_verbs:run_plans")
 
 
@@ -93,7 +87,7 @@ def _diff(verbs: Any) -> None:
     )
     diff.add_argument("old", metavar="OLD", help="plan ID, graph digest (sha256:...) or run ID")
     diff.add_argument("new", metavar="NEW", help="plan ID, graph digest (sha256:...) or run ID")
-    _output(diff)
+    add_output(diff)
     diff.set_defaults(handler="diff_verbs:run_diff")
 
 
@@ -120,14 +114,14 @@ def _running(verbs: Any) -> None:
     wait.add_argument(
         "--timeout", type=seconds, default=None, metavar="SECONDS", help="give up after this long (exit 3)"
     )
-    _output(wait)
+    add_output(wait)
     wait.set_defaults(handler="follow_verbs:run_wait")
 
 
 def _reading(verbs: Any) -> None:
     status = verbs.add_parser("status", help="one durable snapshot of a run (never takes ownership)")
     status.add_argument("run")
-    _output(status)
+    add_output(status)
     status.set_defaults(handler="read_verbs:run_status")
 
     cancel = verbs.add_parser("cancel", help="durably request cancellation and wait for the owner's acknowledgement")
@@ -139,18 +133,18 @@ def _reading(verbs: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for the acknowledgement (default 2)",
     )
-    _output(cancel, text="json: the request and its acknowledgement")
+    add_output(cancel, help_text="json: the request and its acknowledgement")
     cancel.set_defaults(handler="read_verbs:run_cancel")
 
     runs = verbs.add_parser("runs", help="list runs, newest last")
     runs.add_argument("--state", choices=[lc.value for lc in Lifecycle], help="only runs in this lifecycle")
     runs.add_argument("--limit", type=positive_int, default=50, help="the newest N runs (default 50)")
-    _output(runs)
+    add_output(runs)
     runs.set_defaults(handler="read_verbs:run_runs")
 
     result = verbs.add_parser("result", help="per node: state, attempts, exit, validated output, artifact paths")
     result.add_argument("run")
-    _output(result)
+    add_output(result)
     result.set_defaults(handler="read_verbs:run_result")
 
     events = verbs.add_parser("events", help="the run's journal, one JSON event per line")
@@ -246,7 +240,7 @@ def _record(verbs: Any) -> None:
     record.add_argument("run", metavar="RUN_ID", help="a finished run (ID or unique prefix)")
     record.add_argument("dir", metavar="DIR", type=Path, help="folder to write (created; files in it are replaced)")
     record.add_argument("--live-commands", action="store_true", help="the generated test runs command steps for real")
-    _output(record)
+    add_output(record)
     record.set_defaults(handler="record_verbs:run_record")
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rho_notebook.model.graph import Graph
+if TYPE_CHECKING:  # a type only: reading a stored graph's digest needs no model (store/graphs.py)
+    from rho_notebook.model.graph import Graph
 
 __all__ = ["ENCODING_VERSION", "MAGIC", "encode", "graph_bytes", "graph_digest"]
 

@@ -43,7 +43,7 @@ _FACE = {
     "RunManifest": "core_names",
     "RunOutputs": "run_handle",
     "RunResult": "results",
-    "RunsQuery": "requests",
+    "RunsQuery": "listing",
     "Service": "service",
     "StartRun": "requests",
     "StateMirror": "run_handle",
@@ -138,10 +138,10 @@ if TYPE_CHECKING:
     )
     from rho_notebook.service.diff import DiffResult, GraphRef, TryPlan
     from rho_notebook.service.export import ExportResult
-    from rho_notebook.service.listing import RowCache
+    from rho_notebook.service.listing import RowCache, RunsQuery
     from rho_notebook.service.paths import check_path
     from rho_notebook.service.reading import NodeAttempt, Stream
-    from rho_notebook.service.requests import Consent, Mode, ResumeRun, RunsQuery, StartRun, Via
+    from rho_notebook.service.requests import Consent, Mode, ResumeRun, StartRun, Via
     from rho_notebook.service.results import NodeResult, RunResult
     from rho_notebook.service.run_handle import Listener, RunHandle, RunOutputs, StateMirror
     from rho_notebook.service.service import Service

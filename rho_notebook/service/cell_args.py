@@ -14,7 +14,16 @@ from typing import Any, NoReturn
 
 from rho_notebook.errors import ArgumentError, HelpShown
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.service.flags import FLOW, RESUME_FLAGS, RUN_FLAGS, TRY_FLAGS, VerbParser, add_flags, options_of
+from rho_notebook.service.flags import (
+    FLOW,
+    RESUME_FLAGS,
+    RUN_FLAGS,
+    TRY_FLAGS,
+    VerbParser,
+    add_flags,
+    add_output,
+    options_of,
+)
 
 __all__ = [
     "VERBS",
@@ -79,10 +88,6 @@ def _flow(parser: argparse.ArgumentParser) -> None:
     FLOW.add(parser, front="notebook")
 
 
-def _output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", choices=("text", "json"), default="text")
-
-
 def _build() -> argparse.ArgumentParser:
     root = _Parser(
         prog="%workflow",
@@ -106,7 +111,7 @@ def _planning_verbs(verbs: Any) -> None:
         p = verbs.add_parser(verb, help=help)
         p.add_argument("target", help="a %%%%workflow name of this notebook, or an entry .star file")
         _input(p, "an input value (overrides the cell's --input)")
-        _output(p)
+        add_output(p)
         _flow(p)
 
 
@@ -123,7 +128,7 @@ def _run_verbs(verbs: Any) -> None:
 def _reading_verbs(verbs: Any) -> None:
     p = verbs.add_parser("status", help="one durable snapshot of a run")
     p.add_argument("run")
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser("cancel", help="durably request cancellation and wait for the acknowledgement")
     p.add_argument("run")
@@ -134,19 +139,19 @@ def _reading_verbs(verbs: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for the acknowledgement (default 2)",
     )
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser("runs", help="list runs, newest last")
     p.add_argument("--state", choices=[lifecycle.value for lifecycle in Lifecycle], help="only runs in this lifecycle")
     p.add_argument("--limit", type=int, default=50)
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser("plans", help="list saved plans")
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser("result", help="per node: state, attempts, exit, validated output, artifacts")
     p.add_argument("run")
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser("logs", help="a node's stdout and stderr (latest attempt)")
     p.add_argument("run")
@@ -177,7 +182,7 @@ def _notebook_verbs(verbs: Any) -> None:
     p = verbs.add_parser("diff", help="what changed between two plans, runs or graph digests")
     p.add_argument("old", metavar="OLD", help="plan ID, graph digest (sha256:...) or run ID")
     p.add_argument("new", metavar="NEW", help="plan ID, graph digest (sha256:...) or run ID")
-    _output(p)
+    add_output(p)
 
     p = verbs.add_parser(
         "try", help="run one node of a workflow's current plan, its upstream values taken from an earlier run"

@@ -29,6 +29,7 @@ __all__ = [
     "RESUME_FLAGS",
     "TRY_FLAGS",
     "add_flags",
+    "add_output",
     "parse_decisions",
     "seconds",
     "given_run_id",
@@ -88,6 +89,12 @@ class VerbParser(argparse.ArgumentParser):
         action = super().add_subparsers(**kwargs)
         self.verbs = action.choices
         return action
+
+
+def add_output(parser: argparse.ArgumentParser, *, help_text: str | None = None) -> None:
+    """``--output text|json`` (default text) of a verb that answers once: the one declaration the
+    CLI's verbs and the magics' share (``run``'s own ``--output`` is :data:`RUN_OUTPUT`)."""
+    parser.add_argument("--output", choices=("text", "json"), default="text", help=help_text)
 
 
 def options_of(parser: argparse.ArgumentParser) -> dict[str, list[str]]:

@@ -5,6 +5,9 @@ directory) or that cannot be read is left out and reported as a warning, never s
 whose journal is damaged is listed as ``damaged``. A front end that polls the list (the server)
 keeps a :class:`RowCache` so the rows of finished runs are not read again. A row of a run that an
 owner process holds now names that process (``owner_pid``: ``runs`` shows it, ``kill`` needs it).
+
+Listing builds no pydantic model for runs whose files allow it (:mod:`rho_notebook.runtime.status`):
+``rho-notebook runs`` starts fast (issue 31).
 """
 
 from __future__ import annotations
@@ -12,19 +15,39 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from rho_notebook.errors import NotFound, RhoError
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.runtime.status import load_state
-from rho_notebook.service.requests import RunsQuery
+from rho_notebook.runtime.status import load_state, run_facts
 from rho_notebook.service.wire import LIVE_LIFECYCLES, RunRowJson, run_row_json
 from rho_notebook.store.files import refused_dir_entry
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.run_locks import OwnerLock
-from rho_notebook.store.runs import RunStore
 
-__all__ = ["RowCache", "list_runs", "list_rows", "owner_pid"]
+__all__ = ["RowCache", "RunsQuery", "list_runs", "list_rows", "owner_pid"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunsQuery:
+    """Which runs to list: by lifecycle, and how many of the newest (0: all)."""
+
+    state: Lifecycle | None = None
+    limit: int = 0
+
+    def select(self, runs: Sequence[T], lifecycle: Callable[[T], Lifecycle | str]) -> list[T]:
+        """The listing rule, once for every front end: of ``runs`` (oldest first), those in
+        ``state`` (when given), then the newest ``limit`` of them (0: all), oldest first.
+        ``lifecycle`` reads a run's lifecycle (a :class:`Lifecycle` or its value)."""
+        wanted = None if self.state is None else self.state.value
+        kept = [run for run in runs if wanted is None or Lifecycle(lifecycle(run)).value == wanted]
+        return kept[-self.limit :] if self.limit > 0 else kept
+
 
 _log = logging.getLogger(__name__)
 _REPORTED_REFUSALS: set[str] = set()
@@ -83,7 +106,7 @@ def _listable_run_ids(layout: StoreLayout) -> list[str]:
     """The store's run IDs but those whose directory entry is refused, each reported as a warning
     (``rho-notebook: warning: ...`` in the CLI, the server's log; once per process and entry)."""
     ids = []
-    for run_id in RunStore(layout).ids():
+    for run_id in layout.run_ids():
         refused = refused_dir_entry(layout.run_dir(run_id))
         if refused is None:
             ids.append(run_id)
@@ -100,8 +123,9 @@ def _run_row(layout: StoreLayout, run_id: str, cache: RowCache | None) -> RunRow
         if cached is not None:
             return cached
     try:
-        state = load_state(layout, run_id)
-        row = run_row_json(state, RunStore(layout).manifest(run_id))
+        facts = run_facts(layout, run_id)
+        state = load_state(layout, run_id, facts=facts)
+        row = run_row_json(state, facts)
     except NotFound:  # no manifest yet: a run being created
         return None
     except (RhoError, OSError) as err:  # reported as a warning, never silently left out
@@ -121,7 +145,7 @@ def owner_pid(layout: StoreLayout, run_id: str) -> int | None:
     pid), None when no process owns it (:meth:`OwnerLock.holder`; a lock that cannot be used
     counts as no owner: the run's status says what is wrong with its folder)."""
     try:
-        return OwnerLock.holder(RunStore(layout).folder(run_id).lock)
+        return OwnerLock.holder(layout.checked_run_dir(run_id) / "mutation.lock")
     except (RhoError, OSError):
         return None
 
@@ -130,13 +154,13 @@ def _row_key(layout: StoreLayout, run_id: str) -> tuple[int, ...] | None:
     """What a cached row is valid for: the journal's size and mtime and (chained runs) the
     watermark's mtime, so deleting or editing either is seen; None when the journal cannot be
     stat'ed (the row is then read, not cached: a deleted journal lists as damaged)."""
-    folder = RunStore(layout).folder(run_id)
+    folder = layout.checked_run_dir(run_id)
     try:
-        info = os.stat(folder.events, follow_symlinks=False)
+        info = os.stat(folder / "events.jsonl", follow_symlinks=False)
     except OSError:
         return None
     try:
-        mark = os.stat(folder.mark, follow_symlinks=False).st_mtime_ns
+        mark = os.stat(folder / "journal.mark", follow_symlinks=False).st_mtime_ns
     except OSError:
         mark = -1
     return (info.st_size, info.st_mtime_ns, mark)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         completion,
         diff,
         export,
+        glance,
         listing,
         maintenance,
         mcp_rules,
@@ -49,6 +50,7 @@ else:
     reading, record, sources, starting, wire = lazy_modules(
         "rho_notebook.service", "reading record sources starting wire"
     )
+    (glance,) = lazy_modules("rho_notebook.service", "glance")
     plans, run_locks, runs = lazy_modules("rho_notebook.store", "plans run_locks runs")
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "export",
     "flow",
     "follow",
+    "glance",
     "listing",
     "maintenance",
     "mcp_rules",

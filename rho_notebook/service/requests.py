@@ -1,4 +1,4 @@
-"""Typed requests of the service verbs that carry a person's intent: consent, start, resume, listing.
+"""Typed requests of the service verbs that carry a person's intent: consent, start, resume.
 
 Consent is a value, not a flag scattered through front ends: :class:`Consent` says how one person
 agreed to one exact graph digest (``--yes`` / ``yes=True`` at a prompt they answered, the digest
@@ -8,16 +8,12 @@ is the one rule every front end shares.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Literal
 
 from rho_notebook.errors import ConfirmationRequired
 from rho_notebook.model.base import FrozenModel
-from rho_notebook.model.state import Lifecycle
 
-__all__ = ["Consent", "Mode", "Via", "StartRun", "ResumeRun", "RunsQuery", "normalize_digest"]
-
-T = TypeVar("T")
+__all__ = ["Consent", "Mode", "Via", "StartRun", "ResumeRun", "normalize_digest"]
 
 Mode = Literal["auto", "plan", "supervised"]
 """Permission mode for command launches, recorded in the run."""
@@ -107,18 +103,3 @@ class ResumeRun(FrozenModel):
     one new attempt; skip: its stored result is accepted)."""
     executor: str | None = None
     """``local``, ``dask`` or ``dask=ADDRESS`` for this resume (None: the run's recorded choice)."""
-
-
-class RunsQuery(FrozenModel):
-    """Which runs to list: by lifecycle, and how many of the newest (0: all)."""
-
-    state: Lifecycle | None = None
-    limit: int = 0
-
-    def select(self, runs: Sequence[T], lifecycle: Callable[[T], Lifecycle | str]) -> list[T]:
-        """The listing rule, once for every front end: of ``runs`` (oldest first), those in
-        ``state`` (when given), then the newest ``limit`` of them (0: all), oldest first.
-        ``lifecycle`` reads a run's lifecycle (a :class:`Lifecycle` or its value)."""
-        wanted = None if self.state is None else self.state.value
-        kept = [run for run in runs if wanted is None or Lifecycle(lifecycle(run)).value == wanted]
-        return kept[-self.limit :] if self.limit > 0 else kept

@@ -22,7 +22,6 @@ kernel, :func:`~.sync.run_sync` in the CLI.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,11 +51,11 @@ if TYPE_CHECKING:
     from rho_notebook.service.completion import CompletionJson
     from rho_notebook.service.diff import DiffResult, TryPlan
     from rho_notebook.service.export import ExportResult
-    from rho_notebook.service.listing import RowCache
+    from rho_notebook.service.listing import RowCache, RunsQuery
     from rho_notebook.service.maintenance import Deleted
     from rho_notebook.service.reading import NodeAttempt, Stream
     from rho_notebook.service.record import Recorded
-    from rho_notebook.service.requests import Mode, ResumeRun, RunsQuery, StartRun
+    from rho_notebook.service.requests import Mode, ResumeRun, StartRun
     from rho_notebook.service.results import RunResult
     from rho_notebook.service.starting import Responder
     from rho_notebook.service.wire import DeletedJson, ResultJson, RunRowJson
@@ -76,6 +75,8 @@ def _in_thread(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
 
     @functools.wraps(method)
     async def verb(*args: P.args, **kwargs: P.kwargs) -> T:
+        import asyncio  # here: what runs without an event loop (glance.py) does not import it
+
         return await asyncio.to_thread(method, *args, **kwargs)
 
     return verb
@@ -379,7 +380,7 @@ class Service:
     @_in_thread
     def status(self, run: str) -> RunState:
         """One durable snapshot of a run (never takes ownership)."""
-        return parts.status.load_state(self.layout, self.run_store.resolve(run))
+        return parts.glance.status(self.layout, run)
 
     @_in_thread
     def manifest(self, run: str) -> RunManifest:
@@ -420,8 +421,7 @@ class Service:
 
     @_in_thread
     def node_attempt(self, run: str, node: str, *, attempt: int = 0) -> NodeAttempt:
-        """One attempt of a node (0: its latest) and the folder of its artifacts, checked to hold no
-        symlinked entry (:func:`~rho_notebook.service.reading.node_attempt`)."""
+        """One attempt of a node (0: its latest) and its artifacts' folder (:func:`.reading.node_attempt`)."""
         return parts.reading.node_attempt(self.layout, run, node, attempt=attempt)
 
     def attempt_dir(self, run_id: str, node: str, attempt: int) -> Path:

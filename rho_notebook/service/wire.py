@@ -7,29 +7,24 @@ TypeScript types are generated (``scripts/gen_wire_types.py``).
 
 The builders are pure functions of records already read from the store, except
 :func:`result_json`, which reads the small ``value.json`` of successful attempts.
+
+The shapes that need a pydantic model (:class:`ApprovalJson`, the plan shapes of
+:mod:`.wire_plans`) and :data:`WIRE_TYPES`, which lists them all, are imported from here on first
+use (:func:`rho_notebook.lazy.lazy_face`; they live in :mod:`.wire_types` and :mod:`.wire_plans`):
+``status`` and ``runs`` build their answers without importing pydantic (issue 31).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
 from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.lazy import lazy_face
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.policy.approvals import ApprovalRequest
-from rho_notebook.service.wire_plans import (
-    DiffJson,
-    DiffSideJson,
-    NodeChangeJson,
-    PlanJson,
-    PlanSummaryJson,
-    diff_json,
-    plan_json,
-    plan_summary_json,
-)
 from rho_notebook.service.wire_views import (
     Detail,
     HaltedStepJson,
@@ -43,7 +38,30 @@ from rho_notebook.service.wire_views import (
     WireLayout,
     WireNode,
 )
-from rho_notebook.store.runs import RunFolder, RunManifest
+
+if TYPE_CHECKING:
+    from rho_notebook.runtime.status import RunFacts
+    from rho_notebook.service.wire_plans import (
+        DiffJson,
+        DiffSideJson,
+        NodeChangeJson,
+        PlanJson,
+        PlanSummaryJson,
+        diff_json,
+        plan_json,
+        plan_summary_json,
+    )
+    from rho_notebook.service.wire_types import WIRE_TYPES, ApprovalJson, approval_json
+    from rho_notebook.store.runs import RunFolder, RunManifest
+
+_PLANS = "DiffJson DiffSideJson NodeChangeJson PlanJson PlanSummaryJson diff_json plan_json plan_summary_json"
+__getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        **{name: "rho_notebook.service.wire_plans" for name in _PLANS.split()},
+        **{name: "rho_notebook.service.wire_types" for name in ("WIRE_TYPES", "ApprovalJson", "approval_json")},
+    },
+)
 
 __all__ = [
     "LIVE_LIFECYCLES",
@@ -255,7 +273,7 @@ class RunRowJson(TypedDict):
     absent when no process owns the run."""
 
 
-def run_row_json(state: RunState, manifest: RunManifest | None = None) -> RunRowJson:
+def run_row_json(state: RunState, manifest: RunManifest | RunFacts | None = None) -> RunRowJson:
     """A row of the run list; with ``manifest``: when, from which front end and in which
     permission mode the run was created."""
     row: RunRowJson = {
@@ -362,18 +380,6 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
     return result
 
 
-class ApprovalJson(ApprovalRequest):
-    """A pending approval request, and whether the run's owner is waiting on it now."""
-
-    waiting: bool
-    """False for a request whose node has since ended (e.g. timed out)."""
-
-
-def approval_json(request: ApprovalRequest, *, waiting: bool) -> dict[str, Any]:
-    """A pending approval request in the :class:`ApprovalJson` shape."""
-    return ApprovalJson(**dict(request), waiting=waiting).model_dump(mode="json")
-
-
 class CancelJson(TypedDict):
     """The answer to ``cancel``: the durable request and whether the owner acknowledged it."""
 
@@ -438,25 +444,3 @@ def invalid_json(err: InvalidWorkflow) -> ValidateJson:
 
 EventJson = dict[str, Any]
 """One journal record: ``seq``, ``kind``, ``at`` and the kind's own keys (docs/running.md)."""
-
-
-WIRE_TYPES: dict[str, Any] = {
-    "PlanJson": PlanJson,
-    "PlanSummaryJson": PlanSummaryJson,
-    "DiffJson": DiffJson,
-    "StatusJson": StatusJson,
-    "RunRowJson": RunRowJson,
-    "ResultJson": ResultJson,
-    "ApprovalJson": ApprovalJson,
-    "CancelJson": CancelJson,
-    "DeletedJson": DeletedJson,
-    "WireLayout": WireLayout,
-    "ReusedFromJson": ReusedFromJson,
-    "StepJson": StepJson,
-    "HaltedStepJson": HaltedStepJson,
-    "NodeView": NodeView,
-    "RunView": RunView,
-    "StreamView": StreamView,
-    "Detail": Detail,
-}
-"""Every answer shape by its TypeScript name (``scripts/gen_wire_types.py`` generates from these)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Iterable
 
 from rho_notebook.errors import AmbiguousId, NotFound
@@ -21,7 +20,8 @@ def new_id() -> str:
     value |= ((rand >> 62) & 0xFFF) << 64
     value |= 0b10 << 62
     value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    text = f"{value:032x}"  # as str(uuid.UUID(int=value)) spells it, without importing uuid (and platform)
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def match_id(prefix: str, known: Iterable[str], *, what: str) -> str:

@@ -8,7 +8,6 @@ does that. The format is described in :mod:`rho_notebook.store.journal`.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -65,6 +64,8 @@ def read_journal(path: Path, *, after_seq: int = 0) -> JournalRead:
 
 async def _open_when_present(path: Path, *, poll_seconds: float, stop: Callable[[], bool] | None) -> int | None:
     """Open the journal for reading, waiting for it to appear; None if ``stop()`` came first."""
+    import asyncio  # here: a reader that does not follow (status, runs) starts without it
+
     while True:
         stopping = stop is not None and stop()
         try:
@@ -133,6 +134,8 @@ async def follow_journal(
     StoreError
         If the journal is a symlink, damaged, or shrinks below what was already read.
     """
+    import asyncio  # as in _open_when_present
+
     fd = await _open_when_present(path, poll_seconds=poll_seconds, stop=stop)
     if fd is None:
         return

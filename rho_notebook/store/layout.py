@@ -14,11 +14,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rho_notebook.store.files import check_store_root, ensure_private_dir
+from rho_notebook.errors import StoreError
+from rho_notebook.store.files import (
+    EntryKind,
+    check_entry,
+    check_no_symlink,
+    check_store_root,
+    ensure_private_dir,
+    list_dir,
+)
 
 __all__ = [
     "StoreLayout",
     "default_home",
+    "run_folder_damage",
     "VALUE_FILE",
     "ANSWER_TEXT_FILE",
     "ANSWER_PROSE_FILE",
@@ -157,5 +166,33 @@ class StoreLayout:
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
 
+    def checked_run_dir(self, run_id: str) -> Path:
+        """:meth:`run_dir`, refused (StoreError) when it or a folder on the way from the store's
+        home is a symlink or writable by others (as :meth:`RunStore.folder
+        <rho_notebook.store.runs.RunStore.folder>` refuses it)."""
+        path = self.run_dir(run_id)
+        check_no_symlink(path, below=self.home)
+        return path
+
+    def run_ids(self) -> list[str]:
+        """Every run ID, sorted (oldest first), the runs folder checked first (no symlink on the
+        way, not writable by others): :meth:`RunStore.ids <rho_notebook.store.runs.RunStore.ids>`
+        without the run store's models, for the CLI's read verbs."""
+        return sorted(name for name in list_dir(self.runs, below=self.home) if not name.startswith("."))
+
     def ensure(self, path: Path) -> Path:
         return ensure_private_dir(path, below=self.home)
+
+
+def run_folder_damage(folder: Path) -> str | None:
+    """Why run folder ``folder``'s fixed entries cannot be used (``requests`` or ``nodes`` a
+    symlink, a file or a folder others can write; ``state.json`` anything but a regular file, which
+    the owner could never replace), or None: :meth:`RunFolder.damage
+    <rho_notebook.store.runs.RunFolder.damage>`, for readers that do not load the run store."""
+    fixed: tuple[tuple[str, EntryKind], ...] = (("requests", "dir"), ("nodes", "dir"), ("state.json", "file"))
+    for name, kind in fixed:
+        try:
+            check_entry(folder / name, below=folder.parent, kind=kind)
+        except StoreError as err:
+            return err.message
+    return None

@@ -7,18 +7,24 @@ bare lifecycle leaves open: ``outcome failure`` names the failed nodes or the sc
 started) or ``dask ADDRESS``, and each node line names the Dask worker its attempt ran on; a live
 run names its owner's pid; ``needs_recovery`` and ``waiting`` end with the exact command that goes
 on (``needs_decision``: :func:`~rho_notebook.views.text.decision_lines`).
+
+They read the store synchronously through :mod:`rho_notebook.service.glance` (the CLI prints them
+with no event loop and, for a run that waits for nobody, no pydantic model: issue 31).
 """
 
 from __future__ import annotations
 
-import asyncio
+from typing import TYPE_CHECKING
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.service import Service
+from rho_notebook.service import glance
 from rho_notebook.service.listing import owner_pid
 from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order
+
+if TYPE_CHECKING:
+    from rho_notebook.service import StoreLayout
 
 __all__ = ["cancel_text", "executor_text", "failure_reason", "status_head_lines", "next_step_lines"]
 
@@ -78,43 +84,21 @@ def failure_reason(state: RunState, *, message: str | None, allowed: frozenset[s
     return None
 
 
-async def _completion_message(service: Service, state: RunState) -> str | None:
-    """The ``message`` of the run's last ``run_completed`` record (a script run's error)."""
-    try:
-        read = await service.journal(state.run_id, after_seq=max(0, state.last_seq - 8))
-    except (RhoError, OSError):  # the status says what it can; `events` names what is wrong
-        return None
-    for record in reversed(read.events):
-        if record.get("kind") == "run_completed":
-            return str(record["message"]) if record.get("message") else None
-    return None
-
-
-async def _allowed(service: Service, run_id: str) -> frozenset[str]:
-    try:
-        graph = await service.run_graph(run_id)
-    except (RhoError, OSError):  # a graph that cannot be read: every failed node is named
-        return frozenset()
-    return frozenset(node.name for node in graph.nodes if node.allow_failure)
-
-
-async def status_head_lines(service: Service, state: RunState) -> list[str]:
-    """``reason``, ``executor`` and ``owner`` lines of ``status`` (those that apply)."""
+def status_head_lines(layout: StoreLayout, state: RunState) -> list[str]:
+    """``reason``, ``executor`` and ``owner`` lines of ``status`` (those that apply) of a run of
+    the store at ``layout``."""
     lines = []
     if state.lifecycle is Lifecycle.COMPLETED and state.outcome not in (None, "success"):
-        message = await _completion_message(service, state)
-        allowed = await _allowed(service, state.run_id) if message is None else frozenset()
+        message = glance.completion_message(layout, state)
+        allowed = glance.allowed_failures(layout, state.run_id) if message is None else frozenset()
         reason = failure_reason(state, message=message, allowed=allowed)
         if reason:
             lines.append(_LABEL.format("reason", reason))
-    try:
-        manifest = await service.manifest(state.run_id)
-    except (RhoError, OSError):
-        manifest = None
+    manifest = glance.manifest_facts(layout, state.run_id)
     if manifest is not None:
         lines.append(_LABEL.format("executor", executor_text(manifest.executor)))
     live = state.lifecycle in LIVE_LIFECYCLES
-    pid = await asyncio.to_thread(owner_pid, service.layout, state.run_id) if live else None
+    pid = owner_pid(layout, state.run_id) if live else None
     if pid is not None:
         lines.append(_LABEL.format("owner", f"pid {pid}" if pid else "a process that did not record its pid"))
     return lines
@@ -136,7 +120,7 @@ def _unsettled(state: RunState) -> list[str]:
     return found
 
 
-async def next_step_lines(service: Service, state: RunState, *, command: str = "rho-notebook") -> list[str]:
+def next_step_lines(layout: StoreLayout, state: RunState, *, command: str = "rho-notebook") -> list[str]:
     """What a person does next: for ``needs_recovery``, how to inspect and resume; for
     ``waiting``, the approve or answer command of each pending request; empty otherwise."""
     run_id = state.run_id
@@ -154,8 +138,10 @@ async def next_step_lines(service: Service, state: RunState, *, command: str = "
         ]
     if state.lifecycle is not Lifecycle.WAITING:
         return []
+    from rho_notebook.service.decisions import pending_approvals  # the approval models: only when waiting
+
     try:
-        pending = await service.pending_approvals(run_id)
+        pending = pending_approvals(layout, run_id)
     except (RhoError, OSError) as err:  # a requests folder the store refuses: say so, status goes on
         message = err.message if isinstance(err, RhoError) else str(err)
         return [_LABEL.format("next", f"its approval requests cannot be read: {message}")]

@@ -4,17 +4,22 @@ them) and of a node's line in a run's status.
 One spelling everywhere a person reads a frozen graph (the magics' node lines, the DAG view's node
 pane, the server's node answers): ``condition.equals(output("stats", ["verdict"]), "big")``, never
 a private shorthand, so what is shown can be pasted back into a workflow.
+
+The graph's model classes are imported by the functions that render them: a run's status lines
+(:func:`node_status_line`, :func:`decision_lines`) need no pydantic model (issue 31).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rho_notebook.model.condition import AllOf, AnyOf, Condition, Equals, IsOneOf, Not
-from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
 from rho_notebook.model.run_state import NodeRecord, RunState
-from rho_notebook.model.schema import EnumSchema, ListSchema, OptionalSchema, RecordSchema, Schema, StdoutJsonSchema
+
+if TYPE_CHECKING:
+    from rho_notebook.model.condition import Condition
+    from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
+    from rho_notebook.model.schema import Schema
 
 __all__ = [
     "condition_text",
@@ -34,6 +39,8 @@ OUTPUT_CHARS = 400
 
 def reference_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
     """``output("node", ["path"])``, ``status("node")`` or ``exit_code("node")``."""
+    from rho_notebook.model.reference import OutputRef, StatusRef
+
     if isinstance(ref, OutputRef):
         path = ", ".join(json.dumps(step) for step in ref.path)
         return f"output({json.dumps(ref.node)}, [{path}])"
@@ -44,6 +51,8 @@ def reference_text(ref: OutputRef | StatusRef | ExitCodeRef) -> str:
 
 def condition_text(cond: Condition) -> str:
     """The Starlark-like source form of a frozen condition."""
+    from rho_notebook.model.condition import AllOf, AnyOf, Equals, IsOneOf, Not
+
     if isinstance(cond, Equals):
         return f"condition.equals({reference_text(cond.left)}, {json.dumps(cond.right)})"
     if isinstance(cond, IsOneOf):
@@ -66,6 +75,8 @@ def template_text(template: Template | str) -> str:
 
 def schema_text(schema: Schema) -> str:
     """The schema constructor call that builds ``schema``."""
+    from rho_notebook.model.schema import EnumSchema, ListSchema, OptionalSchema, RecordSchema, StdoutJsonSchema
+
     if isinstance(schema, EnumSchema):
         return f"enum_({json.dumps(list(schema.members))})"
     if isinstance(schema, ListSchema):

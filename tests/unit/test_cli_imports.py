@@ -6,6 +6,10 @@ worker, the agent loop and model clients, Dask, the MCP server, rich's live disp
 Jupyter stack. Each verb runs here as a real ``python -m rho_notebook ...`` process over a real
 finished run in a temporary store, and the modules it imported are read from its ``sys.modules``
 once the verb has ended. bench/cli_start.py measures the time this saves.
+
+``status`` and ``runs`` go further (:mod:`rho_notebook.service.glance`): they build no pydantic
+model and start no event loop (:data:`LIGHT_FORBIDDEN`), for a run that succeeded and for one
+that failed (whose ``reason`` line reads the graph's ``allow_failure``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from rho_notebook.cli.main import build_parser, handler_of
+from rho_notebook.runtime.status import MANIFEST_FIELDS
+from rho_notebook.store.graphs import load_outline
+from rho_notebook.store.runs import RunManifest
 from tests.conftest import REPO, Project, star
 
 FORBIDDEN = (
@@ -41,9 +49,35 @@ FORBIDDEN = (
 """Modules (and their submodules) no read verb may import; ``jupyter*`` is every module whose
 name starts so (jupyter_client, jupyter_server, jupyter_core, ...)."""
 
+LIGHT_FORBIDDEN = (
+    "pydantic",
+    "pydantic_core",
+    "rho_notebook.model.base",
+    "rho_notebook.model.graph",
+    "rho_notebook.model.plan",
+    "rho_notebook.model.events",
+    "rho_notebook.store.runs",
+    "rho_notebook.store.plans",
+    "rho_notebook.policy",
+    "rho_notebook.service.requests",
+    "rho_notebook.service.wire_plans",
+    "rho_notebook.service.wire_types",
+    "rho_notebook.runtime.execution",
+    "asyncio",
+)
+"""What ``status`` and ``runs`` must not import besides :data:`FORBIDDEN`: pydantic and every
+module of ours that defines a model (the graph, the plan, the run manifest, the approval
+records, the requests), and the event loop (issue 31)."""
+
 WF = star(
     'return workflow(name = "imports", nodes = [command(name = "say", argv = ["echo", "hi"], '
-    "timeout_seconds = 30, max_output_bytes = 1000)])"
+    "timeout_seconds = 30, max_output_bytes = 1000), "
+    'command(name = "then", argv = ["echo", "then"], timeout_seconds = 30, max_output_bytes = 1000, needs = ["say"])])'
+)
+FAILING = star(
+    'return workflow(name = "fails", nodes = [command(name = "no", argv = ["false"], timeout_seconds = 30, '
+    'max_output_bytes = 1000), command(name = "may", argv = ["false"], timeout_seconds = 30, '
+    "max_output_bytes = 1000, allow_failure = True)])"
 )
 
 
@@ -85,11 +119,11 @@ def imported(project: Project, *argv: str) -> tuple[subprocess.CompletedProcess[
     return done, names
 
 
-def forbidden(names: set[str]) -> list[str]:
-    """The names among ``names`` that :data:`FORBIDDEN` names."""
+def forbidden(names: set[str], rules: tuple[str, ...] = FORBIDDEN) -> list[str]:
+    """The names among ``names`` that ``rules`` (:data:`FORBIDDEN`) name."""
     found = []
     for name in sorted(names):
-        for rule in FORBIDDEN:
+        for rule in rules:
             if rule.endswith("*") and name.startswith(rule[:-1]):
                 found.append(name)
             elif name == rule or name.startswith(rule + "."):
@@ -111,6 +145,50 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Project, str
     assert ran.returncode == 0, ran.stderr
     run_id = ran.stdout.split('"run_id":"', 1)[1].split('"', 1)[0]
     return project, plan_id, run_id
+
+
+@pytest.fixture(scope="module")
+def failed_run(finished_run: tuple[Project, str, str]) -> str:
+    """A run of :data:`FAILING` in the same store: one node failed, one failed but may."""
+    project, _, _ = finished_run
+    project.write("fails.star", FAILING)
+    planned = project.cli("plan", "fails.star", "--output", "json", check=True)
+    plan_id = planned.stdout.split('"plan_id": "', 1)[1].split('"', 1)[0]
+    ran = project.cli("run", plan_id, "--yes", "--output", "jsonl", timeout=120)
+    assert ran.returncode == 1, ran.stderr
+    return ran.stdout.split('"run_id":"', 1)[1].split('"', 1)[0]
+
+
+LIGHT_VERBS = {
+    "status": ("status", "{run}"),
+    "status-json": ("status", "{run}", "--output", "json"),
+    "status-failed": ("status", "{failed}"),
+    "status-failed-json": ("status", "{failed}", "--output", "json"),
+    "runs": ("runs",),
+    "runs-json": ("runs", "--output", "json"),
+    "runs-filtered": ("runs", "--state", "completed", "--limit", "1"),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(LIGHT_VERBS))
+def test_status_and_runs_build_no_model(finished_run: tuple[Project, str, str], failed_run: str, verb: str) -> None:
+    """A real ``python -m rho_notebook status|runs`` process: no pydantic, no model module of
+    ours, no asyncio in its ``sys.modules`` when the verb has ended; and it answered."""
+    project, _, run_id = finished_run
+    argv = [arg.format(run=run_id, failed=failed_run) for arg in LIGHT_VERBS[verb]]
+    done, names = imported(project, *argv)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rho_notebook.service.glance" in names
+    bad = forbidden(names, (*FORBIDDEN, *LIGHT_FORBIDDEN))
+    assert not bad, f"`rho-notebook {' '.join(argv)}` imported {bad}"
+    if verb == "status-failed":
+        assert "reason     node no failed" in done.stdout  # the outline's allow_failure: `may` is not named
+
+
+def test_the_light_reading_knows_every_manifest_field() -> None:
+    """The manifest is read as plain JSON only when every key is one the model has (any other
+    manifest is validated by the model): the two lists must stay equal."""
+    assert set(RunManifest.model_fields) == MANIFEST_FIELDS
 
 
 VERBS = {
@@ -175,3 +253,30 @@ def test_every_verb_names_a_handler_that_exists() -> None:
         handler = sub.get_default("handler")
         assert isinstance(handler, str), name
         assert callable(handler_of(handler)), f"{name}: {handler}"
+
+
+def test_a_graph_the_light_reading_does_not_accept_is_validated(
+    finished_run: tuple[Project, str, str], tmp_path: Path
+) -> None:
+    """The outline is taken from graph.json's JSON as it stands only when that JSON digests to the
+    confirmed digest. A graph.json that holds the same graph in another spelling (a field the model
+    leaves out at its default, as an older version may have written it) is validated as the model
+    and digests the same; a modified one digests otherwise, and status refuses the run."""
+    project, _, run_id = finished_run
+    run_folder = project.home / "workflows" / "runs" / run_id
+    original = json.loads((run_folder / "graph.json").read_text())
+    expected = json.loads((run_folder / "manifest.json").read_text())["graph_digest"]
+    below = tmp_path
+    light = tmp_path / "light.json"
+    light.write_text(json.dumps(original))
+    outline, digest = load_outline(light, below=below, expected_digest=expected)
+    assert (outline.name, outline.nodes, digest) == ("imports", ("say", "then"), expected)
+
+    spelled = tmp_path / "spelled.json"
+    spelled.write_text(json.dumps({**original, "checkout": "exclusive"}))  # the default, left out when written
+    assert load_outline(spelled, below=below, expected_digest=expected) == (outline, expected)
+
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps({**original, "name": "other"}))
+    renamed, other = load_outline(changed, below=below, expected_digest=expected)
+    assert renamed.name == "other" and other != expected
