@@ -121,14 +121,13 @@ class CommandStepPreparer:
         self._prepared: dict[tuple[Any, ...], tuple[Freeze, PreparedCommand, dict[str, FileIdentity]]] = {}
         """(argv, argv data refs, cwd, timeout, max_output) -> (the freeze, the step prepared with
         it, the cwd identity it saw)."""
+        self._valid: dict[tuple[Any, ...], tuple[list[str], list[ArgvItem], int, int, str]] = {}
+        """Plain arguments (:func:`_plain`) -> what :meth:`_checked` made of them."""
 
     def prepare(self, key: str, args: Mapping[str, Any], *, where: str, block: bool) -> PreparedCommand | None:
         """The step ``key`` with ``args`` (called at ``where``, ``FILE:LINE``) prepared; without
         ``block``, None when that needs blocking work (freezing argv[0]: resolving, hashing)."""
-        texts, parts = self._argv(key, args)
-        timeout = self.budgets.positive(key, args, "timeout_seconds")
-        max_output = self.budgets.positive(key, args, "max_output_bytes")
-        relative = self._cwd_relative(key, args)
+        texts, parts, timeout, max_output, relative = self._checked(key, args)
         resolver = Resolver(workspace=self.workspace, search_path=self.search_path)
         try:
             cwd = resolver.frozen_dir(relative, node=key)
@@ -149,10 +148,9 @@ class CommandStepPreparer:
         memo = self._prepared.get(memo_key)
         if memo is not None and memo[0] is resolved and memo[2] == resolver.identities:
             known = memo[1]
-            operation = known.operation
-            if operation.name != key:
-                operation = dataclasses.replace(operation, name=key)
-            return PreparedCommand(operation, known.digest, known.inputs, dict(known.facts), known.identities)
+            return PreparedCommand(
+                _named(known.operation, key), known.digest, known.inputs, dict(known.facts), known.identities
+            )
         executable = resolved.executable
         problem = code_argument_problem(
             parts,
@@ -195,6 +193,24 @@ class CommandStepPreparer:
         self._prepared[memo_key] = (resolved, prepared, dict(resolver.identities))
         return PreparedCommand(operation, prepared.digest, inputs, dict(facts), prepared.identities)
 
+    def _checked(self, key: str, args: Mapping[str, Any]) -> tuple[list[str], list[ArgvItem], int, int, str]:
+        """(argv texts, argv as the code-argument rule sees it, timeout, max output, cwd relative to
+        the workspace) of valid arguments; the same plain arguments are checked once per execution
+        (a loop of steps sends the same ones)."""
+        plain = _plain(args)
+        known = self._valid.get(plain) if plain is not None else None
+        if known is not None:
+            return known
+        texts, parts = self._argv(key, args)
+        timeout = self.budgets.positive(key, args, "timeout_seconds")
+        max_output = self.budgets.positive(key, args, "max_output_bytes")
+        checked = (texts, parts, timeout, max_output, self._cwd_relative(key, args))
+        if plain is not None:
+            if len(self._valid) >= _DIGEST_MEMO:
+                self._valid.clear()
+            self._valid[plain] = checked
+        return checked
+
     def _cwd_relative(self, key: str, args: Mapping[str, Any]) -> str:
         """The step's cwd as a path relative to the workspace root (what Resolver.frozen_dir takes)."""
         raw = args.get("cwd")
@@ -235,6 +251,23 @@ class CommandStepPreparer:
         self.budgets.within(key, "argv_items", len(texts))
         self.budgets.within(key, "argv_bytes", sum(len(t.encode()) for t in texts))
         return texts, parts
+
+
+def _plain(args: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable copy of arguments made of plain values only (argv of strings, cwd None or a
+    string, integer bounds), else None; equal copies check the same."""
+    argv, cwd = args.get("argv"), args.get("cwd")
+    timeout, max_output = args.get("timeout_seconds"), args.get("max_output_bytes")
+    if type(argv) is not list or not all(type(item) is str for item in argv):
+        return None
+    if (cwd is not None and type(cwd) is not str) or type(timeout) is not int or type(max_output) is not int:
+        return None
+    return (tuple(argv), cwd, timeout, max_output)
+
+
+def _named(operation: ProcessOperation, key: str) -> ProcessOperation:
+    """``operation`` launched under ``key`` (its ``RHO_NODE``)."""
+    return operation if operation.name == key else dataclasses.replace(operation, name=key)
 
 
 def _argv_item(key: str, index: int, item: Any) -> tuple[str, ArgvItem]:

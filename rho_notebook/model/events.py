@@ -273,6 +273,10 @@ class NodeFinished(_OfAttempt):
     exit: dict[str, Any] | None
     """The exit record: ``{"kind": exit|signal|timeout|cancelled|abnormal|..., "code", "signal"}``."""
     message: str
+    step_value: NotRequired[dict[str, Any]]
+    """A script step's small success, ``{"output", "value"}``, journaled with its end (its
+    ``value.json`` is then a non-durable copy; :mod:`rho_notebook.runtime.script_attempts`).
+    Readers that do not know the field ignore it."""
 
 
 class NodeReset(_OfNode):

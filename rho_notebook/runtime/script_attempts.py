@@ -2,8 +2,23 @@
 
 ``node_launched`` (with the step's kind, digest, facts, ``after`` and recovery, and its arguments
 when they are small enough to check a later replay offer from) is fsynced BEFORE the step's work
-starts; the step's ``value.json`` (``{"output", "value"}``) is written before ``node_finished``,
-so that a journaled success always has its value.
+starts (one fsync, as a graph node's launch); a journaled success always has its value
+(``{"output", "value"}``):
+
+* a small one (``value.json`` at most :data:`INLINE_VALUE_BYTES`) travels in the ``node_finished``
+  record itself (:data:`STEP_VALUE_FIELD`), which becomes durable with the next launch's fsync as
+  every record does (group commit, :mod:`rho_notebook.runtime.driver`); its ``value.json`` is a
+  copy the run's artifact writer makes, atomically but not durably, without anyone waiting (as a
+  node's ``stdout`` and ``exit.json`` are). A replay reads the copy, and the record when the copy
+  is gone or torn (a machine that stopped before writing it back:
+  :mod:`rho_notebook.runtime.script_values`). So a step waits on the fsyncs a command node waits
+  on, and on none for its value file (two before, each a journal commit of the filesystem that
+  the next launch's fsync then waited behind).
+* a bigger one, a failure's, and any value of a step runner other than :class:`StepRunner` (a
+  recording) is written to ``value.json`` durably before ``node_finished`` is journaled.
+
+A :class:`StepRunner` gets the run's lazily made attempt folder (a silent command makes it only
+for its value) and the run's kept verified descriptors, as a graph node's executor does.
 """
 
 from __future__ import annotations
@@ -23,17 +38,24 @@ from rho_notebook.policy.gate import Launch
 from rho_notebook.policy.permission import LaunchKind
 from rho_notebook.runtime.execution import Execution
 from rho_notebook.runtime.failpoints import failpoint
-from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
-from rho_notebook.store.files import atomic_write_json, ensure_private_dir
+from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult, StepRunner
+from rho_notebook.store.artifacts import AttemptFiles
+from rho_notebook.store.files import atomic_write_json, ensure_private_dir, json_bytes
 from rho_notebook.store.layout import VALUE_FILE
 
-__all__ = ["QuickSteps", "StepAttempts", "StepEnd", "Steps"]
+__all__ = ["INLINE_VALUE_BYTES", "STEP_VALUE_FIELD", "QuickSteps", "StepAttempts", "StepEnd", "Steps"]
 
 _JOURNALED_ARGS = 16 * 1024
 """Largest step arguments (as JSON characters) journaled with the launch; a step with bigger ones
 (a long prompt) is replayed by asking the runner, never from an offer."""
 
 _EMPTY: dict[str, Any] = {"output": None, "value": None}
+
+INLINE_VALUE_BYTES = 4096
+"""Largest ``value.json`` (as stored) of a success journaled inline with its ``node_finished``."""
+STEP_VALUE_FIELD = "step_value"
+"""The ``node_finished`` field holding a success's ``{"output", "value"}`` when it is small (see the
+module docstring)."""
 
 
 class Steps(Protocol):
@@ -99,9 +121,10 @@ class StepAttempts:
         ex.journal.sync()
         failpoint("script_step_launched")
         try:
-            state, message, exit_record, payload = await self._run(call, prepared, number, cancel)
+            state, message, exit_record, payload, inline = await self._run(call, prepared, number, cancel)
         finally:
             ex.cancels.pop(key, None)
+        stored = {STEP_VALUE_FIELD: payload} if inline else {}
         ex.emit(
             event(
                 EventKind.NODE_FINISHED,
@@ -111,6 +134,7 @@ class StepAttempts:
                 state=state.value,
                 exit=exit_record,
                 message=message,
+                **stored,
             )
         )
         failpoint("script_step_finished")
@@ -118,34 +142,48 @@ class StepAttempts:
 
     async def _run(
         self, call: StepCall, prepared: PreparedStep, number: int, cancel: CancelSignal
-    ) -> tuple[NodeState, str, dict[str, Any] | None, dict[str, Any]]:
-        """Ask when the mode says so, run the step, store its value: (state, message, exit, payload)."""
+    ) -> tuple[NodeState, str, dict[str, Any] | None, dict[str, Any], bool]:
+        """Ask when the mode says so, run the step, store its value: (state, message, exit, payload,
+        whether the payload is journaled inline with ``node_finished``)."""
         ex = self.execution
         key = call.key
         launch = _step_launch(call, prepared, number)
         facts = prepared.facts if ex.gate.needs_facts(launch) else None
         refusal = await ex.gate.admit(launch, facts, cancel=cancel)
         if refusal is not None:
-            return refusal.state, refusal.message, None, _EMPTY
+            return refusal.state, refusal.message, None, _EMPTY, False
         attempt_dir = ex.folder.attempt_dir(key, number)
-        await asyncio.to_thread(ensure_private_dir, attempt_dir, below=ex.folder.path)
+        runner = self.steps if isinstance(self.steps, StepRunner) else None
+        files = ex.artifacts.files(attempt_dir) if runner is not None else None
 
         async def started(pid: int) -> None:
             ex.emit(event(EventKind.PROCESS_STARTED, ex.run_id, node=key, attempt=number, pid=pid))
 
         try:
-            result = await self.steps.run(prepared, attempt_dir=attempt_dir, cancel=cancel, on_started=started)
+            if runner is not None:  # the run's lazy folder and kept verified descriptors, as a node's
+                result = await runner.run(
+                    prepared,
+                    attempt_dir=attempt_dir,
+                    cancel=cancel,
+                    on_started=started,
+                    files=files,
+                    verified=ex.verified,
+                )
+            else:
+                await asyncio.to_thread(ensure_private_dir, attempt_dir, below=ex.folder.path)
+                result = await self.steps.run(prepared, attempt_dir=attempt_dir, cancel=cancel, on_started=started)
         except Exception as err:  # a step runner bug must end the step, not the run
-            return NodeState.FAILURE, f"step runner error: {type(err).__name__}: {err}", None, _EMPTY
+            return NodeState.FAILURE, f"step runner error: {type(err).__name__}: {err}", None, _EMPTY, False
         refusal = await ex.gate.review(launch, facts, state=result.state, exit=result.exit)
         if refusal is not None:
             result = replace(result, state=refusal.state, message=refusal.message)
         payload = {"output": result.output, "value": result.value}
         try:  # before node_finished: a journaled success always has its value (a failure's is kept too)
-            await asyncio.to_thread(atomic_write_json, attempt_dir / VALUE_FILE, payload)
+            success = result.state is NodeState.SUCCESS
+            inline = await _store_value(attempt_dir, files, payload, inline=success)
         except (OSError, RhoError, TypeError, ValueError) as err:
-            return NodeState.FAILURE, f"the step's result could not be stored: {err}", result.exit, _EMPTY
-        return result.state, result.message, result.exit, payload
+            return NodeState.FAILURE, f"the step's result could not be stored: {err}", result.exit, _EMPTY, False
+        return result.state, result.message, result.exit, payload, inline
 
 
 def _step_launch(call: StepCall, prepared: PreparedStep, number: int) -> Launch:
@@ -160,3 +198,49 @@ def _step_launch(call: StepCall, prepared: PreparedStep, number: int) -> Launch:
         read_only=call.kind == "agent" and prepared.facts.get("access") == "read_only",
         approval_seconds=float(budget or 3600),
     )
+
+
+async def _store_value(attempt_dir: Path, files: AttemptFiles | None, payload: dict[str, Any], *, inline: bool) -> bool:
+    """Store a step's ``value.json``; True when ``payload`` is small enough to journal with
+    ``node_finished`` (``inline`` allows it), the file then being a copy written without waiting.
+
+    Otherwise the file is written durably before ``node_finished``; with ``files`` its folder is
+    made first, without them the caller made it.
+    """
+    if inline and files is not None and _within(payload, INLINE_VALUE_BYTES) is not None:
+        data = json_bytes(payload, compact=True)  # (indented JSON takes the slow pure-Python encoder)
+        if len(data) <= INLINE_VALUE_BYTES:
+            files.write_later(VALUE_FILE, data)
+            return True
+    if files is not None:
+        await files.ready()
+    await asyncio.to_thread(atomic_write_json, attempt_dir / VALUE_FILE, payload)
+    return False
+
+
+def _within(value: Any, budget: int) -> int | None:
+    """What is left of ``budget`` after a rough size of ``value`` (its strings and items), or None
+    once it is spent: a cheap bound before encoding on the loop."""
+    if isinstance(value, str):
+        left = budget - len(value)
+    elif isinstance(value, dict):
+        left = budget - 2 * len(value)
+        for name, item in value.items():
+            if left < 0:
+                return None
+            found = _within(item, left - len(str(name)))
+            if found is None:
+                return None
+            left = found
+    elif isinstance(value, list):
+        left = budget - len(value)
+        for item in value:
+            if left < 0:
+                return None
+            found = _within(item, left)
+            if found is None:
+                return None
+            left = found
+    else:
+        left = budget - 8
+    return left if left >= 0 else None

@@ -17,9 +17,10 @@ client whose reused connection turns out closed before it got any answer may sen
 one. Connections are served concurrently (a script's thread pool may have many step calls in
 flight); what a request means is the driver's business (:mod:`rho_notebook.runtime.script_driver`).
 
-The server is a plain :class:`asyncio.Protocol`: a request its handler answers at once (a replayed
-step: the handler returns a dict) is answered inside ``data_received``, with no task and no extra
-turn of the loop; one that needs waiting (the handler returns an awaitable) runs as a task, and the
+The server is a plain :class:`asyncio.BufferedProtocol` (the loop reads into one buffer per
+connection, not into a fresh 256 KiB one per read): a request its handler answers at once (a
+replayed step: the handler returns a dict) is answered inside ``buffer_updated``, with no task and
+no extra turn of the loop; one that needs waiting (the handler returns an awaitable) runs as a task, and the
 connection reads nothing more until its answer is written, so answers keep the order of requests.
 
 A run folder can sit deeper than a socket address allows (108 bytes on Linux). The socket is then
@@ -56,6 +57,9 @@ ChannelHandler = Callable[[dict[str, Any]], Answer | Awaitable[Answer] | None]
 """Answers one authenticated request (the token is checked and removed): the answer itself when it
 is known at once, else an awaitable of it; None for a notice, a line the client does not wait on
 (nothing is written back)."""
+
+_READ_BYTES = 64 * 1024
+"""Size of a connection's read buffer (a longer request arrives in several reads)."""
 
 _DRAIN_SECONDS = 1.0
 """How long :meth:`ScriptChannel.close` waits for connections to end (the script's last notices are
@@ -143,13 +147,16 @@ def encode_answer(answer: dict[str, Any]) -> bytes:
     return json.dumps(answer, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One script thread's connection: splits JSON lines and answers them in order."""
 
     def __init__(self, channel: ScriptChannel) -> None:
         self._channel = channel
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
+        """What was read and not yet served (complete lines and the start of the next)."""
+        self._read = memoryview(bytearray(_READ_BYTES))
+        """Where the loop reads into (:meth:`get_buffer`)."""
         self._waiting: asyncio.Future[Answer] | None = None
         """The task answering the current request; later lines wait for it."""
         self._eof = False
@@ -169,10 +176,13 @@ class _Connection(asyncio.Protocol):
         self._transport = None
         self._done = True
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._done:
             return
-        self._buffer += data
+        self._buffer += self._read[:nbytes]
         self._serve()
 
     def eof_received(self) -> bool:

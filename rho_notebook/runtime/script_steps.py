@@ -63,10 +63,11 @@ from rho_notebook.errors import (
     StepInvalid,
     StoreError,
 )
-from rho_notebook.exec.base import Attempt, AttemptResult
+from rho_notebook.exec.base import Attempt, AttemptResult, EnvironmentSnapshot
 from rho_notebook.exec.command import judge_exit, run_command
 from rho_notebook.exec.command_step import STEP_FORMAT, CommandStepPreparer, StepBudgets, step_digest
-from rho_notebook.exec.supervised import ProcessOperation
+from rho_notebook.exec.handles import VerifiedHandles
+from rho_notebook.exec.supervised import Ended, ProcessOperation
 from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import Graph
@@ -75,6 +76,7 @@ from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Schema, StdoutJsonSchema, schema_depth
 from rho_notebook.model.state import NodeState
 from rho_notebook.source.limits import load_limits
+from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.layout import ANSWER_VALUE_FILE, VALUE_FILE, StoreLayout
 from rho_notebook.store.runs import RunFolder
 
@@ -230,7 +232,8 @@ class StepRunner:
         self.run_id = run_id
         self.folder = folder
         self.identities = dict(identities or {})
-        self.environ = environ
+        self.environ = environ if isinstance(environ, EnvironmentSnapshot) else EnvironmentSnapshot(environ)
+        """Read-only; a snapshot remembers what the environment policy lets through (per launch)."""
         self.search_path = search_path or environ.get("PATH") or DEFAULT_SEARCH_PATH
         self.trusted = trusted
         self.transport = transport
@@ -428,18 +431,27 @@ class StepRunner:
         attempt_dir: Path,
         cancel: asyncio.Event,
         on_started: Callable[[int], Awaitable[None]] | None = None,
+        files: AttemptFiles | None = None,
+        verified: VerifiedHandles | None = None,
     ) -> StepResult:
         """Run ``prepared`` once; artifacts (stdout, stderr, exit.json, transcripts) go to ``attempt_dir``.
 
-        Never raises for a failing step: the result's state and message say how it ended.
+        ``files`` is the run's lazily made attempt directory (a command step that prints nothing
+        then makes none, as a command node makes none; without it the directory is made now), and
+        ``verified`` the run's kept verified descriptors (without them every frozen file is
+        verified from scratch, a hash per launch). Never raises for a failing step: the result's
+        state and message say how it ended.
         """
         if cancel.is_set():
             return StepResult(state=NodeState.CANCELLATION, message="cancelled before the step started")
-        await asyncio.to_thread(_make_dir, attempt_dir)
         operation = prepared.operation
         if operation is None:
             msg = f"step {prepared.call.key!r} was not prepared by StepRunner.prepare"
             raise TypeError(msg)
+        if files is None:
+            await asyncio.to_thread(_make_dir, attempt_dir)
+        elif not isinstance(operation, ProcessOperation):
+            await files.ready()  # agents and models write into it themselves
         attempt = Attempt(
             run_id=self.run_id,
             attempt=int(attempt_dir.name) if attempt_dir.name.isdigit() else 1,
@@ -450,6 +462,8 @@ class StepRunner:
             cancel=cancel,
             on_started=on_started or _no_pid,
             source_environ=self.environ,
+            files=files,
+            verified=verified,
         )
         if isinstance(operation, ProcessOperation):
             return await self._run_command(attempt, operation)
@@ -458,8 +472,20 @@ class StepRunner:
         return await self._run_model(attempt, operation)
 
     async def _run_command(self, attempt: Attempt, operation: ProcessOperation) -> StepResult:
-        done = await run_command(attempt, operation, judge=judge_exit, kill_grace_seconds=self.kill_grace_seconds)
-        streams = await asyncio.to_thread(_read_streams, attempt.attempt_dir, done.artifacts)
+        kept: dict[str, bytes] = {}
+
+        async def judge(ended: Ended) -> AttemptResult:
+            kept["stdout"] = bytes(ended.stdout.kept or b"")  # all of stdout's retained bytes
+            return await judge_exit(ended)
+
+        done = await run_command(attempt, operation, judge=judge, kill_grace_seconds=self.kill_grace_seconds)
+        if "stdout" in kept and "stderr" not in done.artifacts:  # nothing to read back from files
+            text = kept["stdout"].decode("utf-8", "replace")
+            streams = {"stdout": text, "stderr": ""}
+        else:
+            streams = await asyncio.to_thread(_read_streams, attempt.attempt_dir, done.artifacts)
+        # (a step that printed nothing gets no exit.json, as a silent command node gets none: its
+        # exit record is journaled with node_finished; its folder holds only the value copy)
         code = done.exit.get("code") if done.exit is not None else None
         value = {"exit_code": code, "stdout": streams["stdout"], "stderr": streams["stderr"]}
         message = done.message

@@ -5,6 +5,11 @@ attempt settled (at most :data:`READ_AHEAD_BYTES` in all), so that a replay does
 file, and encodes the channel answer of each success. A success whose journaled request still
 prepares to its journaled digest becomes an *offer*: the script process may answer that call
 itself and only report it (see :mod:`rho_notebook.script.channel`).
+
+A small success's value is also journaled with its ``node_finished``
+(:mod:`rho_notebook.runtime.script_attempts`) and its ``value.json`` written without waiting: when
+that copy is missing or torn (the owner or the machine stopped before it was written), the value
+is taken from the journal.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from rho_notebook.errors import RhoError, StepInvalid
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_fd
+from rho_notebook.runtime.script_attempts import STEP_VALUE_FIELD
 from rho_notebook.runtime.script_channel import encode_answer
 from rho_notebook.runtime.script_steps import PreparedStep, StepCall
 from rho_notebook.script.channel import request_fingerprint
-from rho_notebook.store.files import open_regular, read_nofollow
+from rho_notebook.store.files import json_bytes, open_regular, read_nofollow
+from rho_notebook.store.journal_reader import read_journal
 from rho_notebook.store.layout import VALUE_FILE
 from rho_notebook.store.runs import RunFolder
 
@@ -86,6 +93,8 @@ class StoredValues:
     offers: dict[str, Offer] = field(default_factory=dict)
     """Replay offers made to the script process (read on the loop only once the read-ahead is
     done): a key leaves when its offer is used or its call comes to the owner."""
+    _journaled: dict[tuple[str, int], bytes] | None = None
+    """The values journaled inline, read from the journal when first needed (:meth:`journaled`)."""
 
     def settled(self) -> list[tuple[str, int]]:
         """(key, attempt) of each step whose last attempt settled: what a replay answers from."""
@@ -103,25 +112,38 @@ class StoredValues:
         for key, number in attempts:
             if not self.reading:
                 return
-            try:
-                fd, info = open_regular(self.folder.attempt_dir(key, number) / VALUE_FILE)
-            except (OSError, RhoError):
+            data, over = self._read(key, number, budget)
+            if over:
+                return
+            if data is None:
                 continue
-            try:
-                if info.st_size > budget:
-                    return
-                data = read_fd(fd)
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
             budget -= len(data)
-            self.values[(key, number)] = data
             if self.state.nodes[key].attempts[-1].state == NodeState.SUCCESS.value:
                 line = _replay_line(key, data)
+                if line is None:  # a torn copy: the journaled value, if the record holds it
+                    data = self.journaled(key, number) or data
+                    line = _replay_line(key, data)
                 if line is not None:
                     self.lines[(key, number)] = line
                     self._offer(key, number, data)
+            self.values[(key, number)] = data
+
+    def _read(self, key: str, number: int, budget: int) -> tuple[bytes | None, bool]:
+        """(the ``value.json`` of attempt ``number`` of ``key``, else its journaled copy, else
+        None; whether the file is bigger than ``budget``, then not read)."""
+        try:
+            fd, info = open_regular(self.folder.attempt_dir(key, number) / VALUE_FILE)
+        except (OSError, RhoError):
+            data = self.journaled(key, number)  # gone: its copy was not yet written at a crash
+            return data, data is not None and len(data) > budget
+        try:
+            if info.st_size > budget:
+                return None, True
+            return read_fd(fd), False
+        except OSError:
+            return None, False
+        finally:
+            os.close(fd)
 
     def _offer(self, key: str, number: int, data: bytes) -> None:
         """Offer the replay of ``key``'s stored success when its journaled request still prepares
@@ -155,8 +177,32 @@ class StoredValues:
                 data = read_nofollow(self.folder.attempt_dir(key, number) / VALUE_FILE)
             stored[number] = json.loads(data)
         except (OSError, RhoError, ValueError):
-            return False
+            stored[number] = None
+        if not isinstance(stored[number], dict):  # gone or torn: the journaled value, if any
+            data = self.journaled(key, number)
+            stored[number] = None if data is None else json.loads(data)
         return isinstance(stored[number], dict)
+
+    def journaled(self, key: str, number: int) -> bytes | None:
+        """The ``value.json`` content journaled with attempt ``number`` of ``key``'s ``node_finished``
+        (a small success's, :data:`~rho_notebook.runtime.script_attempts.STEP_VALUE_FIELD`), or None.
+
+        Only read when a stored copy is missing or torn (the artifact writer had not written it
+        when the owner or the machine stopped): the journal is read once, then remembered.
+        """
+        found = self._journaled
+        if found is None:  # (built whole before it is kept: the read-ahead thread and the loop may both ask)
+            found = {}
+            try:
+                records = read_journal(self.folder.events).events
+            except (OSError, RhoError):
+                records = []
+            for record in records:
+                value = record.get(STEP_VALUE_FIELD)
+                if record.get("kind") == "node_finished" and isinstance(value, dict):
+                    found[(str(record.get("node")), int(record.get("attempt", 0)))] = json_bytes(value)
+            self._journaled = found
+        return found.get((key, number))
 
     def clear(self) -> None:
         self.values.clear()

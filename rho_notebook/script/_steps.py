@@ -257,12 +257,15 @@ def _step(
     step_id: str | None,
     recovery: str | None,
     after: StepHandle | Iterable[StepHandle] | None,
+    checked: bool = False,
 ) -> StepHandle:
+    """Send one step call; ``checked``: ``args`` are JSON data by construction."""
     if recovery is not None and recovery not in RECOVERIES:
         msg = f"recovery={recovery!r} is not a recovery policy; use None, 'rerun' or 'manual'"
         raise ValueError(msg)
     edges = list(dict.fromkeys([*_after_keys(after), *sources]))
-    _check_json(args, f"the arguments of this {kind} step")
+    if not checked:
+        _check_json(args, f"the arguments of this {kind} step")
     return _send(kind, _KEYS.claim(step_id), args, recovery=recovery, edges=edges)
 
 
@@ -291,18 +294,33 @@ def _caller() -> str | None:
         frame = frame.f_back
     if frame is None:
         return None
-    path = frame.f_code.co_filename
-    root = sys.path[0] if sys.path and sys.path[0] else ""
-    if root and os.path.isabs(path) and path.startswith(os.path.join(root, "")):
-        path = "//" + os.path.relpath(path, root).replace(os.sep, "/")
-    return f"{path}:{frame.f_lineno}"
+    return f"{_label(frame.f_code.co_filename, sys.path[0] if sys.path else '')}:{frame.f_lineno}"
 
 
 _OWN_MODULES = ("rho_notebook.script", "rho_notebook.flow", "threading", "concurrent.futures")
+_owned: dict[str, bool] = {}
+"""Module name -> whether :func:`_caller` skips its frames (a loop of steps asks the same few)."""
+_labels: dict[tuple[str, str], str] = {}
+"""(file, sys.path[0]) -> how :func:`_caller` names the file."""
 
 
 def _own(module: str) -> bool:
-    return any(module == name or module.startswith(name + ".") for name in _OWN_MODULES)
+    found = _owned.get(module)
+    if found is None:
+        found = _owned[module] = any(module == name or module.startswith(name + ".") for name in _OWN_MODULES)
+    return found
+
+
+def _label(path: str, root: str) -> str:
+    """``path``, or its ``//`` label when it lies under the frozen modules folder ``root``."""
+    found = _labels.get((path, root))
+    if found is None:
+        found = path
+        if root and os.path.isabs(path) and path.startswith(os.path.join(root, "")):
+            found = "//" + os.path.relpath(path, root).replace(os.sep, "/")
+        if len(_labels) < 4096:
+            _labels[(path, root)] = found
+    return found
 
 
 def _send(kind: str, key: str, args: dict[str, Any], *, recovery: str | None, edges: list[str]) -> StepHandle:
@@ -436,7 +454,8 @@ def run_command(
         "timeout_seconds": _positive(timeout_seconds, "run_command(timeout_seconds=...)"),
         "max_output_bytes": _positive(max_output_bytes, "run_command(max_output_bytes=...)"),
     }
-    return _step("command", args, sources=sources, step_id=step_id, recovery=recovery, after=after)
+    # JSON data by construction (strings, positive ints, step data items): not encoded twice
+    return _step("command", args, sources=sources, step_id=step_id, recovery=recovery, after=after, checked=True)
 
 
 def run_model(
