@@ -12,6 +12,11 @@ One sample of each, interleaved (the order rotates from sample to sample), in on
 - cold: the same with a fresh worker per call, as the CLI plans (the CLI's own start-up is not
   counted here: bench/compare_trees.py and the CLI start figures cover it).
 
+Before every warm and cold sample the entry's text changes (a comment with the sample's number at
+its end: the same graph), as after an edit in a notebook: ``validate`` evaluates it, and the warm
+process's ``plan`` may reuse that evaluation (:mod:`rho_notebook.source.evaluate` keeps it after
+checking every source again) but not one kept from an earlier sample.
+
 Goals (issue 31): warm <= 3x the floor, cold <= 12x. The table gives the median and the minimum of
 each and the ratio of the medians; then where one warm ``validate`` spends its time (medians of
 the same samples): the worker's own evaluation (its ``wall_ms``), the rest of the worker round
@@ -131,9 +136,15 @@ def measure(samples: int, profile: cProfile.Profile | None) -> dict[str, list[fl
         root = Path(tmp) / "ws"
         entry = write_case(case, root)
         service = Service(layout=StoreLayout(home=Path(tmp) / "home"))
-        request = service.request_for(entry, inputs={}, workspace=Workspace(root=root.resolve()))
+        edits = iter(range(1, 10**6))
+
+        def edited() -> Any:
+            """A request for the entry after an edit that changes its text, not its graph."""
+            entry.write_text(case.files["wf.star"] + f"\n# sample {next(edits)}\n")
+            return service.request_for(entry, inputs={}, workspace=Workspace(root=root.resolve()))
 
         def warm() -> None:
+            request = edited()
             if profile is not None:
                 profile.enable()
             PHASES.clear()
@@ -146,6 +157,7 @@ def measure(samples: int, profile: cProfile.Profile | None) -> dict[str, list[fl
                 figures.setdefault(f"phase {phase}", []).append(values[0])
 
         def cold() -> None:
+            request = edited()
             kept = warm_module.warm_pool()  # set aside, not closed: its worker stays warm
             warm_module._pool = None
             try:
@@ -157,7 +169,7 @@ def measure(samples: int, profile: cProfile.Profile | None) -> dict[str, list[fl
             figures["floor"].append(floor_once(source))
 
         use_warm_planner()
-        validate_and_plan(service, request)  # the warm worker has served a plan before
+        validate_and_plan(service, edited())  # the warm worker has served a plan before
         order: list[Callable[[], None]] = [floor, warm, cold]
         for sample in range(samples):
             for run in order[sample % 3 :] + order[: sample % 3]:

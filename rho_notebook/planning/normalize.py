@@ -269,12 +269,14 @@ def _cycle(drafts: dict[str, NodeDraft], ordered: set[str]) -> list[str]:
 
 def _budget_problem(draft: NodeDraft, field_name: str) -> Diagnostic | None:
     """``timeout_seconds`` / ``max_output_bytes``: required, a positive integer (no default)."""
+    value = draft.raw.get(field_name)
+    if type(value) is int and value > 0:  # the common case, without formatting a message
+        return None
     where = f"{draft.kind} {draft.name!r}"
     if field_name not in draft.raw:
         return draft.diagnostic(
             f"node.{field_name}", f"{where} needs {field_name} (a positive integer); there is no default"
         )
-    value = draft.raw[field_name]
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         return draft.diagnostic(
             f"node.{field_name}", f"{where}: {field_name} must be a positive integer, got {json.dumps(value)}"
@@ -300,18 +302,19 @@ def _nul_problems(draft: NodeDraft) -> list[Diagnostic]:
     """A NUL byte in a command's argv, cwd or environment text, or in shell source, cannot reach
     a process (the operating system ends a C string there): refuse it at plan time, not at launch."""
     raw = draft.raw
-    texts: list[tuple[str, Any]] = []
+    texts: list[tuple[str | tuple[str, int], Any]] = []  # where: a name, or (a list's name, index)
     if draft.kind == "command":
-        texts += [(f"argv[{index}]", part) for index, part in enumerate(raw.get("argv", []))]
+        texts += [(("argv", index), part) for index, part in enumerate(raw.get("argv", []))]
     if draft.kind == "shell":
         texts.append(("command", raw.get("command")))
-        texts += [(f"arguments[{index}]", part) for index, part in enumerate(raw.get("arguments", []) or [])]
+        texts += [(("arguments", index), part) for index, part in enumerate(raw.get("arguments", []) or [])]
     texts.append(("cwd", raw.get("cwd")))
     found = []
-    for where, value in texts:
+    for at, value in texts:
         if isinstance(value, dict):  # a template: its literal parts
             value = "".join(part for part in value.get("parts", []) if isinstance(part, str))
         if isinstance(value, str) and "\x00" in value:
+            where = at if isinstance(at, str) else f"{at[0]}[{at[1]}]"
             found.append(
                 draft.diagnostic(
                     "node.nul",

@@ -59,11 +59,19 @@ async def _evaluate(request: PlanRequest, *, reader: SourceReader, limits: Limit
 def _checked_drafts(evaluation: Evaluation, *, limits: Limits) -> tuple[list[NodeDraft], str | None]:
     """The node drafts, located in their files, and the file of the ``workflow(...)`` call.
 
+    They depend on the evaluation, the limits and the files' display names alone, so they are
+    kept in the evaluation's memo: a warm process that reuses the evaluation (``plan`` after
+    ``validate``) does not check the same graph twice.
+
     Raises
     ------
     InvalidWorkflow
         With every finding of the graph rules.
     """
+    key = ("drafts", tuple(limits.as_dict().items()), tuple((s.label, s.display) for s in evaluation.sources))
+    kept: tuple[list[NodeDraft], str | None] | None = evaluation.memo.get(key)
+    if kept is not None:
+        return kept
     at = evaluation.graph.get("at") or [None, None, None]
     drafts = drafts_of(evaluation.graph["nodes"])
     for draft in drafts:
@@ -72,6 +80,7 @@ def _checked_drafts(evaluation: Evaluation, *, limits: Limits) -> tuple[list[Nod
     found = check_graph(drafts, limits=limits, workflow_at=workflow_at)
     if found:
         raise InvalidWorkflow(found)
+    evaluation.memo[key] = (drafts, workflow_at[0])
     return drafts, workflow_at[0]
 
 

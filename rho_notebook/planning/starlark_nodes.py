@@ -95,6 +95,8 @@ class _Freezer:
     index: ModuleIndex
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
     found: list[Diagnostic] = field(default_factory=list)
+    static_argv_ok: set[tuple[tuple[str, ...], str | None, str]] = field(default_factory=set)
+    """(argv, resolved program, cwd) of the static argvs whose code-argument check passed."""
 
     def limit(self, draft: NodeDraft, budget: str, measured: int) -> None:
         if measured > self.limits.limit(budget):
@@ -163,12 +165,21 @@ class _Freezer:
         self.limit(draft, "argv_bytes", size)
         self.limit(draft, "argv_items", len(argv))
         executable = resolver.executable(raw["argv"][0], cwd_label=cwd, node=draft.name)
-        problem = code_argument_problem(
-            argv,
-            resolved=executable.file.path,
-            lookup=partial(resolver.canonical_name, cwd_label=cwd),
-            node=draft.name,
-        )
+        # An argv of static strings only has no data to become code: the outcome of its check is
+        # the same for every node with this argv, program and cwd, so it is worked out once.
+        static = all(type(part) is str for part in argv)
+        key = (argv, executable.file.path, cwd)
+        if static and key in self.static_argv_ok:
+            problem = None
+        else:
+            problem = code_argument_problem(
+                argv,
+                resolved=executable.file.path,
+                lookup=partial(resolver.canonical_name, cwd_label=cwd),
+                node=draft.name,
+            )
+            if static and problem is None:
+                self.static_argv_ok.add(key)
         if problem is not None:
             self.found.append(draft.diagnostic("argv.code", problem.message))
             return None

@@ -8,11 +8,20 @@ and turns worker diagnostics into :mod:`rho_notebook.errors` with file:line:colu
 :mod:`rho_notebook.source.code_step`): the process's warm worker when it keeps one
 (:mod:`rho_notebook.source.warm`), else a fresh process for the request; stopped at the wall
 budget, and killed and reaped however a fresh worker's conversation ends, cancellation included.
+
+A process that keeps a warm worker also keeps its last few evaluations (:func:`evaluate_source`):
+evaluation is a function of the source texts, the inputs build() receives and the limits alone
+(the worker reads no file, clock, environment or randomness on Starlark's behalf), so ``validate``
+then ``plan`` of unchanged sources evaluates once. A kept evaluation is used only after every
+module it loaded has been read again through this request's reader and found unchanged, and the
+request's inputs have been checked against its declaration and give the same values.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,19 +29,19 @@ from typing import Any, TypeVar
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, LimitError, RhoError, SourceError, WorkerStopped
 from rho_notebook.source.labels import SourceReader, SourceText
 from rho_notebook.source.limits import Limits
-from rho_notebook.source.warm import warm_pool
-from rho_notebook.source.workers import WORKER_PATH, PipeChannel, start_worker, stop_worker, wall_diagnostic
+from rho_notebook.source.warm import talk_in_worker, warm_pool
+from rho_notebook.source.workers import WORKER_PATH, PipeChannel
 
 __all__ = [
     "Evaluation",
     "evaluate_source",
+    "forget_evaluations",
     "WORKER_PATH",
     "InputChecker",
     "WorkerChannel",
     "talk_to_worker",
 ]
 
-_STARTUP_ALLOWANCE_S = 5.0
 _T = TypeVar("_T")
 
 WorkerChannel = PipeChannel
@@ -53,6 +62,9 @@ class Evaluation:
     sources: list[SourceText]
     """Every module evaluated, entry first, then in load order."""
     stats: dict[str, int] = field(default_factory=dict)
+    memo: dict[Any, Any] = field(default_factory=dict)
+    """What the planner derived from this evaluation alone (the graph rules' node drafts), kept
+    with it by a warm process: a reuse of the evaluation reuses them too. Never changed once put."""
 
     def display(self, label: str | None) -> str | None:
         for source in self.sources:
@@ -77,19 +89,7 @@ async def talk_to_worker(
     WorkerStopped
         When the wall budget (plus a start-up allowance) ran out or the worker died.
     """
-    pool = warm_pool()
-    worker = start_worker(worker_limits, warm=False) if pool is None else pool.acquire(worker_limits)
-    channel = worker.channel
-    wall_s = worker_limits["evaluator_wall_ms"] / 1000
-    try:
-        channel.open_call()
-        return await asyncio.wait_for(talk(channel), timeout=wall_s + _STARTUP_ALLOWANCE_S)
-    except TimeoutError:
-        raise WorkerStopped(wall_diagnostic(worker_limits, int((wall_s + _STARTUP_ALLOWANCE_S) * 1000))) from None
-    finally:
-        channel.close_call()
-        if pool is None or pool is not warm_pool() or not pool.release(worker):
-            await stop_worker(worker)
+    return await talk_in_worker(talk, worker_limits=worker_limits, pool=warm_pool())
 
 
 async def evaluate_source(
@@ -107,14 +107,107 @@ async def evaluate_source(
         With every diagnostic pointing at the module (its display name), line and column.
     """
     worker_limits = limits.worker_limits()
+    key = (entry.label, entry.text, tuple(sorted(worker_limits.items())))
+    kept = _reused(key, entry, reader, check_inputs)
+    if kept is not None:
+        return kept
     sources: dict[str, SourceText] = {entry.label: entry}
     try:
-        return await talk_to_worker(
+        evaluation = await talk_to_worker(
             lambda chan: _converse(chan, entry, sources, reader, check_inputs, worker_limits),
             worker_limits=worker_limits,
         )
     except WorkerStopped as stopped:
         raise _stopped_error(stopped.diagnostic, entry) from None
+    _keep(key, evaluation)
+    return evaluation
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A successful evaluation kept by a warm process, and what it depended on."""
+
+    loaded: tuple[tuple[str, str], ...]
+    """The label and text of every module it loaded, in load order (the entry is in the key)."""
+    declared: dict[str, Any]
+    values: str
+    """The inputs build() received, as canonical JSON (``True`` and ``1`` differ)."""
+    graph: dict[str, Any]
+    """The raw tagged graph; shared with every evaluation that reuses it, never changed."""
+    stats: dict[str, int]
+    memo: dict[Any, Any]
+    """:attr:`Evaluation.memo`, shared the same way."""
+
+
+_KEEP = 4
+_kept: OrderedDict[tuple[Any, ...], _Kept] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _inputs_text(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+def _keep(key: tuple[Any, ...], evaluation: Evaluation) -> None:
+    """Keep ``evaluation`` for the next calls of a warm process (a process without a warm worker,
+    the CLI, keeps nothing)."""
+    if warm_pool() is None:
+        return
+    kept = _Kept(
+        loaded=tuple((source.label, source.text) for source in evaluation.sources[1:]),
+        declared=evaluation.declared_inputs,
+        values=_inputs_text(evaluation.input_values),
+        graph=evaluation.graph,
+        stats=evaluation.stats,
+        memo=evaluation.memo,
+    )
+    with _kept_lock:
+        _kept[key] = kept
+        _kept.move_to_end(key)
+        while len(_kept) > _KEEP:
+            _kept.popitem(last=False)
+
+
+def _reused(
+    key: tuple[Any, ...], entry: SourceText, reader: SourceReader, check_inputs: InputChecker
+) -> Evaluation | None:
+    """The kept evaluation of this entry text and these limits, when every module it loaded reads
+    the same now and the request's inputs give build() the same values; else None (evaluate)."""
+    if warm_pool() is None:
+        return None
+    with _kept_lock:
+        kept = _kept.get(key)
+    if kept is None:
+        return None
+    sources = [entry]
+    for label, text in kept.loaded:
+        try:
+            source = reader.read(label)
+        except SourceError:
+            return None
+        if source.text != text:
+            return None
+        sources.append(source)
+    try:
+        values = check_inputs(kept.declared)
+    except InvalidWorkflow:
+        return None  # evaluating again gives the error with its usual path
+    if _inputs_text(values) != kept.values:
+        return None
+    return Evaluation(
+        graph=kept.graph,
+        declared_inputs=kept.declared,
+        input_values=values,
+        sources=sources,
+        stats=dict(kept.stats),
+        memo=kept.memo,
+    )
+
+
+def forget_evaluations() -> None:
+    """Drop the kept evaluations (:func:`~rho_notebook.source.warm.use_warm_workers` off, tests)."""
+    with _kept_lock:
+        _kept.clear()
 
 
 async def _converse(

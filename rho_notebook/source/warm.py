@@ -48,6 +48,7 @@ class WorkerPool:
         self._idle: list[Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._closed = False
 
     def acquire(self, worker_limits: dict[str, int]) -> Worker:
         """An idle worker started for these limits that still runs, else a newly started one."""
@@ -74,7 +75,7 @@ class WorkerPool:
             and worker.process.poll() is None
         )
         with self._lock:
-            if fit and len(self._idle) < self.max_idle and self._pid == os.getpid():
+            if fit and not self._closed and len(self._idle) < self.max_idle and self._pid == os.getpid():
                 self._idle.append(worker)
                 return True
         return False
@@ -85,9 +86,10 @@ class WorkerPool:
             return [worker.process.pid for worker in self._idle]
 
     def close(self) -> None:
-        """Stop every idle worker (closing its channel ends it; a kill makes sure)."""
+        """Stop every idle worker (closing its channel ends it; a kill makes sure); a worker given
+        back later is stopped too (the pool was switched off while it served a call)."""
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._closed = self._idle, [], True
         for worker in idle:
             _discard(worker)
 

@@ -11,38 +11,7 @@ import pytest
 from rho_notebook.errors import LimitError
 from rho_notebook.source.limits import load_limits
 from tests.conftest import Project, star
-
-ENDLESS = star(
-    """
-    def spin():
-        n = 0
-        for i in range(2147483647):
-            n += 1
-        return n
-    spin()
-    return workflow(name = "x", nodes = [])
-    """
-)
-
-GREEDY = star(
-    """
-    def hog():
-        hoard = []
-        for i in range(2147483647):
-            hoard.append("x" * 1000000)
-        return hoard
-    hog()
-    return workflow(name = "x", nodes = [])
-    """
-)
-
-HUGE_STRING = star(
-    """
-    s = "x" * 100000000
-    s = s + s + s + s + s + s + s + s
-    return workflow(name = "x", nodes = [])
-    """
-)
+from tests.unit.budget_sources import ENDLESS, GREEDY, HUGE_STRING
 
 
 def _assert_budget(err: LimitError, budgets: set[str]) -> None:

@@ -20,10 +20,11 @@ import pytest
 
 from rho_notebook.errors import LimitError, SourceError
 from rho_notebook.service.planning import use_warm_planner
-from rho_notebook.source.evaluate import WorkerChannel, talk_to_worker
+from rho_notebook.source.evaluate import WorkerChannel, forget_evaluations, talk_to_worker
 from rho_notebook.source.limits import load_limits
 from rho_notebook.source.warm import warm_pool
 from tests.conftest import Project, star
+from tests.unit.budget_sources import ENDLESS, HUGE_STRING
 
 OK = star(
     'return workflow(name = "ok", nodes = [command(name = "a", argv = ["true"], timeout_seconds = 5, max_output_bytes = 10)])'
@@ -46,26 +47,6 @@ READS_LEAKED = star(
     'return workflow(name = "leak", nodes = [command(name = "a", argv = [LEAKED], timeout_seconds = 5, max_output_bytes = 10)])'
 )
 
-ENDLESS = star(
-    """
-    def spin():
-        n = 0
-        for i in range(2147483647):
-            n += 1
-        return n
-    spin()
-    return workflow(name = "x", nodes = [])
-    """
-)
-
-HUGE_STRING = star(
-    """
-    s = "x" * 100000000
-    s = s + s + s + s + s + s + s + s
-    return workflow(name = "x", nodes = [])
-    """
-)
-
 
 @pytest.fixture
 def warm() -> Iterator[None]:
@@ -74,6 +55,13 @@ def warm() -> Iterator[None]:
         yield
     finally:
         use_warm_planner(False)
+        forget_evaluations()
+
+
+def _edit(project: Project, name: str, source: str, n: int) -> None:
+    """Write ``source`` with a comment ``n`` at its end: the same graph from a changed text, so
+    the warm process evaluates it again instead of reusing the evaluation it kept."""
+    project.write(name, f"{source}\n# edit {n}\n")
 
 
 def _idle_pid() -> int:
@@ -111,15 +99,16 @@ def test_the_warm_worker_serves_one_plan_after_another(project: Project, warm: N
     first = project.plan("wf.star", store=False)  # each plan runs in its own event loop (asyncio.run)
     pid = _idle_pid()
     assert _is_warm_worker(pid)
+    _edit(project, "wf.star", OK, 1)
     second = project.plan("wf.star")
     assert _idle_pid() == pid
     assert first.manifest.graph_digest == second.manifest.graph_digest
 
 
 def test_globals_do_not_outlive_their_request(project: Project, warm: None) -> None:
-    project.write("count.star", COUNTER)
     project.write("leak.star", READS_LEAKED)
-    for _ in range(3):
+    for n in range(3):
+        _edit(project, "count.star", COUNTER, n)
         node = project.plan("count.star", store=False).graph.nodes[0]
         assert tuple(node.model_dump()["argv"]) == ("echo", "1")  # `seen` starts empty every time
     pid = _idle_pid()
@@ -138,14 +127,15 @@ def test_a_budget_overrun_replaces_the_worker(project: Project, warm: None) -> N
     assert caught.value.budget in {"evaluator_ticks", "evaluator_wall_ms"}
     _wait_gone(pid)
     assert warm_pool().idle_pids() == []  # type: ignore[union-attr]
+    _edit(project, "ok.star", OK, 1)
     assert project.plan("ok.star").manifest.workflow == "ok"
     assert _idle_pid() != pid
 
 
 def test_the_same_budgets_hold_on_a_warm_worker(project: Project, warm: None) -> None:
-    project.write("ok.star", OK)
     project.write("huge.star", HUGE_STRING)
-    for _ in range(2):  # the second time on a worker that has served a plan already
+    for n in range(2):  # the second time on a worker that has served a plan already
+        _edit(project, "ok.star", OK, n)
         project.plan("ok.star", store=False)
         with pytest.raises(LimitError) as caught:
             project.plan("huge.star", store=False)
@@ -155,9 +145,9 @@ def test_the_same_budgets_hold_on_a_warm_worker(project: Project, warm: None) ->
 
 def test_the_cpu_limit_is_re_armed_for_every_request(project: Project, warm: None) -> None:
     """The warm worker's CPU time adds up over its requests; each gets the whole CPU budget again."""
-    project.write("ok.star", OK)
     cpu = (load_limits().limit("evaluator_wall_ms") + 999) // 1000 + 1
-    for _ in range(3):
+    for n in range(3):
+        _edit(project, "ok.star", OK, n)
         project.plan("ok.star", store=False)
         pid = _idle_pid()
         limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
@@ -173,6 +163,7 @@ def test_a_killed_worker_is_replaced_and_the_next_plan_succeeds(project: Project
     pid = _idle_pid()
     os.kill(pid, signal.SIGKILL)
     _wait_gone(pid)
+    _edit(project, "ok.star", OK, 1)
     assert project.plan("ok.star").manifest.workflow == "ok"
     assert _idle_pid() != pid
 
@@ -212,6 +203,7 @@ def test_a_cancelled_call_stops_its_warm_worker(project: Project, warm: None) ->
 
     asyncio.run(cancel_it())
     _wait_gone(pid)
+    _edit(project, "ok.star", OK, 1)
     assert project.plan("ok.star", store=False).manifest.workflow == "ok"
 
 
@@ -254,6 +246,7 @@ def test_a_fast_mode_failure_is_answered_by_the_exact_mode(project: Project, kep
             assert (found.file, found.line) == ("wf.star", 3)
     finally:
         use_warm_planner(False)
+        forget_evaluations()
 
 
 # -- the fast mode answers what the exact mode answers -------------------------------------------
@@ -311,6 +304,9 @@ class _Parent:
 
     def send(self, message: dict[str, Any]) -> None:
         self.frames.append(message)
+
+    def send_text(self, text: str) -> None:
+        self.frames.append(json.loads(text))
 
     def receive(self) -> dict[str, Any]:
         if self.frames[-1]["op"] == "declared":

@@ -26,7 +26,11 @@ class Channel:
         self._out = os.fdopen(out_fd, "wb", buffering=0)
 
     def send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":")).encode()
+        self.send_text(json.dumps(message, separators=(",", ":")))
+
+    def send_text(self, text: str) -> None:
+        """Send a frame already encoded as JSON text (a JSON object)."""
+        data = text.encode()
         self._out.write(_HEADER.pack(len(data)) + data)
 
     def receive(self) -> dict[str, Any]:

@@ -53,17 +53,25 @@ def evaluate_entry(session: Session, request: dict[str, Any]) -> None:
         channel.send({"op": "done"})
         return
     module[INPUTS_GLOBAL] = reply["values"]
-    result = _build(session, module)
+    result, text = _build(session, module)
     module.freeze()  # as in Rho: the entry module is frozen once build has returned
     session.check_value(result, "build() result")
     if not is_tag(result, "workflow"):
         session.fail("define.build", "build(inputs) must return workflow(name = ..., nodes = [...])", [entry, 1, 1])
-    channel.send({"op": "result", "graph": result, "stats": stats(session)})
+    if text is None:
+        channel.send({"op": "result", "graph": result, "stats": stats(session)})
+        return
+    # The JSON text the graph came from is sent as it is: encoding the decoded graph again would
+    # give the parent the same value, a few milliseconds later.
+    channel.send_text(f'{{"op":"result","graph":{text},"stats":{json.dumps(stats(session))}}}')
 
 
-def _build(session: Session, module: sl.Module) -> Any:
-    """What ``build`` returned, converted to Python (in the fast mode through one JSON text)."""
+def _build(session: Session, module: sl.Module) -> tuple[Any, str | None]:
+    """What ``build`` returned, converted to Python (in the fast mode through one JSON text, which
+    is returned too; None in the exact mode or when that text is not exact)."""
     if not session.fast:
-        return session.run_in(module, BUILD_SOURCE)
+        return session.run_in(module, BUILD_SOURCE), None
     text = session.run_in(module, FAST_BUILD_SOURCE)
-    return json.loads(text) if text is not None else session.run_in(module, RESULT_GLOBAL)
+    if text is None:
+        return session.run_in(module, RESULT_GLOBAL), None
+    return json.loads(text), text

@@ -27,6 +27,8 @@ class Session:
     ) -> None:
         self.channel = channel
         self.limits = limits
+        self._short = limits["string_bytes"] // 4
+        """A string of at most this many characters is within ``string_bytes`` (UTF-8: <= 4 bytes each)."""
         self.fast = fast
         """Whether the constructors pass their arguments as JSON text (:mod:`.builtins`)."""
         self.ticks = 0
@@ -94,18 +96,64 @@ class Session:
         """Refuse what a workflow value may not be (floats, wide integers, non-string keys, other
         types) and what exceeds the value budgets."""
         limits = self.limits
+        if depth == 0 and self._fine(value, 0):
+            return
         if depth > limits["value_depth"]:
             self.over("value_depth", limits["value_depth"], depth, what)
         if value is None or isinstance(value, bool):
             return
         if isinstance(value, str):
-            if len(value) > limits["string_bytes"] and len(value.encode()) > limits["string_bytes"]:
+            if len(value) > self._short and len(value.encode()) > limits["string_bytes"]:
                 self.over("string_bytes", limits["string_bytes"], len(value.encode()), what)
             return
         if isinstance(value, (list, dict)):
             self._check_container(value, what, depth)
             return
         self._check_number(value, what)
+
+    def _fine(self, value: Any, depth: int) -> bool:  # noqa: C901, PLR0911, PLR0912  (the checks inlined)
+        """Whether :meth:`check_value` certainly accepts ``value`` at ``depth``: its checks for the
+        plain cases (JSON values well within the budgets), leaves inlined, without a call per
+        leaf; False when unsure, and :meth:`check_value` then decides (and names the problem)."""
+        limits, short = self.limits, self._short
+        if depth >= limits["value_depth"]:  # its items (if any) would be past the depth
+            return depth == limits["value_depth"] and self._fine_leaf(value)
+        kind = type(value)
+        if kind is list:
+            if len(value) > limits["list_items"]:
+                return False
+            items: Any = value
+        elif kind is dict:
+            if len(value) > limits["dict_items"]:
+                return False
+            for key in value:
+                if type(key) is not str:
+                    return False
+            items = value.values()
+        else:
+            return self._fine_leaf(value)
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                if len(item) > short:
+                    return False
+            elif kind is int:
+                if not INT64_MIN <= item <= INT64_MAX:
+                    return False
+            elif kind is list or kind is dict:
+                if not self._fine(item, depth + 1):
+                    return False
+            elif item is not None and kind is not bool:
+                return False
+        return True
+
+    def _fine_leaf(self, value: Any) -> bool:
+        kind = type(value)
+        if kind is str:
+            return len(value) <= self._short
+        if kind is int:
+            return INT64_MIN <= value <= INT64_MAX
+        return value is None or kind is bool
 
     def _check_number(self, value: Any, what: str) -> None:
         if isinstance(value, int):
