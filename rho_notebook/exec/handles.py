@@ -19,12 +19,15 @@ every launch, as without this class): timestamps are coarse, and a second write 
 clock tick as the one verified could otherwise keep its version.
 
 Launches still go through ``/proc/self/fd/N`` of a descriptor that was verified; what changes is
-only how often the path is walked. Owned by the run driver, closed when the run's loop ends.
+only how often the path is walked. Owned by the run driver, closed when the run's loop ends; what
+else lives exactly as long as the run's launches (the Python executor's fork servers) registers
+with :meth:`VerifiedHandles.on_close`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +66,7 @@ class VerifiedHandles:
         self._files: dict[tuple[str, str], _Kept] = {}
         self._dirs: dict[Path, _Kept] = {}
         self._closed = False
+        self._closers: list[Callable[[], None]] = []
 
     async def open_file(self, frozen: FrozenFile, *, identity: FileIdentity | None) -> int:
         """A descriptor of the verified frozen file; the caller closes it.
@@ -96,13 +100,31 @@ class VerifiedHandles:
             self._dirs[path] = _Kept(os.dup(fd), None, str(path))
         return fd
 
+    def on_close(self, closer: Callable[[], None]) -> bool:
+        """Call ``closer()`` when these handles close (the run's end); False, and not registered,
+        when they are closed already."""
+        if self._closed:
+            return False
+        self._closers.append(closer)
+        return True
+
     def close(self) -> None:
-        """Close every kept descriptor; later calls verify from the path and keep nothing."""
+        """Close every kept descriptor and call the registered closers (each once, in order, all
+        of them even if one raises); later calls verify from the path and keep nothing."""
         self._closed = True
+        closers, self._closers = self._closers, []
+        failures: list[Exception] = []
+        for closer in closers:
+            try:
+                closer()
+            except Exception as err:  # the others still run; the first failure is raised below
+                failures.append(err)
         for kept in [*self._files.values(), *self._dirs.values()]:
             os.close(kept.fd)
         self._files.clear()
         self._dirs.clear()
+        if failures:
+            raise failures[0]
 
     def __len__(self) -> int:
         """How many descriptors are kept (files and directories)."""

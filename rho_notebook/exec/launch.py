@@ -81,7 +81,7 @@ from rho_notebook.model.base import FrozenModel
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
 from rho_notebook.model.identity import FileIdentity
 
-__all__ = ["ProcessSpec", "VerifiedLaunch", "platform_problem", "prepare_launch", "spawn"]
+__all__ = ["ProcessSpec", "VerifiedLaunch", "open_cwd", "open_frozen", "platform_problem", "prepare_launch", "spawn"]
 
 _SHEBANG_BYTES = 256
 
@@ -223,16 +223,28 @@ def _map_launch(
     raise LaunchError(msg)
 
 
+async def open_frozen(frozen: FrozenFile, spec: ProcessSpec, handles: VerifiedHandles | None) -> int:
+    """A verified descriptor of ``frozen`` (one of ``spec``'s files, pinned to its recorded
+    identity), from the run's kept handles when given; the caller closes it."""
+    identity = spec.executable_identities.get(frozen.path)
+    if handles is None:
+        return await open_verified_async(
+            resolve_path(frozen.path, spec.workspace), sha256=frozen.sha256, identity=identity
+        )
+    return await handles.open_file(frozen, identity=identity)
+
+
+def open_cwd(spec: ProcessSpec, handles: VerifiedHandles | None) -> int:
+    """A verified descriptor of ``spec``'s working directory; the caller closes it."""
+    if handles is None:
+        return open_verified_dir(spec.cwd, identity=spec.cwd_identity)
+    return handles.open_dir(spec.cwd, identity=spec.cwd_identity)
+
+
 async def _open_frozen(
     frozen: FrozenFile, spec: ProcessSpec, opened: list[int], handles: VerifiedHandles | None
 ) -> int:
-    identity = spec.executable_identities.get(frozen.path)
-    if handles is None:
-        fd = await open_verified_async(
-            resolve_path(frozen.path, spec.workspace), sha256=frozen.sha256, identity=identity
-        )
-    else:
-        fd = await handles.open_file(frozen, identity=identity)
+    fd = await open_frozen(frozen, spec, handles)
     opened.append(fd)
     return fd
 
@@ -244,10 +256,7 @@ async def prepare_launch(spec: ProcessSpec, handles: VerifiedHandles | None = No
     try:
         file_fd = await _open_frozen(spec.executable.file, spec, opened, handles)
         interpreter_fds = [await _open_frozen(f, spec, opened, handles) for f in spec.executable.interpreters]
-        if handles is None:
-            cwd_fd = open_verified_dir(spec.cwd, identity=spec.cwd_identity)
-        else:
-            cwd_fd = handles.open_dir(spec.cwd, identity=spec.cwd_identity)
+        cwd_fd = open_cwd(spec, handles)
         opened.append(cwd_fd)
         program, argv, pass_fds = _map_launch(
             spec.executable, spec.argv, file_fd=file_fd, interpreter_fds=interpreter_fds

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from rho_notebook.errors import LaunchError, UnsupportedPlatform
 from rho_notebook.exec.cancel import CancelSignal
@@ -42,10 +42,12 @@ from rho_notebook.oshelpers import group_exists, live_group_members, signal_grou
 
 __all__ = [
     "KILL_CONFIRM_SECONDS",
+    "Child",
     "OutputSink",
     "ProcessKind",
     "ProcessResult",
     "ProcessSpec",
+    "Starter",
     "run_process",
 ]
 
@@ -88,6 +90,30 @@ class ProcessResult(FrozenModel):
     """Monotonic milliseconds between ``started_at`` and ``ended_at``."""
     detail: str = ""
     """Explanation for ``abnormal`` results and for output pipes held past the group's end."""
+
+
+class Child(Protocol):
+    """A started group leader as supervision sees it: :func:`run_process` makes its own (reaped
+    through its pidfd); a :data:`Starter` may hand over another process's child (a fork server's)."""
+
+    pid: int
+    """The leader's pid, also its process-group id."""
+    exited: asyncio.Future[None]
+    """Done once the leader's exit is known; then ``kind``, ``exit_code``, ``signal``, ``detail`` hold."""
+    kind: ProcessKind
+    exit_code: int | None
+    signal: int | None
+    detail: str
+
+    def kill(self) -> None:
+        """SIGKILL the leader (through its pidfd) unless it exited."""
+
+    def release(self) -> None:
+        """Supervision is over: free the pidfd (at once, or once the exit is known)."""
+
+
+Starter = Callable[[ProcessSpec, VerifiedHandles | None, int, int], Awaitable[Child | None]]
+"""Starts ``spec`` elsewhere with output on the given pipe write ends (closed by the caller), or answers None."""
 
 
 class _Capture:
@@ -272,7 +298,7 @@ async def _wait_group_gone(pgid: int, deadline: float) -> tuple[int, ...]:
         delay = min(delay * 2, _POLL_MAX)
 
 
-async def _stop_group(pgid: int, leader: _Leader, *, grace: float) -> tuple[int, ...]:
+async def _stop_group(pgid: int, leader: Child, *, grace: float) -> tuple[int, ...]:
     """SIGTERM the group, SIGKILL it after ``grace``; return members still alive after that."""
     loop = asyncio.get_running_loop()
     if grace > 0:
@@ -301,7 +327,7 @@ class _Wake:
 
 
 async def _await_end(
-    leader: _Leader, captures: Sequence[_Capture], *, cancel: asyncio.Event, deadline: float, wake: _Wake
+    leader: Child, captures: Sequence[_Capture], *, cancel: asyncio.Event, deadline: float, wake: _Wake
 ) -> Literal["timeout", "cancelled"] | None:
     """Wait for the leader's exit, the deadline or cancellation; None means the leader exited."""
     if cancel.is_set():
@@ -331,7 +357,7 @@ async def _await_end(
     return "cancelled" if cancel.is_set() else "timeout"
 
 
-async def _reap_briefly(leader: _Leader) -> None:
+async def _reap_briefly(leader: Child) -> None:
     """After SIGKILL on an unwinding path: give the leader a moment to be reaped right here.
 
     Runs while a ``CancelledError`` or sink failure propagates; a second cancellation (which then
@@ -361,6 +387,7 @@ async def run_process(
     cancel: asyncio.Event,
     on_started: Callable[[int], Awaitable[None]] | None = None,
     handles: VerifiedHandles | None = None,
+    start: Starter | None = None,
 ) -> ProcessResult:
     """Verify, launch and supervise one command process.
 
@@ -383,6 +410,8 @@ async def run_process(
     handles
         The run's kept verified descriptors (:class:`~rho_notebook.exec.handles.VerifiedHandles`,
         made for ``spec.workspace``); without them every frozen path is verified from scratch.
+    start
+        Tried first (a fork server, :mod:`~rho_notebook.exec.python_forks`); None from it: launch here.
 
     Returns
     -------
@@ -408,13 +437,11 @@ async def run_process(
     if cancel.is_set():
         return _cancelled_before_launch()
     loop = asyncio.get_running_loop()
-    proc, readers, started_at, began = await _start(spec, handles)
-    pidfd = _watch(spec, proc, readers)
+    leader, readers, started_at, began = await _begin(spec, handles, start)
     deadline = loop.time() + spec.timeout_seconds
     wake = _Wake(loop)
     stdout = _Capture(loop, readers[0], limit=spec.max_output_bytes, sink=stdout_sink, on_failure=wake)
     stderr = _Capture(loop, readers[1], limit=spec.max_output_bytes, sink=stderr_sink, on_failure=wake)
-    leader = _Leader(loop, proc, pidfd)
     ending = await _supervise(
         spec, leader, (stdout, stderr), cancel=cancel, deadline=deadline, wake=wake, on_started=on_started
     )
@@ -422,7 +449,7 @@ async def run_process(
         kind=ending.kind,
         exit_code=leader.exit_code,
         signal=leader.signal,
-        pid=proc.pid,
+        pid=leader.pid,
         stdout_bytes=stdout.seen,
         stderr_bytes=stderr.seen,
         stdout_truncated=stdout.truncated,
@@ -455,12 +482,8 @@ def _cancelled_before_launch() -> ProcessResult:
     )  # fmt: skip
 
 
-async def _start(
-    spec: ProcessSpec, handles: VerifiedHandles | None
-) -> tuple[subprocess.Popen[bytes], list[int], float, float]:
-    """Verify and start the process with its output on two fresh pipes: (process, read ends,
-    epoch start, perf_counter start). The write ends and the verified descriptors are closed."""
-    launch = await _prepare(spec, handles)
+async def _with_pipes(begin: Callable[[int, int], Awaitable[Any]]) -> tuple[Any, list[int], float, float]:
+    """``begin(stdout, stderr write ends)`` on fresh pipes: (its result, read ends, epoch and perf starts)."""
     readers: list[int] = []
     writers: list[int] = []
     try:
@@ -470,14 +493,40 @@ async def _start(
             writers.append(write_end)
         started_at = time.time()
         began = time.perf_counter()
-        proc = _spawn(spec, launch, stdout_fd=writers[0], stderr_fd=writers[1])
+        begun = await begin(writers[0], writers[1])
     except BaseException:
         _close_fds(readers)
         raise
     finally:
         _close_fds(writers)
+    return begun, readers, started_at, began
+
+
+async def _begin(
+    spec: ProcessSpec, handles: VerifiedHandles | None, start: Starter | None
+) -> tuple[Child, list[int], float, float]:
+    """Start the process through ``start`` if it takes it, else here (see :func:`_with_pipes`)."""
+    if start is not None:
+        child, readers, started_at, began = await _with_pipes(lambda out, err: start(spec, handles, out, err))
+        if child is not None:
+            return child, readers, started_at, began
+        _close_fds(readers)
+    return await _start(spec, handles)
+
+
+async def _start(spec: ProcessSpec, handles: VerifiedHandles | None) -> tuple[Child, list[int], float, float]:
+    """Verify and start the process here (the verified descriptors are closed after the fork)."""
+    launch = await _prepare(spec, handles)
+
+    async def begin(stdout_fd: int, stderr_fd: int) -> subprocess.Popen[bytes]:
+        return _spawn(spec, launch, stdout_fd=stdout_fd, stderr_fd=stderr_fd)
+
+    try:
+        proc, readers, started_at, began = await _with_pipes(begin)
+    finally:
         launch.close()
-    return proc, readers, started_at, began
+    pidfd = _watch(spec, proc, readers)
+    return _Leader(asyncio.get_running_loop(), proc, pidfd), readers, started_at, began
 
 
 @dataclass(frozen=True)
@@ -488,7 +537,7 @@ class _Ending:
 
 async def _supervise(
     spec: ProcessSpec,
-    leader: _Leader,
+    leader: Child,
     captures: tuple[_Capture, _Capture],
     *,
     cancel: asyncio.Event,
@@ -528,7 +577,7 @@ async def _supervise(
 
 
 def _ending(
-    leader: _Leader,
+    leader: Child,
     captures: tuple[_Capture, _Capture],
     reason: Literal["timeout", "cancelled"] | None,
     survivors: tuple[int, ...],

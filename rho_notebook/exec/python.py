@@ -1,4 +1,4 @@
-"""The executor for Python nodes: call a frozen module's function in a fresh verified interpreter.
+"""The executor for Python nodes: call a frozen module's function in a verified interpreter process.
 
 Per run, the first Python attempt writes the run's ``python/`` folder (mode 0700, files 0600):
 ``modules/`` holds every module frozen in the graph at its label path (``//nodes/calc.py`` ->
@@ -14,15 +14,24 @@ environment policy, timeout, bounded output, cancel, process group)::
     INTERPRETER -I <run>/python/_rho_harness.py <run>/python/modules <attempt>/request.json <attempt>/result.json
 
 argv[0] is the interpreter's frozen path, so that the interpreter finds its standard library
-and ``sys.executable`` names it. The harness writes the JSON-encoded return value to
-``result.json``; it is read back (bounded by ``max_output_bytes``), validated against the node's
-schema and stored as ``value.json``. Without a schema the value is stored as well, so ``result``
-shows what the function returned. stdout and stderr are the node's logs, as for commands.
+and ``sys.executable`` names it. Within a run the attempt is not a fresh interpreter but a fork of
+the run's fork server (:mod:`rho_notebook.exec.python_forks`): the same interpreter, launched the
+same way once, at the run's first Python attempt, and stopped with the run's verified handles; each
+fork gets this argv, the node's cwd, environment, output pipes, timeout and cancel, and imports
+the frozen modules only after checking their digests. Where no server can serve (it failed to
+start, the interpreter was replaced, no verified handles) the attempt launches cold as above;
+``<run>/python/forkserver.log`` holds the server's stderr and why it did not start.
+
+The harness writes the JSON-encoded return value to ``result.json``; it is read back (bounded by
+``max_output_bytes``), validated against the node's schema and stored as ``value.json``. Without
+a schema the value is stored as well, so ``result`` shows what the function returned. stdout and
+stderr are the node's logs, as for commands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -31,6 +40,8 @@ from typing import Any
 
 from rho_notebook.errors import PlanError, RhoError, UnavailableValue
 from rho_notebook.exec.base import AttemptContext, AttemptResult, output_value
+from rho_notebook.exec.process import Starter
+from rho_notebook.exec.python_forks import ForkJob, ForkServers
 from rho_notebook.exec.supervised import Ended, ProcessOperation, supervise
 from rho_notebook.model.graph import Graph, PythonNode, PythonRuntime
 from rho_notebook.model.schema import validate_value
@@ -49,6 +60,7 @@ __all__ = [
     "python_facts",
     "read_result",
     "render_args",
+    "store_result",
     "verified_harness",
 ]
 
@@ -148,6 +160,30 @@ def read_result(path: Path, limit: int) -> bytes | int | None:
         os.close(fd)
 
 
+def store_result(folder: Path, node: PythonNode) -> tuple[str, Any, bool]:
+    """Read the attempt's ``result.json``, check it (size, one JSON value, the node's schema) and
+    store the value as ``value.json``, durably; one worker-thread job for all of it. Returns (why
+    the attempt fails, "" when it succeeds; the value; whether ``result.json`` was there to keep)."""
+    raw = read_result(folder / RESULT_FILE, node.max_output_bytes)
+    if raw is None:
+        return f"exited with code 0 before {node.function}() returned (did it call sys.exit?)", None, False
+    if isinstance(raw, int):
+        return (
+            f"the return value of {node.function}() is {raw} bytes as JSON, "
+            f"more than max_output_bytes={node.max_output_bytes}", None, False,
+        )  # fmt: skip
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"{RESULT_FILE} is not one JSON value ({err})", None, True
+    if node.output is not None:
+        problems = validate_value(node.output, value)
+        if problems:
+            return "output does not match the schema: " + "; ".join(problems[:5]), None, True
+    atomic_write_json(folder / VALUE_FILE, value)
+    return "", value, True
+
+
 def _last_line(data: bytes) -> str:
     lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
     return lines[-1] if lines and len(lines[-1]) <= _LAST_LINE_CHARS else ""
@@ -156,9 +192,42 @@ def _last_line(data: bytes) -> str:
 class PythonExecutor:
     """Runs Python nodes as verified, supervised interpreter processes."""
 
-    def __init__(self, *, kill_grace_seconds: float = 2.0) -> None:
+    def __init__(self, *, kill_grace_seconds: float = 2.0, fork_server: bool = True) -> None:
         self.kill_grace_seconds = kill_grace_seconds
+        self.fork_server = fork_server
+        """Fork attempts from the run's fork server (False: a fresh interpreter per attempt)."""
         self._folders: dict[Path, asyncio.Future[Path]] = {}
+        self._forks: dict[Path, tuple[ForkServers, dict[str, str], str]] = {}
+        """Run folder -> its fork servers, the frozen modules' digests and the runtime's key."""
+
+    def _starter(self, ctx: AttemptContext, graph: Graph, folder: Path, argv: tuple[str, ...]) -> Starter | None:
+        """The run's fork server as a starter of this attempt; None (launch cold) without one."""
+        if not self.fork_server or ctx.verified is None:
+            return None
+        run = folder.parent
+        forks = self._forks.get(run)
+        if forks is None:
+            servers = ForkServers(log=folder / "forkserver.log")
+            if not ctx.verified.on_close(functools.partial(self._end_run, run)):
+                return None
+            runtime = frozen_runtime(graph)
+            digests = {module.label.removeprefix("//"): module.sha256 for module in graph.python_modules}
+            key = json.dumps([runtime.version, runtime.sys_path, runtime.site_dirs, runtime.distributions])
+            forks = self._forks[run] = (servers, digests, hashlib.sha256(key.encode()).hexdigest())
+        servers, digests, key = forks
+        modules_dir = str(folder / "modules")
+        paths = (modules_dir, *frozen_runtime(graph).sys_path)
+        job = ForkJob(argv=argv[2:], modules_dir=modules_dir, modules=digests, paths=paths)
+        return servers.starter(
+            job, harness=folder / "_rho_harness.py", harness_sha256=frozen_runtime(graph).harness_sha256, runtime=key
+        )
+
+    def _end_run(self, run: Path) -> None:
+        """The run's verified handles closed (its end): stop its fork servers."""
+        forks = self._forks.pop(run, None)
+        self._folders.pop(run, None)
+        if forks is not None:
+            forks[0].close()
 
     async def _python_folder(self, ctx: AttemptContext, graph: Graph) -> Path:
         """The run's ``python/`` folder, written once per run by this executor."""
@@ -210,7 +279,10 @@ class PythonExecutor:
             max_output_bytes=node.max_output_bytes,
             output=node.output,
         )
-        result = await supervise(ctx, operation, judge=self.judge, kill_grace_seconds=self.kill_grace_seconds)
+        start = self._starter(ctx, graph, folder, argv)
+        result = await supervise(
+            ctx, operation, judge=self.judge, kill_grace_seconds=self.kill_grace_seconds, start=start
+        )
         result.artifacts["request"] = REQUEST_FILE
         return result
 
@@ -225,23 +297,10 @@ class PythonExecutor:
             last = _last_line(ended.stderr.tail)
             return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
         folder = await ended.ctx.directory()
-        raw = await asyncio.to_thread(read_result, folder / RESULT_FILE, node.max_output_bytes)
-        if raw is None:
-            return ended.failure(f"exited with code 0 before {node.function}() returned (did it call sys.exit?)")
-        if isinstance(raw, int):
-            return ended.failure(
-                f"the return value of {node.function}() is {raw} bytes as JSON, "
-                f"more than max_output_bytes={node.max_output_bytes}"
-            )
-        ended.artifacts["result"] = RESULT_FILE
-        try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            return ended.failure(f"{RESULT_FILE} is not one JSON value ({err})")
-        if node.output is not None:
-            problems = validate_value(node.output, value)
-            if problems:
-                return ended.failure("output does not match the schema: " + "; ".join(problems[:5]))
-        await asyncio.to_thread(atomic_write_json, folder / VALUE_FILE, value)
+        problem, value, returned = await asyncio.to_thread(store_result, folder, node)
+        if returned:
+            ended.artifacts["result"] = RESULT_FILE
+        if problem:
+            return ended.failure(problem)
         ended.artifacts["value"] = VALUE_FILE
         return ended.success(value)

@@ -18,7 +18,7 @@ from typing import Any
 
 from rho_notebook.errors import RhoError
 from rho_notebook.exec.base import Attempt, AttemptResult, node_environment
-from rho_notebook.exec.process import ProcessResult, ProcessSpec, run_process
+from rho_notebook.exec.process import ProcessResult, ProcessSpec, Starter, run_process
 from rho_notebook.model.graph import FrozenExecutable
 from rho_notebook.model.schema import Schema
 from rho_notebook.model.state import NodeState
@@ -176,9 +176,10 @@ def _stopped(
 
 
 async def supervise(
-    ctx: Attempt, operation: ProcessOperation, *, judge: Judge, kill_grace_seconds: float
+    ctx: Attempt, operation: ProcessOperation, *, judge: Judge, kill_grace_seconds: float, start: Starter | None = None
 ) -> AttemptResult:
-    """Run ``operation`` as the attempt's process; ``judge`` decides an exit, this the other endings."""
+    """Run ``operation`` as the attempt's process; ``judge`` decides an exit, this the other endings.
+    ``start`` is tried before a launch here (a Python node's fork server, ``run_process``)."""
     spec = process_spec(ctx, operation, kill_grace_seconds=kill_grace_seconds)
     stdout = FileSink("stdout", ctx)
     stderr = FileSink("stderr", ctx)
@@ -190,6 +191,7 @@ async def supervise(
             cancel=ctx.cancel,
             on_started=ctx.on_started,
             handles=ctx.verified,
+            start=start,
         )
     except _OutputNotStored as err:
         detail = f"{err}; the process group was stopped"

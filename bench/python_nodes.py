@@ -1,0 +1,116 @@
+"""A chain of Python nodes against a chain of ``true`` command nodes, in the same store and run.
+
+    PYTHONPATH=. python bench/python_nodes.py [--samples 9]
+
+Workloads (planned once up front, never timed; "run" = ``create_run`` + ``execute_run``
+in-process, with the durable journal on the temporary directory's filesystem, which is printed):
+
+(a) floor: a 100-node chain of ``command(argv = ["true"])`` nodes (node i needs node i-1).
+(b) a 100-node chain of Python nodes: ``step(i, prev)`` of one module, ``prev`` the predecessor's
+    output, an integer output schema; the executor's default path (the run's fork server, started
+    at the run's first Python node, so its start counts).
+(c) the same chain with the fork server turned off (``PythonExecutor(fork_server=False)``): a fresh
+    interpreter per node, as before issue 31 item 3.
+
+Goal (issue 31, item 3): (b) <= 3x (a) per node. Each figure is the median of ``--samples``
+samples; the workloads are interleaved within each sample, and the median of the per-sample
+ratios (b)/(a) is printed as well (steadier on a shared machine). Exit status 0 when the goal is met and
+every run succeeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.run_overhead import chain_source, fs_type, make_plan, run_once, spread  # noqa: E402
+from rho_notebook.exec.base import Executor  # noqa: E402
+from rho_notebook.exec.python import PythonExecutor  # noqa: E402
+from rho_notebook.service import Service  # noqa: E402
+from rho_notebook.store.layout import StoreLayout  # noqa: E402
+
+CHAIN = 100
+GOAL = 3.0
+
+STEP = """\
+def step(i, prev):
+    return (prev or 0) + i
+"""
+
+
+def python_chain(count: int) -> str:
+    return f"""
+def build(inputs):
+    nodes = []
+    for i in range({count}):
+        name = "p" + str(1000 + i)
+        before = "p" + str(999 + i)
+        nodes.append(python(
+            name = name, module = "//nodes/step.py", function = "step",
+            args = {{"i": i, "prev": output(before) if i else None}},
+            output = schema.integer(), needs = [before] if i else [],
+            timeout_seconds = 60, max_output_bytes = 1024,
+        ))
+    return workflow(name = "pychain", nodes = nodes)
+
+WORKFLOW = define(inputs = {{}}, build = build)
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--samples", type=int, default=9)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rho-pynodes-") as tmp_name:
+        tmp = Path(tmp_name)
+        service = Service(layout=StoreLayout(home=tmp / "home"))
+        commands = make_plan(service, tmp / "cmd", {"wf.star": chain_source(CHAIN)})
+        (tmp / "py" / "nodes").mkdir(parents=True)
+        (tmp / "py" / "nodes" / "step.py").write_text(STEP)
+        pythons = make_plan(service, tmp / "py", {"wf.star": python_chain(CHAIN)})
+
+        def cold() -> dict[str, Executor]:
+            return {"python": PythonExecutor(fork_server=False)}
+
+        steps: list[tuple[str, Callable[[], float]]] = [
+            ("command", lambda: run_once(service, commands).seconds),
+            ("python", lambda: run_once(service, pythons).seconds),
+            ("python_cold", lambda: run_once(service, pythons, cold()).seconds),
+        ]
+        series: dict[str, list[float]] = {key: [] for key, _ in steps}
+        for index in range(args.samples):
+            for key, step in steps:
+                series[key].append(step())
+            print(
+                f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in series.items()), flush=True
+            )
+        where = fs_type(tmp)
+    per_node = {k: statistics.median(v) * 1000 / CHAIN for k, v in series.items()}
+    floor = per_node["command"]
+    print(f"\nmedian of {args.samples} samples, chains of {CHAIN}; store on {where}")
+    print(f"{'workload':40} {'ms/node':>8} {'(min-max)':>11} {'ratio':>7}  goal")
+    rows = [
+        ("(a) command node of true (floor)", "command", ""),
+        ("(b) Python node, fork server", "python", f"<= {GOAL:g}x"),
+        ("(c) Python node, fresh interpreter", "python_cold", "(before item 3)"),
+    ]
+    for label, key, goal in rows:
+        ratio = per_node[key] / floor
+        print(f"{label:40} {per_node[key]:8.2f} {spread(series[key], 1000 / CHAIN):>11} {ratio:6.2f}x  {goal}")
+    paired = statistics.median(p / c for p, c in zip(series["python"], series["command"], strict=True))
+    print(f"median of the per-sample ratios (b)/(a), each sample's runs back to back: {paired:.2f}x")
+    met = per_node["python"] <= GOAL * floor
+    print(f"goal (b) <= {GOAL:g}x (a): {'met' if met else 'NOT met'}")
+    print(f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/python_nodes.py --samples {args.samples}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

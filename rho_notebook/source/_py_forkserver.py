@@ -1,0 +1,362 @@
+"""The fork server Python node attempts are forked from (issue 31, item 3).
+
+Run by :mod:`rho_notebook.exec.python_forks` in the node's frozen interpreter, launched exactly as
+a cold Python attempt is (verified interpreter descriptor, ``-I``)::
+
+    INTERPRETER -I /proc/self/fd/SRC SRC SOCK
+
+``SRC`` is a read-only descriptor of this file (closed at once), ``SOCK`` one end of a
+``SOCK_SEQPACKET`` socket pair whose other end the owner keeps. Standard library only: it runs in
+the node's interpreter, whatever that environment holds (Python 3.9 or newer, for ``pidfd_open``).
+
+Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
+
+- owner -> ``{"op": "hello", "harness": PATH, "sha256": DIGEST, "paths": [...]}``: the server
+  reads the harness copy, checks its digest (the plan's), loads it as a module, lists the import
+  folders ``paths`` into ``sys.path_importer_cache`` (nothing is imported) and answers
+  ``{"op": "ready", "pid", "python"}`` (or ``{"op": "error", "message"}`` and exits 3).
+- owner -> ``{"op": "fork", "id", "argv", "env", "modules_dir", "modules": {relpath: digest}}``
+  with descriptors (stdout, stderr, cwd): the server hands it to a child forked ahead of it (a
+  spare, :class:`_Server`), which leads its own session before the server answers (so the whole
+  group can be signalled as soon as the owner knows the pid), takes the descriptors as fds 1, 2
+  and its working directory, replaces its environment with ``env`` and calls the harness's
+  ``main(argv)``, importing frozen modules only through a finder that checks each source's digest
+  (:class:`_VerifiedFinder`). The server answers ``{"op": "started", "id", "pid"}`` with a pidfd
+  of the child, then reaps it and sends ``{"op": "exit", "id", "si_code", "si_status"}``. A
+  request it cannot serve answers ``{"op": "refused", "id", "message"}``.
+- end of file on the socket (the owner closed it, or died): the server exits; children still
+  running are the owner's to stop (they lead their own groups).
+
+The child leaves the server's loop before running the node and ends as an interpreter's exit does
+(``atexit`` handlers, non-daemon threads joined, standard streams flushed) but with ``os._exit``,
+skipping the teardown of the interpreter (:func:`_end`). What differs from a cold interpreter:
+modules the server imported are already in ``sys.modules``, and every child shares the server's
+hash seed.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import gc
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import select
+import socket
+import sys
+import types
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+_MAX_MESSAGE = 1 << 20
+_MAX_FDS = 8
+_BUFFER = bytearray(_MAX_MESSAGE)
+"""One receive buffer (a fresh 1 MiB per message would be an mmap and munmap each time)."""
+_FORK_FDS = 3
+
+
+def _send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+    data = json.dumps(message).encode("utf-8")
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sock.sendmsg([data], ancillary)
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message and its descriptors; (None, []) at end of file."""
+    size, ancillary, flags, _ = sock.recvmsg_into([_BUFFER], socket.CMSG_SPACE(_MAX_FDS * 4))
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            numbers = array.array("i")
+            numbers.frombytes(payload[: len(payload) - len(payload) % numbers.itemsize])
+            fds.extend(numbers)
+    if not size:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        return {"op": "truncated"}, []
+    return json.loads(_BUFFER[:size]), fds
+
+
+def _load_harness(path: str, sha256: str) -> types.ModuleType:
+    """The harness module from the run's copy, when its bytes have the plan's digest."""
+    with open(path, "rb") as handle:
+        source = handle.read()
+    found = "sha256:" + hashlib.sha256(source).hexdigest()
+    if found != sha256:
+        msg = f"the harness copy {path} has sha256 {found}, the plan froze {sha256}"
+        raise ValueError(msg)
+    module = types.ModuleType("_rho_harness")
+    module.__file__ = path
+    sys.modules["_rho_harness"] = module
+    exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 - the verified harness
+    return module
+
+
+class _VerifiedLoader(importlib.abc.SourceLoader):
+    """Loads one frozen module from the bytes it read, once their digest is the plan's."""
+
+    def __init__(self, path: str, label: str, sha256: str) -> None:
+        self.path = path
+        self.label = label
+        self.sha256 = sha256
+
+    def get_filename(self, fullname: str) -> str:
+        return self.path
+
+    def get_data(self, path: str) -> bytes:
+        if path != self.path:
+            raise OSError(f"{path} is not the frozen module {self.label}")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        found = "sha256:" + hashlib.sha256(data).hexdigest()
+        if found != self.sha256:
+            msg = (
+                f"{self.label} (at {path}) does not match the plan (sha256 {found}, the plan froze "
+                f"{self.sha256}); it was changed after the run wrote it, so it is not imported"
+            )
+            raise ImportError(msg)
+        return data
+
+
+class _VerifiedFinder(importlib.abc.MetaPathFinder):
+    """First on ``sys.meta_path``: a name that is a frozen module (a ``.py`` file or a package's
+    ``__init__.py`` below the modules folder) is loaded by :class:`_VerifiedLoader`; a ``.py`` file
+    in that folder that the plan did not freeze is refused rather than imported unchecked."""
+
+    def __init__(self, root: str, modules: dict[str, str]) -> None:
+        self.root = root
+        self.modules = modules
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        relative = fullname.replace(".", "/")
+        for candidate, package in ((relative + "/__init__.py", True), (relative + ".py", False)):
+            full = os.path.join(self.root, candidate)
+            digest = self.modules.get(candidate)
+            if digest is None:
+                if os.path.exists(full):
+                    raise ImportError(f"{full} is not a module the plan froze; it is not imported", name=fullname)
+                continue
+            loader = _VerifiedLoader(full, "//" + candidate, digest)
+            locations = [os.path.dirname(full)] if package else None
+            return importlib.util.spec_from_file_location(
+                fullname, full, loader=loader, submodule_search_locations=locations
+            )
+        return None
+
+
+def _child(request: dict[str, Any], fds: list[int], harness: types.ModuleType) -> Callable[[], int]:
+    """In the forked child: the attempt, to run once the server's stack is left."""
+    stdout, stderr, cwd = fds
+
+    def attempt() -> int:
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.fchdir(cwd)
+        for fd in fds:
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        argv = list(request["argv"])
+        sys.argv[:] = argv
+        sys.meta_path.insert(0, _VerifiedFinder(request["modules_dir"], request["modules"]))
+        sys.modules["__main__"] = harness
+        code: int = harness.main(argv)
+        return code
+
+    return attempt
+
+
+class _Spare:
+    """A child forked ahead of its request: it leads its own session and waits for one request."""
+
+    def __init__(self, pid: int, sock: socket.socket, ready: int) -> None:
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.sock = sock
+        self.ready = ready
+        """Read end of a pipe whose write end the spare closes once it leads its session."""
+
+    def close(self) -> None:
+        """Drop the spare: it exits at end of file on its socket, and is reaped here."""
+        self.sock.close()
+        os.close(self.ready)
+        os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED)
+        os.close(self.pidfd)
+
+
+class _Server:
+    """The serving loop: fork requests from the socket, exits of children through their pidfds.
+
+    A request is handed to a spare child forked after the previous one was answered, so that a
+    request waits neither for a fork nor for a new process's first time slice (3-6 ms measured on
+    a busy machine): the spare already ran, and waits for its request on a socket of its own."""
+
+    def __init__(self, sock: socket.socket, harness: types.ModuleType) -> None:
+        self.sock = sock
+        self.harness = harness
+        self.poller = select.poll()
+        self.poller.register(sock.fileno(), select.POLLIN)
+        self.children: dict[int, Any] = {}
+        """pidfd -> request id of each child not yet reaped (None: a spare that died unused)."""
+        self.spare: _Spare | None = None
+
+    def serve(self) -> Callable[[], int] | None:
+        """Serve until end of file (None); in a forked child, its attempt."""
+        while True:
+            if self.spare is None:
+                attempt = self._prefork()
+                if attempt is not None:
+                    return attempt
+            for fd, _ in self.poller.poll():
+                if fd != self.sock.fileno():
+                    self._reap(fd)
+                    continue
+                request, fds = _receive(self.sock)
+                if request is None:
+                    if self.spare is not None:
+                        self.spare.close()
+                    return None
+                self._hand_out(request, fds)
+
+    def _prefork(self) -> Callable[[], int] | None:
+        """Fork the next spare (None here); in the spare, its attempt once its request came."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ready, signal_ready = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            os.close(ready)
+            os.close(signal_ready)
+            return None
+        if pid == 0:
+            os.setsid()
+            os.close(signal_ready)
+            os.close(ready)
+            ours.close()
+            self._leave()
+            request, fds = _receive(theirs)
+            theirs.close()
+            if request is None or len(fds) != _FORK_FDS:
+                os._exit(0)
+            return _child(request, fds, self.harness)
+        theirs.close()
+        os.close(signal_ready)
+        self.spare = _Spare(pid, ours, ready)
+        return None
+
+    def _hand_out(self, request: dict[str, Any], fds: list[int]) -> None:
+        ident = request.get("id")
+        spare, self.spare = self.spare, None
+        try:
+            if request.get("op") != "fork" or len(fds) != _FORK_FDS:
+                self.spare = spare
+                _send(self.sock, {"op": "refused", "id": ident, "message": "not a fork request"})
+                return
+            if spare is None:
+                _send(self.sock, {"op": "refused", "id": ident, "message": "fork failed"})
+                return
+            os.read(spare.ready, 1)  # end of file once the spare leads its session (or died)
+            os.close(spare.ready)
+            self.children[spare.pidfd] = None
+            self.poller.register(spare.pidfd, select.POLLIN)
+            try:
+                _send(spare.sock, request, tuple(fds))
+            except OSError as err:
+                _send(self.sock, {"op": "refused", "id": ident, "message": f"the forked child is gone ({err})"})
+                return
+            finally:
+                spare.sock.close()
+            self.children[spare.pidfd] = ident
+            _send(self.sock, {"op": "started", "id": ident, "pid": spare.pid}, (spare.pidfd,))
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _reap(self, pidfd: int) -> None:
+        status = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+        self.poller.unregister(pidfd)
+        os.close(pidfd)
+        ident = self.children.pop(pidfd)
+        if status is not None and ident is not None:
+            _send(self.sock, {"op": "exit", "id": ident, "si_code": status.si_code, "si_status": status.si_status})
+
+    def _leave(self) -> None:
+        """In a child: drop the server's socket and the other children's pidfds."""
+        for pidfd in self.children:
+            os.close(pidfd)
+        self.children.clear()
+        self.sock.close()
+
+
+def main(argv: list[str]) -> int:
+    os.close(int(argv[1]))
+    sock = socket.socket(fileno=int(argv[2]))
+    hello, fds = _receive(sock)
+    for fd in fds:
+        os.close(fd)
+    if hello is None:
+        return 0
+    try:
+        if not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
+            raise OSError(f"Python {sys.version.split()[0]} has no os.pidfd_open (3.9 or newer is needed)")
+        harness = _load_harness(hello["harness"], hello["sha256"])
+    except (OSError, ValueError, SyntaxError, KeyError) as err:
+        _send(sock, {"op": "error", "message": str(err)})
+        return 3
+    paths = [path for path in hello.get("paths", ()) if isinstance(path, str)]
+    if paths:  # lists each folder into sys.path_importer_cache, which every fork inherits; imports nothing
+        importlib.machinery.PathFinder.find_spec("_rho_forkserver_no_such_module_", paths)
+    gc.freeze()  # a collection in a child then leaves the server's objects (and their pages) alone
+    _send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
+    attempt = _Server(sock, harness).serve()
+    if attempt is None:
+        return 0
+    _end(attempt)
+
+
+def _exit_code(code: object) -> int:
+    """The exit status ``raise SystemExit(code)`` gives an interpreter."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _end(attempt: Callable[[], int]) -> NoReturn:
+    """Run the attempt and end the child as an interpreter's exit does (non-daemon threads joined,
+    ``atexit`` handlers run, standard streams flushed, status 120 when that flush fails) but
+    without tearing the interpreter down: that touches every object, so it would copy every page
+    the child still shares with the server (~20 ms measured)."""
+    try:
+        code = attempt()
+    except SystemExit as stop:
+        code = _exit_code(stop.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()  # noqa: SLF001 - what interpreter exit calls to join non-daemon threads
+    atexit._run_exitfuncs()  # noqa: SLF001 - the same for atexit handlers
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - as at interpreter exit: the status says it
+            code = code or 120
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
