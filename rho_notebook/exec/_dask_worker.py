@@ -1,7 +1,7 @@
 """One remote attempt, as it runs on a Dask worker (the owner side is :mod:`rho_notebook.exec.dask`).
 
 :func:`run_attempt` is the function the owner submits. It runs in one of the worker's task threads,
-with an event loop of its own for the launch, and does, in this order:
+hands the launch to the worker process's launch loop and waits for it, and does, in this order:
 
 1. **Claim.** The owner put the attempt's token into a ``distributed.Queue`` named by the attempt
    ID before it submitted the task. The worker takes it (the scheduler hands a queue item to one
@@ -10,7 +10,9 @@ with an event loop of its own for the launch, and does, in this order:
    nothing; so does an execution that starts after the owner gave the attempt up (it takes the
    token back). At most one launch per attempt.
 2. **Cancel before launch.** The attempt's ``distributed.Event`` (``rho-cancel-<attempt ID>``) set
-   already: nothing is launched, the result is ``cancelled``.
+   already: nothing is launched, the result is ``cancelled``. It is looked at in the same round trip
+   as the claim (the two requests travel together; a worker's round trips go through its busy
+   event loop, so they are the worker's largest fixed cost per attempt).
 3. **Verify on this worker.** Paths are mapped (``path_map``: owner prefix -> worker prefix). The
    executable, its ``#!`` interpreters and (Python nodes) the interpreter are verified by content
    digest only: inode identity cannot match across hosts. Digests are cached per worker process by
@@ -22,8 +24,13 @@ with an event loop of its own for the launch, and does, in this order:
    cached per worker process while those folders are unchanged), must equal the frozen list. Any difference fails closed with ``reason = "worker_verification"``: nothing runs.
 4. **Launch** through :func:`~rho_notebook.exec.process.run_process`, the same verified-descriptor
    path as a local launch (``/proc/self/fd`` of the verified handles, new process group, bounded
-   output, timeout). A thread watches the cancel Event while the process runs and stops the group
-   when it is set (``future.cancel()`` alone would not stop a running task).
+   output, timeout), on the worker process's one launch loop (:class:`_LaunchLoop`). A Python
+   attempt is forked from the worker's fork server for its interpreter, harness and environment
+   (:mod:`~rho_notebook.exec.python_forks`: started by the first such attempt, the interpreter's
+   descriptor re-verified before each fork, every module imported from bytes of the plan's digest);
+   where no server can serve, it launches cold as before. The launch polls the cancel Event
+   every :data:`CANCEL_POLL_SECONDS` while the process runs and stops the group when it is set
+   (``future.cancel()`` alone would not stop a running task).
 5. **Answer** with a :class:`RemoteOutcome`: the process result, the retained stdout/stderr and,
    for Python nodes, the bytes of ``result.json`` (bounded by the node's ``max_output_bytes``).
    The owner writes the attempt folder and journals the result; nothing here touches the run store.
@@ -32,6 +39,7 @@ with an event loop of its own for the launch, and does, in this order:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import json
 import os
@@ -44,8 +52,9 @@ from typing import Any
 
 from rho_notebook.errors import PlanError, RhoError, VerificationError
 from rho_notebook.exec.cancel import CancelSignal
-from rho_notebook.exec.process import ProcessSpec, run_process
+from rho_notebook.exec.process import ProcessSpec, Starter, run_process
 from rho_notebook.exec.python import module_path, read_result
+from rho_notebook.exec.python_forks import ForkJob, ForkServers
 from rho_notebook.exec.verify import open_verified, resolve_path
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule
 from rho_notebook.planning.python import probe_interpreter
@@ -64,8 +73,8 @@ __all__ = [
 ]
 
 CANCEL_POLL_SECONDS = 0.25
-"""The cancel watcher's long-poll on the attempt's Event; a set Event answers at once, this only
-bounds how long the watcher outlives its attempt."""
+"""How often a running attempt asks whether its cancel Event is set: a remote cancel reaches the
+process within this (plus a round trip), well inside the cancel bound."""
 
 
 def claim_queue_name(attempt_id: str) -> str:
@@ -237,22 +246,72 @@ def _prepare_python(attempt: RemoteAttempt, exe: FrozenExecutable, workspace: Pa
     )
 
 
-def _watch_cancel(event: Any, cancel: CancelSignal, loop: asyncio.AbstractEventLoop, done: threading.Event) -> None:
-    """Long-poll the attempt's cancel Event until the attempt is over; set ``cancel`` on it."""
-    while not done.is_set():
+class _LaunchLoop:
+    """This worker process's launch loop: one event loop thread that supervises every attempt's
+    process, and the fork servers Python attempts are forked from (one per interpreter, harness and
+    environment: :func:`~rho_notebook.exec.python_forks.server_key`). A fork server answers on the
+    loop it was started on, so the attempts of both task threads run here rather than each on a
+    loop of its own; the servers end with the worker process (their socket closes)."""
+
+    _made: dict[int, _LaunchLoop] = {}
+    """pid -> the loop of that process (a process forked from a worker makes its own)."""
+    _lock = threading.Lock()
+
+    def __init__(self, log: Path | None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.forks = ForkServers(log=log)
+        threading.Thread(target=self.loop.run_forever, name="rho-launch", daemon=True).start()
+
+    @classmethod
+    def here(cls, log: Path | None) -> _LaunchLoop:
+        with cls._lock:
+            made = cls._made.get(os.getpid())
+            if made is None:
+                made = cls._made[os.getpid()] = cls(log)
+            return made
+
+    def run(self, attempt: Any) -> Any:
+        """Run the coroutine ``attempt`` on the launch loop and wait for its result here."""
+        return asyncio.run_coroutine_threadsafe(attempt, self.loop).result()
+
+
+def _fork_starter(forks: ForkServers, attempt: RemoteAttempt, argv: tuple[str, ...]) -> Starter | None:
+    """The worker's fork server for this Python attempt (argv: the cold launch's), or None for a
+    command. The server is keyed by the mapped environment the attempt was verified against."""
+    python = attempt.python
+    if python is None:
+        return None
+    request = python.request
+    runtime = json.dumps([request.get("sys_path", []), request.get("site_dirs", []), python.distributions])
+    digests = {module.label.removeprefix("//"): module.sha256 for module in python.modules}
+    job = ForkJob(argv=argv[2:], modules_dir=argv[3], modules=digests)
+    return forks.starter(
+        job,
+        harness=Path(argv[2]),
+        harness_sha256=python.harness_sha256,
+        runtime=hashlib.sha256(runtime.encode()).hexdigest(),
+    )
+
+
+async def _watch_cancel(event: Any, cancel: CancelSignal) -> None:
+    """Poll the attempt's cancel Event every :data:`CANCEL_POLL_SECONDS` while the process runs;
+    set ``cancel`` when it is set. A poll, not a long-poll: the watcher ends with its attempt (no
+    thread and no scheduler waiter outlive it), and a short attempt asks nothing (the claim already
+    looked at the Event just before the launch)."""
+    while True:
+        await asyncio.sleep(CANCEL_POLL_SECONDS)
         try:
-            if event.wait(timeout=CANCEL_POLL_SECONDS):
-                if not done.is_set():
-                    loop.call_soon_threadsafe(cancel.set)
+            if await asyncio.to_thread(event.is_set):
+                cancel.set()
                 return
         except Exception:  # the scheduler went away: the owner sees the lost future itself
             return
 
 
-async def _launch(attempt: RemoteAttempt, spec: ProcessSpec, event: Any, outcome: RemoteOutcome) -> dict[str, Any]:
+async def _launch(
+    spec: ProcessSpec, event: Any, outcome: RemoteOutcome, *, cancelled: bool, start: Starter | None
+) -> dict[str, Any]:
     cancel = CancelSignal()
-    done = threading.Event()
-    loop = asyncio.get_running_loop()
     stdout, stderr = bytearray(), bytearray()
 
     async def keep_stdout(chunk: bytes) -> None:
@@ -261,16 +320,43 @@ async def _launch(attempt: RemoteAttempt, spec: ProcessSpec, event: Any, outcome
     async def keep_stderr(chunk: bytes) -> None:
         stderr.extend(chunk)
 
-    if event.is_set():  # cancelled before launch: run_process launches nothing and says so
+    if cancelled:  # cancelled before launch: run_process launches nothing and says so
         cancel.set()
-    watcher = threading.Thread(target=_watch_cancel, args=(event, cancel, loop, done), daemon=True)
-    watcher.start()
+    watcher = asyncio.ensure_future(_watch_cancel(event, cancel))
     try:
-        result = await run_process(spec, stdout_sink=keep_stdout, stderr_sink=keep_stderr, cancel=cancel)
+        result = await run_process(spec, stdout_sink=keep_stdout, stderr_sink=keep_stderr, cancel=cancel, start=start)
     finally:
-        done.set()
+        watcher.cancel()
     outcome.stdout, outcome.stderr = bytes(stdout), bytes(stderr)
     return result.model_dump(mode="json")
+
+
+async def _take_and_look(client: Any, queue_name: str, event_name: str) -> tuple[list[Any], bool]:
+    """On the worker's loop, in one hop from the task thread: hold the claim queue (the scheduler
+    deletes a queue once nobody holds it), take everything it holds and look at the cancel Event
+    (those two requests travel together), and let go of the queue again."""
+    scheduler = client.scheduler
+    await scheduler.queue_create(name=queue_name, maxsize=0)
+    try:
+        records, cancelled = await asyncio.gather(
+            scheduler.queue_get(name=queue_name, batch=True), scheduler.event_is_set(name=event_name)
+        )
+    finally:
+        # exactly what ``distributed.Queue.close`` does (a Queue object would cost a hop of its own
+        # to create): the release travels on the client's stream, buffered while it connects
+        client._send_to_scheduler({"op": "queue_release", "name": queue_name})  # noqa: SLF001
+    return [record.get("value") for record in records], bool(cancelled)
+
+
+def _claim(client: Any, attempt: RemoteAttempt) -> tuple[bool, bool]:
+    """(claimed, cancelled before launch): the token taken from the claim queue (step 1) and the
+    cancel Event looked at (step 2). All the queue holds is taken, without waiting: the owner put
+    the token before it submitted, so an empty queue is a second execution (a get that timed out
+    would be an error the scheduler logs with a traceback). A worker's requests go through its
+    busy event loop, so they are its largest fixed cost per attempt: one hop here."""
+    name = claim_queue_name(attempt.attempt_id)
+    found, cancelled = client.sync(_take_and_look, client, name, cancel_event_name(attempt.attempt_id))
+    return attempt.token in found, cancelled
 
 
 def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
@@ -278,24 +364,19 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
     dist: Any = importlib.import_module("distributed")  # typed Any: distributed ships no annotations
     client = dist.get_client()
     outcome = RemoteOutcome(claimed=False, worker=dist.get_worker().address)
-    queue = dist.Queue(claim_queue_name(attempt.attempt_id), client=client)
-    try:
-        # all the queue holds, without waiting: the owner put the token before it submitted, so
-        # an empty queue is a second execution; a get that timed out would be an error the
-        # scheduler logs with a traceback
-        found = queue.get(batch=True)
-    finally:
-        queue.close()  # the scheduler drops the queue once the owner closed it too
-    if attempt.token not in found:
+    claimed, cancelled = _claim(client, attempt)
+    if not claimed:
         return outcome
     outcome.claimed = True
     event = dist.Event(cancel_event_name(attempt.attempt_id), client=client)
     workspace = Path(map_path(attempt.workspace, attempt.path_map))
     exe = _mapped_executable(attempt)
-    folder = Path(tempfile.mkdtemp(prefix="rho-attempt-"))
+    # a Python attempt's sources, request and result live in a private folder of its own; a command
+    # needs none (on a busy filesystem making and removing it costs more than the claim)
+    folder = Path(tempfile.mkdtemp(prefix="rho-attempt-")) if attempt.python is not None else None
     try:
         argv = attempt.argv
-        if attempt.python is not None:
+        if folder is not None:
             argv = _prepare_python(attempt, exe, workspace, folder)
         outcome.facts = {"executable": exe.file.path, "workspace": str(workspace)}
         spec = ProcessSpec(
@@ -308,8 +389,10 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
             workspace=workspace,
             kill_grace_seconds=attempt.kill_grace_seconds,
         )
-        outcome.process = asyncio.run(_launch(attempt, spec, event, outcome))
-        if attempt.python is not None:
+        launcher = _LaunchLoop.here(Path(dist.get_worker().local_directory) / "rho-forkserver.log")
+        start = _fork_starter(launcher.forks, attempt, argv)
+        outcome.process = launcher.run(_launch(spec, event, outcome, cancelled=cancelled, start=start))
+        if folder is not None:
             outcome.result = read_result(folder / RESULT_FILE, attempt.max_output_bytes)
     except VerificationError as err:
         outcome.failure, outcome.verification = err.message, err.reason
@@ -319,5 +402,6 @@ def run_attempt(attempt: RemoteAttempt) -> RemoteOutcome:
         outcome.failure = err.message if isinstance(err, RhoError) else f"{type(err).__name__}: {err}"
         outcome.verification = "not_started"
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     return outcome

@@ -22,10 +22,16 @@ from typing import Any
 
 import dask
 import pytest
-from distributed import Client, Future, LocalCluster, Queue
+from distributed import Client, Event, Future, LocalCluster, Queue
 
 from rho_notebook.errors import NeedsRecovery
-from rho_notebook.exec._dask_worker import RemoteAttempt, RemotePython, claim_queue_name, run_attempt
+from rho_notebook.exec._dask_worker import (
+    RemoteAttempt,
+    RemotePython,
+    cancel_event_name,
+    claim_queue_name,
+    run_attempt,
+)
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile, PythonModule
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
@@ -96,7 +102,7 @@ async def _file_written(path: Path, *, timeout: float = 60.0) -> str:
 
 def _scheduler_objects_of(cluster: LocalCluster, run_id: str, *, timeout: float = 10.0) -> list[str]:
     """Claim queues and cancel events of ``run_id`` still on the scheduler, once they are gone or
-    ``timeout`` passed (a worker's cancel watcher holds its event for one more long-poll)."""
+    ``timeout`` passed (the owner's release of its claim queue travels on its batched stream)."""
 
     def names(dask_scheduler: Any) -> list[str]:
         held = [*dask_scheduler.extensions["queues"].queues, *dask_scheduler.extensions["events"]._events]
@@ -181,6 +187,73 @@ def test_a_python_node_value_comes_back_typed(project: Project, cluster: LocalCl
     assert (attempt / "stdout").read_text() == "counting 3\n"
     assert json.loads((attempt / "request.json").read_text())["args"] == {"values": [1, 2, 6]}
     assert _finished(_journal(project, run_id), "stats")["exit"]["worker"] in cluster.scheduler_info["workers"]
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_python_attempts_fork_from_one_server_per_worker_and_interpreter(
+    project: Project, cluster: LocalCluster
+) -> None:
+    project.write(
+        "nodes/who.py",
+        """
+        import os
+
+        def who(i):
+            return {"pid": os.getpid(), "parent": os.getppid(), "group": os.getpgid(0), "i": i}
+        """,
+    )
+    nodes = ",\n    ".join(
+        f'python(name = "w{i:02d}", module = "//nodes/who.py", function = "who", args = {{"i": {i}}}, '
+        f'access = "read_only", {BUDGET})'
+        for i in range(12)
+    )
+    plan = _plan(project, f'return workflow(name = "who", nodes = [\n    {nodes},\n])')
+    run_id, state = _run(project, plan, _dask(cluster))
+    assert state.outcome == "success", {n: s.reason for n, s in state.nodes.items()}
+    folder = StoreLayout(home=project.home).run_dir(run_id) / "nodes"
+    seen = [json.loads((folder / f"w{i:02d}" / "attempts" / "1" / "value.json").read_text()) for i in range(12)]
+    assert [value["i"] for value in seen] == list(range(12))
+    assert all(value["group"] == value["pid"] for value in seen)  # each attempt leads its own group
+    workers = _worker_pids(cluster)
+    servers = {value["parent"] for value in seen}
+    assert not servers & workers  # not launched by the worker itself: forked by a server
+    assert {_parent_of(server) for server in servers} <= workers  # ... that the worker started
+    assert len(servers) <= len(workers)  # one per worker for this interpreter, reused
+
+
+def test_cancel_reaches_a_running_forked_python_attempt(project: Project, cluster: LocalCluster) -> None:
+    project.write(
+        "nodes/slow.py",
+        """
+        import os, time
+
+        def slow():
+            with open("up.txt", "w") as out:
+                out.write(f"{os.getpid()}\\n")
+            time.sleep(60)
+        """,
+    )
+    plan = _plan(
+        project,
+        f'return workflow(name = "c", nodes = [python(name = "slow", module = "//nodes/slow.py", function = "slow", {BUDGET})])',
+    )
+    run_id = create_run(StoreLayout(home=project.home), plan)
+
+    async def scenario() -> RunState:
+        run = asyncio.ensure_future(_execute(project, run_id, _dask(cluster), resume=False))
+        await _file_written(project.root / "up.txt")
+        await asyncio.to_thread(request_cancel, StoreLayout(home=project.home), run_id)
+        return await run
+
+    state = asyncio.run(scenario())
+    assert state.nodes["slow"].state is NodeState.CANCELLATION
+    assert _finished(_journal(project, run_id), "slow")["exit"]["kind"] == "cancelled"
+    pid = int((project.root / "up.txt").read_text())
+    with pytest.raises(ProcessLookupError):  # its group was stopped and reaped before the answer
+        os.kill(pid, 0)
 
 
 # -- placement and resources ------------------------------------------------------------------------
@@ -365,6 +438,33 @@ def test_a_second_execution_of_an_attempt_finds_the_claim_taken(project: Project
     assert side.read_text() == "launched\n"
 
 
+def test_an_attempt_cancelled_before_its_task_runs_claims_and_launches_nothing(
+    project: Project, cluster: LocalCluster
+) -> None:
+    side = project.root / "side.txt"
+    shell = os.path.realpath(shutil.which("sh") or "/bin/sh")
+    attempt = _attempt(
+        project,
+        executable=FrozenExecutable(
+            file=FrozenFile(
+                path=shell, in_workspace=False, sha256="sha256:" + hashlib.sha256(Path(shell).read_bytes()).hexdigest()
+            )
+        ),
+        argv=("sh", "-c", "echo launched >> side.txt"),
+    )
+    with Client(cluster.scheduler_address) as client:
+        _claimable(client, attempt)
+        cancel = Event(cancel_event_name(attempt.attempt_id), client=client)
+        cancel.set()  # as the owner does when the run is cancelled before the worker claimed
+        try:
+            outcome = client.submit(run_attempt, attempt, pure=False, retries=0).result()
+        finally:
+            cancel.clear()
+    assert outcome.claimed and outcome.process is not None
+    assert outcome.process["kind"] == "cancelled" and outcome.process["pid"] is None
+    assert not side.exists()
+
+
 def test_python_sources_are_checked_by_digest_on_the_worker(project: Project, cluster: LocalCluster) -> None:
     module = PythonModule(
         label="//m.py", name="m", sha256="sha256:" + hashlib.sha256(b"x = 1\n").hexdigest(), text="x = 2\n"
@@ -408,10 +508,12 @@ def test_a_python_environment_that_differs_on_the_worker_fails_closed(project: P
 def test_without_an_address_the_run_starts_a_local_cluster_and_closes_it(
     project: Project, cluster: LocalCluster
 ) -> None:
-    plan = _plan(project, f'return workflow(name = "o", nodes = [command(name = "t", argv = ["true"], {BUDGET})])')
+    # eight nodes at once on fresh workers: their first claims race each worker client coming up
+    nodes = ", ".join(f'command(name = "t{i}", argv = ["true"], {BUDGET})' for i in range(8))
+    plan = _plan(project, f'return workflow(name = "o", checkout = "shared", nodes = [{nodes}])')
     run_id, state = _run(project, plan, "dask")
-    assert state.outcome == "success"
-    worker = _finished(_journal(project, run_id), "t")["exit"]["worker"]
+    assert state.outcome == "success", {n: s.reason for n, s in state.nodes.items()}
+    worker = _finished(_journal(project, run_id), "t0")["exit"]["worker"]
     assert worker not in cluster.scheduler_info["workers"]  # not the module's cluster: its own
     host, port = worker.removeprefix("tcp://").rsplit(":", 1)
     with pytest.raises(OSError):  # the run closed its cluster: nothing listens there any more
