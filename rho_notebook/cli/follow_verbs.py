@@ -154,17 +154,7 @@ def _rejoined(service: Service, before: RunState) -> list[dict[str, Any]]:
     for request_id in before.waiting_requests().values():
         request = run_sync(service.approval_request(before.run_id, request_id))
         records.append(
-            {
-                "run_id": request.run_id,
-                "kind": "approval_requested",
-                "node": request.node,
-                "attempt": request.attempt,
-                "request_id": request.request_id,
-                "approval": request.kind,
-                "facts": request.facts,
-                "facts_sha256": request.facts_sha256,
-                "rejoined": True,
-            }
+            {"run_id": request.run_id, "kind": "approval_requested", **request.record_fields(), "rejoined": True}
         )
     return records
 

@@ -66,6 +66,18 @@ class ApprovalRequest(FrozenModel):
     facts_sha256: str
     requested_at: float
 
+    def record_fields(self) -> dict[str, Any]:
+        """The fields of this request's ``approval_requested`` journal record (the owner journals
+        them; a follower that rejoins a resumed run shows them again the same way)."""
+        return {
+            "node": self.node,
+            "attempt": self.attempt,
+            "request_id": self.request_id,
+            "approval": self.kind,
+            "facts": self.facts,
+            "facts_sha256": self.facts_sha256,
+        }
+
 
 class ApprovalDecision(FrozenModel):
     request_id: str

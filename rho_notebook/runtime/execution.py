@@ -65,17 +65,7 @@ REQUEST_RESCAN_SECONDS = 0.5
 
 def _asked(request: ApprovalRequest, *, timeout: float) -> dict[str, Any]:
     """The ``approval_requested`` record of ``request``."""
-    return event(
-        EventKind.APPROVAL_REQUESTED,
-        request.run_id,
-        node=request.node,
-        attempt=request.attempt,
-        request_id=request.request_id,
-        approval=request.kind,
-        facts=request.facts,
-        facts_sha256=request.facts_sha256,
-        timeout_seconds=timeout,
-    )
+    return event(EventKind.APPROVAL_REQUESTED, request.run_id, **request.record_fields(), timeout_seconds=timeout)
 
 
 _UNTOUCHED = json_bytes(NodeRecord().to_json(), compact=True).rstrip(b"\n")
