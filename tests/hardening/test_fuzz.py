@@ -781,6 +781,8 @@ def sanitized(argv: list[str]) -> list[str]:
         rest = [_capped_timeout(t) for t in rest]
     if verb == "run":  # a headless run of a graph with a human step waits for a person
         rest = [t.replace("triage.graph.yaml", "safe.graph.yaml") for t in rest]
+    if verb == "wait":  # follows a run until it stops: <RUN_WAIT> stops only for a person
+        rest = [*rest, "--timeout", "1"]  # the last --timeout wins
     if verb in ("export", "record"):
         rest = [("x" + t.lstrip("/")).replace("..", "__") if t.startswith("/") or ".." in t else t for t in rest]
     return [verb, *rest]
