@@ -86,12 +86,19 @@ class WorkerPool:
             return [worker.process.pid for worker in self._idle]
 
     def close(self) -> None:
-        """Stop every idle worker (closing its channel ends it; a kill makes sure); a worker given
-        back later is stopped too (the pool was switched off while it served a call)."""
+        """Stop every idle worker (closing its channel ends it; a kill makes sure). The pool stays
+        usable: the next call starts a worker again."""
         with self._lock:
-            idle, self._idle, self._closed = self._idle, [], True
+            idle, self._idle = self._idle, []
         for worker in idle:
             _discard(worker)
+
+    def retire(self) -> None:
+        """Stop every idle worker, and every worker given back from now on (the process switched
+        its warm workers off while a call was being served)."""
+        with self._lock:
+            self._closed = True
+        self.close()
 
 
 async def talk_in_worker(
@@ -149,7 +156,7 @@ def use_warm_workers(enabled: bool = True) -> None:
             _pool = WorkerPool()
             atexit.register(_pool.close)
         elif not enabled and _pool is not None:
-            _pool.close()
+            _pool.retire()
             atexit.unregister(_pool.close)
             _pool = None
 

@@ -114,6 +114,28 @@ def test_steps_share_one_worker_and_each_starts_from_fresh_globals() -> None:
     assert workers_of(os.getpid()) == set()
 
 
+def test_a_closed_pool_keeps_workers_again_and_a_retired_one_does_not() -> None:
+    """close() empties a pool that stays in use (a bench empties the owner's between samples);
+    retire() is planning's switch-off: a worker given back afterwards is stopped."""
+
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        pool = WorkerPool(max_idle=1)
+        await run_code_step(COUNTS, {"n": 1}, step="s", pool=pool)
+        first = pool.idle_pids()
+        pool.close()
+        await run_code_step(COUNTS, {"n": 2}, step="s", pool=pool)
+        again = pool.idle_pids()
+        pool.retire()
+        await run_code_step(COUNTS, {"n": 3}, step="s", pool=pool)
+        return first, again, pool.idle_pids()
+
+    first, again, retired = asyncio.run(scenario())
+    assert len(first) == 1 and len(again) == 1 and again != first
+    assert retired == []
+    for pid in first + again:
+        wait_gone(pid)
+
+
 HOARD = 'def run(item):\n    hoard = []\n    for i in range(2147483647):\n        hoard.append("x" * 1000000)\n    return item\n'
 
 
