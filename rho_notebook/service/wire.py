@@ -38,6 +38,7 @@ from rho_notebook.service.wire_views import (
     WireLayout,
     WireNode,
 )
+from rho_notebook.store.layout import VALUE_FILE
 
 if TYPE_CHECKING:
     from rho_notebook.runtime.status import RunFacts
@@ -354,6 +355,7 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
         record = state.nodes[name]
         attempts: list[AttemptJson] = [a.to_json() for a in record.attempts]  # type: ignore[misc]
         entry: NodeResultJson = {"state": record.state.value, "attempts": attempts}
+        step = step_json(record)
         if record.current is not None:
             entry["exit"] = record.current.exit
             found = folder.artifacts(name, record.current)
@@ -362,7 +364,10 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
                 exists, value = folder.read_value(found["value"])  # StoreError when it is not JSON
                 if exists:
                     entry["output"] = value
-        step = step_json(record)
+            elif step is not None and record.state is NodeState.SUCCESS:  # its copy lost in a crash?
+                journaled = folder.journaled_step_value(folder.files_of(name, record.current) / VALUE_FILE)
+                if journaled is not None:
+                    entry["output"] = journaled
         if step is not None:
             entry["step"] = step
             entry["replayed"] = record.replayed

@@ -51,7 +51,7 @@ from rho_notebook.store.files import (
 )
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
-from rho_notebook.store.journal import CHAINED, Watermark, write_watermark
+from rho_notebook.store.journal import CHAINED, Watermark, read_journal, write_watermark
 from rho_notebook.store.layout import (
     ANSWER_PROSE_FILE,
     ANSWER_TEXT_FILE,
@@ -247,8 +247,34 @@ class RunFolder:
         try:
             return True, json.loads(data)
         except (ValueError, RecursionError) as err:
+            journaled = self.journaled_step_value(path)
+            if journaled is not None:
+                return True, journaled
             msg = f"{path} is not valid JSON ({err}); the run store is damaged (the attempt's value cannot be read)"
             raise StoreError(msg) from None
+
+    def journaled_step_value(self, path: Path) -> Any | None:
+        """The value a script step's ``node_finished`` record holds (``step_value``) for the
+        attempt whose ``value.json`` is ``path``, or None. A small step value is journaled with the
+        step's end and its ``value.json`` written as a non-durable copy, which a machine crash can
+        leave missing or torn (runtime/script_attempts.py); the journal is read only then."""
+        attempt_folder = path.parent
+        if path.name != VALUE_FILE or not attempt_folder.name.isdigit():
+            return None
+        run, folder, attempt = attempt_folder.parents[3], attempt_folder.parents[1].name, int(attempt_folder.name)
+        try:
+            records = read_journal(run / "events.jsonl").events
+        except StoreError:
+            return None
+        for record in reversed(records):
+            if (
+                record.get("kind") == "node_finished"
+                and record.get("attempt") == attempt
+                and "step_value" in record
+                and node_folder(str(record.get("node"))) == folder
+            ):
+                return record["step_value"]
+        return None
 
     def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
         """Validated output values (``value.json``) of the given node -> attempt pairs (the

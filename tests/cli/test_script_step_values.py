@@ -81,3 +81,20 @@ def test_a_replay_whose_value_copy_is_gone_or_torn_answers_from_the_journal(proj
             "replayed": [True, True],
         }
     ]
+
+
+def test_result_shows_a_journaled_value_whose_copy_is_gone_or_torn(project: Project) -> None:
+    """After a machine crash a small step's value.json copy may be missing or torn: ``result``
+    answers from the step's node_finished record instead of calling the store damaged."""
+    script = write_script(project, BODY)
+    _, run_id = run(project, script)
+    before = json.loads(project.cli("result", run_id, "--output", "json").stdout)["nodes"]
+    (attempt_dir(project, run_id, "small") / "value.json").unlink()
+    (attempt_dir(project, run_id, "silent") / "value.json").write_text("")
+    shown = project.cli("result", run_id, "--output", "json")
+    assert shown.returncode == 0, shown.stderr
+    after = json.loads(shown.stdout)["nodes"]
+    for key in ("small", "silent"):
+        assert after[key]["output"] == before[key]["output"] == finished(project, run_id)[key][STEP_VALUE_FIELD]
+    # a torn value file of a graph node stays damage: only script steps journal their value
+    assert "output" in after["big"] and "output" not in after["failed"]
