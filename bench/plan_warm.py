@@ -15,7 +15,9 @@ One sample of each, interleaved (the order rotates from sample to sample), in on
 Before every warm and cold sample the entry's text changes (a comment with the sample's number at
 its end: the same graph), as after an edit in a notebook: ``validate`` evaluates it, and the warm
 process's ``plan`` may reuse that evaluation (:mod:`rho_notebook.source.evaluate` keeps it after
-checking every source again) but not one kept from an earlier sample.
+checking every source again) but not one kept from an earlier sample. With the evaluation it
+reuses the validation's command nodes and canonical bytes where freezing again (every program
+resolved and hashed anew) gives the same nodes (:func:`rho_notebook.planning.starlark_nodes.freeze_nodes`).
 
 Goals (issue 31): warm <= 3x the floor, cold <= 12x. The table gives the median and the minimum of
 each and the ratio of the medians; then where one warm ``validate`` spends its time (medians of
@@ -206,7 +208,7 @@ def report(figures: dict[str, list[float]], samples: int) -> int:
     for label, value in breakdown:
         print(f"  {label:46}{value:8.1f}")
     print(f"  {'validate in all':46}{phase['validate']:8.1f}")
-    print(f"  {'plan in all (the same, and storing it)':46}{phase['plan']:8.1f}")
+    print(f"  {'plan in all (kept work checked, then stored)':46}{phase['plan']:8.1f}")
     print(f"  {'of which storing (store.plans.save_once)':46}{phase['store']:8.1f}")
     warm_ok = median(figures["warm"]) <= WARM_GOAL * floor
     cold_ok = median(figures["cold"]) <= COLD_GOAL * floor

@@ -232,13 +232,15 @@ def _is_ancestor(drafts: dict[str, NodeDraft], node: str, candidate: str) -> boo
 
 
 def _topological(drafts: dict[str, NodeDraft]) -> list[str]:
-    indegree = {name: 0 for name in drafts}
+    indegree: dict[str, int] = {}
     children: dict[str, list[str]] = {name: [] for name in drafts}
     for name, draft in drafts.items():
+        count = 0
         for need in draft.needs:
-            if need in drafts and need != name:  # a node that needs itself is reported as such
-                indegree[name] += 1
+            if need in children and need != name:  # a node that needs itself is reported as such
+                count += 1
                 children[need].append(name)
+        indegree[name] = count
     ready = sorted(n for n, d in indegree.items() if d == 0)
     order: list[str] = []
     while ready:
@@ -298,10 +300,26 @@ def _reuse_problem(draft: NodeDraft) -> Diagnostic | None:
     )
 
 
+def _may_hold_nul(raw: dict[str, Any]) -> bool:
+    """False when no text :func:`_nul_problems` reads can hold a NUL byte: every argv or argument
+    a plain string without one, and so are cwd and command where given (most nodes of a graph)."""
+    for key in ("argv", "arguments"):
+        for part in raw.get(key) or ():
+            if type(part) is not str or "\x00" in part:
+                return True
+    for key in ("cwd", "command"):
+        value = raw.get(key)
+        if value is not None and (type(value) is not str or "\x00" in value):
+            return True
+    return False
+
+
 def _nul_problems(draft: NodeDraft) -> list[Diagnostic]:
     """A NUL byte in a command's argv, cwd or environment text, or in shell source, cannot reach
     a process (the operating system ends a C string there): refuse it at plan time, not at launch."""
     raw = draft.raw
+    if not _may_hold_nul(raw):
+        return []
     texts: list[tuple[str | tuple[str, int], Any]] = []  # where: a name, or (a list's name, index)
     if draft.kind == "command":
         texts += [(("argv", index), part) for index, part in enumerate(raw.get("argv", []))]
@@ -397,8 +415,8 @@ def _node_limit_problems(draft: NodeDraft, *, limits: Limits) -> list[Diagnostic
         problem = _budget_problem(draft, budget)
         if problem is not None:
             found.append(problem)
-            continue
-        over(budget, draft.raw[budget], f" (node {draft.name!r})")
+        elif draft.raw[budget] > limits.limit(budget):  # the message only when it is sent
+            over(budget, draft.raw[budget], f" (node {draft.name!r})")
     return found
 
 

@@ -133,10 +133,18 @@ async def to_graph(
         resolve_agent=resolve_agent,
         limits=limits,
         index=index,
+        memo=evaluation.memo,
     )
     if frozen.found:
         raise InvalidWorkflow(frozen.found)
     graph = _graph(evaluation, frozen)
     python_sources = [index.module(module.label).source for module in graph.python_modules]
     sources = sorted([*evaluation.sources, *python_sources], key=lambda s: s.label)
-    return FrozenGraph(graph=graph, resolver=resolver, sources=sources, display=workflow_file, stats=evaluation.stats)
+    return FrozenGraph(
+        graph=graph,
+        resolver=resolver,
+        sources=sources,
+        display=workflow_file,
+        stats=evaluation.stats,
+        memo=evaluation.memo,
+    )

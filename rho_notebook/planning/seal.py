@@ -53,6 +53,11 @@ class FrozenGraph:
     """Statistics the form measured (a Starlark evaluation's); None: the size of the inputs."""
     flow: dict[str, Any] | None = None
     """A flow's compiled manifest, kept in the plan manifest for views."""
+    memo: dict[Any, Any] | None = None
+    """Where the form keeps what it derived from the one source evaluation this graph came from
+    (a Starlark evaluation's :attr:`~rho_notebook.source.evaluate.Evaluation.memo`), or None.
+    :func:`seal` keeps the graph's canonical bytes there: ``plan`` after ``validate`` of the same
+    evaluation in a warm process encodes an equal graph once."""
 
 
 def source_records(sources: Sequence[SourceText]) -> tuple[SourceRecord, ...]:
@@ -65,9 +70,34 @@ def source_records(sources: Sequence[SourceText]) -> tuple[SourceRecord, ...]:
     )
 
 
+_CANONICAL = "canonical bytes"
+"""The key of the last sealed graph and its canonical bytes in :attr:`FrozenGraph.memo`."""
+
+
+def _canonical(frozen: FrozenGraph) -> bytes:
+    """:func:`graph_bytes` of the frozen graph, or the bytes kept in its memo for an equal graph.
+
+    Two graphs frozen from one evaluation share every value that came from the source (the same
+    objects: the nodes' drafts, their conditions and literals), so where they are equal they are
+    equal value for value, ``True`` and ``1`` included: what differs between two freezings is what
+    the filesystem gave (paths, digests, labels), strings compared as strings. Equal graphs have
+    the same canonical bytes; comparing them costs a fraction of encoding (the nodes a warm
+    freezing reused are the same objects: :func:`~rho_notebook.planning.starlark_nodes.freeze_nodes`).
+    """
+    memo, graph = frozen.memo, frozen.graph
+    kept = memo.get(_CANONICAL) if memo is not None else None
+    if kept is not None and (kept[0] is graph or kept[0] == graph):
+        encoded: bytes = kept[1]
+        return encoded
+    encoded = graph_bytes(graph)
+    if memo is not None:
+        memo[_CANONICAL] = (graph, encoded)
+    return encoded
+
+
 def _encoded(frozen: FrozenGraph, limits: Limits) -> bytes:
     """The graph's canonical bytes, refused past the ``graph_bytes`` planning limit."""
-    encoded = graph_bytes(frozen.graph)
+    encoded = _canonical(frozen)
     if len(encoded) > limits.limit("graph_bytes"):
         msg = f"planning budget 'graph_bytes' exceeded: accepted limit {limits.limit('graph_bytes')}, measured {len(encoded)}"
         raise InvalidWorkflow([Diagnostic(rule="limit.graph_bytes", message=msg, file=frozen.display)])

@@ -19,6 +19,7 @@ from rho_notebook.model.graph import (
     ApprovalNode,
     ArgvPart,
     CommandNode,
+    FrozenExecutable,
     Node,
     PythonArg,
     PythonModule,
@@ -97,6 +98,12 @@ class _Freezer:
     found: list[Diagnostic] = field(default_factory=list)
     static_argv_ok: set[tuple[tuple[str, ...], str | None, str]] = field(default_factory=set)
     """(argv, resolved program, cwd) of the static argvs whose code-argument check passed."""
+    kept: dict[str, CommandNode] = field(default_factory=dict)
+    """Command nodes an earlier freezing of the same drafts under the same limits made, by name
+    (:func:`freeze_nodes`' ``memo``)."""
+    same: dict[tuple[int, int], bool] = field(default_factory=dict)
+    """Whether a kept node's executable equals this freezing's, by the two objects' ids (the
+    resolver gives one object per program and cwd, so this is asked once per program)."""
 
     def limit(self, draft: NodeDraft, budget: str, measured: int) -> None:
         if measured > self.limits.limit(budget):
@@ -160,10 +167,14 @@ class _Freezer:
     def command(self, draft: NodeDraft) -> Node | None:
         raw, resolver = draft.raw, self.resolver
         cwd = resolver.frozen_dir(raw.get("cwd", "."), node=draft.name)
-        argv = tuple(_argv_part(p) for p in raw["argv"])
-        size = sum(len(p.encode()) if isinstance(p, str) else _template_bytes(p) for p in argv)
-        self.limit(draft, "argv_bytes", size)
-        self.limit(draft, "argv_items", len(argv))
+        kept = self.kept.get(draft.name)
+        if kept is not None:  # its argv and their budgets depend on the draft and the limits alone
+            argv = kept.argv
+        else:
+            argv = tuple(_argv_part(p) for p in raw["argv"])
+            size = sum(len(p.encode()) if isinstance(p, str) else _template_bytes(p) for p in argv)
+            self.limit(draft, "argv_bytes", size)
+            self.limit(draft, "argv_items", len(argv))
         executable = resolver.executable(raw["argv"][0], cwd_label=cwd, node=draft.name)
         # An argv of static strings only has no data to become code: the outcome of its check is
         # the same for every node with this argv, program and cwd, so it is worked out once.
@@ -179,11 +190,20 @@ class _Freezer:
                 node=draft.name,
             )
             if static and problem is None:
-                self.static_argv_ok.add(key)
+                self.static_argv_ok.add(key)  # type: ignore[arg-type]  # static: every part is a str
         if problem is not None:
             self.found.append(draft.diagnostic("argv.code", problem.message))
             return None
+        if kept is not None and kept.cwd == cwd and self.same_executable(kept.executable, executable):
+            return kept
         return CommandNode(argv=argv, cwd=cwd, executable=executable, **_common(draft), **_placed(draft))
+
+    def same_executable(self, kept: FrozenExecutable, found: FrozenExecutable) -> bool:
+        key = (id(kept), id(found))
+        same = self.same.get(key)
+        if same is None:
+            same = self.same[key] = kept == found
+        return same
 
     def shell(self, draft: NodeDraft) -> Node:
         raw = draft.raw
@@ -278,10 +298,28 @@ def freeze_nodes(
     resolve_agent: AgentResolver,
     limits: Limits,
     index: ModuleIndex,
+    memo: dict[Any, Any] | None = None,
 ) -> FrozenNodes:
     """Every draft frozen in name order, with every diagnostic found; blocking (it hashes files
-    and may ask a version manager about a shim): run it off the event loop."""
-    freezer = _Freezer(request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits, index=index)
+    and may ask a version manager about a shim): run it off the event loop.
+
+    ``memo`` (the evaluation's, whose drafts these are) keeps the command nodes of the last
+    freezing that found nothing wrong. Freezing the same drafts under the same limits again (a
+    warm process's ``plan`` after ``validate``) still resolves every program and working directory
+    and checks every code argument, and takes the kept node, the same object, where its working
+    directory and executable came out equal: a command node is a function of its draft, the limits,
+    its working directory and its executable. The graph's canonical bytes are then reused too
+    (:func:`~rho_notebook.planning.seal.seal`).
+    """
+    key = ("command nodes", tuple(limits.as_dict().items()))
+    kept: dict[str, CommandNode] = memo.get(key, {}) if memo is not None else {}
+    freezer = _Freezer(
+        request=request, resolver=resolver, resolve_agent=resolve_agent, limits=limits, index=index, kept=kept
+    )
     nodes = [node for draft in sorted(drafts, key=lambda d: d.name) if (node := freezer.freeze(draft)) is not None]
-    frozen = FrozenNodes(nodes=nodes, agents=freezer.agents, found=freezer.found)
-    return _with_runtime(frozen, drafts, freezer=freezer)
+    frozen = _with_runtime(
+        FrozenNodes(nodes=nodes, agents=freezer.agents, found=freezer.found), drafts, freezer=freezer
+    )
+    if memo is not None and not frozen.found:
+        memo[key] = {node.name: node for node in frozen.nodes if isinstance(node, CommandNode)}
+    return frozen

@@ -63,8 +63,10 @@ class Evaluation:
     """Every module evaluated, entry first, then in load order."""
     stats: dict[str, int] = field(default_factory=dict)
     memo: dict[Any, Any] = field(default_factory=dict)
-    """What the planner derived from this evaluation alone (the graph rules' node drafts), kept
-    with it by a warm process: a reuse of the evaluation reuses them too. Never changed once put."""
+    """What the planner derived from this evaluation (the graph rules' node drafts, the frozen
+    command nodes, the last sealed graph's canonical bytes), kept with it by a warm process: a
+    reuse of the evaluation reuses them too. A value put there is never changed; an entry may be
+    replaced by a newer one (each use checks that what it keeps still applies)."""
 
     def display(self, label: str | None) -> str | None:
         for source in self.sources:

@@ -12,6 +12,8 @@ the Starlark work itself. In the fast mode (``Session.fast``) the node construct
    conversion back is) whenever the rebuild keeps every dict's key order (json.decode sorts keys,
    the exact mode keeps the order written): Python checks the arguments as always, and answers
    only what it adds (the call site) when :func:`rebuilds_exactly` says so, else the whole result.
+   A node constructor sends its call stack and its text as one string and gets the call site back
+   as JSON text: every value that crosses costs a conversion, and this runs once per node.
 
 So every value a fast evaluation produces equals the exact mode's, in content and key order. Only
 a failure can differ (Starlark refusing to encode an argument the exact mode would have converted
@@ -87,10 +89,10 @@ def {kind}(**kwargs):
     copy = json.decode(text)
     if copy != kwargs:
         return _node("{kind}", call_stack(), kwargs)
-    made = _{kind}_json(call_stack(), text)
-    if "__rho__" in made:
+    made = _{kind}_json(call_stack() + "\\n" + text)
+    if type(made) == "dict":
         return made
-    made = {{"__rho__": "node", "kind": "{kind}", "at": made["at"]}}
+    made = {{"__rho__": "node", "kind": "{kind}", "at": json.decode(made)}}
 {_REBUILD}    return made
 """
         for kind in NODE_KINDS
@@ -107,8 +109,16 @@ def install_builtins(module: sl.Module, s: Session) -> None:
     module.add_callable("_workflow_json", lambda stack, text: _answer(make_workflow(s, stack, json.loads(text))))
 
 
-def _node_json(s: Session, kind: str, stack: str, text: str) -> dict[str, Any]:
-    return _answer(make_node(s, kind, stack, json.loads(text)))
+def _node_json(s: Session, kind: str, sent: str) -> dict[str, Any] | str:
+    """A node constructor's Python side (it runs once per node, so what crosses is kept small).
+
+    ``sent`` is the call stack, a newline and the arguments' JSON text (which has no newline of its
+    own), one string rather than two. The answer is the call site as JSON text, when Starlark can
+    rebuild the rest exactly (:func:`rebuilds_exactly`), else the whole tagged node.
+    """
+    stack, _, text = sent.rpartition("\n")
+    made = make_node(s, kind, stack, json.loads(text))
+    return s.site_text(stack, kind) if rebuilds_exactly(made) else made
 
 
 def _answer(made: dict[str, Any]) -> dict[str, Any]:

@@ -54,13 +54,14 @@ def check_agent(s: Session, kw: dict[str, Any], where: str, at: list[Any]) -> No
 
 def check_command(s: Session, kw: dict[str, Any], where: str, at: list[Any]) -> None:
     argv = kw["argv"]
-    s.need(isinstance(argv, list) and argv, "command.argv", f"{where}: argv must be a non-empty list", at)
-    s.need(
-        isinstance(argv[0], str) and argv[0] != "",
-        "command.argv",
-        f"{where}: argv[0] must be a literal executable name or path; it cannot come from an output",
-        at,
-    )
+    if not (isinstance(argv, list) and argv):  # not s.need: its message would be formatted for every node
+        s.fail("command.argv", f"{where}: argv must be a non-empty list", at)
+    if not (isinstance(argv[0], str) and argv[0] != ""):
+        s.fail(
+            "command.argv",
+            f"{where}: argv[0] must be a literal executable name or path; it cannot come from an output",
+            at,
+        )
     for i, part in enumerate(argv):
         ok = isinstance(part, str) or is_tag(part, "template") or (is_tag(part, "ref") and part.get("ref") == "output")
         if not ok:  # not s.need: its message would be formatted for every part

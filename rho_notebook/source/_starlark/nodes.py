@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from itertools import repeat
 
 import starlark as sl
 
 from rho_notebook.source._starlark.node_kinds import KIND_CHECKS, check_placement
-from rho_notebook.source._starlark.tags import NAME_RE, call_site, is_tag, tag
+from rho_notebook.source._starlark.tags import NAME_RE, is_tag, tag
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
@@ -48,67 +49,59 @@ REQUIRED = {
     "approval": {"prompt"},
     "python": {"module", "function"},
 }
+ALLOWED = {kind: COMMON | names | {"reuse"} for kind, names in SPECIFIC.items()}
+"""Every argument a kind takes (``reuse`` is refused on the kinds that do not, by its own rule)."""
 _WORKFLOW_ARGUMENTS = frozenset({"name", "nodes", "concurrency", "checkout"})
 _CONCURRENCY_KEYS = ("total", "agent", "command", "checkout_readers")
 
 
 def make_node(s: Session, kind: str, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
-    """The tagged node of one constructor call, after every check of its arguments."""
-    at = call_site(stack, kind, s.sources, s.lines)
+    """The tagged node of one constructor call, after every check of its arguments.
+
+    Every check is written ``if not ...: s.fail(...)`` rather than with ``s.need``, so that no
+    message is formatted unless it is sent: this runs once per node of a workflow.
+    """
+    at = s.call_site(stack, kind)
     s.check_value(kw, f"{kind}()")
     where = _check_name(s, kind, kw, at)
     _check_reuse(s, kind, kw, where, at)
     # timeout_seconds and max_output_bytes (required, positive integers) are checked with the
     # graph rules (planning/normalize.py), so that a missing one does not hide other problems.
-    missing = sorted(f for f in REQUIRED[kind] if f not in kw)
-    s.need(not missing, "node.argument", f"{where} needs {', '.join(missing)}", at)
+    missing = REQUIRED[kind] - kw.keys()
+    if missing:
+        s.fail("node.argument", f"{where} needs {', '.join(sorted(missing))}", at)
     needs = kw.get("needs", [])
-    s.need(
-        isinstance(needs, list) and all(isinstance(n, str) for n in needs),
-        "node.needs",
-        f"{where}: needs must be a list of node names",
-        at,
-    )
+    if not (isinstance(needs, list) and all(map(isinstance, needs, repeat(str)))):
+        s.fail("node.needs", f"{where}: needs must be a list of node names", at)
     when = kw.get("when")
-    s.need(
-        when is None or is_tag(when, "condition"),
-        "node.when",
-        f"{where}: when must be a condition (condition.equals(...), ...)",
-        at,
-    )
-    s.need(
-        isinstance(kw.get("allow_failure", False), bool),
-        "node.allow_failure",
-        f"{where}: allow_failure must be True or False",
-        at,
-    )
+    if not (when is None or is_tag(when, "condition")):
+        s.fail("node.when", f"{where}: when must be a condition (condition.equals(...), ...)", at)
+    if not isinstance(kw.get("allow_failure", False), bool):
+        s.fail("node.allow_failure", f"{where}: allow_failure must be True or False", at)
     out = kw.get("output")
     if out is not None:
         _check_output(s, kind, out, where, at)
     KIND_CHECKS[kind](s, kw, where, at)
     check_placement(s, kind, kw, where, at)
-    if "cwd" in kw:
-        s.need(
-            isinstance(kw["cwd"], str) and kw["cwd"] != "",
-            "node.cwd",
-            f"{where}: cwd must be a non-empty relative path string",
-            at,
-        )
+    if "cwd" in kw and not (isinstance(kw["cwd"], str) and kw["cwd"] != ""):
+        s.fail("node.cwd", f"{where}: cwd must be a non-empty relative path string", at)
     return tag("node", kind=kind, at=at, **kw)
 
 
 def _check_name(s: Session, kind: str, kw: dict[str, Any], at: list[Any]) -> str:
     """Refuse unknown arguments and a bad name; ``kind 'name'``, how messages name the node."""
-    unknown = sorted(set(kw) - COMMON - SPECIFIC[kind] - {"reuse"})
-    s.need(not unknown, "node.argument", f"{kind}() got unknown argument(s): {', '.join(unknown)}", at)
+    unknown = kw.keys() - ALLOWED[kind]
+    if unknown:
+        s.fail("node.argument", f"{kind}() got unknown argument(s): {', '.join(sorted(unknown))}", at)
     name = kw.get("name")
-    s.need(isinstance(name, str), "node.name", f'{kind}() needs name = "..."', at)
-    s.need(
-        NAME_RE.match(str(name)) is not None,
-        "node.name",
-        f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes",
-        at,
-    )
+    if not isinstance(name, str):
+        s.fail("node.name", f'{kind}() needs name = "..."', at)
+    if NAME_RE.match(name) is None:
+        s.fail(
+            "node.name",
+            f"node name {name!r} must start with a-z, use only a-z 0-9 _ -, and be at most 63 bytes",
+            at,
+        )
     return f"{kind} {name!r}"
 
 
@@ -162,7 +155,7 @@ def _check_output(s: Session, kind: str, out: Any, where: str, at: list[Any]) ->
 
 def make_workflow(s: Session, stack: str, kw: dict[str, Any]) -> dict[str, Any]:
     """The tagged workflow of ``workflow(name = ..., nodes = [...], ...)``."""
-    at = call_site(stack, "workflow", s.sources, s.lines)
+    at = s.call_site(stack, "workflow")
     unknown = sorted(set(kw) - _WORKFLOW_ARGUMENTS)
     s.need(not unknown, "workflow.argument", f"workflow() got unknown argument(s): {', '.join(unknown)}", at)
     name = kw.get("name")

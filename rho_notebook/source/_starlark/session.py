@@ -6,6 +6,7 @@ serves each request with a new session, so no Starlark global, module or budget 
 
 from __future__ import annotations
 
+import json
 import time
 
 import starlark as sl
@@ -15,6 +16,7 @@ from rho_notebook.source._starlark.channel import Channel
 from rho_notebook.source._starlark.literals import INT64_MAX, INT64_MIN, bad_literal, find_load
 from rho_notebook.source._starlark.pseudo_files import DRIVER, PRELUDE
 from rho_notebook.source._starlark.signals import Budget, RhoBuiltinError
+from rho_notebook.source._starlark.tags import call_site
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
@@ -38,6 +40,10 @@ class Session:
         self.sources: dict[str, str] = {}
         self.lines: dict[str, list[str]] = {}
         """Each source split into lines, as call sites are looked up (:func:`.tags.call_site`)."""
+        self.sites: dict[tuple[str, str], list[Any]] = {}
+        """Call sites by call stack and name: the nodes a loop makes share one (:meth:`call_site`)."""
+        self.site_texts: dict[tuple[str, str], str] = {}
+        """The same as JSON text (:meth:`site_text`)."""
         self.loading: list[str] = []
         self.max_depth = 0
         self.source_bytes = 0
@@ -53,8 +59,28 @@ class Session:
         self.modules.clear()
         self.sources.clear()
         self.lines.clear()
+        self.sites.clear()
+        self.site_texts.clear()
         self.loading.clear()
         self.last_error = None
+
+    def call_site(self, stack: str, name: str) -> list[Any]:
+        """:func:`.tags.call_site` of ``name`` in ``stack`` (a new list), worked out once per
+        stack and name: a module's text never changes during a request."""
+        key = (stack, name)
+        site = self.sites.get(key)
+        if site is None:
+            site = self.sites[key] = call_site(stack, name, self.sources, self.lines)
+        return list(site)
+
+    def site_text(self, stack: str, name: str) -> str:
+        """:meth:`call_site` as JSON text (what a node constructor's fast answer is), worked out
+        once per stack and name."""
+        key = (stack, name)
+        text = self.site_texts.get(key)
+        if text is None:
+            text = self.site_texts[key] = json.dumps(self.call_site(stack, name))
+        return text
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -152,7 +178,7 @@ class Session:
         if kind is str:
             return len(value) <= self._short
         if kind is int:
-            return INT64_MIN <= value <= INT64_MAX
+            return bool(INT64_MIN <= value <= INT64_MAX)
         return value is None or kind is bool
 
     def _check_number(self, value: Any, what: str) -> None:
