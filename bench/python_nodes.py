@@ -11,6 +11,9 @@ in-process, with the durable journal on the temporary directory's filesystem, wh
     at the run's first Python node, so its start counts).
 (c) the same chain with the fork server turned off (``PythonExecutor(fork_server=False)``): a fresh
     interpreter per node, as before issue 31 item 3.
+(d) (b) with every ``value.json`` written durably before the node ends
+    (``PythonExecutor(journal_values=False)``), as before small values were journaled with
+    ``node_finished``: what that saves, in the same run.
 
 Goal (issue 31, item 3): (b) <= 3x (a) per node. Each figure is the median of ``--samples``
 samples; the workloads are interleaved within each sample, and the median of the per-sample
@@ -79,10 +82,14 @@ def main() -> int:
         def cold() -> dict[str, Executor]:
             return {"python": PythonExecutor(fork_server=False)}
 
+        def durable() -> dict[str, Executor]:
+            return {"python": PythonExecutor(journal_values=False)}
+
         steps: list[tuple[str, Callable[[], float]]] = [
             ("command", lambda: run_once(service, commands).seconds),
             ("python", lambda: run_once(service, pythons).seconds),
             ("python_cold", lambda: run_once(service, pythons, cold()).seconds),
+            ("python_durable", lambda: run_once(service, pythons, durable()).seconds),
         ]
         series: dict[str, list[float]] = {key: [] for key, _ in steps}
         for index in range(args.samples):
@@ -100,6 +107,7 @@ def main() -> int:
         ("(a) command node of true (floor)", "command", ""),
         ("(b) Python node, fork server", "python", f"<= {GOAL:g}x"),
         ("(c) Python node, fresh interpreter", "python_cold", "(before item 3)"),
+        ("(d) (b) with value.json durable", "python_durable", "(values not journaled)"),
     ]
     for label, key, goal in rows:
         ratio = per_node[key] / floor

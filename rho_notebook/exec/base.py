@@ -105,6 +105,9 @@ class AttemptResult:
     """The validated output value, or UNAVAILABLE when the node has none."""
     artifacts: dict[str, str] = field(default_factory=dict)
     """Artifact name -> path relative to the attempt directory."""
+    journal_value: bool = False
+    """The (small, non-null) ``value`` is journaled with ``node_finished`` (``step_value``): the
+    attempt's ``value.json`` is then a copy written without an fsync (a Python node's)."""
 
 
 class Executor(Protocol):

@@ -7,7 +7,8 @@ Per run, the first Python attempt writes the run's ``python/`` folder (mode 0700
 (a harness changed by an upgrade fails every Python node closed: plan again).
 
 Per attempt: the arguments are rendered (literals as they are, output references walked to their
-values), ``request.json`` goes into the attempt folder, and the frozen interpreter is launched
+values), ``request.json`` goes into the attempt folder (for a fork, see below, while it runs), and
+the frozen interpreter is launched
 exactly like a command node's executable (verified against its digest and identity, node cwd and
 environment policy, timeout, bounded output, cancel, process group)::
 
@@ -18,12 +19,16 @@ and ``sys.executable`` names it. Within a run the attempt is not a fresh interpr
 the run's fork server (:mod:`rho_notebook.exec.python_forks`): the same interpreter, launched the
 same way once, at the run's first Python attempt, and stopped with the run's verified handles; each
 fork gets this argv, the node's cwd, environment, output pipes, timeout and cancel, and imports
-the frozen modules only after checking their digests. Where no server can serve (it failed to
-start, the interpreter was replaced, no verified handles) the attempt launches cold as above;
-``<run>/python/forkserver.log`` holds the server's stderr and why it did not start.
+the frozen modules only after checking their digests. A fork gets the request's bytes with its
+fork request and reads them from memory (``request.json`` is written meanwhile, the same bytes;
+one over ``_SENT_REQUEST_BYTES`` is written first and read from the file), and the server has
+added the site directories once (their ``.pth`` files are not read per fork). Where no server can
+serve (it failed to start, the interpreter was replaced, no verified handles) the attempt launches
+cold as above; ``<run>/python/forkserver.log`` holds the server's stderr and why it did not start.
 
 The harness writes the JSON-encoded return value to ``result.json``; it is read back (bounded by
-``max_output_bytes``), validated against the node's schema and stored as ``value.json``. Without
+``max_output_bytes``), validated against the node's schema and stored as ``value.json`` (durably;
+a small value is journaled with the attempt's end instead, see :data:`JOURNALED_VALUE_BYTES`). Without
 a schema the value is stored as well, so ``result`` shows what the function returned. stdout and
 stderr are the node's logs, as for commands.
 """
@@ -40,7 +45,9 @@ from typing import Any
 
 from rho_notebook.errors import PlanError, RhoError, UnavailableValue
 from rho_notebook.exec.base import AttemptContext, AttemptResult, output_value
-from rho_notebook.exec.process import Starter
+from rho_notebook.exec.handles import VerifiedHandles
+from rho_notebook.exec.launch import ProcessSpec
+from rho_notebook.exec.process import Child, Starter
 from rho_notebook.exec.python_forks import ForkJob, ForkServers
 from rho_notebook.exec.supervised import Ended, ProcessOperation, supervise
 from rho_notebook.model.graph import Graph, PythonNode, PythonRuntime
@@ -48,10 +55,11 @@ from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import NodeState
 from rho_notebook.oshelpers import read_fd
 from rho_notebook.source.pymodules import HARNESS_PATH
-from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, open_regular
+from rho_notebook.store.files import atomic_write, atomic_write_json, ensure_private_dir, json_bytes, open_regular
 from rho_notebook.store.layout import REQUEST_FILE, RESULT_FILE, VALUE_FILE
 
 __all__ = [
+    "JOURNALED_VALUE_BYTES",
     "PythonExecutor",
     "frozen_runtime",
     "materialise",
@@ -61,6 +69,7 @@ __all__ = [
     "read_result",
     "render_args",
     "store_result",
+    "store_small_result",
     "verified_harness",
 ]
 
@@ -68,6 +77,16 @@ __all__ = [
 layout names the other attempt files, this one belongs to the Python operation."""
 _LAST_LINE_CHARS = 500
 """A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
+JOURNALED_VALUE_BYTES = 4096
+"""A value up to this size as the harness encoded it is journaled with ``node_finished`` (the
+record's ``step_value``, as a script step's small value is) and its ``value.json`` written as a
+copy without an fsync: the journal's fsync, which follows anyway, makes it durable. Written before
+the attempt ends, the copy is there unless the machine crashed; readers then take the record's
+(``RunFolder.journaled_step_value``)."""
+_SENT_REQUEST_BYTES = 32 * 1024
+"""A request up to this size goes to a forked attempt with the fork (its file is written meanwhile);
+a larger one is written first and read from the file (a fork request is one socket message, and
+escaped as a JSON string it may take three times its size)."""
 
 
 def render_args(node: PythonNode, outputs: Any) -> dict[str, Any]:
@@ -160,28 +179,48 @@ def read_result(path: Path, limit: int) -> bytes | int | None:
         os.close(fd)
 
 
-def store_result(folder: Path, node: PythonNode) -> tuple[str, Any, bool]:
+def store_result(folder: Path, node: PythonNode, *, journal: bool = False) -> tuple[str, Any, bool, bool]:
     """Read the attempt's ``result.json``, check it (size, one JSON value, the node's schema) and
-    store the value as ``value.json``, durably; one worker-thread job for all of it. Returns (why
-    the attempt fails, "" when it succeeds; the value; whether ``result.json`` was there to keep)."""
-    raw = read_result(folder / RESULT_FILE, node.max_output_bytes)
+    store the value as ``value.json``; one worker-thread job for all of it. With ``journal``, a
+    value of at most :data:`JOURNALED_VALUE_BYTES` (not null) is to be journaled with the attempt's
+    end, and its ``value.json`` is a copy written without an fsync; any other value is written
+    durably. Returns (why the attempt fails, "" when it succeeds; the value; whether
+    ``result.json`` was there to keep; whether the value is to be journaled)."""
+    stored = _store(folder, node, read_result(folder / RESULT_FILE, node.max_output_bytes), journal=journal)
+    return stored if stored is not None else ("", None, True, False)  # (not reached: None only if quick)
+
+
+def store_small_result(folder: Path, node: PythonNode) -> tuple[str, Any, bool, bool] | None:
+    """:func:`store_result` with ``journal`` on the event loop: None, having written nothing,
+    when that would mean reading more than :data:`JOURNALED_VALUE_BYTES` or an fsync (call
+    :func:`store_result` in a thread then)."""
+    raw = read_result(folder / RESULT_FILE, min(node.max_output_bytes, JOURNALED_VALUE_BYTES))
+    return None if isinstance(raw, int) else _store(folder, node, raw, journal=True, quick=True)
+
+
+def _store(
+    folder: Path, node: PythonNode, raw: bytes | int | None, *, journal: bool, quick: bool = False
+) -> tuple[str, Any, bool, bool] | None:
     if raw is None:
-        return f"exited with code 0 before {node.function}() returned (did it call sys.exit?)", None, False
+        return f"exited with code 0 before {node.function}() returned (did it call sys.exit?)", None, False, False
     if isinstance(raw, int):
         return (
             f"the return value of {node.function}() is {raw} bytes as JSON, "
-            f"more than max_output_bytes={node.max_output_bytes}", None, False,
+            f"more than max_output_bytes={node.max_output_bytes}", None, False, False,
         )  # fmt: skip
     try:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        return f"{RESULT_FILE} is not one JSON value ({err})", None, True
+        return f"{RESULT_FILE} is not one JSON value ({err})", None, True, False
     if node.output is not None:
         problems = validate_value(node.output, value)
         if problems:
-            return "output does not match the schema: " + "; ".join(problems[:5]), None, True
-    atomic_write_json(folder / VALUE_FILE, value)
-    return "", value, True
+            return "output does not match the schema: " + "; ".join(problems[:5]), None, True, False
+    journaled = journal and value is not None and len(raw) <= JOURNALED_VALUE_BYTES
+    if quick and not journaled:
+        return None
+    atomic_write_json(folder / VALUE_FILE, value, durable=not journaled)
+    return "", value, True, journaled
 
 
 def _last_line(data: bytes) -> str:
@@ -189,19 +228,68 @@ def _last_line(data: bytes) -> str:
     return lines[-1] if lines and len(lines[-1]) <= _LAST_LINE_CHARS else ""
 
 
+class _RequestFirst:
+    """A fork starter that sees to the attempt's ``request.json``: written before a cold launch or a
+    fork that reads it; written later (by the attempt's writer, in order with its other files)
+    when the fork got its bytes, or when nothing was started."""
+
+    def __init__(self, ctx: AttemptContext, fork: Starter, request: bytes, *, sent: bool) -> None:
+        self.ctx = ctx
+        self.fork = fork
+        self.request = request
+        self.sent = sent
+        self.written = False
+
+    async def write(self) -> None:
+        await asyncio.to_thread(atomic_write, self.ctx.attempt_dir / REQUEST_FILE, self.request, durable=False)
+        self.written = True
+
+    def write_later(self) -> None:
+        """Make sure the file will be there (at the latest when the attempt's files are written)."""
+        if not self.written:
+            self.ctx.write_later(REQUEST_FILE, self.request)
+            self.written = True
+
+    async def __call__(
+        self, spec: ProcessSpec, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
+    ) -> Child | None:
+        if not self.sent:
+            await self.write()
+        try:
+            child = await self.fork(spec, handles, stdout_fd, stderr_fd)
+        except BaseException:
+            self.write_later()
+            raise
+        if child is None:  # a cold launch follows, which reads the file
+            if not self.written:
+                await self.write()
+        else:
+            self.write_later()
+        return child
+
+
 class PythonExecutor:
     """Runs Python nodes as verified, supervised interpreter processes."""
 
-    def __init__(self, *, kill_grace_seconds: float = 2.0, fork_server: bool = True) -> None:
+    def __init__(
+        self, *, kill_grace_seconds: float = 2.0, fork_server: bool = True, journal_values: bool = True
+    ) -> None:
         self.kill_grace_seconds = kill_grace_seconds
         self.fork_server = fork_server
         """Fork attempts from the run's fork server (False: a fresh interpreter per attempt)."""
+        self.journal_values = journal_values
+        """Journal small values with the attempt's end (False: every ``value.json`` durable first)."""
         self._folders: dict[Path, asyncio.Future[Path]] = {}
         self._forks: dict[Path, tuple[ForkServers, dict[str, str], str]] = {}
         """Run folder -> its fork servers, the frozen modules' digests and the runtime's key."""
 
-    def _starter(self, ctx: AttemptContext, graph: Graph, folder: Path, argv: tuple[str, ...]) -> Starter | None:
-        """The run's fork server as a starter of this attempt; None (launch cold) without one."""
+    def _starter(
+        self, ctx: AttemptContext, graph: Graph, folder: Path, argv: tuple[str, ...], request: bytes
+    ) -> _RequestFirst | None:
+        """The run's fork server as a starter of this attempt; None (launch cold) without one.
+
+        The attempt's ``request.json`` (``request``) is written by the starter: before a cold launch
+        (which reads it), while a fork runs (the fork gets the bytes with its request)."""
         if not self.fork_server or ctx.verified is None:
             return None
         run = folder.parent
@@ -217,10 +305,15 @@ class PythonExecutor:
         servers, digests, key = forks
         modules_dir = str(folder / "modules")
         paths = (modules_dir, *frozen_runtime(graph).sys_path)
-        job = ForkJob(argv=argv[2:], modules_dir=modules_dir, modules=digests, paths=paths)
-        return servers.starter(
+        sent = len(request) <= _SENT_REQUEST_BYTES
+        job = ForkJob(
+            argv=argv[2:], modules_dir=modules_dir, modules=digests, paths=paths,
+            site_dirs=frozen_runtime(graph).site_dirs, request=request if sent else None,
+        )  # fmt: skip
+        fork = servers.starter(
             job, harness=folder / "_rho_harness.py", harness_sha256=frozen_runtime(graph).harness_sha256, runtime=key
         )
+        return _RequestFirst(ctx, fork, request, sent=sent)
 
     def _end_run(self, run: Path) -> None:
         """The run's verified handles closed (its end): stop its fork servers."""
@@ -254,7 +347,18 @@ class PythonExecutor:
             request = node_request(node, graph, args)
             folder = await self._python_folder(ctx, graph)
             attempt = await ctx.directory()
-            await asyncio.to_thread(atomic_write_json, attempt / REQUEST_FILE, request, durable=False)
+            argv = (
+                runtime.interpreter.file.path,
+                "-I",
+                str(folder / "_rho_harness.py"),
+                str(folder / "modules"),
+                str(attempt / REQUEST_FILE),
+                str(attempt / RESULT_FILE),
+            )
+            request_bytes = json_bytes(request)  # what atomic_write_json writes
+            start = self._starter(ctx, graph, folder, argv, request_bytes)
+            if start is None:
+                await asyncio.to_thread(atomic_write, attempt / REQUEST_FILE, request_bytes, durable=False)
         except (RhoError, KeyError, OSError) as err:
             if isinstance(err, OSError):
                 message = f"cannot prepare the Python node's files: {err}"
@@ -262,14 +366,6 @@ class PythonExecutor:
                 message = err.message if isinstance(err, RhoError) else str(err.args[0])
             record = {"kind": "not_started", "code": None, "signal": None, "detail": message}
             return AttemptResult(state=NodeState.FAILURE, message=message, exit=record)
-        argv = (
-            runtime.interpreter.file.path,
-            "-I",
-            str(folder / "_rho_harness.py"),
-            str(folder / "modules"),
-            str(attempt / REQUEST_FILE),
-            str(attempt / RESULT_FILE),
-        )
         operation = ProcessOperation(
             name=node.name,
             executable=runtime.interpreter,
@@ -279,10 +375,11 @@ class PythonExecutor:
             max_output_bytes=node.max_output_bytes,
             output=node.output,
         )
-        start = self._starter(ctx, graph, folder, argv)
         result = await supervise(
             ctx, operation, judge=self.judge, kill_grace_seconds=self.kill_grace_seconds, start=start
         )
+        if start is not None:  # (a run cancelled before the launch never called it)
+            start.write_later()
         result.artifacts["request"] = REQUEST_FILE
         return result
 
@@ -297,10 +394,15 @@ class PythonExecutor:
             last = _last_line(ended.stderr.tail)
             return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
         folder = await ended.ctx.directory()
-        problem, value, returned = await asyncio.to_thread(store_result, folder, node)
+        stored = store_small_result(folder, node) if self.journal_values else None  # no thread for a small value
+        if stored is None:
+            stored = await asyncio.to_thread(store_result, folder, node, journal=self.journal_values)
+        problem, value, returned, journaled = stored
         if returned:
             ended.artifacts["result"] = RESULT_FILE
         if problem:
             return ended.failure(problem)
         ended.artifacts["value"] = VALUE_FILE
-        return ended.success(value)
+        success = ended.success(value)
+        success.journal_value = journaled
+        return success

@@ -88,6 +88,13 @@ class ForkJob:
     paths: tuple[str, ...] = ()
     """Folders the attempts import from (``modules_dir``, the frozen ``sys.path``): the server that
     starts for this job lists them once (no import), so that every fork finds the listings cached."""
+    site_dirs: tuple[str, ...] = ()
+    """The frozen site directories the harness adds to ``paths`` (``site.addsitedir``): the server
+    that starts for this job adds them once, so that a fork reads no ``.pth`` file (the server's
+    docstring says when a fork does it itself)."""
+    request: bytes | None = None
+    """The harness's request (the bytes of ``argv[2]``'s file) sent with the fork, read by the
+    child from memory: the file may then be written while the attempt runs. None: the file is read."""
 
 
 def server_key(spec: ProcessSpec, *, harness_sha256: str, runtime: str = "") -> tuple[str, ...]:
@@ -194,10 +201,11 @@ class ForkServer:
     @classmethod
     async def start(
         cls, spec: ProcessSpec, *, handles: VerifiedHandles | None, harness: Path, harness_sha256: str,
-        log: Path | None = None, paths: tuple[str, ...] = (),
+        log: Path | None = None, paths: tuple[str, ...] = (), job: ForkJob | None = None,
     ) -> ForkServer:  # fmt: skip
         """Launch a server as ``spec`` (a cold attempt's launch: its interpreter, env and cwd) would
-        be launched, and wait until it loaded the harness copy ``harness`` of digest ``harness_sha256``.
+        be launched, and wait until it loaded the harness copy ``harness`` of digest ``harness_sha256``
+        (and added the site directories of ``job``, importing its frozen modules only as a fork does).
 
         Raises :class:`~rho_notebook.errors.VerificationError` as a launch does, and
         :class:`~rho_notebook.errors.LaunchError` when the server could not start (stderr to ``log``).
@@ -212,7 +220,14 @@ class ForkServer:
             theirs.close()
         server = cls(ours, pid=pid, pidfd=pidfd, interpreter=interpreter)
         try:
-            hello = {"op": "hello", "harness": str(harness), "sha256": harness_sha256, "paths": list(paths)}
+            hello: dict[str, Any] = {
+                "op": "hello",
+                "harness": str(harness),
+                "sha256": harness_sha256,
+                "paths": list(paths),
+            }
+            if job is not None and job.site_dirs:
+                hello.update(site_dirs=list(job.site_dirs), modules_dir=job.modules_dir, modules=dict(job.modules))
             ready = server._ask("hello", hello, ())
             answer = await asyncio.wait_for(ready, START_SECONDS)
             if answer.get("op") != "ready":
@@ -258,6 +273,8 @@ class ForkServer:
             "op": "fork", "id": ident, "argv": list(job.argv), "env": spec.env,
             "modules_dir": job.modules_dir, "modules": dict(job.modules),
         }  # fmt: skip
+        if job.request is not None:
+            message["request"] = job.request.decode("utf-8")
         cwd_fd = open_cwd(spec, handles)
         try:
             answer = self._ask(ident, message, (stdout_fd, stderr_fd, cwd_fd))
@@ -415,8 +432,9 @@ class ForkServers:
             spec: ProcessSpec, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
         ) -> Child | None:
             server = await self.server(
-                spec, handles=handles, harness=harness, harness_sha256=harness_sha256, runtime=runtime, paths=job.paths
-            )
+                spec, handles=handles, harness=harness, harness_sha256=harness_sha256, runtime=runtime, paths=job.paths,
+                job=job,
+            )  # fmt: skip
             if server is None:
                 return None
             return await server.launch(spec, job, handles=handles, stdout_fd=stdout_fd, stderr_fd=stderr_fd)
@@ -425,16 +443,17 @@ class ForkServers:
 
     async def server(
         self, spec: ProcessSpec, *, handles: VerifiedHandles | None, harness: Path, harness_sha256: str,
-        runtime: str = "", paths: tuple[str, ...] = (),
+        runtime: str = "", paths: tuple[str, ...] = (), job: ForkJob | None = None,
     ) -> ForkServer | None:  # fmt: skip
-        """The server for ``spec``'s key, started on first use; None when none can serve it."""
+        """The server for ``spec``'s key, started on first use (for ``job``: its site directories are
+        added once there); None when none can serve it."""
         if self._closed:
             return None
         key = server_key(spec, harness_sha256=harness_sha256, runtime=runtime)
         made = self._servers.get(key)
         if made is None:
             made = self._servers[key] = asyncio.ensure_future(
-                self._start(spec, handles, harness, harness_sha256, paths)
+                self._start(spec, handles, harness, harness_sha256, paths, job)
             )
         try:
             server = await asyncio.shield(made)
@@ -453,11 +472,13 @@ class ForkServers:
         harness: Path,
         harness_sha256: str,
         paths: tuple[str, ...],
+        job: ForkJob | None,
     ) -> ForkServer | None:
         try:
             server = await ForkServer.start(
-                spec, handles=handles, harness=harness, harness_sha256=harness_sha256, log=self.log, paths=paths
-            )
+                spec, handles=handles, harness=harness, harness_sha256=harness_sha256, log=self.log, paths=paths,
+                job=job,
+            )  # fmt: skip
         except LaunchError as err:
             self._note(f"fork server not started, Python attempts launch cold: {err.message}")
             return None

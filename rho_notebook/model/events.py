@@ -273,10 +273,11 @@ class NodeFinished(_OfAttempt):
     exit: dict[str, Any] | None
     """The exit record: ``{"kind": exit|signal|timeout|cancelled|abnormal|..., "code", "signal"}``."""
     message: str
-    step_value: NotRequired[dict[str, Any]]
-    """A script step's small success, ``{"output", "value"}``, journaled with its end (its
-    ``value.json`` is then a non-durable copy; :mod:`rho_notebook.runtime.script_attempts`).
-    Readers that do not know the field ignore it."""
+    step_value: NotRequired[Any]
+    """The content of a small success's ``value.json``, journaled with its end (the file is then a
+    non-durable copy): a script step's ``{"output", "value"}``
+    (:mod:`rho_notebook.runtime.script_attempts`), a Python node's value (not null;
+    :mod:`rho_notebook.exec.python`). Readers that do not know the field ignore it."""
 
 
 class NodeReset(_OfNode):

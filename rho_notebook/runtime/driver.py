@@ -432,6 +432,7 @@ class RunDriver:
         key = self._launch_keys.pop(name, None)
         if key is not None and result.state is NodeState.SUCCESS:
             self._index_pending.append((key, name, number))
+        journaled = result.journal_value and result.state is NodeState.SUCCESS and result.value is not UNAVAILABLE
         records.append(
             event(
                 EventKind.NODE_FINISHED,
@@ -441,6 +442,7 @@ class RunDriver:
                 state=result.state.value,
                 exit=result.exit,
                 message=result.message,
+                **({"step_value": result.value} if journaled else {}),  # value.json is a copy (AttemptResult)
             )
         )
         return records

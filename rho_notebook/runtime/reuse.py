@@ -48,7 +48,7 @@ from rho_notebook.oshelpers import read_regular_nofollow
 from rho_notebook.runtime.replay import may_reuse, reusable
 from rho_notebook.store.layout import VALUE_FILE, StoreLayout
 from rho_notebook.store.reuse import ReuseHit, ReuseIndex
-from rho_notebook.store.runs import node_folder
+from rho_notebook.store.runs import RunFolder, node_folder
 
 __all__ = [
     "KEY_FORMAT",
@@ -280,11 +280,12 @@ def seeds(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str,
         try:
             data = read_regular_nofollow(path)
             json.loads(data)
-        except FileNotFoundError:
-            data = None
         except (OSError, ValueError) as err:
-            found[name] = f"the value of node {name!r} in run {run_id} cannot be read: {err}"
-            continue
+            journaled = RunFolder(path.parents[4]).journaled_step_value(path)  # its copy lost in a crash?
+            data = None if journaled is None else json.dumps(journaled).encode()
+            if data is None and not isinstance(err, FileNotFoundError):
+                found[name] = f"the value of node {name!r} in run {run_id} cannot be read: {err}"
+                continue
         found[name] = Seed(run_id, name, attempt, data)
     return found
 

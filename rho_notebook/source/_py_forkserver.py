@@ -14,13 +14,21 @@ Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
 - owner -> ``{"op": "hello", "harness": PATH, "sha256": DIGEST, "paths": [...]}``: the server
   reads the harness copy, checks its digest (the plan's), loads it as a module, lists the import
   folders ``paths`` into ``sys.path_importer_cache`` (nothing is imported) and answers
-  ``{"op": "ready", "pid", "python"}`` (or ``{"op": "error", "message"}`` and exits 3).
+  ``{"op": "ready", "pid", "python"}`` (or ``{"op": "error", "message"}`` and exits 3). With
+  ``"site_dirs": [...], "modules_dir", "modules"`` it also adds the site directories to ``paths``
+  as the harness would (``site.addsitedir``: ``.pth`` files read, their ``import`` lines run, with
+  ``modules_dir``'s frozen modules importable only verified) and keeps what that did to ``sys.path``
+  (:class:`_SiteMemo`): a child whose environment is the server's (but for ``RHO_NODE``) and whose
+  ``sys.path`` is the same then gets that ``sys.path`` when its harness adds the same folder,
+  without reading the ``.pth`` files again; any other child adds it itself.
 - owner -> ``{"op": "fork", "id", "argv", "env", "modules_dir", "modules": {relpath: digest}}``
   with descriptors (stdout, stderr, cwd): the server hands it to a child forked ahead of it (a
   spare, :class:`_Server`), which leads its own session before the server answers (so the whole
   group can be signalled as soon as the owner knows the pid), takes the descriptors as fds 1, 2
   and its working directory, replaces its environment with ``env`` and calls the harness's
-  ``main(argv)``, importing frozen modules only through a finder that checks each source's digest
+  ``main(argv)`` (with ``"request"``, the request's JSON text: ``argv[2]`` names a memory file of
+  that text instead of the file, which the owner may still be writing; ``sys.argv`` is ``argv``),
+  importing frozen modules only through a finder that checks each source's digest
   (:class:`_VerifiedFinder`). The server answers ``{"op": "started", "id", "pid"}`` with a pidfd
   of the child, then reaps it and sends ``{"op": "exit", "id", "si_code", "si_status"}``. A
   request it cannot serve answers ``{"op": "refused", "id", "message"}``.
@@ -30,8 +38,9 @@ Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
 The child leaves the server's loop before running the node and ends as an interpreter's exit does
 (``atexit`` handlers, non-daemon threads joined, standard streams flushed) but with ``os._exit``,
 skipping the teardown of the interpreter (:func:`_end`). What differs from a cold interpreter:
-modules the server imported are already in ``sys.modules``, and every child shares the server's
-hash seed.
+modules the server imported are already in ``sys.modules``, every child shares the server's
+hash seed, and the site directories' ``.pth`` files were read, and their ``import`` lines run, once
+in the server (their messages go to the server's log) when the run's first Python attempt started.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import importlib.util
 import json
 import os
 import select
+import site
 import socket
 import sys
 import types
@@ -152,7 +162,58 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-def _child(request: dict[str, Any], fds: list[int], harness: types.ModuleType) -> Callable[[], int]:
+_PER_NODE = "RHO_NODE"
+"""The one variable in which the environments of one run's attempts differ."""
+
+
+class _SiteMemo:
+    """``site.addsitedir`` with what the server's own call did to ``sys.path`` remembered: installed
+    in its place in the server (so in every child), it replays that in a child that may (``active``)."""
+
+    def __init__(self) -> None:
+        self.original = site.addsitedir
+        self.env = {k: v for k, v in os.environ.items() if k != _PER_NODE}
+        """The environment the ``.pth`` lines ran in (the server's start environment)."""
+        self.results: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        """(folder, ``sys.path`` before) -> ``sys.path`` after adding it."""
+        self.active = False
+
+    def record(self, paths: list[str], site_dirs: list[str], modules_dir: str, modules: dict[str, str]) -> list[str]:
+        """Add ``site_dirs`` to ``paths`` as the harness does, remember each step; returns the path."""
+        saved = list(sys.path)
+        finder = _VerifiedFinder(modules_dir, modules)
+        sys.meta_path.insert(0, finder)
+        sys.path[:] = paths
+        try:
+            for folder in site_dirs:
+                before = tuple(sys.path)
+                self.original(folder)
+                self.results[(folder, before)] = list(sys.path)
+            return list(sys.path)
+        finally:
+            sys.path[:] = saved
+            sys.meta_path.remove(finder)
+
+    def __call__(self, sitedir: str, known_paths: Any = None) -> Any:
+        after = self.results.get((sitedir, tuple(sys.path))) if self.active and known_paths is None else None
+        if after is None:
+            return self.original(sitedir, known_paths)
+        sys.path[:] = after
+        return None
+
+
+def _request_file(text: str) -> str:
+    """A path that reads as ``text`` (a memory file the child keeps open until it exits)."""
+    fd = os.memfd_create("request.json", os.MFD_CLOEXEC)
+    data = memoryview(text.encode("utf-8"))
+    while data:
+        data = data[os.write(fd, data) :]
+    return f"/proc/self/fd/{fd}"
+
+
+def _child(
+    request: dict[str, Any], fds: list[int], harness: types.ModuleType, memo: _SiteMemo | None
+) -> Callable[[], int]:
     """In the forked child: the attempt, to run once the server's stack is left."""
     stdout, stderr, cwd = fds
 
@@ -162,10 +223,15 @@ def _child(request: dict[str, Any], fds: list[int], harness: types.ModuleType) -
         os.fchdir(cwd)
         for fd in fds:
             os.close(fd)
+        env = request["env"]
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(env)
         argv = list(request["argv"])
         sys.argv[:] = argv
+        if memo is not None:
+            memo.active = {k: v for k, v in env.items() if k != _PER_NODE} == memo.env
+        if isinstance(request.get("request"), str) and len(argv) == 4:
+            argv[2] = _request_file(request["request"])
         sys.meta_path.insert(0, _VerifiedFinder(request["modules_dir"], request["modules"]))
         sys.modules["__main__"] = harness
         code: int = harness.main(argv)
@@ -199,9 +265,10 @@ class _Server:
     request waits neither for a fork nor for a new process's first time slice (3-6 ms measured on
     a busy machine): the spare already ran, and waits for its request on a socket of its own."""
 
-    def __init__(self, sock: socket.socket, harness: types.ModuleType) -> None:
+    def __init__(self, sock: socket.socket, harness: types.ModuleType, memo: _SiteMemo | None) -> None:
         self.sock = sock
         self.harness = harness
+        self.memo = memo
         self.poller = select.poll()
         self.poller.register(sock.fileno(), select.POLLIN)
         self.children: dict[int, Any] = {}
@@ -248,7 +315,7 @@ class _Server:
             theirs.close()
             if request is None or len(fds) != _FORK_FDS:
                 os._exit(0)
-            return _child(request, fds, self.harness)
+            return _child(request, fds, self.harness, self.memo)
         theirs.close()
         os.close(signal_ready)
         self.spare = _Spare(pid, ours, ready)
@@ -314,14 +381,29 @@ def main(argv: list[str]) -> int:
         _send(sock, {"op": "error", "message": str(err)})
         return 3
     paths = [path for path in hello.get("paths", ()) if isinstance(path, str)]
+    memo = _site_memo(hello, paths)
+    if memo is not None:
+        paths = memo.record(paths, hello["site_dirs"], hello["modules_dir"], hello["modules"])
     if paths:  # lists each folder into sys.path_importer_cache, which every fork inherits; imports nothing
         importlib.machinery.PathFinder.find_spec("_rho_forkserver_no_such_module_", paths)
     gc.freeze()  # a collection in a child then leaves the server's objects (and their pages) alone
     _send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
-    attempt = _Server(sock, harness).serve()
+    attempt = _Server(sock, harness, memo).serve()
     if attempt is None:
         return 0
     _end(attempt)
+
+
+def _site_memo(hello: dict[str, Any], paths: list[str]) -> _SiteMemo | None:
+    """The memo of the hello's site directories, installed as ``site.addsitedir``; None without them."""
+    site_dirs, modules = hello.get("site_dirs"), hello.get("modules")
+    if not paths or not isinstance(site_dirs, list) or not isinstance(modules, dict):
+        return None
+    if not all(isinstance(folder, str) for folder in site_dirs) or not isinstance(hello.get("modules_dir"), str):
+        return None
+    memo = _SiteMemo()
+    site.addsitedir = memo
+    return memo
 
 
 def _exit_code(code: object) -> int:

@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +141,8 @@ class RunManifest(FrozenModel):
 @dataclass(frozen=True)
 class RunFolder:
     path: Path
+    _journaled: dict[Path, dict[tuple[str, int], Any]] = field(default_factory=dict, compare=False, repr=False)
+    """Run folder -> (node folder, attempt) -> journaled ``step_value``: each journal read once."""
 
     @property
     def manifest(self) -> Path:
@@ -242,8 +244,9 @@ class RunFolder:
             As :meth:`read`, or the file is not valid JSON (the store is damaged).
         """
         data = self.read(path)
-        if data is None:
-            return False, None
+        if data is None:  # none, or a copy of a journaled value lost in a machine crash
+            journaled = self.journaled_step_value(path)
+            return (False, None) if journaled is None else (True, journaled)
         try:
             return True, json.loads(data)
         except (ValueError, RecursionError) as err:
@@ -254,27 +257,27 @@ class RunFolder:
             raise StoreError(msg) from None
 
     def journaled_step_value(self, path: Path) -> Any | None:
-        """The value a script step's ``node_finished`` record holds (``step_value``) for the
-        attempt whose ``value.json`` is ``path``, or None. A small step value is journaled with the
-        step's end and its ``value.json`` written as a non-durable copy, which a machine crash can
-        leave missing or torn (runtime/script_attempts.py); the journal is read only then."""
+        """The value the ``node_finished`` record of the attempt whose ``value.json`` is ``path``
+        holds (``step_value``), or None. A small value of a script step or a Python node is
+        journaled with its end and its ``value.json`` written as a non-durable copy, which a
+        machine crash can leave missing or torn (runtime/script_attempts.py, exec/python.py); the
+        journal is read only then, once per run folder and instance."""
         attempt_folder = path.parent
         if path.name != VALUE_FILE or not attempt_folder.name.isdigit():
             return None
         run, folder, attempt = attempt_folder.parents[3], attempt_folder.parents[1].name, int(attempt_folder.name)
-        try:
-            records = read_journal(run / "events.jsonl").events
-        except StoreError:
-            return None
-        for record in reversed(records):
-            if (
-                record.get("kind") == "node_finished"
-                and record.get("attempt") == attempt
-                and "step_value" in record
-                and node_folder(str(record.get("node"))) == folder
-            ):
-                return record["step_value"]
-        return None
+        values = self._journaled.get(run)
+        if values is None:
+            try:
+                records = read_journal(run / "events.jsonl").events
+            except StoreError:
+                return None
+            values = self._journaled[run] = {
+                (node_folder(str(record.get("node"))), record.get("attempt", 0)): record["step_value"]
+                for record in records
+                if record.get("kind") == "node_finished" and "step_value" in record
+            }  # a later record of the same attempt wins
+        return values.get((folder, attempt))
 
     def output_values(self, attempts: Mapping[str, int]) -> dict[str, Any]:
         """Validated output values (``value.json``) of the given node -> attempt pairs (the
