@@ -29,7 +29,10 @@ import {
   outputText,
   panePlacement,
   reusedText,
-  STATES,
+  SHOWN_LABEL,
+  SHOWN_STATES,
+  SHOWN_VARIANTS,
+  shownOf,
   stateOf,
   stepZoom,
   wheelFactor,
@@ -42,26 +45,38 @@ import type {
   Detail,
   FormField,
   FormRequestView,
-  StateName,
+  ShownName,
   StreamView,
   WireLayout,
   WireNode,
 } from "./types";
 
 export type { DagSource, Change } from "./types";
-export { STATES, formatDuration, DECISION_STYLE } from "./model";
+export { STATES, SHOWN_STATES, SHOWN_LABEL, shownOf, formatDuration, DECISION_STYLE } from "./model";
 
-/** state -> [fill, stroke, icon]; rho_notebook/widgets/svg.py STATE_STYLE has the same values. */
-export const STATE_STYLE: Record<StateName, [string, string, string]> = {
-  pending: ["#f3f4f6", "#9ca3af", "\u25cb"],
-  ready: ["#e0f2fe", "#0ea5e9", "\u25d4"],
-  running: ["#dbeafe", "#2563eb", "\u25c9"],
-  success: ["#dcfce7", "#16a34a", "\u2713"],
-  failure: ["#fee2e2", "#dc2626", "\u2717"],
-  denial: ["#fae8ff", "#a21caf", "\u2298"],
-  cancellation: ["#fef3c7", "#d97706", "\u25a0"],
-  skipped: ["#f8fafc", "#94a3b8", "\u21b7"],
-  blocked: ["#ffedd5", "#ea580c", "\u2297"],
+/** The [fill, stroke] of a shown state: the theme-following custom properties of dagview.css. */
+function stateColours(shown: ShownName): [string, string] {
+  return [`var(--rho-state-${shown}-bg)`, `var(--rho-state-${shown})`];
+}
+
+/**
+ * shown state -> [fill, stroke, icon]: the colours are dagview.css's custom properties (theme
+ * variables with fallbacks); the icons are rho_notebook/views/svg.py's (the static picture).
+ */
+export const STATE_STYLE: Record<ShownName, [string, string, string]> = {
+  pending: [...stateColours("pending"), "\u25cb"],
+  ready: [...stateColours("ready"), "\u25d4"],
+  running: [...stateColours("running"), "\u25c9"],
+  success: [...stateColours("success"), "\u2713"],
+  failure: [...stateColours("failure"), "\u2717"],
+  denial: [...stateColours("denial"), "\u2298"],
+  cancellation: [...stateColours("cancellation"), "\u25a0"],
+  skipped: [...stateColours("skipped"), "\u21b7"],
+  blocked: [...stateColours("blocked"), "\u2297"],
+  waiting_for_approval: [...stateColours("waiting_for_approval"), "\u25f7"],
+  failure_allowed: [...stateColours("failure_allowed"), "\u2717"],
+  failure_handled: [...stateColours("failure_handled"), "\u2717"],
+  denial_handled: [...stateColours("denial_handled"), "\u2298"],
 };
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -280,12 +295,16 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   toolbar.append(titleEl, badge, elapsedEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomLevel, zoomFit, zoomIn);
 
   const legend = h("div", { class: "rho-legend", title: "node states: count" });
-  const legendCounts = new Map<StateName, HTMLElement>();
-  for (const state of STATES) {
+  const legendCounts = new Map<ShownName, HTMLElement>();
+  for (const state of SHOWN_STATES) {
     const [fill, stroke, icon] = STATE_STYLE[state];
     const count = h("b", {}, "0");
     legendCounts.set(state, count);
-    const chip = h("span", { class: `rho-chip rho-chip-${state}`, "data-state": state }, h("i", {}, icon), ` ${state} `, count);
+    // a state that says more (allowed failure, waiting for approval) is listed when a node has it
+    const variant = state in SHOWN_VARIANTS;
+    const attrs: Record<string, string> = { class: `rho-chip rho-chip-${state}${variant ? " rho-variant" : ""}`, "data-state": state };
+    if (variant) attrs.hidden = "";
+    const chip = h("span", attrs, h("i", {}, icon), ` ${SHOWN_LABEL[state]} `, count);
     chip.style.background = fill;
     chip.style.borderColor = stroke;
     legend.append(chip);
@@ -321,7 +340,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   let overlay: SVGGElement = document.createElementNS(SVG_NS, "g");
   const elements = new Map<string, NodeElements>();
   let children = new Map<string, string[]>();
-  const shown = new Map<string, StateName>();
+  const shown = new Map<string, ShownName>();
   let highlighted: string[] = [];
 
   function drawGraph(): void {
@@ -449,7 +468,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       const found = elements.get(name);
       if (!found) continue;
       const view = views[name];
-      const state = stateOf(view?.state);
+      const state = shownOf(view);
       if (shown.get(name) !== state) {
         shown.set(name, state);
         found.group.setAttribute("class", `rho-node rho-s-${state}` + (name === source.selected() ? " rho-sel" : "") + (highlighted.includes(name) ? " rho-need" : ""));
@@ -508,7 +527,9 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       const target = legendCounts.get(state);
       if (target) {
         target.textContent = String(count);
-        (target.parentElement as HTMLElement).classList.toggle("rho-zero", count === 0);
+        const chip = target.parentElement as HTMLElement;
+        chip.classList.toggle("rho-zero", count === 0);
+        if (state in SHOWN_VARIANTS) chip.hidden = count === 0;
       }
     }
     el.dataset.done = String(done);
@@ -645,9 +666,9 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       return;
     }
     const view = source.nodes()[selected];
-    const state = stateOf(view?.state ?? detail.state);
+    const state = view ? shownOf(view) : stateOf(detail.state);
     const [fill, stroke, icon] = STATE_STYLE[state];
-    const stateChip = h("span", { class: "rho-chip", "data-state": state }, `${icon} ${state}`);
+    const stateChip = h("span", { class: "rho-chip", "data-state": state }, `${icon} ${SHOWN_LABEL[state]}`);
     stateChip.style.background = fill;
     stateChip.style.borderColor = stroke;
     const head = h(

@@ -2,7 +2,7 @@
 // counts, edge and dependency geometry, node labels and tooltips, durations and
 // the rows of the attempts table. dagview.ts draws with them; test/model.test.ts checks them.
 
-import type { AttemptJson, HaltedStepJson, NodeView, ReusedFromJson, StateName, WireLayout, WireNode } from "./types";
+import type { AttemptJson, HaltedStepJson, NodeView, ReusedFromJson, ShownName, StateName, WireLayout, WireNode } from "./types";
 
 export const STATES: readonly StateName[] = [
   "pending",
@@ -19,26 +19,84 @@ export const STATES: readonly StateName[] = [
 /** The states a node does not leave within a run: they count as done. */
 export const TERMINAL_STATES: readonly StateName[] = ["success", "failure", "denial", "cancellation", "skipped", "blocked"];
 
+/**
+ * The shown states that say more than the node state (rho_notebook.service.wire.shown_state), each
+ * with the state the journal records for it: drawn and counted apart from that state.
+ */
+export const SHOWN_VARIANTS: Readonly<Record<Exclude<ShownName, StateName>, StateName>> = {
+  waiting_for_approval: "running",
+  failure_allowed: "failure",
+  failure_handled: "failure",
+  denial_handled: "denial",
+};
+
+/** Every shown state in legend order, each variant beside its state (wire.py SHOWN_ORDER). */
+export const SHOWN_STATES: readonly ShownName[] = [
+  "pending",
+  "ready",
+  "waiting_for_approval",
+  "running",
+  "success",
+  "failure_allowed",
+  "failure",
+  "failure_handled",
+  "denial",
+  "denial_handled",
+  "cancellation",
+  "skipped",
+  "blocked",
+];
+
+/** How a person reads a shown state: "failure (allowed)", "waiting for approval"; a state as itself. */
+export const SHOWN_LABEL: Readonly<Record<ShownName, string>> = {
+  ...(Object.fromEntries(STATES.map((s) => [s, s])) as Record<StateName, string>),
+  waiting_for_approval: "waiting for approval",
+  failure_allowed: "failure (allowed)",
+  failure_handled: "failure (handled)",
+  denial_handled: "denial (handled)",
+};
+
 const KNOWN = new Set<string>(STATES);
+const KNOWN_SHOWN = new Set<string>(SHOWN_STATES);
 
 /** The state to draw for a wire state string: itself when the view knows it, else "pending". */
 export function stateOf(state: string | null | undefined): StateName {
   return state && KNOWN.has(state) ? (state as StateName) : "pending";
 }
 
-/** How many of `names` are in each state (a node without a view is pending), and how many are done. */
+/** What to draw and count a node as: its view's `shown` when the view knows it, else its state. */
+export function shownOf(view: Pick<NodeView, "state" | "shown"> | null | undefined): ShownName {
+  const shown = view?.shown;
+  return shown && KNOWN_SHOWN.has(shown) ? shown : stateOf(view?.state);
+}
+
+/** The node state a shown state stands for (a variant's state; a state itself). */
+export function baseState(shown: ShownName): StateName {
+  return (SHOWN_VARIANTS as Record<string, StateName>)[shown] ?? (shown as StateName);
+}
+
+/** Whether a node shown so is done (no longer waits or runs): its state is terminal. */
+export function shownDone(shown: ShownName): boolean {
+  return shown !== "waiting_for_approval" && TERMINAL_STATES.includes(baseState(shown));
+}
+
+/**
+ * How many of `names` are in each shown state (a node without a view is pending; an allowed
+ * failure is not a failure, a held launch is not running), and how many are done.
+ */
 export function countStates(
   names: Iterable<string>,
   views: Record<string, NodeView | undefined>,
-): { counts: Map<StateName, number>; done: number; total: number } {
-  const counts = new Map<StateName, number>(STATES.map((s) => [s, 0]));
+): { counts: Map<ShownName, number>; done: number; total: number } {
+  const counts = new Map<ShownName, number>(SHOWN_STATES.map((s) => [s, 0]));
   let total = 0;
+  let done = 0;
   for (const name of names) {
-    const state = stateOf(views[name]?.state);
-    counts.set(state, (counts.get(state) ?? 0) + 1);
+    const shown = shownOf(views[name]);
+    counts.set(shown, (counts.get(shown) ?? 0) + 1);
     total += 1;
+    if (shownDone(shown)) done += 1;
   }
-  const done = TERMINAL_STATES.reduce((sum, s) => sum + (counts.get(s) ?? 0), 0);
   return { counts, done, total };
 }
 
@@ -96,7 +154,7 @@ export function carriedText(approval: Record<string, unknown> | null | undefined
  * The legend entry of a script run's halted steps (lifecycle needs_decision): not a node state (a
  * halted step keeps its state) but a mark of its own: [fill, stroke, icon].
  */
-export const DECISION_STYLE: [string, string, string] = ["#fef08a", "#a16207", "?"];
+export const DECISION_STYLE: [string, string, string] = ["var(--rho-state-decision-bg)", "var(--rho-state-decision)", "?"];
 export const DECISION_LABEL = "needs decision";
 
 /** How many of `names` a script run stopped at (their views carry `halted`). */
@@ -134,7 +192,7 @@ export function outputText(value: unknown, maxChars = 200): string {
 
 /** The tooltip of a node: name, kind, state, attempt, where a reused result came from, replays, and reason. */
 export function nodeTitle(node: WireNode, view: NodeView | undefined): string {
-  const state = stateOf(view?.state);
+  const state = SHOWN_LABEL[shownOf(view)];
   const attempt = view?.attempt ? `, attempt ${view.attempt}` : "";
   const source = view?.reused_from;
   // the runner's reason may name the source run already: then it is said once

@@ -22,6 +22,15 @@ export type StateName =
   | "skipped"
   | "blocked";
 
+/**
+ * A node's state as the run has it (a node view's `shown`, rho_notebook.service.wire.shown_state):
+ * a StateName, or one that says more: `failure_allowed` (an allow_failure node failed: it does not
+ * count against the run), `failure_handled` / `denial_handled` (a script went on from the step),
+ * `waiting_for_approval` (a launch held for a person's decision: nothing started). The view styles
+ * and counts nodes by it.
+ */
+export type ShownName = StateName | "failure_allowed" | "failure_handled" | "denial_handled" | "waiting_for_approval";
+
 /** A piece of a running node's stdout or stderr, pushed by the kernel in a widget patch. */
 export interface OutputChunk {
   node: string;

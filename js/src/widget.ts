@@ -85,7 +85,7 @@ export class ModelStore extends BaseDagSource {
     for (const [name, view] of Object.entries(incoming)) {
       const current = this.views[name];
       if (!current || (view.v ?? 0) >= (current.v ?? 0)) {
-        if (!current || current.state !== view.state || current.v !== view.v) changed.push(name);
+        if (!current || current.state !== view.state || current.shown !== view.shown || current.v !== view.v) changed.push(name);
         this.views[name] = view;
       }
     }

@@ -174,6 +174,11 @@ export interface RunRowJson {
    * absent when no process owns the run.
    */
   owner_pid?: number;
+  /**
+   * A run that waits for a person (``needs_recovery``, ``needs_decision``, ``waiting``): the
+   * command that moves it on (:func:`person_command`).
+   */
+  next?: string;
 }
 
 /**
@@ -292,6 +297,25 @@ export interface HaltedStepJson {
 
 export interface NodeView {
   state: string;
+  /**
+   * The state as the run has it: front ends style and count nodes by it, falling back to
+   * ``state`` when absent (``state`` says only what the journal recorded: a held launch is
+   * ``running``, an allowed failure ``failure``). Always sent by this version.
+   */
+  shown?:
+    | "pending"
+    | "ready"
+    | "running"
+    | "success"
+    | "failure"
+    | "denial"
+    | "cancellation"
+    | "skipped"
+    | "blocked"
+    | "failure_allowed"
+    | "failure_handled"
+    | "denial_handled"
+    | "waiting_for_approval";
   attempt: number;
   started_at: string | null;
   ended_at: string | null;
@@ -496,6 +520,23 @@ export interface NodeResultJson {
 
 export interface NodeStatusJson {
   state: string;
+  /**
+   * The state as the run has it (``failure_allowed``, ``waiting_for_approval``, ...).
+   */
+  shown:
+    | "pending"
+    | "ready"
+    | "running"
+    | "success"
+    | "failure"
+    | "denial"
+    | "cancellation"
+    | "skipped"
+    | "blocked"
+    | "failure_allowed"
+    | "failure_handled"
+    | "denial_handled"
+    | "waiting_for_approval";
   attempt: number;
   exit_code: number | null;
   reason: string;

@@ -84,6 +84,49 @@ describe("node states", () => {
     expect([el.dataset.done, el.dataset.total]).toEqual(["2", "4"]);
   });
 
+  it("styles and counts nodes by their shown state: an allowed failure and a held launch apart", () => {
+    const source = new TestSource().set({
+      nodes: {
+        build: nodeView("success", { shown: "success" }),
+        test: nodeView("failure", { shown: "failure_allowed" }),
+        lint: nodeView("running", { shown: "waiting_for_approval" }),
+      },
+    });
+    render(source);
+    expect(classes("test")).toContain("rho-s-failure_allowed");
+    expect(classes("test")).not.toContain("rho-s-failure");
+    expect(classes("lint")).toContain("rho-s-waiting_for_approval");
+    expect(node("lint").querySelector("text.rho-icon")?.textContent).toBe("\u25f7");
+    expect(legend()).toMatchObject({ failure: 0, failure_allowed: 1, running: 0, waiting_for_approval: 1, success: 1, pending: 1 });
+    const chip = (state: string) => el.querySelector<HTMLElement>(`.rho-chip-${state}`) as HTMLElement;
+    expect(chip("failure_allowed").hidden).toBe(false);
+    expect(chip("failure_allowed").textContent).toContain("failure (allowed)");
+    expect(chip("waiting_for_approval").textContent).toContain("waiting for approval");
+    expect(chip("failure_handled").hidden).toBe(true); // a variant no node has is not listed
+    expect(chip("failure").hidden).toBe(false); // a state always is (faded at zero)
+    expect(chip("failure").classList.contains("rho-zero")).toBe(true);
+    expect([el.dataset.done, el.dataset.total]).toEqual(["2", "4"]);
+    expect(node("test").querySelector("title")?.textContent).toContain("failure (allowed)");
+    // the person approves: the launch runs, and the legend follows
+    source.set({ nodes: { ...source.nodes(), lint: nodeView("running", { shown: "running" }) } });
+    source.announce({ nodes: ["lint"] });
+    expect(classes("lint")).toContain("rho-s-running");
+    expect(chip("waiting_for_approval").hidden).toBe(true);
+    expect(legend()).toMatchObject({ running: 1, waiting_for_approval: 0 });
+  });
+
+  it("shows the shown state's label in the node pane", () => {
+    const source = new TestSource().set({
+      nodes: { test: nodeView("failure", { shown: "failure_allowed" }) },
+      detail: { node: "test", kind: "command", state: "failure", attempt: 1 },
+      selected: "test",
+    });
+    render(source);
+    const chip = el.querySelector(".rho-pane .rho-chip") as HTMLElement;
+    expect(chip.getAttribute("data-state")).toBe("failure_allowed");
+    expect(chip.textContent).toContain("failure (allowed)");
+  });
+
   it("updates the nodes a change names, and only those", () => {
     const source = new TestSource().set({ nodes: { build: nodeView("running") } });
     render(source);

@@ -23,6 +23,12 @@ import {
   labelChars,
   nodeLabel,
   nodeTitle,
+  baseState,
+  SHOWN_LABEL,
+  SHOWN_STATES,
+  SHOWN_VARIANTS,
+  shownDone,
+  shownOf,
   STATES,
   stateOf,
   TERMINAL_STATES,
@@ -33,7 +39,7 @@ import { layoutTB, nodeView } from "./fixtures";
 
 describe("states", () => {
   it("has a colour and icon for every state and counts all but pending, ready and running as done", () => {
-    expect(Object.keys(STATE_STYLE).sort()).toEqual([...STATES].sort());
+    expect(Object.keys(STATE_STYLE).sort()).toEqual([...SHOWN_STATES].sort());
     expect(STATES.filter((s) => !TERMINAL_STATES.includes(s))).toEqual(["pending", "ready", "running"]);
   });
 
@@ -59,9 +65,59 @@ describe("states", () => {
       cancellation: 0,
       skipped: 1,
       blocked: 0,
+      waiting_for_approval: 0,
+      failure_allowed: 0,
+      failure_handled: 0,
+      denial_handled: 0,
     });
     expect(done).toBe(2);
     expect(total).toBe(4);
+  });
+});
+
+describe("shown states", () => {
+  it("draws a node by its view's shown state, by its state when the view has none or one it does not know", () => {
+    expect(shownOf(nodeView("failure", { shown: "failure_allowed" }))).toBe("failure_allowed");
+    expect(shownOf(nodeView("running", { shown: "waiting_for_approval" }))).toBe("waiting_for_approval");
+    expect(shownOf(nodeView("failure"))).toBe("failure");
+    expect(shownOf(nodeView("failure", { shown: "exploded" as never }))).toBe("failure");
+    expect(shownOf(undefined)).toBe("pending");
+  });
+
+  it("lists every state and each variant beside the state it stands for, with a label a person reads", () => {
+    expect(STATES.every((s) => SHOWN_STATES.includes(s))).toBe(true);
+    for (const [variant, state] of Object.entries(SHOWN_VARIANTS)) {
+      expect(baseState(variant as keyof typeof SHOWN_VARIANTS)).toBe(state);
+      expect(Math.abs(SHOWN_STATES.indexOf(variant as never) - SHOWN_STATES.indexOf(state))).toBe(1);
+    }
+    expect(SHOWN_LABEL.failure_allowed).toBe("failure (allowed)");
+    expect(SHOWN_LABEL.failure_handled).toBe("failure (handled)");
+    expect(SHOWN_LABEL.denial_handled).toBe("denial (handled)");
+    expect(SHOWN_LABEL.waiting_for_approval).toBe("waiting for approval");
+    expect(SHOWN_LABEL.success).toBe("success");
+  });
+
+  it("counts an allowed failure apart from failures and a held launch apart from running nodes", () => {
+    const views = {
+      build: nodeView("success", { shown: "success" }),
+      test: nodeView("failure", { shown: "failure_allowed" }),
+      lint: nodeView("running", { shown: "waiting_for_approval" }),
+      ship: nodeView("failure", { shown: "failure_handled" }),
+    };
+    const { counts, done, total } = countStates(["build", "test", "lint", "ship"], views);
+    expect(counts.get("failure")).toBe(0);
+    expect(counts.get("failure_allowed")).toBe(1);
+    expect(counts.get("failure_handled")).toBe(1);
+    expect(counts.get("running")).toBe(0);
+    expect(counts.get("waiting_for_approval")).toBe(1);
+    expect([done, total]).toEqual([3, 4]);
+    expect(shownDone("waiting_for_approval")).toBe(false);
+    expect(shownDone("denial_handled")).toBe(true);
+  });
+
+  it("names the shown state in the tooltip", () => {
+    const node = layoutTB().nodes[1];
+    expect(nodeTitle(node, nodeView("failure", { shown: "failure_allowed", attempt: 1 }))).toBe("test (command): failure (allowed), attempt 1");
   });
 });
 

@@ -24,6 +24,7 @@ from rho_notebook.service import (
     parse_input_args,
 )
 from rho_notebook.service.sync import run_sync
+from rho_notebook.views.state import allowed_failures  # the one rule of what `failure (allowed)` is
 
 __all__ = ["HEARTBEAT_SECONDS", "Printer", "allowed_failures", "print_summary", "terminal_responder"]
 
@@ -157,11 +158,6 @@ class Printer:
 
 _OUTPUT_WIDTH = 100
 """Characters of a node's output value shown in the end-of-run summary (``result`` shows it all)."""
-
-
-def allowed_failures(graph: Graph) -> frozenset[str]:
-    """The nodes whose failure does not fail the run (``allow_failure = True``)."""
-    return frozenset(node.name for node in graph.nodes if node.allow_failure)
 
 
 def print_summary(service: Service, run_id: str, graph: Graph) -> None:

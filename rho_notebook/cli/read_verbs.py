@@ -55,7 +55,7 @@ def run_status(args: argparse.Namespace) -> int:
         for line in status_head_lines(layout, state):
             print(line)
     for name in data["nodes"]:
-        print(node_status_line(name, state.nodes[name]))
+        print(node_status_line(name, state.nodes[name], shown=data["nodes"][name]["shown"]))
     if "output" in data:
         print(f"output     {output_text(data['output'])}")
     for line in decision_lines(state):
@@ -94,6 +94,8 @@ def run_runs(args: argparse.Namespace) -> int:
             row["run_id"], row["workflow"], row["lifecycle"], row["outcome"] or "", owner, row["updated_at"] or ""
         )
         print(line.rstrip())
+        if "next" in row:  # waits for a person: the command that moves it on
+            print(f"{'':38}needs a person: {row['next']}")
     return 0
 
 

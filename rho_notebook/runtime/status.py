@@ -34,7 +34,15 @@ from rho_notebook.store.run_locks import OwnerLock
 if TYPE_CHECKING:
     from rho_notebook.store.runs import RunManifest
 
-__all__ = ["MANIFEST_FIELDS", "RunFacts", "graph_outline", "journal_state", "load_state", "run_facts"]
+__all__ = [
+    "MANIFEST_FIELDS",
+    "RunFacts",
+    "allowed_failures_of",
+    "graph_outline",
+    "journal_state",
+    "load_state",
+    "run_facts",
+]
 
 MANIFEST_FIELDS = frozenset(
     "format run_id plan_id graph_digest workflow created_at workspace_root workspace_key identities mode origin "
@@ -128,6 +136,19 @@ def _plain_identity(identity: Any) -> bool:
     )
 
 
+_ALLOWED: dict[str, frozenset[str]] = {}
+"""Graph digest -> the nodes of that graph whose failure does not count, for every graph outline
+this process read (a digest fixes the graph, so the answer never goes stale)."""
+_ALLOWED_KEPT = 256
+
+
+def allowed_failures_of(graph_digest: str) -> frozenset[str] | None:
+    """The ``allow_failure`` nodes of the graph with digest ``graph_digest`` when this process read
+    its outline (every status read does: :func:`journal_state`), else None. What a node view shows
+    for a failed node needs it (``failure (allowed)``), and a run state does not carry it."""
+    return _ALLOWED.get(graph_digest)
+
+
 def graph_outline(layout: StoreLayout, run_id: str, *, expected_digest: str) -> GraphOutline:
     """The outline of the run's frozen graph, refused (StoreError) when it does not digest to
     ``expected_digest`` (as :meth:`RunStore.graph <rho_notebook.store.runs.RunStore.graph>`)."""
@@ -136,6 +157,10 @@ def graph_outline(layout: StoreLayout, run_id: str, *, expected_digest: str) -> 
     if digest != expected_digest:
         msg = f"run {run_id}: graph.json digests to {digest}, not the confirmed {expected_digest}; refusing to use a modified graph"
         raise StoreError(msg)
+    if expected_digest not in _ALLOWED:
+        if len(_ALLOWED) >= _ALLOWED_KEPT:
+            _ALLOWED.pop(next(iter(_ALLOWED)), None)
+        _ALLOWED[expected_digest] = outline.allowed_failures
     return outline
 
 

@@ -32,6 +32,7 @@ from rho_notebook.service.wire_views import (
     OutcomeName,
     ReusedFromJson,
     RunView,
+    ShownName,
     StepJson,
     StreamView,
     WireEdge,
@@ -69,6 +70,13 @@ __all__ = [
     "WIRE_TYPES",
     "OutcomeName",
     "outcome_name",
+    "ShownName",
+    "SHOWN_ORDER",
+    "shown_state",
+    "shown_label",
+    "allowed_failures_of",
+    "unsettled_nodes",
+    "person_command",
     "PlanJson",
     "PlanSummaryJson",
     "DiffJson",
@@ -120,11 +128,115 @@ def outcome_name(state: RunState) -> OutcomeName | None:
     return cast("OutcomeName | None", state.outcome)
 
 
+# -- node states as the run has them ----------------------------------------------------------------
+
+SHOWN_ORDER: tuple[ShownName, ...] = (
+    "pending",
+    "ready",
+    "waiting_for_approval",
+    "running",
+    "success",
+    "failure_allowed",
+    "failure",
+    "failure_handled",
+    "denial",
+    "denial_handled",
+    "cancellation",
+    "skipped",
+    "blocked",
+)
+"""Every :data:`ShownName` in the order legends list them (each variant beside its state)."""
+
+_LABELS: dict[str, str] = {
+    "failure_allowed": "failure (allowed)",
+    "failure_handled": "failure (handled)",
+    "denial_handled": "denial (handled)",
+    "waiting_for_approval": "waiting for approval",
+}
+
+
+def shown_label(shown: str) -> str:
+    """How a person reads a shown state: ``failure (allowed)``, ``waiting for approval``; a node
+    state reads as itself."""
+    return _LABELS.get(shown, shown)
+
+
+def shown_state(record: NodeRecord, *, allowed: bool = False) -> ShownName:
+    """The state a front end shows for a node (the one rule, for every view and text).
+
+    - ``waiting_for_approval``: the node is running and its latest attempt waits on an approval
+      request (a supervised launch, an approval node, a human step): no process has started.
+    - ``failure_allowed``: the node failed and ``allowed`` (its ``allow_failure`` is set: the
+      failure does not count against the run's outcome).
+    - otherwise the node's state.
+
+    ``failure_handled`` and ``denial_handled`` are produced by no run yet (a script's steps will
+    say when the script went on from them); front ends draw them already.
+    """
+    state = record.state
+    current = record.current
+    if state is NodeState.RUNNING and current is not None and current.pending_approval:
+        return "waiting_for_approval"
+    if state is NodeState.FAILURE and allowed:
+        return "failure_allowed"
+    return state.value
+
+
+def allowed_failures_of(state: RunState) -> frozenset[str]:
+    """The nodes of ``state``'s run whose failure does not count: from the run's graph outline
+    when this process read it (every status read does), else what the outcome proves (a run that
+    succeeded had only allowed failures)."""
+    from rho_notebook.runtime.status import allowed_failures_of as known  # no import cost for others
+
+    found = known(state.graph_digest)
+    if found is not None:
+        return found
+    if state.outcome == "success":
+        return frozenset(name for name, record in state.nodes.items() if record.state is NodeState.FAILURE)
+    return frozenset()
+
+
+def unsettled_nodes(state: RunState) -> list[str]:
+    """Nodes whose attempt started and has no recorded result (not waiting for a person, not
+    reused): ``resume`` refuses until ``--recover-uncertain`` says they were looked at. A script
+    run never has one (its steps are decided when the script calls them again)."""
+    if any(record.step is not None for record in state.nodes.values()):
+        return []
+    found = []
+    for name in node_order(state):
+        record = state.nodes[name]
+        current = record.current
+        if record.state is NodeState.RUNNING and current is not None:
+            if not current.pending_approval and not current.reused_from and not current.abandoned:
+                found.append(name)
+    return found
+
+
+def person_command(state: RunState, *, command: str = "rho-notebook") -> str | None:
+    """The command a person runs to move a run on that waits for one: ``resume`` for a run
+    whose owner stopped (``--recover-uncertain`` once its unsettled nodes were looked at),
+    ``resume --decide`` for a script run that needs a decision, ``status`` (which names each
+    approve or answer command) for a run that waits for an approval; None for any other run."""
+    run_id = state.run_id
+    lifecycle = state.lifecycle
+    if lifecycle is Lifecycle.NEEDS_RECOVERY:
+        recover = " --recover-uncertain" if unsettled_nodes(state) else ""
+        return f"{command} resume {run_id}{recover}"
+    if lifecycle is Lifecycle.NEEDS_DECISION:
+        decide = " ".join(f"--decide {h['step']}=rerun|skip" for h in halted_json(state))
+        return f"{command} resume {run_id} {decide}".rstrip()
+    if lifecycle is Lifecycle.WAITING:
+        return f"{command} status {run_id}"
+    return None
+
+
 # -- runs -------------------------------------------------------------------------------------------
 
 
 class NodeStatusJson(TypedDict):
     state: str
+    shown: ShownName
+    """The state as the run has it (``failure_allowed``, ``waiting_for_approval``, ...)."""
     attempt: int
     exit_code: int | None
     reason: str
@@ -194,14 +306,17 @@ def node_order(state: RunState) -> list[str]:
     return sorted(state.nodes)
 
 
-def status_json(state: RunState) -> StatusJson:
-    """One durable snapshot of a run: ``rho-notebook status --output json``."""
+def status_json(state: RunState, *, allowed: frozenset[str] | None = None) -> StatusJson:
+    """One durable snapshot of a run: ``rho-notebook status --output json``. ``allowed``: the
+    nodes whose failure does not count (default: :func:`allowed_failures_of`)."""
+    allowed = allowed_failures_of(state) if allowed is None else allowed
     nodes: dict[str, NodeStatusJson] = {}
     for name in node_order(state):
         record = state.nodes[name]
         current = record.current
         nodes[name] = {
             "state": record.state.value,
+            "shown": shown_state(record, allowed=name in allowed),
             "attempt": record.attempt,
             "exit_code": record.exit_code(),
             "reason": record.reason,
@@ -272,6 +387,9 @@ class RunRowJson(TypedDict):
     owner_pid: NotRequired[int]
     """The pid of the owner process that holds the run now (0 when it did not record its pid);
     absent when no process owns the run."""
+    next: NotRequired[str]
+    """A run that waits for a person (``needs_recovery``, ``needs_decision``, ``waiting``): the
+    command that moves it on (:func:`person_command`)."""
 
 
 def run_row_json(state: RunState, manifest: RunManifest | RunFacts | None = None) -> RunRowJson:
@@ -293,6 +411,9 @@ def run_row_json(state: RunState, manifest: RunManifest | RunFacts | None = None
     }
     if state.damage is not None:
         row["damage"] = state.damage
+    command = person_command(state)
+    if command is not None:
+        row["next"] = command
     if manifest is not None:
         row["created_at"] = manifest.created_at
         row["origin"] = manifest.origin
@@ -364,7 +485,7 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
                 exists, value = folder.read_value(found["value"])  # StoreError when it is not JSON
                 if exists:
                     entry["output"] = value
-            elif step is not None and record.state is NodeState.SUCCESS:  # its copy lost in a crash?
+            elif record.state is NodeState.SUCCESS:  # a journaled value whose copy was lost in a crash?
                 journaled = folder.journaled_step_value(folder.files_of(name, record.current) / VALUE_FILE)
                 if journaled is not None:
                     entry["output"] = journaled

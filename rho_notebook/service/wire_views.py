@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 __all__ = [
     "OutcomeName",
+    "ShownName",
     "ReusedFromJson",
     "StepJson",
     "HaltedStepJson",
@@ -30,6 +31,28 @@ __all__ = [
 OutcomeName = Literal["success", "failure", "denial", "cancellation", "stalled", "blocked"]
 """A finished run's outcome (:class:`~rho_notebook.model.state.Outcome`); by precedence
 cancellation > denial > failure > stalled > blocked > success (docs/running.md)."""
+
+
+ShownName = Literal[
+    "pending",
+    "ready",
+    "running",
+    "success",
+    "failure",
+    "denial",
+    "cancellation",
+    "skipped",
+    "blocked",
+    "failure_allowed",
+    "failure_handled",
+    "denial_handled",
+    "waiting_for_approval",
+]
+"""A node's state as the run has it (``shown``): its :class:`~rho_notebook.model.state.NodeState`,
+or one that says more: ``failure_allowed`` (a failure of an ``allow_failure`` node: it does not
+count against the run), ``failure_handled`` / ``denial_handled`` (a script step whose failure the
+script went on from), ``waiting_for_approval`` (a launch held for a person's decision: nothing
+started). :func:`rho_notebook.service.wire.shown_state` is the rule."""
 
 
 # -- what the answers about runs and the views share ------------------------------------------
@@ -98,6 +121,10 @@ class WireLayout(TypedDict):
 
 class NodeView(TypedDict):
     state: str
+    shown: NotRequired[ShownName]
+    """The state as the run has it: front ends style and count nodes by it, falling back to
+    ``state`` when absent (``state`` says only what the journal recorded: a held launch is
+    ``running``, an allowed failure ``failure``). Always sent by this version."""
     attempt: int
     started_at: str | None
     ended_at: str | None

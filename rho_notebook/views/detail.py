@@ -3,6 +3,11 @@
 :func:`read_node_detail` reads a run's node through the service; :func:`node_detail` builds the
 pane from records already held (a script run's step gets :func:`step_detail`). Artifact reads are
 bounded and never follow symlinks (:mod:`rho_notebook.views.artifacts`).
+
+A Python traceback in the pane's stderr starts at the author's code: the frames of our harness
+(the run's ``_rho_harness.py``), of the fork server that forked the attempt (run from a
+descriptor, ``/proc/self/fd/N``) and of the rho_notebook package are left out
+(:func:`user_traceback`); ``rho-notebook logs`` shows the stream as written.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +31,42 @@ from rho_notebook.views.artifacts import ANSWER_BYTES, PANE_BYTES, empty_stream,
 from rho_notebook.views.definition import definition_of
 from rho_notebook.views.state import halted_by_step
 
-__all__ = ["load_detail", "node_detail", "read_node_detail", "reused_source_dir", "step_detail"]
+__all__ = ["load_detail", "node_detail", "read_node_detail", "reused_source_dir", "step_detail", "user_traceback"]
 
 _STDOUT, _STDERR = "stdout", "stderr"
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+_FRAME = re.compile(r'^(?P<indent>[ |]*)File "(?P<file>[^"]+)", line \d+')
+_HARNESS = re.compile(r"(^/proc/self/fd/\d+$)|((^|/)python/_rho_harness\.py$)|((^|/)_py_forkserver\.py$)")
+
+
+def _ours(file: str) -> bool:
+    """Whether a traceback frame's file is ours: the harness, the fork server or the package."""
+    return bool(_HARNESS.search(file)) or file.startswith(_PACKAGE)
+
+
+def user_traceback(text: str) -> str:
+    """``text`` with the frames of our own code left out of every Python traceback in it (a frame
+    line ``File "...", line N, in f`` and the more indented source and caret lines under it); the
+    author's frames and the exception line stay. A traceback with no frame but ours is kept whole
+    (then the fault is ours, and its frames say where)."""
+    lines = text.split("\n")
+    frames = [_FRAME.match(line) for line in lines]
+    if not any(m is not None and not _ours(m["file"]) for m in frames):
+        return text
+    kept: list[str] = []
+    skip_under: int | None = None
+    for line, frame in zip(lines, frames, strict=True):
+        if frame is not None:
+            skip_under = len(frame["indent"]) if _ours(frame["file"]) else None
+            if skip_under is not None:
+                continue
+        elif skip_under is not None and line.strip() and len(line) - len(line.lstrip(" |")) > skip_under:
+            continue  # the source and caret lines of a frame left out
+        else:
+            skip_under = None
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def load_detail(*, node: Node, record: NodeRecord, attempt_dir: Path | None, source_dir: Path | None = None) -> Detail:
@@ -98,6 +137,8 @@ def _read_outputs(detail: Detail, artifact: Callable[[str], Path], *, node_limit
     detail["stderr"] = read_stream(
         artifact(_STDERR), limit=PANE_BYTES, truncated=bool(exit_info.get("stderr_truncated")), node_limit=node_limit
     )
+    if detail["stderr"] is not None:
+        detail["stderr"]["text"] = user_traceback(detail["stderr"]["text"])
     detail["answer"] = read_stream(
         artifact(ANSWER_PROSE_FILE), limit=ANSWER_BYTES, truncated=False, node_limit=node_limit
     )

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.run_state import RunState
-from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import glance
 from rho_notebook.service.listing import owner_pid
-from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order
+from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order, unsettled_nodes
 
 if TYPE_CHECKING:
     from rho_notebook.service import StoreLayout
@@ -104,28 +104,12 @@ def status_head_lines(layout: StoreLayout, state: RunState) -> list[str]:
     return lines
 
 
-def _unsettled(state: RunState) -> list[str]:
-    """Nodes whose attempt started and has no recorded result (not waiting for a person, not
-    reused): ``resume`` refuses until ``--recover-uncertain`` says they were looked at. A script
-    run never needs it (its steps are decided when the script calls them again)."""
-    if any(record.step is not None for record in state.nodes.values()):
-        return []
-    found = []
-    for name in node_order(state):
-        record = state.nodes[name]
-        current = record.current
-        if record.state is NodeState.RUNNING and current is not None:
-            if not current.pending_approval and not current.reused_from and not current.abandoned:
-                found.append(name)
-    return found
-
-
 def next_step_lines(layout: StoreLayout, state: RunState, *, command: str = "rho-notebook") -> list[str]:
     """What a person does next: for ``needs_recovery``, how to inspect and resume; for
     ``waiting``, the approve or answer command of each pending request; empty otherwise."""
     run_id = state.run_id
     if state.lifecycle is Lifecycle.NEEDS_RECOVERY:
-        unsettled = _unsettled(state)
+        unsettled = unsettled_nodes(state)
         if not unsettled:
             return [
                 _LABEL.format("next", f"its owner stopped before the run ended; go on with: {command} resume {run_id}")

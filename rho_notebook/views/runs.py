@@ -11,7 +11,7 @@ from __future__ import annotations
 from rho_notebook.errors import NotFound
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import RunsQuery, Service
-from rho_notebook.service.wire import ResultJson, RunRowJson, node_order
+from rho_notebook.service.wire import ResultJson, RunRowJson, allowed_failures_of, node_order, shown_state
 from rho_notebook.views.text import OUTPUT_CHARS, decision_lines, node_status_line, output_text
 
 __all__ = ["OUTPUT_CHARS", "workflow_runs", "latest_run", "run_choice_label", "run_show_text"]
@@ -68,7 +68,11 @@ def run_show_text(state: RunState, result: ResultJson) -> str:
         f"run {state.run_id} of workflow {state.workflow} · {state.lifecycle.value}{outcome} "
         "(from the store: nothing re-executed)"
     ]
-    lines.extend(node_status_line(name, state.nodes[name]) for name in node_order(state))
+    allowed = allowed_failures_of(state)
+    lines.extend(
+        node_status_line(name, record, shown=shown_state(record, allowed=name in allowed))
+        for name, record in ((name, state.nodes[name]) for name in node_order(state))
+    )
     for name, node in result["nodes"].items():
         if "output" in node:
             lines.append(f"  output of {name}: {output_text(node['output'], limit=OUTPUT_CHARS)}")

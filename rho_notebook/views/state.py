@@ -1,7 +1,10 @@
 """Node and run views of a run state: what the DAG view shows for each node and for the run.
 
 Each view carries a version ``v`` (newest wins in the front end); :func:`same_view` compares two
-views without it.
+views without it. A node view's ``shown`` is the state as the run has it
+(:func:`~rho_notebook.service.wire.shown_state`): front ends style and count nodes by it, so an
+allowed failure is not a red failure of a run that succeeded, and a launch held for a person's
+approval is not drawn running.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from rho_notebook.service.wire import (
     LIVE_LIFECYCLES,
     NodeView,
     RunView,
+    allowed_failures_of,
     halted_json,
     outcome_name,
     reused_from_json,
+    shown_state,
 )
 
 __all__ = [
     "STATE_ORDER",
+    "allowed_failures",
     "halted_by_step",
     "node_view",
     "node_view_copy",
@@ -35,11 +41,18 @@ __all__ = [
 STATE_ORDER = tuple(state.value for state in NodeState)
 
 
-def node_view(record: NodeRecord, version: int = 0, *, halted: str | None = None) -> NodeView:
-    """The view of one node; ``halted`` says why a script run stopped at this step."""
+def allowed_failures(graph: Graph) -> frozenset[str]:
+    """The nodes of ``graph`` whose failure does not fail the run (``allow_failure = True``)."""
+    return frozenset(node.name for node in graph.nodes if node.allow_failure)
+
+
+def node_view(record: NodeRecord, version: int = 0, *, halted: str | None = None, allowed: bool = False) -> NodeView:
+    """The view of one node; ``halted`` says why a script run stopped at this step; ``allowed``:
+    the node's failure does not count (``allow_failure``), so a failure is shown as allowed."""
     current = record.current
     view: NodeView = {
         "state": record.state.value,
+        "shown": shown_state(record, allowed=allowed),
         "attempt": record.attempt,
         "started_at": current.started_at if current is not None else None,
         "ended_at": current.ended_at if current is not None else None,
@@ -64,9 +77,13 @@ def halted_by_step(state: RunState) -> dict[str, str]:
     return {h["step"]: h["why"] for h in halted_json(state)}
 
 
-def node_views(state: RunState | None, graph: Graph | None = None, *, version: int = 0) -> dict[str, NodeView]:
+def node_views(
+    state: RunState | None, graph: Graph | None = None, *, version: int = 0, allowed: frozenset[str] | None = None
+) -> dict[str, NodeView]:
     """The view of every node: of ``graph`` in its order (a node ``state`` has no record of is
-    pending), else of ``state``'s nodes by name; a script run's steps in arrival order."""
+    pending), else of ``state``'s nodes by name; a script run's steps in arrival order.
+    ``allowed``: the nodes whose failure does not count (default: ``graph``'s, else
+    :func:`~rho_notebook.service.wire.allowed_failures_of` the run)."""
     records = state.nodes if state is not None else {}
     if graph is not None and graph.script is None:
         names = [node.name for node in graph.nodes]
@@ -75,7 +92,14 @@ def node_views(state: RunState | None, graph: Graph | None = None, *, version: i
     else:
         names = sorted(records)
     halted = halted_by_step(state) if state is not None else {}
-    return {name: node_view(records.get(name) or NodeRecord(), version, halted=halted.get(name)) for name in names}
+    if allowed is None and graph is not None:
+        allowed = allowed_failures(graph)
+    elif allowed is None:
+        allowed = allowed_failures_of(state) if state is not None else frozenset()
+    return {
+        name: node_view(records.get(name) or NodeRecord(), version, halted=halted.get(name), allowed=name in allowed)
+        for name in names
+    }
 
 
 def node_view_copy(view: NodeView) -> NodeView:

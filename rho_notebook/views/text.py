@@ -15,6 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rho_notebook.model.run_state import NodeRecord, RunState
+from rho_notebook.service.wire import shown_label, shown_state
 
 if TYPE_CHECKING:
     from rho_notebook.model.condition import Condition
@@ -130,9 +131,11 @@ def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> 
     return lines
 
 
-def node_status_line(name: str, record: NodeRecord) -> str:
-    """One node of ``status``: name, state, attempt, exit code, the Dask worker it ran on,
-    UNCERTAIN, provenance, a script step's kind and replays, and reason."""
+def node_status_line(name: str, record: NodeRecord, *, shown: str | None = None) -> str:
+    """One node of ``status``: name, state as the run has it (``shown``, default: what the
+    record alone says: ``waiting for approval``; pass the status JSON's ``shown`` for
+    ``failure (allowed)``), attempt, exit code, the Dask worker it ran on, UNCERTAIN,
+    provenance, a script step's kind and replays, and reason."""
     code = record.exit_code()
     current = record.current
     extra = f"  exit {code}" if code is not None else ""
@@ -147,4 +150,5 @@ def node_status_line(name: str, record: NodeRecord) -> str:
     provenance = provenance_text(record)
     source = f"  {provenance}" if provenance else ""
     reason = f"  ({record.reason})" if record.reason else ""
-    return f"  {name:<24} {record.state.value:<13} attempt {record.attempt}{extra}{note}{source}{reason}"
+    label = shown_label(shown if shown is not None else shown_state(record))
+    return f"  {name:<24} {label:<13} attempt {record.attempt}{extra}{note}{source}{reason}"

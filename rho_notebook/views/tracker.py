@@ -8,9 +8,17 @@ from typing import Any
 
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState, apply
-from rho_notebook.service.wire import NodeView
+from rho_notebook.service.wire import NodeView, allowed_failures_of
 from rho_notebook.views.layout import Layout, layout_of
-from rho_notebook.views.state import halted_by_step, node_view, node_view_copy, node_views, run_view_of, same_view
+from rho_notebook.views.state import (
+    allowed_failures,
+    halted_by_step,
+    node_view,
+    node_view_copy,
+    node_views,
+    run_view_of,
+    same_view,
+)
 
 __all__ = ["RunTracker"]
 
@@ -50,7 +58,11 @@ class RunTracker:
         self.started_at = started_at
         self.ended_at = ended_at
         self.graph = graph
-        self.nodes: dict[str, NodeView] = node_views(self.state, graph if graph is not None and graph.script else None)
+        self.allowed = allowed_failures(graph) if graph is not None else allowed_failures_of(self.state)
+        """The nodes whose failure does not count (shown as ``failure (allowed)``)."""
+        self.nodes: dict[str, NodeView] = node_views(
+            self.state, graph if graph is not None and graph.script else None, allowed=self.allowed
+        )
         self.run: dict[str, Any] = dict(run_view_of(self.state, started_at=started_at, ended_at=ended_at))
         self.dirty: set[str] = set()
         self.run_dirty = False
@@ -98,7 +110,7 @@ class RunTracker:
             record = self.state.nodes.get(name)
             if record is None:
                 continue
-            view = node_view(record, halted=halted.get(name))
+            view = node_view(record, halted=halted.get(name), allowed=name in self.allowed)
             known = self.nodes.get(name)
             if known is None:  # a script step launched for the first time
                 self.layout_dirty = True

@@ -104,6 +104,7 @@ async def test_run_status_result_view_and_artifacts(jp_fetch: Any, store: Store)
     assert final["outcome"] == "success" and final["plan_id"] == quick.plan_id
     assert final["nodes"]["hello"] == {
         "state": "success",
+        "shown": "success",
         "attempt": 1,
         "exit_code": 0,
         "reason": "",

@@ -1,0 +1,183 @@
+"""States as the run has them (``shown``): the one rule (:func:`rho_notebook.service.wire.shown_state`)
+and where it shows: node views, the status JSON and text, the run list's command for a person,
+and the node pane's traceback without our harness frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.state import NodeState
+from rho_notebook.service.wire import (
+    SHOWN_ORDER,
+    ShownName,
+    person_command,
+    run_row_json,
+    shown_label,
+    shown_state,
+    status_json,
+)
+from rho_notebook.views.detail import user_traceback
+from rho_notebook.views.state import node_view, node_views
+from rho_notebook.views.text import node_status_line
+
+AT = "2026-01-01T00:00:00Z"
+
+
+def folded(*events: dict[str, Any], nodes: tuple[str, ...] = ("a", "b")) -> RunState:
+    """A run of ``nodes`` with ``events`` folded in (run_started first)."""
+    state = RunState(run_id="01RUN", plan_id="01PLAN", graph_digest="sha256:none", workflow="wf", nodes={})
+    state.nodes = {name: NodeRecord() for name in nodes}
+    return replay(state, [{"kind": "run_started", "at": AT, "pid": 1}, *({"at": AT, **e} for e in events)])
+
+
+def launched(node: str, attempt: int = 1) -> dict[str, Any]:
+    return {"kind": "node_launched", "node": node, "attempt": attempt}
+
+
+def asked(node: str, attempt: int = 1) -> dict[str, Any]:
+    return {"kind": "approval_requested", "node": node, "attempt": attempt, "request_id": f"req-{node}"}
+
+
+def finished(node: str, state: str, attempt: int = 1) -> dict[str, Any]:
+    return {"kind": "node_finished", "node": node, "attempt": attempt, "state": state, "message": ""}
+
+
+def test_every_node_state_is_shown_as_itself_and_the_order_holds_every_shown_state() -> None:
+    assert set(SHOWN_ORDER) == set(ShownName.__args__)  # type: ignore[attr-defined]
+    assert len(SHOWN_ORDER) == len(set(SHOWN_ORDER))
+    for state in NodeState:
+        assert shown_state(NodeRecord(state=state)) == state.value
+        assert shown_label(state.value) == state.value
+    assert [shown_label(s) for s in ("failure_allowed", "failure_handled", "denial_handled")] == [
+        "failure (allowed)",
+        "failure (handled)",
+        "denial (handled)",
+    ]
+    assert shown_label("waiting_for_approval") == "waiting for approval"
+
+
+def test_a_launch_held_for_approval_is_waiting_until_decided_then_running() -> None:
+    state = folded(launched("a"), asked("a"))
+    record = state.nodes["a"]
+    assert record.state is NodeState.RUNNING  # what the journal says
+    assert shown_state(record) == "waiting_for_approval"  # what the run has: nothing started
+    replay(state, [{"kind": "approval_decided", "node": "a", "attempt": 1, "request_id": "req-a", "at": AT}])
+    assert shown_state(state.nodes["a"]) == "running"
+    replay(state, [{**finished("a", "success"), "at": AT}])
+    assert shown_state(state.nodes["a"]) == "success"
+
+
+def test_a_failure_is_allowed_only_for_an_allow_failure_node() -> None:
+    state = folded(launched("a"), finished("a", "failure"), launched("b"), finished("b", "failure"))
+    assert shown_state(state.nodes["a"], allowed=True) == "failure_allowed"
+    assert shown_state(state.nodes["b"], allowed=False) == "failure"
+    assert shown_state(NodeRecord(state=NodeState.SUCCESS), allowed=True) == "success"  # only a failure
+
+
+def test_node_views_carry_shown_from_the_allowed_nodes() -> None:
+    state = folded(launched("a"), finished("a", "failure"), launched("b"), asked("b"))
+    views = node_views(state, allowed=frozenset({"a"}))
+    assert {name: (view["state"], view["shown"]) for name, view in views.items()} == {
+        "a": ("failure", "failure_allowed"),
+        "b": ("running", "waiting_for_approval"),
+    }
+    assert node_view(state.nodes["a"])["shown"] == "failure"  # not allowed unless said
+
+
+def test_status_json_shows_allowed_failures_and_infers_them_from_a_successful_outcome() -> None:
+    state = folded(launched("a"), finished("a", "failure"), launched("b"), finished("b", "success"))
+    assert status_json(state, allowed=frozenset({"a"}))["nodes"]["a"]["shown"] == "failure_allowed"
+    assert status_json(state, allowed=frozenset())["nodes"]["a"]["shown"] == "failure"
+    replay(state, [{"kind": "run_completed", "outcome": "success", "at": AT}])
+    # a graph this process never read: a run that succeeded had only allowed failures
+    assert status_json(state)["nodes"]["a"]["shown"] == "failure_allowed"
+
+
+def test_status_lines_name_the_shown_state() -> None:
+    state = folded(launched("a"), asked("a"), launched("b"), finished("b", "failure"))
+    assert "waiting for approval" in node_status_line("a", state.nodes["a"])
+    assert " failure " in node_status_line("b", state.nodes["b"])
+    assert "failure (allowed)" in node_status_line("b", state.nodes["b"], shown="failure_allowed")
+
+
+def test_a_run_that_waits_for_a_person_names_the_command_that_moves_it_on() -> None:
+    waiting = folded(launched("a"), asked("a"))
+    assert person_command(waiting) == "rho-notebook status 01RUN"
+    assert run_row_json(waiting)["next"] == "rho-notebook status 01RUN"
+    # the owner died while a person was asked: nothing ran, resume asks again
+    recover = folded(launched("a"), asked("a"), {"kind": "needs_recovery"})
+    assert person_command(recover) == "rho-notebook resume 01RUN"
+    # the owner died while a process ran: no result, so resume needs --recover-uncertain
+    unsettled = folded(launched("a"), {"kind": "needs_recovery"})
+    assert person_command(unsettled) == "rho-notebook resume 01RUN --recover-uncertain"
+    halted = folded({"kind": "run_halted", "steps": [{"step": "a", "why": "changed"}]})
+    assert person_command(halted) == "rho-notebook resume 01RUN --decide a=rerun|skip"
+    done = folded(launched("a"), finished("a", "success"), {"kind": "run_completed", "outcome": "success"})
+    assert person_command(done) is None
+    assert "next" not in run_row_json(done)
+
+
+HARNESS_TB = """\
+Traceback (most recent call last):
+  File "/home/u/.rho/workflows/runs/01R/python/_rho_harness.py", line 233, in main
+    result = _call(request)
+             ^^^^^^^^^^^^^^
+  File "/proc/self/fd/19", line 182, in _c
+  File "/home/u/.rho/workflows/runs/01R/python/_rho_harness.py", line 76, in _call
+    return function(**request["args"])
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/home/u/.rho/workflows/runs/01R/python/modules/nodes/boom.py", line 6, in boom
+    return helper(x)
+           ^^^^^^^^^
+  File "/home/u/.rho/workflows/runs/01R/python/modules/nodes/boom.py", line 2, in helper
+    raise ValueError(f"bad value {x}")
+ValueError: bad value 3
+"""
+
+
+def test_a_traceback_starts_at_the_authors_code() -> None:
+    shown = user_traceback(HARNESS_TB)
+    assert shown == (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/.rho/workflows/runs/01R/python/modules/nodes/boom.py", line 6, in boom\n'
+        "    return helper(x)\n"
+        "           ^^^^^^^^^\n"
+        '  File "/home/u/.rho/workflows/runs/01R/python/modules/nodes/boom.py", line 2, in helper\n'
+        '    raise ValueError(f"bad value {x}")\n'
+        "ValueError: bad value 3\n"
+    )
+
+
+def test_package_frames_leave_and_text_around_the_traceback_stays() -> None:
+    import rho_notebook
+
+    package = rho_notebook.__file__.rsplit("/", 1)[0]
+    text = (
+        "computing...\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/flow.py", line 3, in <module>\n'
+        "    run_step(x)\n"
+        f'  File "{package}/script/_steps.py", line 40, in run_step\n'
+        "    raise StepFailed(name)\n"
+        "rho_notebook.script.StepFailed: step x failed\n"
+    )
+    shown = user_traceback(text)
+    assert "_steps.py" not in shown and "raise StepFailed" not in shown
+    assert shown.startswith('computing...\nTraceback (most recent call last):\n  File "/work/flow.py"')
+    assert shown.endswith("rho_notebook.script.StepFailed: step x failed\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain output, no traceback\n",
+        # only our frames: the fault is ours, and the frames say where
+        'Traceback (most recent call last):\n  File "/x/python/_rho_harness.py", line 1, in main\n    boom()\nOSError: x\n',
+        "",
+    ],
+)
+def test_text_without_an_authors_frame_is_kept_whole(text: str) -> None:
+    assert user_traceback(text) == text
