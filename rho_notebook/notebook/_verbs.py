@@ -458,7 +458,9 @@ class WorkflowVerbs:
         overview = self.session.describe()
         lines = [f"workspace  {overview['workspace']}"]
         for name, info in overview["workflows"].items():
-            lines.append(f"workflow   {name:<20} {'valid' if info['valid'] else 'not validated':<14} {info['cell']}")
+            lines.append(
+                f"{info['kind']:<10} {name:<20} {'valid' if info['valid'] else 'not validated':<14} {info['cell']}"
+            )
         for label, display in overview["modules"].items():
             lines.append(f"module     {label}  {display}")
         for agent_id, display in overview["agents"].items():

@@ -1,12 +1,17 @@
 """Showing plans, runs and the hub in a notebook: widgets when they are available, text always.
 
-Every display is one MIME bundle with a deterministic ``text/plain`` line and a static
-``text/html`` rendering, plus the widget view (``application/vnd.jupyter.widget-view+json``) when
-:mod:`rho_notebook.widgets` imports: JupyterLab renders the live widget, other viewers (nbconvert,
-GitHub) the HTML, and text front ends and output checks (nbval ignores the widget MIME type) see
-the same text with or without widgets. A plan's graph carries the widget's SVG picture as its
-static rendering (``image/svg+xml`` and the HTML embedding it); a run's display keeps a text
-paragraph, since a picture taken when the run starts would show every node pending forever.
+Every display is one MIME bundle with a deterministic ``text/plain`` line plus the widget view
+(``application/vnd.jupyter.widget-view+json``) when :mod:`rho_notebook.widgets` imports:
+JupyterLab renders the live widget, other viewers a static rendering, and text front ends and
+output checks (nbval ignores the widget MIME type) see the same text with or without widgets.
+
+A display of a DAG (a plan's graph, an item graph, a run) carries its static picture instead of
+HTML: ``image/png`` and ``image/svg+xml`` (:mod:`rho_notebook.views.picture`). JupyterLab shows
+an untrusted notebook's output by its first *safe* MIME type by rank, and HTML outranks PNG, so an
+HTML entry would be shown sanitized (garbled text) instead of the picture. A run's display is kept
+by display id: when the run stops, its picture is replaced by the final DAG
+(``DagWidget.refresh_static``); its text stays the run-started text, and it carries no SVG, so the
+saved cell compares equal to a fresh run's (nbval skips PNG, not SVG).
 """
 
 from __future__ import annotations
@@ -23,17 +28,19 @@ from rho_notebook.errors import RhoError
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
-from rho_notebook.notebook._render import graph_html, graph_text, run_started_html, run_started_text
+from rho_notebook.notebook._render import graph_text, run_started_html, run_started_text
 from rho_notebook.notebook.api import call
 from rho_notebook.service import DiffResult, RunHandle, Service
 from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
-from rho_notebook.views.layout import NodeSpec, layered_layout
+from rho_notebook.views.layout import layout_graph, layout_item_graph, layout_of
+from rho_notebook.views.picture import dag_bundle, picture_metadata
 
 __all__ = [
     "widgets_module",
     "show_graph",
     "show_item_graph",
     "show_run",
+    "show_script",
     "show_plan_card",
     "show_hub",
     "show_flow_tree",
@@ -51,25 +58,32 @@ def widgets_module() -> ModuleType | None:
         return None
 
 
-def _view(factory_name: str, *args: Any, static: bool = False, **kwargs: Any) -> dict[str, Any]:
-    """The widget's view MIME entry; with ``static`` also its SVG snapshot (``image/svg+xml`` and
-    the ``text/html`` that embeds it), for a display whose picture cannot go stale (a plan)."""
+def _widget(factory_name: str, *args: Any, **kwargs: Any) -> Any:
+    """The widget the factory of :mod:`rho_notebook.widgets` makes, or None without widgets."""
     widgets = widgets_module()
     factory = getattr(widgets, factory_name, None) if widgets is not None else None
     if factory is None:
-        return {}
+        return None
     guard = getattr(widgets, "guard_kernel_parent", None)
     if callable(guard):  # before any widget's comm traffic: see rho_notebook.widgets._parent
         guard()
-    widget = factory(*args, **kwargs)
+    return factory(*args, **kwargs)
+
+
+def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A widget's (data, metadata), empty when it has no view to display."""
     bundle = getattr(widget, "_repr_mimebundle_", None)
     data = bundle() if callable(bundle) else None
-    if isinstance(data, tuple):  # (data, metadata)
-        data = data[0]
+    data, metadata = data if isinstance(data, tuple) else (data, {})
     if not isinstance(data, dict) or WIDGET_MIME not in data:
-        return {}
-    kept = (WIDGET_MIME, "image/svg+xml", "text/html") if static else (WIDGET_MIME,)
-    return {mime: data[mime] for mime in kept if mime in data}
+        return {}, {}
+    return data, dict(metadata or {})
+
+
+def _view(factory_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The widget's view MIME entry alone."""
+    data, _ = _bundle(_widget(factory_name, *args, **kwargs))
+    return {WIDGET_MIME: data[WIDGET_MIME]} if WIDGET_MIME in data else {}
 
 
 def _show(text: str, html_text: str, view: dict[str, Any]) -> None:
@@ -77,18 +91,52 @@ def _show(text: str, html_text: str, view: dict[str, Any]) -> None:
     display({"text/html": html_text, **view, "text/plain": text}, raw=True)  # type: ignore[no-untyped-call]
 
 
+def _show_picture(text: str, widget: Any, picture: Callable[[], dict[str, str]]) -> None:
+    """A DAG: the widget's view and picture (``picture()`` without widgets), our text, no HTML."""
+    data, metadata = _bundle(widget)
+    if "image/png" not in data:
+        data = {**data, **picture()}
+    metadata = {**metadata, **picture_metadata(data)}
+    kept = {mime: data[mime] for mime in (WIDGET_MIME, "image/png", "image/svg+xml") if mime in data}
+    display({**kept, "text/plain": text}, metadata=metadata, raw=True)  # type: ignore[no-untyped-call]
+
+
 def show_graph(plan: Plan) -> None:
-    """The graph of a validated or stored plan: the widget, its SVG picture for static viewers
-    (nbconvert, GitHub), or the HTML table when widgets are not installed."""
-    _show(graph_text(plan.graph), graph_html(plan.graph), _view("graph_view", plan, static=True))
+    """The graph of a validated or stored plan: the widget and its picture for static viewers
+    (an untrusted notebook, nbconvert, GitHub); the picture alone when widgets are not installed."""
+    graph = plan.graph
+
+    def picture() -> dict[str, str]:
+        return dag_bundle(layout_graph(graph, digest=plan.graph_digest), title=graph.name)
+
+    _show_picture(graph_text(graph), _widget("graph_view", plan), picture)
+
+
+def show_script(plan: Plan) -> None:
+    """A ``%%script`` (or ``%%flow``) plan before it runs: the DAG widget of its plan, which has no
+    nodes yet (a script's steps appear as nodes while it runs), and its picture saying so."""
+    graph = plan.graph
+    subtitle = "script: its steps appear as nodes while it runs"
+    text = f"script {graph.name}: its steps appear as nodes while it runs (%workflow run {graph.name} --yes)"
+
+    def picture() -> dict[str, str]:
+        return dag_bundle(layout_of(graph), title=graph.name, subtitle=subtitle)
+
+    _show_picture(text, _widget("graph_view", plan, subtitle=subtitle), picture)
 
 
 def show_run(handle: RunHandle) -> None:
     """The live run view of a run started or resumed from this kernel (it runs in its own owner
-    process); the text and HTML say how to reattach to it."""
+    process), displayed with a display id so its picture becomes the run's final DAG when the
+    run stops; the text says how to reattach to it."""
     text = run_started_text(handle.run_id, handle.workflow)
-    body = run_started_html(handle.run_id, handle.workflow)
-    _show(text, body, _view("run_view", handle))
+    widget = _widget("run_view", handle)
+    if widget is None or not hasattr(widget, "refresh_static"):
+        _show(text, run_started_html(handle.run_id, handle.workflow), {})
+    else:
+        widget.static_text = text
+        widget.static_svg = False
+        display(widget)  # type: ignore[no-untyped-call]
     approvals = _view("approvals_view", handle) if _may_ask(handle) else {}
     if approvals:
         # pending approvals (approval nodes, supervised launches) with Approve / Deny buttons
@@ -139,25 +187,12 @@ def show_hub(session: Any, text: str) -> None:
 
 
 def show_item_graph(graph: ItemGraph) -> None:
-    """A valid item-graph document (``%%graph``) drawn with the DAG layout as a static SVG: steps
-    as nodes, edges (condition edges dashed; loop edges are not drawn, the layout is acyclic).
-    Text only where the widgets package cannot be imported."""
-    needs: dict[str, list[str]] = {step.id: [] for step in graph.steps}
-    conditional: set[str] = set()
-    for edge in graph.edges:
-        if edge.loop is None and edge.source not in needs[edge.to]:
-            needs[edge.to].append(edge.source)
-        if edge.when is not None:
-            conditional.add(edge.to)
-    specs = [
-        NodeSpec(name=step.id, needs=tuple(needs[step.id]), kind=step.kind, conditional=step.id in conditional)
-        for step in graph.steps
-    ]
+    """A valid item-graph document (``%%graph``): the DAG widget of its steps (edges, condition
+    edges dashed; loop edges are not drawn, the layout is acyclic) and its picture."""
     text = f"item graph {graph.name}: {len(graph.steps)} steps, {len(graph.edges)} edges"
-    body = f"<pre>{html.escape(text)}</pre>"
-    if widgets_module() is not None:
-        svg = importlib.import_module("rho_notebook.widgets.svg")
-        body = svg.render_svg(
-            layered_layout(specs), title=f"item graph {graph.name}", subtitle="validated; %workflow run runs it"
-        )
-    display({"text/html": body, "text/plain": text}, raw=True)  # type: ignore[no-untyped-call]
+    title, subtitle = f"item graph {graph.name}", "validated; %workflow run runs it"
+
+    def picture() -> dict[str, str]:
+        return dag_bundle(layout_item_graph(graph), title=title, subtitle=subtitle)
+
+    _show_picture(text, _widget("item_graph_view", graph, title=title, subtitle=subtitle), picture)

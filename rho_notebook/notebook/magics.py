@@ -29,7 +29,7 @@ from rho_notebook.notebook._pyimport import CellModules
 from rho_notebook.notebook._render import Report, script_report, workflow_report
 from rho_notebook.notebook._usage import diagnostics_text, usage_error
 from rho_notebook.notebook._verbs import WorkflowVerbs, hold_graph
-from rho_notebook.notebook.display import show_flow_tree, show_graph, show_run
+from rho_notebook.notebook.display import show_flow_tree, show_graph, show_run, show_script
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service.cells import (
     AgentCell,
@@ -205,6 +205,7 @@ class WorkflowMagics(Magics):
         it is stored and checked, never run here: %workflow run NAME runs it in its own process"""
         parsed = self._script_cell("script", line, cell)
         plan = self._define_script("script", parsed, store=False)
+        show_script(plan)
         return script_report(plan, parsed, label=self.session.entry_label(parsed.name, suffix=".py"))
 
     @no_var_expand

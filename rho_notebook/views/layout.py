@@ -25,13 +25,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service.wire import WireLayout
 from rho_notebook.views._layering import Vertices, layers_of, ordered_layers, positions, reduced_graph, vertices_of
 from rho_notebook.views._placing import NODE_HEIGHT, Geometry
+
+if TYPE_CHECKING:
+    from rho_notebook.model.itemgraph import ItemGraph
 
 __all__ = [
     "Direction",
@@ -45,6 +48,7 @@ __all__ = [
     "layout_graph",
     "layout_steps",
     "layout_of",
+    "layout_item_graph",
 ]
 
 Direction = Literal["TB", "LR"]
@@ -185,6 +189,24 @@ def layout_of(graph: Graph, state: RunState | None = None, *, digest: str | None
     if graph.script is not None:
         return layout_steps(state, digest=digest) if state is not None else layered_layout([])
     return layout_graph(graph, digest=digest)
+
+
+def layout_item_graph(graph: ItemGraph, *, direction: Direction = "TB") -> Layout:
+    """Lay out an item-graph document before it runs: its steps as nodes, its edges as needs
+    (an edge with a ``when`` makes a condition edge; loop edges are left out: the layout is
+    acyclic, and a run draws each loop round as its own node)."""
+    needs: dict[str, list[str]] = {step.id: [] for step in graph.steps}
+    conditional: set[str] = set()
+    for edge in graph.edges:
+        if edge.loop is None and edge.source not in needs[edge.to]:
+            needs[edge.to].append(edge.source)
+        if edge.when is not None:
+            conditional.add(edge.to)
+    specs = [
+        NodeSpec(name=step.id, needs=tuple(needs[step.id]), kind=step.kind, conditional=step.id in conditional)
+        for step in graph.steps
+    ]
+    return layered_layout(specs, direction=direction)
 
 
 def _kept_layout(digest: str, direction: Direction, make: Callable[[], Layout]) -> Layout:

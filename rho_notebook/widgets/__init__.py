@@ -3,9 +3,9 @@
 Nothing is imported from ipywidgets or anywidget until a function here is called, so headless
 code (CLI, service) never pays for them. The DAG front end is one module (``js/src/dagview.ts``)
 bundled into ``static/dag.js``; what it draws (layout, node and run views, node panes) is assembled
-by :mod:`rho_notebook.views.dag`, as for the JupyterLab sidebar, and every widget carries an SVG
-snapshot (:mod:`.svg`) for saved notebooks and nbconvert HTML. Widgets reach the store only through
-the service's verbs.
+by :mod:`rho_notebook.views.dag`, as for the JupyterLab sidebar, and every DAG widget carries its
+static picture (:mod:`rho_notebook.views.picture`: PNG and SVG) for saved and untrusted notebooks.
+Widgets reach the store only through the service's verbs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rho_notebook.model.run_state import RunState
 if TYPE_CHECKING:
     import graphviz  # type: ignore[import-untyped]
 
+    from rho_notebook.model.itemgraph import ItemGraph
     from rho_notebook.service import DiffResult, Service
     from rho_notebook.widgets._dag import DagWidget
     from rho_notebook.widgets._flowtree import FlowTree
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "graph_view",
+    "item_graph_view",
     "plan_card",
     "run_view",
     "approvals_view",
@@ -43,12 +45,16 @@ __all__ = [
 
 
 def graph_view(
-    plan_or_graph: Plan | Graph, *, state: RunState | None = None, service: Service | None = None
+    plan_or_graph: Plan | Graph,
+    *,
+    state: RunState | None = None,
+    service: Service | None = None,
+    subtitle: str = "",
 ) -> DagWidget:
     """The DAG of a plan or graph; node states from ``state`` when given (a snapshot, not live).
 
     Clicking a node shows its frozen definition; with ``state`` and ``service``, also the
-    artifacts of its latest attempt.
+    artifacts of its latest attempt. ``subtitle`` goes in the static picture's heading.
     """
     from rho_notebook.views.dag import dag_view, node_detail, reused_source_dir
     from rho_notebook.widgets._call import call
@@ -68,7 +74,27 @@ def graph_view(
                 source_dir = call(reused_source_dir(service, record))
         return dict(node_detail(graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir))
 
-    return DagWidget(dag_view(graph, state, digest=digest, actions=False), on_select=detail)
+    widget = DagWidget(dag_view(graph, state, digest=digest, actions=False), on_select=detail)
+    widget.subtitle = subtitle
+    return widget
+
+
+def item_graph_view(graph: ItemGraph, *, title: str = "", subtitle: str = "") -> DagWidget:
+    """The DAG of an item-graph document before it runs (``%%graph``): its steps as nodes, all
+    pending (:func:`rho_notebook.views.layout.layout_item_graph`); a run of it is drawn by
+    :func:`run_view`, each loop round its own node."""
+    from rho_notebook.model.run_state import NodeRecord
+    from rho_notebook.views.dag import DagView
+    from rho_notebook.views.layout import layout_item_graph
+    from rho_notebook.views.state import node_view
+    from rho_notebook.widgets._dag import DagWidget
+
+    layout = layout_item_graph(graph)
+    outline = Graph(name=title or f"item graph {graph.name}", inputs=(), nodes=())
+    nodes = {node.name: node_view(NodeRecord()) for node in layout.nodes}
+    widget = DagWidget(DagView(graph=outline, layout=layout, mode="plan", nodes=nodes, run=None))
+    widget.subtitle = subtitle
+    return widget
 
 
 def plan_card(
@@ -166,6 +192,15 @@ def to_dot(graph: Plan | Graph, *, states: Mapping[str, str] | None = None, redu
     from rho_notebook.widgets.dot import to_dot as _to_dot
 
     return _to_dot(graph.graph if isinstance(graph, Plan) else graph, states=states, reduced=reduced)
+
+
+def follow_handle(handle: RunHandleLike) -> bool:
+    """A new handle of a run (``rho.resume``, ``rho.attach``): the run views of that run shown in
+    this process follow it from now on (a view follows its run, not the call that made it); True
+    when a view of the run exists. See docs/widgets.md, "A widget follows its run"."""
+    from rho_notebook.widgets._run import follow_handle as _follow
+
+    return _follow(handle)
 
 
 def guard_kernel_parent() -> bool:

@@ -18,6 +18,11 @@ when a script run's layout grew: a new step is a new node).
 Parent headers: the widget remembers the cell that created it; what it sends from another thread
 (patches from the pump, the final snapshot's ``update_display``) carries that cell's parent,
 never whichever cell is current, and never changes the kernel's current parent (``_parent.py``).
+
+Static views: the bundle carries the DAG's picture (:mod:`rho_notebook.views.picture`: PNG, SVG,
+text; no HTML, which untrusted JupyterLab would show sanitized instead of the PNG); a display
+made by :meth:`DagWidget._ipython_display_` has a display id, and :meth:`DagWidget.refresh_static`
+replaces its picture with the final DAG when the run stops.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ import copy
 import threading
 import uuid
 from collections.abc import Callable
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +40,10 @@ import traitlets
 
 from rho_notebook.views.dag import DagView
 from rho_notebook.views.layout import Layout
+from rho_notebook.views.picture import dag_bundle, picture_html, picture_metadata, run_subtitle
+from rho_notebook.views.svg import render_svg
 from rho_notebook.widgets._call import StaticViews
 from rho_notebook.widgets._parent import current_parent, guard_kernel_parent, owner_parent, send_comm_msg
-from rho_notebook.widgets.svg import counts_line, render_svg
 
 __all__ = ["DagWidget", "STATIC"]
 
@@ -89,6 +94,11 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         self._display_ids: list[str] = []
         self.on_close: Callable[[], None] | None = None
         self.messages_sent = 0
+        self.subtitle = ""
+        """The static picture's subtitle for a plan (a run's says which run, its lifecycle and outcome)."""
+        self.static_text: str | None = None
+        """Replaces the picture's ``text/plain`` in the static views (see :meth:`_static_views`)."""
+        self.static_svg = True
         """Custom messages sent (patches and snapshots), for measurements."""
         self.owner_parent = current_parent()
         """The parent request of the cell that created the widget: messages sent from other
@@ -121,8 +131,10 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         super().close()
 
     def states(self) -> dict[str, str]:
+        """Node -> displayed state (a node view's ``shown``, else its ``state``): what the view
+        and its picture draw and count."""
         with self.lock:
-            return {name: view.get("state", "pending") for name, view in self.nodes.items()}
+            return {name: view.get("shown") or view.get("state", "pending") for name, view in self.nodes.items()}
 
     # -- messages ---------------------------------------------------------------------------------
 
@@ -188,36 +200,54 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
 
     # -- static view ------------------------------------------------------------------------------
 
-    def snapshot_svg(self) -> str:
+    def _picture_args(self) -> dict[str, Any]:
+        """What the static picture draws: displayed states, heading, a script run's halted steps."""
         with self.lock:
             run = dict(self.run)
-        subtitle = ""
-        if run:
-            subtitle = f"run {str(run.get('run_id', ''))[:13]} · {run.get('lifecycle', '')}"
-            if run.get("outcome"):
-                subtitle += f" · outcome {run['outcome']}"
-        with self.lock:
             halted = [name for name, view in self.nodes.items() if view.get("halted")]
-        return render_svg(self.layout_data, states=self.states(), title=self.title, subtitle=subtitle, halted=halted)
+        subtitle = run_subtitle(run) if run else self.subtitle
+        return {"states": self.states(), "title": self.title, "subtitle": subtitle, "halted": halted}
+
+    def snapshot_svg(self) -> str:
+        return render_svg(self.layout_data, **self._picture_args())
+
+    def picture(self) -> dict[str, str]:
+        """The static picture of the DAG as it stands (:func:`rho_notebook.views.picture.dag_bundle`)."""
+        return dag_bundle(self.layout_data, **self._picture_args())
 
     def snapshot_html(self) -> str:
-        names = [node.name for node in self.layout_data.nodes]
-        counts = counts_line(self.states(), names)
-        return (
-            '<div class="rho-dag-static" style="overflow:auto;max-height:640px">'
-            f'<div style="font-family:monospace;font-size:12px;margin:2px 0">{escape(self.title)} — {escape(counts)}</div>'
-            f"{self.snapshot_svg()}</div>"
-        )
+        """The picture as HTML that survives JupyterLab's sanitizer (a PNG ``<img>``), for
+        widgets whose static view needs HTML around it."""
+        return picture_html(self.picture())
 
     def _static_views(self) -> dict[str, str]:
-        return {
-            "image/svg+xml": self.snapshot_svg(),
-            "text/html": self.snapshot_html(),
-            "text/plain": f"<rho_notebook DAG {self.title}: {counts_line(self.states(), list(self.nodes))}>",
-        }
+        """The picture, without HTML: JupyterLab shows an untrusted output's first safe entry by
+        rank, and an HTML entry would win over the PNG (see :mod:`rho_notebook.views.picture`).
+        :attr:`static_text` replaces the picture's text; without :attr:`static_svg` the SVG is
+        left out (a run's display: its saved text stays what the cell said)."""
+        views = self.picture()
+        if self.static_text is not None:
+            views["text/plain"] = self.static_text
+        if not self.static_svg:
+            views.pop("image/svg+xml", None)
+        return views
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget view and the static picture, with the PNG's display size in the metadata
+        and ``rho_notebook.picture``: what the picture shows (``plan``, or the run's lifecycle
+        then, e.g. ``completed`` once :meth:`refresh_static` replaced it with the final DAG)."""
+        with self.lock:
+            shows = str(self.run.get("lifecycle") or "") if self.run else "plan"
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        if "image/png" in data:
+            metadata = {**metadata, **picture_metadata(data), "rho_notebook": {"picture": shows}}
+        return data, metadata
 
     def _ipython_display_(self) -> None:
-        """Display with a display id, so :meth:`refresh_static` can update the saved snapshot."""
+        """Display with a display id, so :meth:`refresh_static` can update the saved picture."""
         from IPython.display import display
 
         display_id = uuid.uuid4().hex
@@ -226,14 +256,28 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
 
     def refresh_static(self) -> None:
-        """Replace the SVG snapshot in every output this widget was displayed in (the live view
-        stays); called when a run finishes so a saved notebook shows the final states."""
+        """Replace the static picture in every output this widget was displayed in (the live view
+        stays); called when a run stops, so a saved notebook shows the run's final DAG."""
         if not self._display_ids:
             return
         from IPython.display import update_display
 
         data, metadata = self._repr_mimebundle_()
-        off_main = threading.current_thread() is not threading.main_thread()
-        with owner_parent(self.owner_parent) if off_main else contextlib.nullcontext():
-            for display_id in self._display_ids:
-                update_display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+        if threading.current_thread() is threading.main_thread():
+            parents: list[dict[str, Any] | None] = [None]
+        else:
+            # the cell that displayed it, and the cell running now: a front end that follows the
+            # first (JupyterLab while that cell runs) or only the running cell (nbclient, so
+            # `jupyter nbconvert --execute` and scripts/refresh_notebooks.py save the final
+            # picture) gets it; an update of an unknown display id changes nothing anywhere
+            now = current_parent()
+            same = _msg_id(now) == _msg_id(self.owner_parent)
+            parents = [self.owner_parent] if same or not now else [self.owner_parent, now]
+        for parent in parents:
+            with owner_parent(parent) if parent is not None else contextlib.nullcontext():
+                for display_id in self._display_ids:
+                    update_display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+
+
+def _msg_id(parent: dict[str, Any]) -> str:
+    return str((parent.get("header") or {}).get("msg_id") or "")

@@ -20,6 +20,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 from rho_notebook.errors import RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import DiffResult
+from rho_notebook.views.picture import picture_html
 from rho_notebook.widgets._call import StaticViews
 from rho_notebook.widgets._dag import DagWidget
 
@@ -157,10 +158,12 @@ class PlanCard(StaticViews, widgets.VBox):  # type: ignore[misc]
             self.children = [*kept, self.run]
 
     def _static_views(self) -> dict[str, str]:
-        svg = self.graph.snapshot_svg() if self.graph is not None else ""
+        """The card's facts as HTML with the DAG as a PNG ``<img>`` (inline SVG would not survive
+        JupyterLab's sanitizer in an untrusted notebook), and the picture's PNG and SVG."""
+        picture = self.graph.picture() if self.graph is not None else {}
         changed = changes_html(self.changes) if self.changes is not None else ""
-        views = {"text/html": plan_html(self.plan) + changed + svg}
-        if svg:
-            views["image/svg+xml"] = svg
+        image = picture_html(picture) if picture else ""
+        views = {"text/html": plan_html(self.plan) + changed + image}
+        views.update({mime: data for mime, data in picture.items() if mime != "text/plain"})
         views["text/plain"] = f"<rho_notebook plan {self.plan.plan_id} {self.plan.graph.name} {self.plan.graph_digest}>"
         return views

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rho_notebook.model.graph import Graph
-from rho_notebook.widgets.svg import STATE_STYLE
+from rho_notebook.views.svg import STATE_STYLE
 
 if TYPE_CHECKING:
     import graphviz  # type: ignore[import-untyped]

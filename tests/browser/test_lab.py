@@ -22,7 +22,18 @@ from tests.browser.conftest import ARTIFACTS, REPO, Lab
 pytestmark = pytest.mark.browser
 
 QUICKSTART = REPO / "notebooks" / "01_quickstart.ipynb"
-FINAL = ("success", "failure", "denial", "cancellation", "skipped", "blocked")
+FINAL = (
+    "success",
+    "failure",
+    "denial",
+    "cancellation",
+    "skipped",
+    "blocked",
+    "failure_allowed",
+    "failure_handled",
+    "denial_handled",
+)
+"""Node states a finished run shows (``shown``, docs/widgets.md "States as the run has them")."""
 
 DEMO_SOURCE = """
 def build(inputs):
@@ -129,6 +140,14 @@ def _run_until_final(page: Any, lab: Lab, relative: str) -> tuple[Any, list[list
         timeout=180_000,
     )
     _wait_idle(page)
+    # when a run stops, the kernel replaces its output's picture with the final DAG (an output
+    # update, which re-renders the widget): wait for it before holding on to the DAG's element
+    page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.content.widgets.every(c => c.model.type !== 'code'"
+        " || Array.from({length: c.model.outputs.length}, (_, i) => c.model.outputs.get(i).metadata)"
+        ".every(m => !m || !m.rho_notebook || ['plan', 'completed'].includes(m.rho_notebook.picture)))",
+        timeout=60_000,
+    )
     dag.scroll_into_view_if_needed()
     states = dag.evaluate(
         "el => Array.from(el.querySelectorAll('g.rho-node')).map(g => [g.dataset.name, g.dataset.state])"
@@ -155,6 +174,13 @@ def test_quickstart_runs_and_shows_every_node_final(lab: Lab, page: Any) -> None
     # click nodes that ran and see their output in the pane: a command's stdout, a Python node's value
     ran = [name for name, state in states if state == "success"]
     assert {"celebrate", "stats"} <= set(ran), states
+    # `unique` fails with allow_failure: shown as allowed, not counted as a failure of a successful run
+    assert dict(states)["unique"] == "failure_allowed", states
+    counts = dag.evaluate(
+        "el => Object.fromEntries(Array.from(el.querySelectorAll('.rho-chip[data-state]')).map(c => [c.dataset.state, Number(c.querySelector('b').textContent)]))"
+    )
+    assert counts["failure"] == 0 and counts["failure_allowed"] == 1, counts
+    assert dag.locator(".rho-chip-failure_allowed").inner_text().strip().startswith("\u2717 failure (allowed)")
     pane = _select(dag, "celebrate")
     pane.locator(".rho-section-stdout pre").first.wait_for(timeout=30_000)
     text = pane.inner_text()

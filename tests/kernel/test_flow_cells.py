@@ -191,6 +191,11 @@ def test_a_flow_cell_runs_with_its_calls_live_in_the_dag_and_a_later_cell_reads_
     for message in shown:
         dag.take(message)
     assert dag.comm_id is not None, "the %%flow cell showed no run widget"
+    # the live widget as for %%workflow, with its picture for saved and untrusted notebooks (no
+    # HTML: untrusted JupyterLab would show that sanitized instead of the PNG)
+    [display] = [m["content"] for m in shown if m["msg_type"] == "display_data" and WIDGET_MIME in m["content"]["data"]]
+    assert display["data"]["image/png"] and "text/html" not in display["data"]
+    assert display["data"]["text/plain"].startswith("run ") and display["transient"]["display_id"]
 
     # the reviewer's request is held at the server: its step has started and the DAG shows it running
     server.wait_for_requests(2, timeout=60)
@@ -213,6 +218,18 @@ def test_a_flow_cell_runs_with_its_calls_live_in_the_dag_and_a_later_cell_reads_
         "outcome": "success",
         "text": "Owls, tightened.",
     }
+    # when the run stopped, the cell's picture was replaced by the final DAG (same display id);
+    # one copy carries the running cell's parent, so nbclient (nbconvert --execute) saves it too
+    display_id = display["transient"]["display_id"]
+    updates = [
+        m
+        for m in front.messages
+        if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == display_id
+    ]
+    assert updates, "the run cell's picture was never replaced by the final DAG"
+    final_png = updates[-1]["content"]["data"]["image/png"]
+    assert final_png != display["data"]["image/png"]
+    assert updates[-1]["content"]["data"]["text/plain"] == display["data"]["text/plain"]
     assert [system_of(r) for r in server.requests] == ["Write a first draft.", "Review the draft and tighten it."]
     assert server.requests[1].body["messages"][-1]["content"] == "A draft about owls."
 

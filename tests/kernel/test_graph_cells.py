@@ -23,6 +23,7 @@ from tests.kernel.test_kernel import kernel
 from tests.unit.test_itemgraph_validate import TRIAGE
 
 GRAPH = "%%graph triage\n" + TRIAGE
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LITERAL = GRAPH.replace('"=ticket {{ $json.score }}"', '"ticket {{ $json.score }}"')
 
 
@@ -53,8 +54,11 @@ def test_a_valid_graph_cell_is_stored_as_an_overlay_document(ip: Any) -> None:
 
     report, captured = ok(ip, GRAPH)
     assert "%workflow run triage --input NAME=VALUE runs it" in repr(report)
-    # the document drawn with the DAG layout: steps as nodes, the condition edge into `high` dashed
-    [drawing] = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
+    # the document drawn with the DAG layout: steps as nodes, the condition edge into `high` dashed;
+    # the live DAG widget as for %%workflow, and its picture for saved and untrusted notebooks
+    [shown] = [output.data for output in captured.outputs if "image/svg+xml" in output.data]
+    assert WIDGET_MIME in shown and shown["image/png"] and "text/html" not in shown
+    drawing = shown["image/svg+xml"]
     assert drawing.startswith("<svg") and "item graph triage" in drawing
     assert all(f'data-name="{step}"' in drawing for step in ("start", "route", "high", "low", "done"))
     assert 'stroke-dasharray="5,4"' in drawing
@@ -174,7 +178,7 @@ def test_a_graph_with_a_loop_edge_is_drawn_without_the_loop(ip: Any) -> None:
     )
     report, captured = ok(ip, retry)
     assert "steps    3 (work set, check branch, done output)" in repr(report)
-    [drawing] = [output.data["text/html"] for output in captured.outputs if "text/html" in output.data]
+    [drawing] = [output.data["image/svg+xml"] for output in captured.outputs if "image/svg+xml" in output.data]
     assert drawing.count('class="node"') == 3
     message = usage_error(ip, retry.replace("loop: {max_rounds: 3}", "loop: {}"))
     assert "cell In[" in message and ":10:35: error[graph.loop_rounds]" in message, message

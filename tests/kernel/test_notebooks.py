@@ -27,6 +27,31 @@ def test_the_notebooks_pass_nbval() -> None:
     assert " passed" in result.stdout and "failed" not in result.stdout
 
 
+def test_the_shipped_notebooks_carry_pictures_an_untrusted_viewer_shows() -> None:
+    """Every DAG output (the widget view's) carries a PNG, with its display size, and no HTML:
+    untrusted JupyterLab shows the first safe MIME type by rank, and HTML outranks PNG
+    (tests/browser/test_untrusted_notebooks.py opens them). A run cell's picture has no SVG (nbval
+    compares SVG, and the saved one is the run's final DAG), and its text is the run's line."""
+    import base64
+
+    import nbformat
+
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+        pictures = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert len(pictures) >= 2, f"{path.name}: a graph and a run picture expected"
+        for output in pictures:
+            assert "text/html" not in output["data"], path.name
+            png = base64.b64decode(output["data"]["image/png"])
+            assert png.startswith(b"\x89PNG") and output["metadata"]["image/png"]["width"] >= 520
+        assert not [o for o in outputs if "\u25cb pending" in str(o.get("data", {}).get("text/html", ""))]
+        graphs = [o for o in pictures if "image/svg+xml" in o["data"]]
+        assert graphs and all('data-state="pending"' in o["data"]["image/svg+xml"] for o in graphs)
+        runs = [o for o in pictures if "image/svg+xml" not in o["data"]]
+        assert runs and all(o["data"]["text/plain"].startswith("run ") for o in runs), path.name
+
+
 def test_the_quickstart_passes_with_a_broken_python3_first_on_path(tmp_path: Path) -> None:
     """Python nodes never look their interpreter up on PATH: a version-manager shim that breaks
     on ``$0`` (as a misconfigured pyenv does) first on PATH does not touch the quickstart."""

@@ -139,6 +139,17 @@ def test_a_script_cell_is_held_and_checked_but_never_executed(ip: Any, ws: Proje
     assert "probe" in session.workflow_names()
 
 
+def test_a_script_cell_shows_the_dag_widget_and_its_picture(ip: Any) -> None:
+    """As a %%workflow cell: the live DAG widget (a script's steps appear as nodes while it runs)
+    and the picture saved and untrusted notebooks show (PNG and SVG, no HTML)."""
+    _, captured = ok(ip, "%%script drawn\nprint('hello')\n")
+    [shown] = [output.data for output in captured.outputs]
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    assert shown["image/png"] and "text/html" not in shown
+    assert "steps appear as nodes while it runs" in shown["image/svg+xml"]
+    assert shown["text/plain"].startswith("script drawn: its steps appear as nodes while it runs")
+
+
 def test_a_script_cell_replaces_a_workflow_of_the_same_name(ip: Any) -> None:
     from rho_notebook.notebook.extension import current_session
 

@@ -10,6 +10,7 @@ step_replayed, node_finished, run_halted, script_output), as the script driver j
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -251,9 +252,14 @@ def test_the_step_pane_shows_its_facts_digest_and_value(tmp_path: Path) -> None:
 
 
 def test_the_needs_decision_palette_is_one_in_the_static_and_the_live_view() -> None:
-    from rho_notebook.widgets.svg import DECISION_STYLE, STATE_STYLE
+    from rho_notebook.views.svg import DECISION_STYLE, STATE_STYLE
 
-    model = (Path(__file__).resolve().parents[2] / "js" / "src" / "model.ts").read_text()
-    fill, stroke, icon = DECISION_STYLE
-    assert f'DECISION_STYLE: [string, string, string] = ["{fill}", "{stroke}", "{icon}"]' in model
+    js = Path(__file__).resolve().parents[2] / "js" / "src"
+    model = (js / "model.ts").read_text()
+    _, stroke, icon = DECISION_STYLE
+    # the live view's colours follow the JupyterLab theme: dagview.css's custom properties, whose
+    # fallback (no theme: the widget outside JupyterLab) is the static picture's colour
+    live = '["var(--rho-state-decision-bg)", "var(--rho-state-decision)", '
+    assert f'DECISION_STYLE: [string, string, string] = {live}"{icon}"]' in model
+    assert re.search(rf"--rho-state-decision:\s*var\(--jp-[\w-]+,\s*{stroke}\)", (js / "dagview.css").read_text())
     assert all(stroke != used for _, used, _ in STATE_STYLE.values())  # distinct from every state

@@ -44,7 +44,7 @@ def test_plan_card_run_button_confirms_the_digest_once(small_plan: Plan, comms: 
     assert card.confirmed and card.run_button.disabled
     assert "0190-run" in card.status.value and digest in card.status.value
     data, _ = card._repr_mimebundle_()
-    assert digest in data["text/html"] and "<svg" in data["text/html"]
+    assert digest in data["text/html"] and '<img src="data:image/png;base64,' in data["text/html"]
     assert data["image/svg+xml"].count('class="node"') == 6
     assert "application/vnd.jupyter.widget-view+json" in data
 
