@@ -121,8 +121,9 @@ class Meter:
             self.flush_s += time.perf_counter() - started
             self.flushes += 1
 
-        # the handle holds the bound listener: swap it for the timed one
-        handle._listeners[:] = [timed_listen if cb == listen else cb for cb in handle._listeners]
+        # the run's feed (shared by its views) holds the bound listener: swap it for the timed one
+        feed = controller.feed
+        feed._listeners[:] = [timed_listen if cb == listen else cb for cb in feed._listeners]
         controller.throttle._flush = timed_flush
 
 

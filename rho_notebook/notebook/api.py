@@ -30,6 +30,7 @@ of these functions. Nothing here imports IPython or ipywidgets.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, overload
@@ -326,7 +327,7 @@ def resume(
         executor=executor,
     )
     full = call(svc.check_resume(request))
-    return runner.start_run(
+    handle = runner.start_run(
         svc,
         full,
         resume=True,
@@ -335,6 +336,18 @@ def resume(
         decisions=request.decisions,
         executor=request.executor,
     )
+    return _views_follow(handle)
+
+
+def _views_follow(handle: RunHandle) -> RunHandle:
+    """The run views of ``handle``'s run already shown in this process follow it from now on (a
+    view follows its run, not the call that made it). Widgets are never imported here: when their
+    module is not loaded, no view exists to tell."""
+    if "rho_notebook.widgets._run" in sys.modules:  # where run views are made
+        from rho_notebook.widgets import follow_handle
+
+        follow_handle(handle)
+    return handle
 
 
 def attach(run_id: str) -> RunHandle:
@@ -354,7 +367,7 @@ def attach(run_id: str) -> RunHandle:
     """
     svc = service()
     full = call(svc.resolve_run(run_id))
-    return default_runner().attach(svc, full)
+    return _views_follow(default_runner().attach(svc, full))
 
 
 def live_handle(run_id: str, *, service: Service | None = None) -> RunHandle | None:
@@ -367,7 +380,7 @@ def live_handle(run_id: str, *, service: Service | None = None) -> RunHandle | N
     if known is not None and not known.done():
         return known
     if call(svc.status(run_id)).lifecycle in LIVE_LIFECYCLES:
-        return runner.attach(svc, run_id)
+        return _views_follow(runner.attach(svc, run_id))
     return known
 
 

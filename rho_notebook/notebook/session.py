@@ -14,7 +14,7 @@ executed here: ``%workflow run NAME`` plans it and the run starts its own interp
 plans it and starts the flow run.
 
 A ``%%graph NAME`` cell is held as an item-graph document (``//<notebook folder>/<NAME>.graph.yaml``)
-and validated; item graphs are not planned or run in this version (docs/graphs.md).
+and validated; ``%workflow run NAME`` (or the hub's Start) plans and runs it (docs/graphs.md).
 
 The workspace is found from the kernel's current directory (the notebook's folder in Jupyter):
 the nearest ancestor holding ``.rho/`` or ``.git``.
@@ -59,7 +59,7 @@ from rho_notebook.service.cells import (
     check_graph_cell,
 )
 
-__all__ = ["NotebookSession", "CellResult"]
+__all__ = ["NotebookSession", "CellResult", "AuthoringForm"]
 
 _Module = TypeVar("_Module", ModuleCell, PythonCell)
 
@@ -72,6 +72,24 @@ class CellResult:
     plan: Plan | None
     """The validation (plan ID ``unsaved``); None when the cell is invalid."""
     error: InvalidWorkflow | None = None
+
+
+@dataclass(frozen=True)
+class AuthoringForm:
+    """One authoring cell of the notebook as the hub lists it."""
+
+    name: str
+    """The workflow name (``%%workflow``, ``%%script``, ``%%flow``, ``%%graph``), module label
+    (``%%star``, ``%%py``) or agent ID (``%%agent``)."""
+    kind: str
+    """``workflow``, ``script``, ``flow``, ``graph``, ``star``, ``py`` or ``agent``."""
+    cell: str
+    """Where the cell is (its display, e.g. ``In[3]``)."""
+    start: Callable[[], RunHandle] | None
+    """Plans the cell and starts a run (pressing Start is the consent to that run); None for a
+    cell that does not run alone (a module, an agent) or that did not validate."""
+    note: str = ""
+    """Why there is no Start: ``not validated``, ``loaded by workflows``, ..."""
 
 
 def _kind(cell: WorkflowCell | ScriptCell) -> str:
@@ -286,10 +304,29 @@ class NotebookSession:
 
     @property
     def workflows(self) -> list[tuple[str, Callable[[], RunHandle]]]:
-        """``(name, start)`` for every workflow whose cell validated; ``start()`` plans the cell
-        and starts a background run. Pressing a hub's Start button is the consent for that one
-        run of the plan it makes (as Start in Rho's /workflow hub)."""
-        return [(name, functools.partial(self.start, name)) for name in sorted(self.validated)]
+        """``(name, start)`` for every workflow, script, flow or item graph whose cell validated;
+        ``start()`` plans the cell and starts a background run. Pressing a hub's Start button is
+        the consent for that one run of the plan it makes (as Start in Rho's /workflow hub)."""
+        return [(form.name, form.start) for form in self.forms if form.start is not None]
+
+    @property
+    def forms(self) -> list[AuthoringForm]:
+        """Every authoring cell of this session, each with its kind: the runnable ones (workflow,
+        script, flow, graph) first, then modules and agents, each group by name."""
+        runnable = []
+        for name, cell in sorted(self._named_cells().items()):
+            valid = name in self.validated or name in self.graphs
+            start = functools.partial(self.start, name) if valid else None
+            kind = _kind(cell)
+            note = "" if valid else "not planned here: run the %%flow cell" if kind == "flow" else "not validated"
+            runnable.append(AuthoringForm(name, kind, cell.display, start, note))
+        loaded = "loaded by workflows"
+        modules = [AuthoringForm(label, "star", m.display, None, loaded) for label, m in self.cells.modules.items()]
+        modules += [AuthoringForm(label, "py", m.display, None, loaded) for label, m in self.cells.python.items()]
+        agents = [
+            AuthoringForm(i, "agent", a.display, None, "used by agent nodes") for i, a in self.cells.agents.items()
+        ]
+        return runnable + sorted(modules, key=lambda f: f.name) + sorted(agents, key=lambda f: f.name)
 
     def start(self, name: str) -> RunHandle:
         from rho_notebook.notebook import api

@@ -10,6 +10,7 @@ the runner thread; it only schedules a refresh on the kernel's own thread.
 
 from __future__ import annotations
 
+import copy
 import html
 import threading
 from collections.abc import Callable
@@ -21,7 +22,23 @@ from rho_notebook.errors import AlreadyDecided
 from rho_notebook.service import ApprovalRequest, Service, describe_request
 from rho_notebook.widgets._call import call
 
-__all__ = ["ApprovalsPanel"]
+__all__ = ["ApprovalsPanel", "form_view"]
+
+
+def form_view(request: ApprovalRequest, *, error: str | None = None) -> dict[str, Any]:
+    """What the widget shows of a human step's pending form request: the question and the typed
+    fields (``facts["form"]``), with the message of the last refused answer."""
+    facts = request.facts
+    view: dict[str, Any] = {
+        "request_id": request.request_id,
+        "node": request.node,
+        "step": str(facts.get("step", request.node)),
+        "prompt": str(facts.get("prompt", "")),
+        "form": copy.deepcopy(facts.get("form") or {}),
+    }
+    if error:
+        view["error"] = error
+    return view
 
 
 def _kernel_scheduler() -> Callable[[Callable[[], None]], None]:

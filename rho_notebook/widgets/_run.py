@@ -1,11 +1,11 @@
 """Live run views: a controller that feeds run events into a :class:`DagWidget`, batched.
 
 Threads: a handle calls the listener on the *runner* thread (a ``RunHandle`` follows the run's
-owner process there). The listener only folds the event
-into a :class:`RunTracker` under the widget lock (microseconds) and pokes a :class:`Throttle`;
-flushes run on the shared pump thread, at most one per ``interval`` (0.1 s: ~10 messages a
-second), and send one custom message with only the changed node views (plus new output of the
-selected running node). Traits are never assigned off the main thread (see ``_dag.py``).
+owner process there). The listener only folds the event into a :class:`RunTracker` under the
+widget lock (microseconds) and pokes a :class:`Throttle`; flushes run on the shared pump thread,
+at most one per ``interval`` (0.1 s: ~10 messages a second), and send one custom message with
+only the changed node views (plus new output of the selected running node). Traits are never
+assigned off the main thread (see ``_dag.py``).
 
 Human steps of an item graph wait for a person with a ``form`` request: the controller keeps the
 run's pending form requests in the widget's ``forms`` (re-read from the store when a request is
@@ -13,10 +13,8 @@ made or decided), and a form submitted in the widget is answered through
 :meth:`Service.answer` (``via="notebook"``) on the kernel's thread; a refused answer (a value of
 the wrong type, a missing field) is shown on the form, which stays pending.
 
-:class:`JournalWatch` gives the same handle interface for a run this kernel does not follow (a
-finished run, one created but not started yet, or a widget built without a runner): it polls the
-run's journal without taking ownership. A live run is followed through the ``RunHandle`` that
-``rho.attach`` gives (``%workflow show`` does so).
+A view follows its *run*, not the handle it was made with: the controllers of a run listen to
+the one :class:`~rho_notebook.widgets._feed.RunFeed` of that run in this process (``_feed.py``).
 """
 
 from __future__ import annotations
@@ -25,21 +23,12 @@ import copy
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.events import now_iso
-from rho_notebook.model.run_state import NodeRecord, RunState, apply
-from rho_notebook.service import (
-    ApprovalRequest,
-    Consent,
-    ResumeRun,
-    Service,
-    StateMirror,
-    StoreLayout,
-    default_runner,
-)
-from rho_notebook.service.wire import LIVE_LIFECYCLES
+from rho_notebook.model.run_state import RunState
+from rho_notebook.service import Consent, ResumeRun, Service, StoreLayout, default_runner
 from rho_notebook.views.dag import (
     PANE_BYTES,
     Detail,
@@ -50,63 +39,21 @@ from rho_notebook.views.dag import (
     reused_source_dir,
     run_times,
 )
+from rho_notebook.widgets._approvals import form_view
 from rho_notebook.widgets._call import call
 from rho_notebook.widgets._dag import DagWidget
-from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer, pump
+from rho_notebook.widgets._feed import JournalWatch, RunFeed, RunHandleLike, follow_handle, join_feed, leave_feed
+from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer
 
-__all__ = ["RunHandleLike", "RunController", "JournalWatch", "form_view"]
+__all__ = ["RunHandleLike", "RunController", "JournalWatch", "RunFeed", "follow_handle", "form_view"]
 
-Listener = Callable[[dict[str, Any]], None]
-_LIVE = tuple(lifecycle.value for lifecycle in LIVE_LIFECYCLES)
-_WATCHED = (*_LIVE, "planned")
 _STOPPED = ("completed", "needs_decision")
 """Lifecycles in which the run has stopped: the saved snapshot is refreshed."""
-_PLANNED_PATIENCE = 30.0
-"""Seconds a watch keeps polling a created run that no owner has started."""
 _FORM_EVENTS = ("approval_requested", "approval_decided", "run_completed")
 """Events after which the pending form requests are read again."""
 
 
-def form_view(request: ApprovalRequest, *, error: str | None = None) -> dict[str, Any]:
-    """What the widget shows of a human step's pending form request: the question and the typed
-    fields (``facts["form"]``), with the message of the last refused answer."""
-    facts = request.facts
-    view: dict[str, Any] = {
-        "request_id": request.request_id,
-        "node": request.node,
-        "step": str(facts.get("step", request.node)),
-        "prompt": str(facts.get("prompt", "")),
-        "form": copy.deepcopy(facts.get("form") or {}),
-    }
-    if error:
-        view["error"] = error
-    return view
-
-
-@runtime_checkable
-class RunHandleLike(Protocol):
-    """What :func:`rho_notebook.widgets.run_view` needs of a run handle.
-
-    ``rho_notebook.service.RunHandle`` satisfies it; so does :class:`JournalWatch`.
-    Optional attributes used when present: ``service`` (a :class:`Service`) or ``layout`` (a
-    :class:`StoreLayout`) naming the store the run lives in (default ``Service.default()``).
-    """
-
-    run_id: str
-
-    def add_listener(self, callback: Listener) -> None:
-        """Call ``callback(event)`` for every journal event (any thread)."""
-
-    def state(self) -> RunState:
-        """A thread-safe copy of the run's current state."""
-
-    def done(self) -> bool: ...
-
-    def cancel(self) -> Any: ...
-
-
-Resume = Callable[[str, str], Any]
-"""(run ID, confirmed graph digest) -> the handle of the resumed run; raises when refused."""
+Resume = Callable[[str, str], Any]  # (run ID, confirmed digest) -> the resumed run's handle; raises if refused
 
 
 class RunController:
@@ -147,9 +94,8 @@ class RunController:
         """The message of each request's last refused answer, shown on its form."""
         self.listener_calls = 0
         self.throttle = Throttle(self._flush, interval=interval, clock=clock, timer=timer)
-        # listen first, then take the state: events in between are replayed (seq filters repeats)
-        handle.add_listener(self._listen)
-        tracker = self._make_tracker(handle.state())
+        self.feed, state = join_feed(service, handle, self._listen)
+        tracker = self._make_tracker(state)
         view = dag_view(
             self.graph,
             tracker.state,
@@ -172,9 +118,7 @@ class RunController:
     def close(self) -> None:
         """Stop listening and flushing (the widget was closed)."""
         self.throttle.close()
-        remove = getattr(self.handle, "remove_listener", None)
-        if callable(remove):
-            remove(self._listen)
+        leave_feed(self.feed, self._listen)
 
     def _make_tracker(self, state: RunState) -> RunTracker:
         started, ended = run_times(call(self.service.journal(self.run_id)).events)
@@ -210,6 +154,8 @@ class RunController:
         if lifecycle in _STOPPED and not self._finished:
             self._finished = True
             self.widget.refresh_static()
+        elif lifecycle not in _STOPPED:
+            self._finished = False  # resumed (here or elsewhere): refresh again when it stops
 
     def _take_changes(self, tracker: RunTracker) -> tuple[dict[str, Any], Any, dict[str, Any], set[str], Any]:
         """Apply what changed since the last flush to the widget: (the patch to send, the selected
@@ -291,7 +237,7 @@ class RunController:
             return {}
         with self.widget.lock:
             record = tracker.state.nodes.get(name)
-            record = None if record is None else _copy_record(record)
+            record = None if record is None else copy.deepcopy(record)
             view = tracker.nodes.get(name)
             halted = view.get("halted") if view is not None else None
         if record is None:
@@ -320,7 +266,7 @@ class RunController:
 
     def _pending_forms(self) -> list[dict[str, Any]]:
         """The run's pending form requests (none once the run has stopped: nobody waits)."""
-        if self.handle.done():
+        if not self.feed.live():
             return []
         pending = [r for r in call(self.service.pending_approvals(self.run_id)) if r.kind == "form"]
         pending.sort(key=lambda r: (r.requested_at, r.request_id))
@@ -367,7 +313,7 @@ class RunController:
 
     def _cancel(self) -> None:
         try:
-            result = self.handle.cancel()
+            result = self.feed.cancel()
         except Exception as err:  # shown in the view; the run is unchanged
             self._note(f"cancel failed: {type(err).__name__}: {err}")
             return
@@ -411,90 +357,10 @@ class RunController:
         return default_runner().start_run(self.service, full, resume=True)
 
     def attach(self, handle: RunHandleLike) -> None:
-        """Follow a new handle of the same run (after resume)."""
+        """Follow a new handle of the same run (after resume): every view of the run does."""
         if handle.run_id != self.run_id:
             msg = f"cannot attach run {handle.run_id} to the view of run {self.run_id}"
             raise ValueError(msg)
         self.handle = handle
-        self._finished = False
-        handle.add_listener(self._listen)
-        with self.lock:
-            after = self.tracker.state.last_seq if self.tracker is not None else 0
-        missed = call(self.service.journal(self.run_id, after_seq=after)).events
-        with self.lock:
-            if self.tracker is not None:
-                for event in missed:
-                    self.tracker.feed(event)
+        self.feed.offer(handle)
         self.throttle.poke()
-
-
-def _copy_record(record: NodeRecord) -> NodeRecord:
-    return copy.deepcopy(record)
-
-
-class StoreRunHandle(StateMirror):
-    """A run handle that acts through a :class:`Service`: ``cancel`` writes the durable request
-    (the CLI's mechanism), whichever process owns the run."""
-
-    def __init__(self, service: Service, run_id: str, state: RunState) -> None:
-        super().__init__(state)
-        self.service = service
-        self.run_id = run_id
-
-    def cancel(self) -> Any:
-        return call(self.service.cancel(self.run_id))
-
-
-class JournalWatch(StoreRunHandle):
-    """A read-only run handle that polls the journal (never takes ownership of the run).
-
-    Used to watch runs this kernel does not follow with a ``RunHandle`` (finished, or not
-    started yet). Polls stop once the run is no longer live.
-    """
-
-    def __init__(self, service: Service, run_id: str, *, interval: float = 0.25) -> None:
-        full = call(service.resolve_run(run_id))
-        super().__init__(service, full, call(service.status(full)))
-        self.interval = interval
-        self._polling = False
-        self._unowned_polls = 0
-
-    def add_listener(self, callback: Listener) -> None:
-        with self._lock:
-            self._listeners.append(callback)
-            start = not self._polling and self._state.lifecycle.value in _WATCHED
-            self._polling = self._polling or start
-        if start:
-            pump().call_later(self.interval, self._poll)
-
-    def done(self) -> bool:
-        with self._lock:
-            return self._state.lifecycle.value not in _LIVE
-
-    def _poll(self) -> None:
-        with self._lock:
-            after = self._state.last_seq
-        owned = self.service.is_owned(self.run_id)  # before reading: an owner writes, then unlocks
-        events = call(self.service.journal(self.run_id, after_seq=after)).events
-        with self._lock:
-            for event in events:
-                apply(self._state, event)
-            if not owned and self._state.lifecycle.value in _LIVE:
-                # the owner is gone without completing: report what status would say
-                lost = {"kind": "needs_recovery", "nodes": self._state.uncertain_nodes()}
-                apply(self._state, lost)
-                events.append(lost)
-            running = [(n, r.attempt) for n, r in self._state.nodes.items() if r.state.value == "running"]
-            listeners = list(self._listeners)
-            if self._state.lifecycle.value == "planned" and not owned:
-                self._unowned_polls += 1
-            live = self._state.lifecycle.value in _WATCHED and self._unowned_polls * self.interval < _PLANNED_PATIENCE
-            self._polling = live
-        for event in events:
-            for listener in listeners:
-                listener(event)
-        for name, attempt in running:
-            for listener in listeners:
-                listener({"kind": "output_chunk", "node": name, "attempt": attempt})
-        if live:
-            pump().call_later(self.interval, self._poll)

@@ -21,7 +21,7 @@ from typing import Any
 from rho_notebook.model.run_state import RunState, apply
 from rho_notebook.service import Service
 from rho_notebook.widgets._call import call
-from rho_notebook.widgets._run import StoreRunHandle
+from rho_notebook.widgets._feed import StoreRunHandle
 
 __all__ = ["RecordingComm", "recording_comms", "ThreadRunHandle"]
 

@@ -17,6 +17,12 @@ from tests.conftest import Project, star, wait_journaled
 from tests.widgets.helpers import comm_of, merge_front_end, start_run, wait_for
 
 
+def _raw_states(widget: Any) -> dict[str, str]:
+    """Node -> its state as the journal has it (``states()`` gives the shown state)."""
+    with widget.lock:
+        return {name: view["state"] for name, view in widget.nodes.items()}
+
+
 def _settled(widget: Any, handle: Any) -> bool:
     return handle.done() and widget.run.get("lifecycle") == "completed"
 
@@ -73,7 +79,7 @@ def test_run_view_follows_a_run_to_its_final_states(
     _front_end_saw_completion(project, comm, handle.run_id)
     expected = {name: record.state.value for name, record in final.nodes.items()}
     assert expected == {"a": "success", "b": "success", "c": "success", "d": "success", "e": "failure", "f": "blocked"}
-    assert view.states() == expected
+    assert _raw_states(view) == expected
     assert view.run["outcome"] == final.outcome == "blocked"
     patches = [m for m in comm.custom() if m["kind"] == "patch"]
     assert patches, "no patch was sent"
@@ -239,7 +245,7 @@ def test_watch_a_run_through_its_journal(project: Project, small_plan: Plan, com
     handle.wait()
     wait_for(lambda: view.run.get("lifecycle") == "completed", what="the watched run to complete")
     _front_end_saw_completion(project, comm_of(comms, view), handle.run_id)
-    assert view.states() == {name: r.state.value for name, r in handle.state().nodes.items()}
+    assert _raw_states(view) == {name: r.state.value for name, r in handle.state().nodes.items()}
     finished = widgets.watch_run(handle.run_id, service=project.service)
     assert finished.states() == view.states() and finished.run["outcome"] == "blocked"
 
@@ -257,16 +263,16 @@ def test_mimebundle_carries_an_svg_snapshot(
     monkeypatch.setattr(IPython.display, "update_display", lambda data, **kw: updated.append((data, kw["display_id"])))
     view._ipython_display_()
     data, display_id = shown[0]
-    assert {"application/vnd.jupyter.widget-view+json", "image/svg+xml", "text/html", "text/plain"} <= set(data)
+    assert {"application/vnd.jupyter.widget-view+json", "image/png", "image/svg+xml", "text/plain"} <= set(data)
+    assert "text/html" not in data  # untrusted JupyterLab would show it sanitized instead of the PNG
     assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == view.model_id
     assert data["image/svg+xml"].count('data-state="pending"') == 6
-    assert data["image/svg+xml"] in data["text/html"]
     handle.start()
     handle.wait()
     wait_for(lambda: bool(updated), what="the static snapshot to be refreshed at completion")
     final, final_id = updated[-1]
     assert final_id == display_id
-    assert 'data-name="e" data-state="failure"' in final["image/svg+xml"]
+    assert 'data-name="e" data-state="failure_allowed"' in final["image/svg+xml"]  # e allows failure
     assert "outcome blocked" in final["image/svg+xml"]
 
 
@@ -301,13 +307,14 @@ def test_closing_the_view_stops_following_the_run(
     watcher_handle = start_run(project, small_plan)
     timer = _ManualTimer()
     controller = RunController(watcher_handle, timer=timer)
-    assert controller._listen in watcher_handle._listeners
+    feed = controller.feed  # the run's one follower in this process, shared by its views
+    assert feed._event in watcher_handle._listeners and controller._listen in feed._listeners
     timer.run_pending()
     assert controller.throttle.flushes == 1  # the opening poke: this timer does run flushes
     controller.throttle.poke()  # scheduled while open, due after the close below
-    watcher_handle.remove_listener = lambda cb: watcher_handle._listeners.remove(cb)  # type: ignore[attr-defined]
     controller.widget.close()
-    assert controller._listen not in watcher_handle._listeners
+    assert controller._listen not in feed._listeners
+    assert feed._event not in watcher_handle._listeners  # no view is left: the feed stops following
     before = controller.throttle.flushes
     controller.throttle.poke()
     timer.run_pending()  # everything that was or could still be scheduled runs now
