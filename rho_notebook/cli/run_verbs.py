@@ -188,9 +188,11 @@ def _file_form(args: argparse.Namespace, target: str) -> int | None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from rho_notebook.cli.notebook_verbs import notebook_run
+    from rho_notebook.cli.notebook_verbs import notebook_run, output_notebook_refused
 
     refused = _exclusive(args)
+    if refused is None:
+        refused = output_notebook_refused(args)  # only with NOTEBOOK.ipynb, never with --detach
     if refused is not None:
         return refused
     target = str(args.plan)

@@ -53,7 +53,15 @@ from rho_notebook.service.paths import make_folder
 from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["ExportResult", "read_cells", "choose_workflow", "export_cells", "export_notebook", "exported_source"]
+__all__ = [
+    "ExportResult",
+    "cell_display",
+    "read_cells",
+    "choose_workflow",
+    "export_cells",
+    "export_notebook",
+    "exported_source",
+]
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,11 @@ class ExportResult:
         return "\n".join(lines)
 
 
+def cell_display(notebook: Path, index: int) -> str:
+    """How messages name cell ``index`` (1-based, every cell type counted) of ``notebook``."""
+    return f"{notebook.name} cell {index}"
+
+
 def read_cells(notebook: Path) -> CellSet:
     """The workflow cells of a notebook file, in notebook order.
 
@@ -103,7 +116,7 @@ def read_cells(notebook: Path) -> CellSet:
         if split is None:
             continue
         kind, args, body = split
-        display = f"{notebook.name} cell {index}"
+        display = cell_display(notebook, index)
         try:
             cells.add(parse_cell(kind, args, body, display=display))
         except ArgumentError as err:
@@ -243,9 +256,12 @@ def exported_source(
     folder's catalog. Diagnostics name the notebook cells the files came from. Python nodes are
     frozen with ``python_interpreter`` (None: this process's ``sys.executable``).
 
-    A script's label is part of its plan's digest, so ``script_folder`` (the notebook's folder)
-    labels the exported ``NAME.py`` as the kernel labels the cell, ``//<notebook folder>/NAME.py``:
-    planning a saved notebook headless then gives the digest its kernel gives. None: the label of
+    ``script_folder`` (the notebook's folder) labels the entry as the kernel labels the cell,
+    ``//<notebook folder>/NAME.star`` (``.py``, ``.graph.yaml``), whatever folder it was exported
+    to. A script's label is part of its plan's digest, so planning a saved notebook headless then
+    gives the digest its kernel gives; and the label (hence the sources digest) is the same from one
+    headless run to the next, so planning an unchanged notebook again hands back its stored plan
+    (docs/diff.md) instead of piling up plans labelled with temporary folders. None: the label of
     the exported file.
 
     Raises
@@ -258,7 +274,7 @@ def exported_source(
     )
     label = label_for_path(result.entry, workspace.root)
     shown_label = label
-    if isinstance(cell, ScriptCell) and script_folder is not None:
+    if script_folder is not None:
         shown_label = label_for_path(script_folder / result.entry.name, workspace.root)
     entry_suffix = ".graph.yaml" if isinstance(cell, GraphCell) else ".py" if isinstance(cell, ScriptCell) else ".star"
     entry_text = read_regular_file_nofollow(

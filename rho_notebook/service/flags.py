@@ -4,8 +4,8 @@ ends that take them: the CLI (``rho-notebook run|resume``) and the magics (``%wo
 A :class:`Flag` holds a flag's spelling, type, choices and default once; its help text is given per
 front end where the two say something different (the notebook asks with a plan card rather than a
 prompt, prints progress only with ``--wait``). A flag only one front end has (``--detach`` and
-``--run-id`` on the command line, where a run is otherwise followed to its end; ``--workflow`` with
-a notebook file) names that front end. The parity test
+``--run-id`` on the command line, where a run is otherwise followed to its end; ``--workflow`` and
+``--output-notebook`` with a notebook file) names that front end. The parity test
 (``tests/kernel/test_magics.py``) checks that every CLI flag is a magic flag.
 """
 
@@ -207,11 +207,18 @@ NOTEBOOK_WORKFLOW = Flag(
     cli="with NOTEBOOK.ipynb: which %%%%workflow NAME cell (optional when it has one)",
     fronts=frozenset({"cli"}),
 )
+OUTPUT_NOTEBOOK = Flag(
+    "--output-notebook",
+    {"default": None, "metavar": "OUT.ipynb"},
+    cli="with NOTEBOOK.ipynb: follow the run to its end, then write a copy of the notebook whose workflow cells "
+    "carry the run's final DAG and result (not with --detach; docs/notebook.md)",
+    fronts=frozenset({"cli"}),
+)
 INPUT = Flag(
     "--input",
     {"action": "append", "default": [], "metavar": "KEY=JSON"},
     cli="with a FILE.star, SCRIPT.py, FILE.graph.yaml or NOTEBOOK.ipynb: an input value (for a notebook, "
-    "overrides the cell's --input)",
+    "overrides the cell's --input and its parameters cell)",
     notebook="with a workflow name: an input value for planning",
 )
 _RECOVER_HELP = "after inspection: stop leftover processes and rerun attempts without a journaled result"
@@ -236,6 +243,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     FLOW,
     EXECUTOR,
     NOTEBOOK_WORKFLOW,
+    OUTPUT_NOTEBOOK,
     INPUT,
 )
 """``run PLAN|FILE.star|SCRIPT.py|FILE.graph.yaml|NOTEBOOK.ipynb`` and ``%workflow run PLAN|NAME``

@@ -20,7 +20,7 @@ from typing import Any
 from rho_notebook.errors import ExportError
 from rho_notebook.oshelpers import read_fd
 
-__all__ = ["MAX_NOTEBOOK_BYTES", "NotebookCell", "read_notebook_json", "notebook_cells"]
+__all__ = ["MAX_NOTEBOOK_BYTES", "NotebookCell", "read_notebook_json", "notebook_cells", "tagged_code_cells"]
 
 MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
 """Larger files are refused before they are read (a notebook with big outputs is still far below)."""
@@ -91,6 +91,38 @@ def notebook_cells(notebook: Path, data: dict[str, Any]) -> list[NotebookCell]:
         ``nbformat`` is neither 4 nor 3, the cells are not a list of objects, or a cell's source
         is neither text nor a list of text.
     """
+    major, raw = _raw_cells(notebook, data)
+    cells: list[NotebookCell] = []
+    for index, cell in enumerate(raw, start=1):
+        kind = cell.get("cell_type")
+        key = "input" if major == 3 and kind == "code" else "source"
+        cells.append((index, kind if isinstance(kind, str) else "", _text(notebook, index, cell.get(key, ""))))
+    return cells
+
+
+def tagged_code_cells(notebook: Path, data: dict[str, Any], tag: str) -> list[NotebookCell]:
+    """The code cells of ``data`` whose ``metadata.tags`` list holds ``tag`` (papermill's
+    ``parameters``), in order. A cell whose metadata or tags are not the shape nbformat gives them
+    is not tagged: tags only ever add meaning, so a malformed one is read as none.
+
+    Raises
+    ------
+    ExportError
+        As :func:`notebook_cells`: the notebook itself is malformed.
+    """
+    _, raw = _raw_cells(notebook, data)
+    cells = notebook_cells(notebook, data)
+    found: list[NotebookCell] = []
+    for cell, (index, kind, source) in zip(raw, cells, strict=True):
+        metadata = cell.get("metadata")
+        tags = metadata.get("tags") if isinstance(metadata, dict) else None
+        if kind == "code" and isinstance(tags, list) and tag in tags:
+            found.append((index, kind, source))
+    return found
+
+
+def _raw_cells(notebook: Path, data: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """(nbformat major version, every cell as its JSON object), the shape checked."""
     major = data.get("nbformat")
     if major == 4:
         raw = data.get("cells", [])
@@ -102,15 +134,11 @@ def notebook_cells(notebook: Path, data: dict[str, Any]) -> list[NotebookCell]:
     if not isinstance(raw, list):
         msg = f"{notebook}: not a readable notebook (its cells are {_kind(raw)}, not a list)"
         raise ExportError(msg)
-    cells: list[NotebookCell] = []
     for index, cell in enumerate(raw, start=1):
         if not isinstance(cell, dict):
             msg = f"{notebook} cell {index}: not a readable cell ({_kind(cell)}, not an object)"
             raise ExportError(msg)
-        kind = cell.get("cell_type")
-        key = "input" if major == 3 and kind == "code" else "source"
-        cells.append((index, kind if isinstance(kind, str) else "", _text(notebook, index, cell.get(key, ""))))
-    return cells
+    return major, raw
 
 
 def _v3_cells(notebook: Path, worksheets: Any) -> list[Any]:

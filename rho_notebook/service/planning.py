@@ -25,6 +25,7 @@ from rho_notebook.planning.script import Finding, lint_script, script_entry
 from rho_notebook.service.cells import NotebookSource
 from rho_notebook.service.checks import Checked
 from rho_notebook.service.export import choose_workflow, export_cells, exported_source, read_cells
+from rho_notebook.service.parameters import read_parameters
 from rho_notebook.service.paths import check_path
 from rho_notebook.service.sources import module_workspace, request_for
 from rho_notebook.source.warm import use_warm_workers
@@ -91,8 +92,9 @@ async def plan_notebook(
 
     The folder is exported to a temporary directory beside the notebook (so it lies inside the
     workspace and its labels resolve), planned, and removed; the plan keeps the sources.
-    Diagnostics name the notebook's cells. The cell's ``--input`` values are defaults that
-    ``inputs`` override. ``where`` names the notebook in errors (default: its resolved path;
+    Diagnostics name the notebook's cells. The cell's ``--input`` values are defaults that the
+    notebook's ``parameters`` cell overrides, and ``inputs`` override both
+    (:mod:`~rho_notebook.service.parameters`). ``where`` names the notebook in errors (default: its resolved path;
     the CLI passes the path as typed). Python nodes are frozen with ``python_interpreter``
     (None: this process's; the CLI passes the notebook kernel's, see ``kernel_python``).
     """
@@ -101,14 +103,18 @@ async def plan_notebook(
     workspace = find_workspace(notebook.parent)
     cells = await asyncio.to_thread(read_cells, notebook)
     cell = choose_workflow(cells, workflow, where=where)
+    parameters = await asyncio.to_thread(read_parameters, notebook, where=where)  # papermill's cell
     folder = Path(tempfile.mkdtemp(prefix=".rho-notebook-export-", dir=notebook.parent))
     try:
         result = await asyncio.to_thread(export_cells, cells, folder, workflow=cell.name, where=where)
         source = exported_source(
             result, cells, workspace=workspace, python_interpreter=python_interpreter, script_folder=notebook.parent
         )
-        request = request_for(layout, source, inputs=inputs, workspace=workspace)
-        return await plan_source(layout, source, request)
+        request = request_for(layout, source, inputs=parameters.merged(inputs), workspace=workspace)
+        try:
+            return await plan_source(layout, source, request)
+        except InvalidWorkflow as err:
+            raise parameters.explain(err, given=inputs) from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -72,10 +72,12 @@ def test_workflow_cell_validates_and_shows_the_graph(ip: Any, ws: Project) -> No
     assert 'inputs   who="world"' in text and "greet" in text and "needs greet" in text
     [graph] = captured.outputs
     assert graph.data["text/plain"] == "graph of workflow hello: 2 nodes, 1 edge"
-    # static viewers get the widget's SVG picture of the DAG, embedded in the HTML too
+    # static viewers get the widget's picture of the DAG (PNG and SVG), and no HTML: untrusted
+    # JupyterLab would show that, sanitized, instead of the PNG
     svg = graph.data["image/svg+xml"]
     assert svg.startswith("<svg") and ">greet</text>" in svg and ">count</text>" in svg
-    assert svg in graph.data["text/html"] and "application/vnd.jupyter.widget-view+json" in graph.data
+    assert graph.data["image/png"] and "text/html" not in graph.data
+    assert "application/vnd.jupyter.widget-view+json" in graph.data
     assert ws.stored_plans() == []  # validation stores nothing
 
 
@@ -86,7 +88,8 @@ def test_graph_without_widgets_falls_back_to_the_html_table(ip: Any, monkeypatch
     _, captured = ok(ip, HELLO)
     [graph] = captured.outputs
     assert graph.data["text/plain"] == "graph of workflow hello: 2 nodes, 1 edge"
-    assert "<code>greet</code>" in graph.data["text/html"] and "image/svg+xml" not in graph.data
+    assert "application/vnd.jupyter.widget-view+json" not in graph.data  # the picture needs no widgets
+    assert ">greet</text>" in graph.data["image/svg+xml"] and graph.data["image/png"]
 
 
 def test_cell_inputs_are_taken_literally(ip: Any) -> None:
@@ -251,9 +254,10 @@ def test_every_cli_flag_is_a_magic_flag() -> None:
     cli = options_of(build_parser())
     magic = options_of(verb_parser())
     for verb in ("validate", "plan", "run", "resume", "status", "cancel", "runs", "plans", "result", "logs", "approve"):
-        # run's --workflow selects a notebook cell; --detach and --run-id are the terminal's (a cell
-        # never blocks on a run unless --wait, and a notebook names its runs by their handles)
-        missing = set(cli[verb]) - set(magic[verb]) - {"--workflow", "--detach", "--run-id"}
+        # run's --workflow selects a notebook cell and --output-notebook copies one; --detach and --run-id
+        # are the terminal's (a cell never blocks on a run unless --wait, and a notebook names its runs
+        # by their handles)
+        missing = set(cli[verb]) - set(magic[verb]) - {"--workflow", "--output-notebook", "--detach", "--run-id"}
         assert not missing, f"%workflow {verb} lacks {sorted(missing)}"
 
 
