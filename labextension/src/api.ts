@@ -9,6 +9,7 @@ import type {
   ApprovalJson,
   CancelJson,
   Detail,
+  DiffJson,
   NodeView,
   PlanJson,
   RunRowJson,
@@ -49,6 +50,24 @@ export interface StreamEnd {
   last_seq: number;
   lifecycle: string;
   outcome: StatusJson["outcome"];
+}
+
+/** One run's side of a node in GET runs/<old>/compare/<new> (server/_compare.py). */
+export interface CompareSide {
+  state: string;
+  exit_code: number | null;
+  value_sha256: string | null;
+  preview: string;
+}
+
+/** GET runs/<old>/compare/<new>: the plan diff as `diff` shows it, and per node what changed. */
+export interface CompareJson {
+  old_run: string;
+  new_run: string;
+  plan: DiffJson;
+  text: string[];
+  nodes: { node: string; old: CompareSide | null; new: CompareSide | null; changed: string[] }[];
+  changed_nodes: number;
 }
 
 /** An error answer of the API: {"message", "rule"}. */
@@ -128,6 +147,9 @@ export class RhoApi {
   }
   deleteRun(runId: string): Promise<unknown> {
     return this.request("DELETE", ["runs", runId]);
+  }
+  compare(oldRun: string, newRun: string): Promise<CompareJson> {
+    return this.request("GET", ["runs", oldRun, "compare", newRun]);
   }
   approvals(runId: string): Promise<ApprovalJson[]> {
     return this.request("GET", ["runs", runId, "approvals"]);

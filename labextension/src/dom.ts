@@ -1,6 +1,7 @@
 // Small helpers the sidebar's components share: the DAG view's element builder, short IDs, local times,
 // error text, and the "show more" item of the run and plan lists.
 
+import { copyIcon } from "@jupyterlab/ui-components";
 import { h } from "@rho-notebook/dagview";
 
 import { ApiError } from "./api";
@@ -33,6 +34,24 @@ export function moreItem(label: string, toggle: () => void): HTMLElement {
   const button = h("button", { class: "rho-sb-link", type: "button" }, label);
   button.addEventListener("click", toggle);
   return h("li", { class: "rho-sb-empty rho-sb-more" }, button);
+}
+
+/**
+ * A digest (or other long token) on one line: shown ellipsised, whole in its title and in the
+ * clipboard with the copy button, never split over lines.
+ */
+export function hashLine(value: string, label = ""): HTMLElement {
+  const what = label || value.split(":")[0] || "it";
+  const copy = h("button", { class: "rho-sb-btn rho-sb-copy", type: "button", title: `copy ${what}`, "aria-label": `copy ${what}` });
+  copy.append(copyIcon.element({ tag: "span", className: "rho-sb-copy-icon" }));
+  copy.addEventListener("click", (event) => {
+    event.stopPropagation();
+    void navigator.clipboard?.writeText(value).then(
+      () => copy.classList.add("rho-sb-copied"),
+      () => undefined,
+    );
+  });
+  return h("span", { class: "rho-sb-hash" }, label ? h("span", { class: "rho-sb-muted" }, label) : null, h("code", { title: value }, value), copy);
 }
 
 export function emptyItem(text: string): HTMLElement {

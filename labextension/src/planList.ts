@@ -72,7 +72,7 @@ export class PlanList {
     const item = h(
       "li",
       { class: "rho-sb-plan", "data-plan-id": plan.plan_id, title: `plan ${plan.plan_id}\nentry ${plan.entry}\nworkspace ${plan.workspace_root}` },
-      h("div", { class: "rho-sb-line" }, h("span", { class: "rho-sb-name" }, plan.workflow), h("span", { class: "rho-sb-spacer" }), run, remove),
+      h("div", { class: "rho-sb-line" }, h("span", { class: "rho-sb-name", title: plan.workflow }, plan.workflow), h("span", { class: "rho-sb-spacer" }), run, remove),
       h("div", { class: "rho-sb-line rho-sb-sub" }, h("code", {}, shortId(plan.plan_id)), h("span", {}, `${plan.entry} \u00b7 ${when(plan.created_at)}`)),
     );
     run.addEventListener("click", () => void this.confirm(plan, item));
@@ -106,7 +106,7 @@ export class PlanList {
       "div",
       { class: "rho-sb-confirm" },
       h("div", {}, "Run this plan once with graph digest"),
-      h("code", { class: "rho-sb-digest" }, plan.graph_digest),
+      h("code", { class: "rho-sb-digest", title: plan.graph_digest }, plan.graph_digest),
       inputs ? h("div", { class: "rho-sb-muted" }, "inputs") : null,
       inputs,
       authority,

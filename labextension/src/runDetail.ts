@@ -2,6 +2,11 @@
 // its approvals and its live DAG (the shared view of @rho-notebook/dagview over a RunSource that
 // follows the run's event stream). RunMainView is the same DAG, wider, in the main area. An item
 // graph's human step shows its form in the DAG view itself (RunSource.forms), as in the notebook.
+//
+// In the sidebar the DAG starts fitted (the whole graph in its viewport, however narrow the
+// sidebar) and stays fitted as the sidebar is resized or the graph grows, until the reader zooms
+// (the "100%" setting starts at the view's own readable zoom instead). A step that starts waiting
+// for a person (an approval card, a human step's form) is scrolled into view once.
 
 import { Widget } from "@lumino/widgets";
 import { renderDag, type RunRowJson } from "@rho-notebook/dagview";
@@ -10,6 +15,85 @@ import type { JournalRecord, RhoApi } from "./api";
 import { ApprovalsPanel } from "./approvals";
 import { errorText, h, shortId } from "./dom";
 import { RunSource } from "./source";
+
+/**
+ * Keep the DAG view in `el` fitted to its viewport (by its own "fit" button, so the view keeps its
+ * zoom state) whenever the viewport's size or the drawn graph changes, until the reader zooms in
+ * or out (+ / − / Ctrl+wheel); their "fit" click fits again from then on. Returns the stop function.
+ */
+export function keepFitted(el: HTMLElement): () => void {
+  const viewport = el.querySelector<HTMLElement>(".rho-viewport");
+  if (!viewport) return () => undefined;
+  let fitting = true;
+  let frame = 0;
+  let size = "";
+  const fit = (): void => {
+    frame = 0;
+    if (fitting && viewport.clientWidth) el.querySelector<HTMLButtonElement>(".rho-zoom-fit")?.click();
+  };
+  const soon = (): void => {
+    if (fitting && !frame) frame = requestAnimationFrame(fit);
+  };
+  const resized = (): void => {
+    const now = `${viewport.clientWidth}x${viewport.clientHeight}`;
+    if (now === size) return;
+    size = now;
+    soon();
+  };
+  const onClick = (event: Event): void => {
+    const target = event.target as Element | null;
+    if (!event.isTrusted || !target?.closest) return;
+    if (target.closest(".rho-zoom-in, .rho-zoom-out")) fitting = false;
+    else if (target.closest(".rho-zoom-fit")) fitting = true;
+  };
+  const onWheel = (event: WheelEvent): void => {
+    if (event.ctrlKey || event.metaKey) fitting = false;
+  };
+  const sizes = typeof ResizeObserver === "function" ? new ResizeObserver(resized) : null;
+  sizes?.observe(viewport);
+  const redraws = new MutationObserver(soon); // a new graph (a script run grew): fit it again
+  redraws.observe(viewport, { childList: true });
+  el.addEventListener("click", onClick, true);
+  viewport.addEventListener("wheel", onWheel, { capture: true, passive: true });
+  soon();
+  return () => {
+    sizes?.disconnect();
+    redraws.disconnect();
+    if (frame) cancelAnimationFrame(frame);
+    el.removeEventListener("click", onClick, true);
+    viewport.removeEventListener("wheel", onWheel, { capture: true });
+  };
+}
+
+/**
+ * Scroll each newly shown waiting step of `node` (an approval card, a human step's form) into view
+ * once, so a person sees what waits for them even in a short, narrow sidebar.
+ */
+export function revealWaiting(node: HTMLElement): () => void {
+  const seen = new Set<string>();
+  let frame = 0;
+  const check = (): void => {
+    frame = 0;
+    const waiting = Array.from(node.querySelectorAll<HTMLElement>(".rho-sb-approval[data-request-id], .rho-forms:not([hidden]) form.rho-form[data-request]"));
+    for (const item of waiting) {
+      const key = item.dataset.requestId ?? item.dataset.request ?? "";
+      if (!key || seen.has(key)) continue;
+      seen.add(key);
+      item.scrollIntoView?.({ block: "nearest" });
+      node.dataset.revealed = key;
+      return;
+    }
+  };
+  const changes = new MutationObserver(() => {
+    if (!frame) frame = requestAnimationFrame(check);
+  });
+  changes.observe(node, { childList: true, subtree: true, attributes: true, attributeFilter: ["hidden"] });
+  frame = requestAnimationFrame(check); // what is already drawn
+  return () => {
+    changes.disconnect();
+    if (frame) cancelAnimationFrame(frame);
+  };
+}
 
 /** The run opened in the main area: the same DAG view, wider. */
 export class RunMainView extends Widget {
@@ -50,8 +134,23 @@ export class SelectedRun {
   source: RunSource | null = null;
   private approvals: ApprovalsPanel | null = null;
   private dagCleanup: (() => void) | null = null;
+  private watchCleanup: (() => void) | null = null;
+  /** The starting zoom of a run's DAG: "fit" (the whole graph) or "100%" (the view's own). */
+  private defaultZoom = "fit";
 
   constructor(private readonly options: SelectedRunOptions) {}
+
+  setDefaultZoom(zoom: string): void {
+    this.defaultZoom = zoom === "100%" ? "100%" : "fit";
+  }
+
+  approvalCount(): number {
+    return this.approvals?.shown.length ?? 0;
+  }
+
+  async approveOnly(): Promise<boolean> {
+    return (await this.approvals?.approveOnly()) ?? false;
+  }
 
   /** Show `runId` (replacing the run shown); resolves when its DAG and approvals are shown. */
   async open(runId: string, row: RunRowJson | undefined): Promise<void> {
@@ -60,10 +159,18 @@ export class SelectedRun {
     const dag = h("div", { class: "rho-sb-dag" });
     const approvals = new ApprovalsPanel(this.options.api, runId);
     this.approvals = approvals;
-    const open = h("button", { class: "rho-sb-btn rho-sb-open", type: "button", title: "open this run's DAG in the main area" }, "\u2197 Open");
+    const open = h("button", { class: "rho-sb-btn rho-sb-open", type: "button", title: "open this run's DAG in the main area" }, "\u2197");
     const close = h("button", { class: "rho-sb-btn rho-sb-close", type: "button", title: "close" }, "\u2715");
     this.node.replaceChildren(
-      h("div", { class: "rho-sb-sel-head" }, h("b", {}, row?.workflow ?? "run"), h("code", {}, shortId(runId)), h("span", { class: "rho-sb-spacer" }), open, close),
+      h(
+        "div",
+        { class: "rho-sb-sel-head" },
+        h("b", { class: "rho-sb-name", title: row?.workflow ?? "run" }, row?.workflow ?? "run"),
+        h("code", { title: runId }, shortId(runId)),
+        h("span", { class: "rho-sb-spacer" }),
+        open,
+        close,
+      ),
       approvals.node,
       dag,
     );
@@ -83,11 +190,19 @@ export class SelectedRun {
       return;
     }
     this.source = source;
-    this.dagCleanup = renderDag(dag, source);
+    const undraw = renderDag(dag, source);
+    const unfit = this.defaultZoom === "fit" ? keepFitted(dag) : () => undefined;
+    this.dagCleanup = () => {
+      unfit();
+      undraw();
+    };
+    this.watchCleanup = revealWaiting(this.node);
     await approvals.load();
   }
 
   close(): void {
+    this.watchCleanup?.();
+    this.watchCleanup = null;
     this.dagCleanup?.();
     this.dagCleanup = null;
     this.source?.dispose();

@@ -1,7 +1,11 @@
 // The run lists of the sidebar: live runs (running, waiting, cancelling, or planned and not yet
-// started, and script runs stopped until a person decides a step) newest first, and finished runs newest first, shortened to a few with "show older".
+// started, and runs that need a person: script runs stopped until a person decides a step, runs
+// whose owner exited uncleanly) newest first, and finished runs newest first, shortened to a few
+// with "show older". Above them a search box (run ID prefix, workflow, plan label) and a state
+// filter (all / live / needs a person / finished / failed) narrow both lists.
 // A row shows workflow, lifecycle and outcome, done/total nodes, origin, last update and how many
-// nodes wait for a person; clicking it selects the run; a finished run has a delete button.
+// nodes wait for a person (a run that needs a person also the command to act); clicking it selects
+// the run; a finished run has a delete button; its checkbox picks it for the compare view (two).
 
 import { Dialog, showDialog, showErrorMessage } from "@jupyterlab/apputils";
 import { TERMINAL_STATES, type RunRowJson } from "@rho-notebook/dagview";
@@ -14,10 +18,66 @@ export function isActive(row: RunRowJson): boolean {
   return Boolean(row.live) || row.lifecycle === "planned";
 }
 
-/** Listed with the live runs: active ones, and script runs that wait for a decision (deletable). */
+/** Lifecycles of runs no owner holds that go on only after a person acts. */
+const NEEDS_ACT = ["needs_decision", "needs_recovery"];
+
+/** Listed with the live runs: active ones, and runs that wait for a person to act (never deletable here). */
 export function isListedLive(row: RunRowJson): boolean {
-  return isActive(row) || row.lifecycle === "needs_decision";
+  return isActive(row) || NEEDS_ACT.includes(row.lifecycle ?? "");
 }
+
+/** A person is needed: a request or form waits, or the run waits for a decision or recovery. */
+export function needsPerson(row: RunRowJson): boolean {
+  return (row.waiting ?? 0) > 0 || NEEDS_ACT.includes(row.lifecycle ?? "");
+}
+
+/** Outcomes listed under "failed". */
+const FAILED = ["failure", "denial", "blocked", "stalled"];
+
+/** The state filter's choices: value -> label. */
+export const RUN_FILTERS: readonly [string, string][] = [
+  ["all", "all runs"],
+  ["live", "live"],
+  ["person", "needs a person"],
+  ["finished", "finished"],
+  ["failed", "failed"],
+];
+
+/** Whether `row` passes the state filter `filter` (a RUN_FILTERS value). */
+export function passesFilter(row: RunRowJson, filter: string): boolean {
+  switch (filter) {
+    case "live":
+      return isListedLive(row);
+    case "person":
+      return needsPerson(row);
+    case "finished":
+      return !isListedLive(row);
+    case "failed":
+      return FAILED.includes(row.outcome ?? "") || row.lifecycle === "damaged";
+    default:
+      return true;
+  }
+}
+
+/** Whether `row` matches the search text: a run ID prefix, or part of the workflow name or plan label. */
+export function matchesSearch(row: RunRowJson, text: string, label: string): boolean {
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  const runId = (row.run_id ?? "").toLowerCase();
+  const haystack = `${row.workflow ?? ""} ${label}`.toLowerCase();
+  return words.every((word) => runId.startsWith(word) || haystack.includes(word));
+}
+
+/** The command that makes a run no owner holds go on, for a run that needs a person. */
+export function actCommand(row: RunRowJson): string {
+  const runId = row.run_id ?? "";
+  if (row.lifecycle === "needs_decision") return `rho-notebook resume ${runId} --decide STEP=rerun|skip`;
+  // (inspect `rho-notebook status RUN` first: the sidebar's Resume offers the same recovery)
+  if (row.lifecycle === "needs_recovery") return `rho-notebook resume ${runId} --recover-uncertain`;
+  return "";
+}
+
+/** Node states that are done, as shown (an allowed or handled failure is done, too). */
+const DONE_SHOWN = [...TERMINAL_STATES, "failure_allowed", "failure_handled", "denial_handled"];
 
 export interface RunListOptions {
   api: RhoApi;
@@ -25,11 +85,34 @@ export interface RunListOptions {
   select: (runId: string) => void;
   /** Deleting a run was confirmed: `removed` says whether the server deleted it. Poll the lists. */
   deleted: (runId: string, removed: boolean) => Promise<void>;
+  /** "Compare" was clicked with two runs picked: the older first. */
+  compare: (oldRun: string, newRun: string) => void;
 }
 
 export class RunList {
-  /** The "Live runs" and "Finished runs" sections, in that order. */
+  /** The search and filter bar, then the "Live runs" and "Finished runs" sections. */
   readonly sections: HTMLElement[];
+  private readonly search = h("input", {
+    class: "rho-sb-search",
+    type: "search",
+    placeholder: "search runs",
+    title: "run ID prefix, workflow name or plan label",
+    "aria-label": "search runs",
+  });
+  private readonly filter = h(
+    "select",
+    { class: "rho-sb-filter", title: "show runs in this state", "aria-label": "run state filter" },
+    ...RUN_FILTERS.map(([value, label]) => h("option", { value }, label)),
+  );
+  private readonly compareButton = h(
+    "button",
+    { class: "rho-sb-btn rho-sb-compare", type: "button", disabled: "", title: "tick two runs, then compare them" },
+    "\u21c4",
+  );
+  /** Runs ticked for the compare view (at most two, oldest tick first). */
+  private picked: string[] = [];
+  /** Plan ID -> its label (the entry it was planned from), for the search. */
+  private labels = new Map<string, string>();
   private readonly liveList = h("ul", { class: "rho-sb-list rho-sb-live-runs" });
   private readonly finishedList = h("ul", { class: "rho-sb-list rho-sb-finished-runs" });
   private readonly liveCount = h("span", { class: "rho-sb-count" });
@@ -39,7 +122,11 @@ export class RunList {
   private allFinished = false;
 
   constructor(private readonly options: RunListOptions) {
+    this.search.addEventListener("input", () => this.render());
+    this.filter.addEventListener("change", () => this.render());
+    this.compareButton.addEventListener("click", () => this.comparePicked());
     this.sections = [
+      h("div", { class: "rho-sb-runbar" }, this.search, this.filter, this.compareButton),
       collapsibleSection("Live runs", this.liveCount, this.liveList),
       collapsibleSection("Finished runs", this.finishedCount, this.finishedList),
     ];
@@ -56,6 +143,34 @@ export class RunList {
 
   show(rows: RunRowJson[]): void {
     this.rows = rows;
+    this.picked = this.picked.filter((id) => rows.some((r) => r.run_id === id));
+    this.render();
+  }
+
+  /** The saved plans' labels (plan ID -> entry), matched by the search. */
+  setLabels(labels: Map<string, string>): void {
+    this.labels = labels;
+    if (this.search.value) this.render();
+  }
+
+  /** Set the search text and state filter (as a person would), and redraw. */
+  narrow(text: string, filter = this.filter.value): void {
+    this.search.value = text;
+    this.filter.value = filter;
+    this.render();
+  }
+
+  private comparePicked(): void {
+    if (this.picked.length !== 2) return;
+    // run IDs are time-ordered: the older run is the diff's old side
+    const [older, newer] = [...this.picked].sort();
+    this.options.compare(older as string, newer as string);
+  }
+
+  private pick(runId: string, on: boolean): void {
+    this.picked = this.picked.filter((id) => id !== runId);
+    if (on) this.picked.push(runId);
+    if (this.picked.length > 2) this.picked.shift();
     this.render();
   }
 
@@ -75,10 +190,16 @@ export class RunList {
   }
 
   private render(): void {
-    const live = this.rows.filter(isListedLive);
-    const finished = this.rows.filter((r) => !isListedLive(r)).reverse();
-    this.liveCount.textContent = `(${live.length})`;
-    this.finishedCount.textContent = `(${finished.length})`;
+    const text = this.search.value.trim();
+    const filter = this.filter.value;
+    const rows = this.rows.filter((r) => passesFilter(r, filter) && (!text || matchesSearch(r, text, this.labels.get(r.plan_id ?? "") ?? "")));
+    const live = rows.filter(isListedLive);
+    const finished = rows.filter((r) => !isListedLive(r)).reverse();
+    const narrowed = rows.length !== this.rows.length;
+    this.liveCount.textContent = narrowed ? `(${live.length} of ${this.rows.filter(isListedLive).length})` : `(${live.length})`;
+    this.finishedCount.textContent = narrowed ? `(${finished.length} of ${this.rows.length - this.rows.filter(isListedLive).length})` : `(${finished.length})`;
+    this.compareButton.disabled = this.picked.length !== 2;
+    this.compareButton.title = this.picked.length === 2 ? "compare the two ticked runs" : `tick two runs, then compare them (${this.picked.length} ticked)`;
     this.liveList.replaceChildren(...(live.length ? live.reverse().map((r) => this.item(r)) : [emptyItem("no live runs")]));
     const shown = finished.slice(0, this.allFinished ? SHOWN_ALL : SHOWN).map((r) => this.item(r));
     if (finished.length > SHOWN) {
@@ -97,9 +218,10 @@ export class RunList {
     const runId = row.run_id ?? "";
     const lifecycle = row.lifecycle ?? "";
     const counts = row.counts ?? {};
-    const done = TERMINAL_STATES.reduce((sum, s) => sum + (counts[s] ?? 0), 0);
-    const label = row.outcome ? `${lifecycle} \u00b7 ${row.outcome}` : lifecycle;
-    const badge = h("span", { class: `rho-sb-badge rho-sb-lc-${lifecycle} rho-sb-oc-${row.outcome ?? "none"}` }, label);
+    const done = DONE_SHOWN.reduce((sum, s) => sum + (counts[s] ?? 0), 0);
+    // a completed run says its outcome only (its row is in Finished runs), to leave the name room
+    const label = row.outcome ? (lifecycle === "completed" ? row.outcome : `${lifecycle} \u00b7 ${row.outcome}`) : lifecycle;
+    const badge = h("span", { class: `rho-sb-badge rho-sb-lc-${lifecycle} rho-sb-oc-${row.outcome ?? "none"}`, title: row.outcome ? `${lifecycle} \u00b7 ${row.outcome}` : lifecycle }, label);
     const details = [`${done}/${row.total ?? 0} nodes`, row.origin ?? "", when(row.updated_at)].filter(Boolean).join(" \u00b7 ");
     const item = h(
       "li",
@@ -111,7 +233,7 @@ export class RunList {
         tabindex: "0",
         title: `run ${runId}\nplan ${row.plan_id ?? ""}\ndigest ${row.graph_digest ?? ""}`,
       },
-      h("div", { class: "rho-sb-line" }, h("span", { class: "rho-sb-name" }, row.workflow ?? ""), badge),
+      h("div", { class: "rho-sb-line" }, h("span", { class: "rho-sb-name", title: row.workflow ?? "" }, row.workflow ?? ""), badge),
       h(
         "div",
         { class: "rho-sb-line rho-sb-sub" },
@@ -119,9 +241,16 @@ export class RunList {
         h("span", {}, details),
         row.waiting ? h("span", { class: "rho-sb-waiting" }, `\u2691 ${row.waiting} waiting for you`) : null,
         lifecycle === "needs_decision" ? h("span", { class: "rho-sb-decision" }, "? needs your decision") : null,
+        lifecycle === "needs_recovery" ? h("span", { class: "rho-sb-decision" }, "! needs recovery") : null,
       ),
+      actCommand(row) ? h("code", { class: "rho-sb-act", title: "run this in a terminal to go on" }, actCommand(row)) : null,
     );
-    if (!isActive(row)) {
+    const tick = h("input", { class: "rho-sb-pick", type: "checkbox", title: "tick two runs to compare them", "aria-label": `pick run ${shortId(runId)} to compare` });
+    tick.checked = this.picked.includes(runId);
+    tick.addEventListener("click", (event) => event.stopPropagation());
+    tick.addEventListener("change", () => this.pick(runId, tick.checked));
+    item.querySelector(".rho-sb-line")?.prepend(tick);
+    if (!isListedLive(row)) {
       const remove = h("button", { class: "rho-sb-btn rho-sb-delete", type: "button", title: "delete this run and its artifacts" }, "\u2715");
       remove.addEventListener("click", (event) => {
         event.stopPropagation();

@@ -10,9 +10,15 @@
 // height, Saved plans is folded (each list's heading folds and unfolds it), and the run's approvals
 // and DAG take the rest of the height; "Open" shows the run in a main-area tab.
 //
+// At JupyterLab's default sidebar width (250 px) the selected run's DAG is fitted whole, rows keep
+// their buttons on one line, and values wrap at spaces (sidebar.css). Two runs ticked in the lists
+// open the compare view (compare.ts) where the selected run would be.
+//
 // This panel only polls and wires its parts together: RunList (runList.ts), PlanList
-// (planList.ts), SelectedRun with its ApprovalsPanel (runDetail.ts, approvals.ts), and the Cancel /
-// Resume requests (runActions.ts).
+// (planList.ts), SelectedRun with its ApprovalsPanel (runDetail.ts, approvals.ts), CompareView
+// (compare.ts), and the Cancel / Resume requests (runActions.ts). Its public methods (refresh,
+// selectedRunId, cancelSelected, approveSelected, applySettings) serve the palette commands and
+// settings of index.ts.
 
 import { MainAreaWidget, showErrorMessage } from "@jupyterlab/apputils";
 import { Widget } from "@lumino/widgets";
@@ -23,10 +29,19 @@ import { errorText, h, isCollapsed, setCollapsed, shortId } from "./dom";
 import { PlanList } from "./planList";
 import { runAction } from "./runActions";
 import { RunMainView, SelectedRun } from "./runDetail";
+import { CompareView } from "./compare";
 import { RunList } from "./runList";
 import { RunSource } from "./source";
 
 const RUNS_POLL_MS = 1500;
+
+/** The settings the sidebar follows (labextension/schema/plugin.json, read by index.ts). */
+export interface SidebarSettings {
+  /** Seconds between two polls of the run list. */
+  refreshSeconds: number;
+  /** The selected run's starting zoom: "fit" (the whole graph) or "100%" (the view's own start). */
+  defaultZoom: string;
+}
 const PLANS_POLL_MS = 10000;
 
 export class WorkflowsPanel extends Widget {
@@ -36,6 +51,7 @@ export class WorkflowsPanel extends Widget {
   private readonly runs: RunList;
   private readonly plans: PlanList;
   private readonly selected: SelectedRun;
+  private readonly comparison: CompareView;
   /** The last run list answer, to skip work while nothing changed. */
   private rowsKey = "";
   private runsTimer: number | null = null;
@@ -43,6 +59,7 @@ export class WorkflowsPanel extends Widget {
   private polling = false;
   /** Whether Saved plans was folded before a run was selected (restored when none is). */
   private plansFolded: boolean | null = null;
+  private runsPollMs = RUNS_POLL_MS;
 
   constructor(options: { api?: RhoApi; openMain: (widget: Widget) => void }) {
     super();
@@ -58,7 +75,9 @@ export class WorkflowsPanel extends Widget {
         if (removed && runId === this.selected.runId) this.closeSelected();
         await this.pollRuns();
       },
+      compare: (oldRun, newRun) => void this.compare(oldRun, newRun),
     });
+    this.comparison = new CompareView(this.api, () => this.closeSelected());
     this.plans = new PlanList({
       api: this.api,
       started: async (runId) => {
@@ -83,6 +102,7 @@ export class WorkflowsPanel extends Widget {
       h("header", { class: "rho-sb-head" }, h("h2", {}, "Workflows"), this.status, refresh),
       h("div", { class: "rho-sb-lists" }, ...this.runs.sections, this.plans.section),
       this.selected.node,
+      this.comparison.node,
     );
   }
 
@@ -116,7 +136,7 @@ export class WorkflowsPanel extends Widget {
     this.polling = true;
     const runs = async (): Promise<void> => {
       await this.pollRuns();
-      if (this.polling) this.runsTimer = window.setTimeout(runs, RUNS_POLL_MS);
+      if (this.polling) this.runsTimer = window.setTimeout(runs, this.runsPollMs);
     };
     const plans = async (): Promise<void> => {
       await this.pollPlans();
@@ -136,6 +156,40 @@ export class WorkflowsPanel extends Widget {
   private setStatus(text: string, error: boolean): void {
     this.status.textContent = text;
     this.status.classList.toggle("rho-sb-error", error);
+  }
+
+  // -- for commands and settings (index.ts) ------------------------------------------------------
+
+  /** Poll the run list and the saved plans now. */
+  async refresh(): Promise<void> {
+    await Promise.all([this.pollRuns(), this.pollPlans()]);
+  }
+
+  /** The run shown under the lists, or null. */
+  selectedRunId(): string | null {
+    return this.selected.runId || null;
+  }
+
+  /** Request cancellation of the selected run (errors are shown in a dialog). */
+  async cancelSelected(): Promise<void> {
+    if (this.selected.runId) await this.act("cancel");
+  }
+
+  /** The number of approval requests of the selected run shown with Approve / Deny. */
+  selectedApprovals(): number {
+    return this.selected.approvalCount();
+  }
+
+  /** Approve the selected run's waiting request if exactly one is shown; true when approved. */
+  async approveSelected(): Promise<boolean> {
+    return this.selected.approveOnly();
+  }
+
+  /** Follow the settings: the run list's poll interval and the selected run's starting zoom. */
+  applySettings(settings: SidebarSettings): void {
+    const seconds = Number(settings.refreshSeconds);
+    this.runsPollMs = Number.isFinite(seconds) && seconds > 0 ? Math.max(250, seconds * 1000) : RUNS_POLL_MS;
+    this.selected.setDefaultZoom(settings.defaultZoom);
   }
 
   // -- polling ----------------------------------------------------------------------------------
@@ -159,7 +213,9 @@ export class WorkflowsPanel extends Widget {
 
   async pollPlans(): Promise<void> {
     try {
-      this.plans.show(await this.api.plans());
+      const plans = await this.api.plans();
+      this.plans.show(plans);
+      this.runs.setLabels(new Map(plans.map((p) => [p.plan_id, p.entry])));
     } catch (error) {
       this.setStatus(errorText(error), true);
     }
@@ -175,7 +231,15 @@ export class WorkflowsPanel extends Widget {
     await this.selected.open(runId, this.runs.find(runId));
   }
 
+  /** Show the compare view of two runs where the selected run would be. */
+  async compare(oldRun: string, newRun: string): Promise<void> {
+    this.closeSelected();
+    this.giveRoom(true);
+    await this.comparison.open(oldRun, newRun);
+  }
+
   private closeSelected(): void {
+    this.comparison.close();
     this.selected.close();
     this.runs.setSelected("");
     this.giveRoom(false);

@@ -15,6 +15,7 @@ GET      runs/<run>/nodes/<node>/artifacts/<name>              one attempt file,
 GET      runs/<run>/events                                     the journal as Server-Sent Events (``_events.py``)
 POST     runs/<run>/cancel                                     durable cancel request, bounded acknowledgement
 POST     runs/<run>/resume  {"graph_digest", "recover_uncertain"?}   resume (own process)
+GET      runs/<run>/compare/<other>                            plan diff and per-node changes from <run> to <other>
 GET      runs/<run>/approvals                                  undecided approval requests
 POST     runs/<run>/approvals/<request>  {"decision", "comment"?}   approve or deny
 POST     runs/<run>/approvals/<request>/answer  {"values", "comment"?}   answer a human step's form
@@ -261,6 +262,18 @@ class ResumeHandler(RhoHandler):
         self.send_json(status_json(await service.status(run_id)))
 
 
+class CompareHandler(RhoHandler):
+    """Two runs side by side (``_compare.py``): the plan diff as ``diff`` shows it, and per node
+    the state shown, exit code and value of each run."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, run: str, other: str) -> None:
+        from rho_notebook.server._compare import compare_runs
+
+        self.send_json(await compare_runs(self.ctx.service, run, other))
+
+
 class ApprovalsHandler(RhoHandler):
     @web.authenticated
     @authorized
@@ -346,6 +359,7 @@ def routes(prefix: str) -> list[tuple[str, type[RhoHandler]]]:
         (rf"{prefix}/runs/{run}/events/?", EventsHandler),
         (rf"{prefix}/runs/{run}/cancel/?", CancelHandler),
         (rf"{prefix}/runs/{run}/resume/?", ResumeHandler),
+        (rf"{prefix}/runs/{run}/compare/{ID.format('other')}/?", CompareHandler),
         (rf"{prefix}/runs/{run}/approvals/?", ApprovalsHandler),
         (rf"{prefix}/runs/{run}/approvals/{ID.format('request')}/?", DecisionHandler),
         (rf"{prefix}/runs/{run}/approvals/{ID.format('request')}/answer/?", AnswerHandler),

@@ -68,7 +68,13 @@ def test_a_human_step_form_is_answered_in_the_sidebar(lab: Lab, page: Any) -> No
         page.locator(f".rho-sb-run[data-run-id='{run_id}'][data-lifecycle='waiting']").wait_for(timeout=60_000)
         page.locator(f".rho-sb-live-runs .rho-sb-run[data-run-id='{run_id}']").click()
         dag = page.locator(f".rho-sb-selected[data-run-id='{run_id}'] .rho-dag")
-        dag.locator("g.rho-node[data-name='escalate'][data-state='running']").wait_for(timeout=30_000)
+        # nothing runs while the step waits for its answer
+        dag.locator("g.rho-node[data-name='escalate'][data-state='waiting_for_approval']").wait_for(timeout=30_000)
+        # outside the sidebar: the status bar counts the waiting step and a notification says so
+        page.locator(".rho-status-item[data-waiting='1']").wait_for(timeout=30_000)
+        toast = page.locator(".Toastify__toast", has_text="waits for a person")
+        toast.wait_for(timeout=30_000)
+        assert run_id[:13] in toast.inner_text(), toast.inner_text()
 
         # the DAG view draws the waiting step's form (the approvals above it stay for approval nodes)
         form = dag.locator("form.rho-form[data-node='escalate']")

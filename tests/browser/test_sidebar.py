@@ -150,7 +150,10 @@ def test_sidebar_follows_a_terminal_run_and_approves_it(lab: Lab, page: Any) -> 
         dag.locator("svg.rho-graph").wait_for(timeout=15_000)
         # the DAG shows the nodes finishing one by one while the terminal owns the run
         dag.locator("g.rho-node[data-name='build'][data-state='success']").wait_for(timeout=30_000)
-        dag.locator("g.rho-node[data-name='ship-it'][data-state='running']").wait_for(timeout=30_000)
+        # the approval node waits for a person: drawn "waiting for approval" (shown), not running
+        dag.locator(
+            "g.rho-node[data-name='ship-it']:is([data-state='waiting_for_approval'], [data-state='running'])"
+        ).wait_for(timeout=30_000)
         page.locator(f".rho-sb-run[data-run-id='{run_id}'][data-lifecycle='waiting']").wait_for(timeout=15_000)
 
         card = page.locator(".rho-sb-approval[data-node='ship-it']")
@@ -267,6 +270,22 @@ def _assert_dag_readable(dag: Any) -> dict[str, float]:
     return view
 
 
+def _assert_dag_fitted(dag: Any) -> dict[str, float]:
+    """The sidebar's DAG starts fitted: the whole graph inside its viewport, the viewport on the page."""
+    view = _box(dag.locator(".rho-viewport"))
+    assert view["x"] >= 0 and view["y"] >= 0, view
+    assert view["x"] + view["width"] <= PAGE_W + 0.5 and view["y"] + view["height"] <= PAGE_H + 0.5, view
+    assert view["height"] >= MIN_DAG_HEIGHT, view
+    graph = _box(dag.locator("svg.rho-graph"))
+    assert graph["width"] <= view["width"] + 1 and graph["height"] <= view["height"] + 1, (graph, view)
+    nodes = dag.locator("g.rho-node rect")
+    for i in range(nodes.count()):
+        box = _box(nodes.nth(i))
+        assert box["x"] >= view["x"] - 1 and box["x"] + box["width"] <= view["x"] + view["width"] + 1, (i, box, view)
+        assert box["y"] >= view["y"] - 1 and box["y"] + box["height"] <= view["y"] + view["height"] + 1, (i, box, view)
+    return view
+
+
 def _assert_pane_hides_no_node(dag: Any) -> None:
     """The node pane's box overlaps no node where the node is shown (inside the graph's viewport)."""
     pane = _box(dag.locator(".rho-pane"))
@@ -338,7 +357,7 @@ def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: An
     page.wait_for_timeout(300)
     assert "rho-sb-focus" in (sidebar.get_attribute("class") or "")
     assert plans.get_attribute("data-collapsed") == "true"
-    view = _assert_dag_readable(dag)
+    view = _assert_dag_fitted(dag)  # the sidebar starts at "fit" (the default zoom setting)
     lists = _box(page.locator(".rho-sb-lists"))
     assert lists["height"] <= 0.4 * _box(sidebar)["height"], lists
     _shot(page, "jupyterlab-sidebar-runs.png")
@@ -385,14 +404,14 @@ def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: An
     fitted = _zoom(dag)
     dag.locator(".rho-zoom-out").click()
     assert _zoom(dag) < fitted
-    # closed and selected again, the run's view starts at the readable zoom again
+    # closed and selected again, the run's view starts fitted again
     selected.locator(".rho-sb-close").click()
     assert "rho-sb-focus" not in (sidebar.get_attribute("class") or "")
     assert plans.get_attribute("data-collapsed") == "false"
     finished.nth(5).click()
     dag.locator("svg.rho-graph").wait_for(timeout=15_000)
     page.wait_for_timeout(300)
-    _assert_dag_readable(dag)
+    _assert_dag_fitted(dag)
 
     # the node pane goes below the graph in the sidebar and hides no node
     dag.locator("g.rho-node[data-name='integration-tests']").click()
@@ -400,14 +419,14 @@ def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: An
     pane.locator(".rho-section-stdout pre").wait_for(timeout=15_000)
     assert dag.get_attribute("data-pane") == "below"
     _assert_pane_hides_no_node(dag)
-    assert _label_px(dag) >= MIN_LABEL_PX
+    _assert_dag_fitted(dag)
     _shot(page, "jupyterlab-sidebar-node-pane.png")
 
     # a wide sidebar puts the pane beside the graph; the attempts table scrolls, it keeps its columns
     _widen(page, 1250)
     page.wait_for_function("document.querySelector('.rho-sb-selected .rho-dag').dataset.pane === 'side'", timeout=5_000)
     _assert_pane_hides_no_node(dag)
-    _assert_dag_readable(dag)
+    _assert_dag_fitted(dag)
     attempts = pane.locator(".rho-section-attempts")
     attempts.wait_for(timeout=15_000)
     _shot(page, "jupyterlab-sidebar-wide.png")
@@ -431,7 +450,7 @@ def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: An
     main = page.locator(".rho-main-run.rho-dag[data-lifecycle='completed']")
     main.locator("svg.rho-graph").wait_for(timeout=15_000)
     page.wait_for_timeout(300)
-    assert _label_px(main) >= MIN_LABEL_PX
+    _assert_dag_readable(main)  # the main-area tab starts at the readable zoom
     main_view = _box(main.locator(".rho-viewport"))
     assert main_view["height"] >= 400 and main_view["y"] + main_view["height"] <= PAGE_H, main_view
     zoom = _zoom(main)

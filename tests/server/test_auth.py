@@ -28,6 +28,7 @@ ROUTES = [
     ("GET", "runs/{run}/events"),
     ("POST", "runs/{run}/cancel"),
     ("POST", "runs/{run}/resume"),
+    ("GET", "runs/{run}/compare/{run}"),
     ("GET", "runs/{run}/approvals"),
     ("POST", "runs/{run}/approvals/{request}"),
     ("POST", "runs/{run}/approvals/{request}/answer"),
