@@ -9,7 +9,7 @@ past the graph), so a viewer that shows the SVG at its own size cuts nothing.
 
 Node states are the displayed states of the shared contract (a node view's ``shown``): the
 ``NodeState`` values, plus ``failure_allowed``, ``failure_handled``, ``denial_handled`` and
-``waiting_for_approval`` (``SHOWN_STYLE``, with the human labels of ``LABELS``). The legend always
+``waiting_for_approval`` (``SHOWN_STYLE``, with the human labels of ``service.wire.shown_label``). The legend always
 lists the nine node states and adds a displayed state only when a node has it.
 
 Fonts: the family list starts with fonts a Debian machine has (DejaVu, Liberation) and ends in
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from rho_notebook.service.wire import SHOWN_ORDER, shown_label
 from rho_notebook.views.layout import Layout
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "SHOWN_STYLE",
     "DECISION_STYLE",
     "STATES",
-    "LABELS",
     "FONT_FAMILY",
     "render_svg",
     "counts_line",
@@ -66,14 +66,6 @@ SHOWN_STYLE: dict[str, tuple[str, str, str]] = {
     "waiting_for_approval": ("#fefce8", "#ca8a04", "\u25f7"),
 }
 
-LABELS: dict[str, str] = {
-    "failure_allowed": "failure (allowed)",
-    "failure_handled": "failure (handled)",
-    "denial_handled": "denial (handled)",
-    "waiting_for_approval": "waiting for approval",
-}
-"""Human labels of the displayed states whose value is not a word (the others read as is)."""
-
 DECISION_STYLE = ("#fef08a", "#a16207", "?")
 """A script run's halted step (needs decision): js/src/model.ts DECISION_STYLE has the same values."""
 
@@ -102,7 +94,8 @@ def style_of(state: str) -> tuple[str, str, str]:
 
 
 def label_of(state: str) -> str:
-    return LABELS.get(state, state.replace("_", " "))
+    """How a person reads a displayed state (:func:`~rho_notebook.service.wire.shown_label`)."""
+    return shown_label(state).replace("_", " ")
 
 
 def counts_line(states: Mapping[str, str], names: list[str]) -> str:
@@ -111,29 +104,11 @@ def counts_line(states: Mapping[str, str], names: list[str]) -> str:
     return " · ".join(f"{counts[s]} {label_of(s)}" for s in _legend_states(counts) if counts[s])
 
 
-_LEGEND_ORDER = (
-    "pending",
-    "ready",
-    "waiting_for_approval",
-    "running",
-    "success",
-    "failure_allowed",
-    "failure",
-    "failure_handled",
-    "denial",
-    "denial_handled",
-    "cancellation",
-    "skipped",
-    "blocked",
-)
-"""Each displayed state beside its node state, as the live view's legend (service/wire.py SHOWN_ORDER)."""
-
-
 def _legend_states(counts: Mapping[str, int]) -> list[str]:
     """The nine node states always, a displayed state only when a node has it, in legend order;
     then any state this module does not know (drawn as pending)."""
-    known = [s for s in _LEGEND_ORDER if s in STATE_STYLE or counts.get(s)]
-    return [*known, *sorted(s for s in counts if s not in _LEGEND_ORDER)]
+    known = [s for s in SHOWN_ORDER if s in STATE_STYLE or counts.get(s)]
+    return [*known, *sorted(s for s in counts if s not in SHOWN_ORDER)]
 
 
 @dataclass(frozen=True)
