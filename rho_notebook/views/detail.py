@@ -27,6 +27,7 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.service import Service
 from rho_notebook.service.wire import Detail, reused_from_json, step_json
 from rho_notebook.store.layout import ANSWER_PROSE_FILE, ANSWER_TEXT_FILE, INPUT_FILE, USAGE_FILE, VALUE_FILE
+from rho_notebook.store.runs import RunFolder
 from rho_notebook.views.artifacts import ANSWER_BYTES, PANE_BYTES, empty_stream, read_json, read_stream
 from rho_notebook.views.definition import definition_of
 from rho_notebook.views.state import halted_by_step
@@ -145,7 +146,22 @@ def _read_outputs(detail: Detail, artifact: Callable[[str], Path], *, node_limit
     has_usage, usage = read_json(artifact(USAGE_FILE))
     detail["usage"] = usage if has_usage else None
     detail["has_value"], detail["value"] = read_json(artifact(VALUE_FILE))
+    if not detail["has_value"]:
+        journaled = _journaled_value(artifact(VALUE_FILE))
+        if journaled is not None:
+            detail["has_value"], detail["value"] = True, journaled
     return exit_info
+
+
+def _journaled_value(path: Path) -> Any | None:
+    """The value journaled with the attempt's ``node_finished`` (a small value of a Python node or
+    script step, whose ``value.json`` is a copy a machine crash can lose or tear), or None."""
+    if len(path.parents) < 5:
+        return None
+    try:
+        return RunFolder(path.parents[4]).journaled_step_value(path)
+    except (RhoError, OSError):
+        return None
 
 
 def step_detail(

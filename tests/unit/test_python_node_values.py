@@ -9,16 +9,19 @@ what a machine crash can leave of a file that was never fsynced.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 from rho_notebook.exec.python import JOURNALED_VALUE_BYTES
 from rho_notebook.model.reference import OutputRef
 from rho_notebook.runtime.reuse import Seed, seeds
+from rho_notebook.service import Service
 from rho_notebook.service.reading import read_result
 from rho_notebook.store.journal import read_journal
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.runs import RunStore
+from rho_notebook.views.detail import read_node_detail
 from tests.conftest import Project
 from tests.unit.test_python_exec import _attempt, _module, _node, _run
 
@@ -80,6 +83,11 @@ def test_readers_take_the_journaled_value_when_the_copy_was_lost(project: Projec
 
     outputs = {name: entry.get("output") for name, entry in read_result(layout, run_id)["nodes"].items()}
     assert outputs["a"] == {"i": 3, "text": "é"} and outputs["sum"] == 5003 and outputs["big"] == "x" * 5000
+
+    service = Service(layout=layout)
+    for name, value in (("a", {"i": 3, "text": "é"}), ("sum", 5003)):  # the notebook's node pane
+        pane = asyncio.run(read_node_detail(service, run_id, name))
+        assert pane["has_value"] and pane["value"] == value, pane
 
     found = seeds(layout, run_id, ("a", "sum"))
     assert isinstance(found["a"], Seed) and json.loads(found["a"].value_bytes or b"null") == {"i": 3, "text": "é"}
