@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from rho_notebook.oshelpers import open_regular_nofollow
 from rho_notebook.service import Service
 from rho_notebook.service.wire import diff_json
 from rho_notebook.views.dag import read_run_view
@@ -106,8 +108,9 @@ def _value(entry: Any) -> tuple[str | None, str]:
     path = (entry.get("artifacts") or {}).get("stdout")
     if not path:
         return None, ""
-    try:
-        with open(path, "rb") as stream:
+    try:  # a store file: never through a symbolic link, never a FIFO or device (as the node pane reads)
+        fd, _ = open_regular_nofollow(path)
+        with os.fdopen(fd, "rb") as stream:
             data = stream.read(_STDOUT_LIMIT)
     except OSError:
         return None, ""
