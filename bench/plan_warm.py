@@ -24,7 +24,9 @@ each and the ratio of the medians; then where one warm ``validate`` spends its t
 the same samples): the worker's own evaluation (its ``wall_ms``), the rest of the worker round
 trip (frames, JSON), the graph rules, freezing the nodes, the canonical bytes and digest, the
 authority list and the rest of sealing. ``--profile`` adds a cProfile of the warm calls (the
-event loop's thread; the node freezing runs in a worker thread and shows as waiting).
+event loop's thread; the node freezing runs in a worker thread and shows as waiting) and one of
+the worker's evaluation, run in this process (:func:`worker_profile`: the same code, without the
+process and its pipes).
 """
 
 from __future__ import annotations
@@ -215,6 +217,44 @@ def report(figures: dict[str, list[float]], samples: int) -> int:
     return 0 if warm_ok and cold_ok else 1
 
 
+class _InProcessParent:
+    """The parent's side of the worker's channel, in this process: build() gets the case's inputs."""
+
+    def __init__(self) -> None:
+        self.last: Any = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.last = message
+
+    def send_text(self, text: str) -> None:
+        self.last = text
+
+    def receive(self) -> dict[str, Any]:
+        return {"op": "inputs", "values": {"count": 750}}
+
+
+def worker_profile(samples: int) -> str:
+    """A cProfile of the worker's evaluation of the case (``serve`` in this process), by own time,
+    after the median of its in-process evaluation."""
+    from rho_notebook.source._starlark import serve  # the worker's code, imported here only
+    from rho_notebook.source.limits import load_limits
+
+    text = graph_case(750, 7500).files["wf.star"]
+    request = {"op": "evaluate", "entry": "//wf.star", "text": text, "limits": load_limits().worker_limits()}
+    times, profile = [], cProfile.Profile()
+    for sample in range(2 * samples + 1):  # one to warm up, then timed ones, then profiled ones
+        parent = _InProcessParent()
+        started = time.perf_counter()
+        profile.runcall(serve.serve, parent, request) if sample > samples else serve.serve(parent, request)
+        times.append(time.perf_counter() - started)
+        if not isinstance(parent.last, str):  # a graph answers as one JSON text
+            raise SystemExit(f"the worker did not answer a graph: {parent.last}")
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+    median = statistics.median(times[1 : samples + 1]) * 1000
+    return f"in-process evaluation (median of {samples}, unprofiled): {median:.1f} ms\n{out.getvalue()}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=9)
@@ -237,6 +277,8 @@ def main() -> int:
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
         print("\ncProfile of the warm samples (event loop thread, by own time):")
         print(out.getvalue())
+        print("cProfile of the worker's evaluation (in this process, by own time):")
+        print(worker_profile(args.samples))
     return status
 
 

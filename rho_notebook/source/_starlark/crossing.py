@@ -15,11 +15,16 @@ the Starlark work itself. In the fast mode (``Session.fast``) the node construct
    A node constructor sends its call stack and its text as one string and gets the call site back
    as JSON text: every value that crosses costs a conversion, and this runs once per node.
 
+Before both, a constructor of plain arguments (strings, integers, booleans, None, lists of
+strings: most nodes) takes the plain path of :mod:`.plain`: it checks them and works out the call
+site in Starlark and calls no Python at all; ``workflow`` does the same when its nodes are plain.
+
 So every value a fast evaluation produces equals the exact mode's, in content and key order. Only
 a failure can differ (Starlark refusing to encode an argument the exact mode would have converted
 and refused with another message): :mod:`.serve` then evaluates again in the exact mode. The
 checks are written inline in each constructor, not in a helper function, so that an evaluation's
-call depth is the exact mode's.
+call depth is the exact mode's (the plain path is one Starlark call, where the exact mode makes one
+call into Python).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from functools import partial
 import starlark as sl
 
 from rho_notebook.source._starlark.nodes import make_node, make_workflow
+from rho_notebook.source._starlark.plain import IMPORT, WORKFLOW_HEAD, node_head
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
@@ -65,12 +71,15 @@ def {kind}(**kwargs):
 """The exact mode's constructors: every argument crosses value by value."""
 
 FAST_CONSTRUCTORS = (
-    """
+    IMPORT
+    + """
 def _rho_json(value):
     text = json.encode(value)
     return text if json.decode(text) == value else None
 def workflow(**kwargs):
-    text = json.encode(kwargs)
+"""
+    + WORKFLOW_HEAD
+    + """    text = json.encode(kwargs)
     copy = json.decode(text)
     if copy != kwargs:
         return _workflow(call_stack(), kwargs)
@@ -85,7 +94,7 @@ def workflow(**kwargs):
     + "".join(
         f"""
 def {kind}(**kwargs):
-    text = json.encode(kwargs)
+{node_head(kind)}    text = json.encode(kwargs)
     copy = json.decode(text)
     if copy != kwargs:
         return _node("{kind}", call_stack(), kwargs)

@@ -14,6 +14,7 @@ import starlark as sl
 from rho_notebook.source._starlark.builtins import FAST_PRELUDE_SOURCE, PRELUDE_SOURCE, install_builtins
 from rho_notebook.source._starlark.channel import Channel
 from rho_notebook.source._starlark.literals import INT64_MAX, INT64_MIN, bad_literal, find_load
+from rho_notebook.source._starlark.plain import load_library, plain_globals
 from rho_notebook.source._starlark.pseudo_files import DRIVER, PRELUDE
 from rho_notebook.source._starlark.signals import Budget, RhoBuiltinError
 from rho_notebook.source._starlark.tags import call_site
@@ -21,6 +22,21 @@ from rho_notebook.source._starlark.tags import call_site
 TYPE_CHECKING = False  # not typing's: importing typing would cost every worker start 7 ms
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
+
+_PRELUDES: dict[bool, sl.AstModule] = {}
+_PLAIN_LOADER = sl.FileLoader(load_library)
+"""What the fast prelude loads: the plain path (:mod:`.plain`)."""
+
+
+def _prelude(fast: bool) -> sl.AstModule:
+    """The prelude's syntax tree (the fast mode's, or the exact mode's), parsed once per process:
+    a tree holds no evaluation state (each module evaluates it afresh), and parsing the fast one
+    costs about a millisecond a request."""
+    ast = _PRELUDES.get(fast)
+    if ast is None:
+        ast = _PRELUDES[fast] = sl.parse(PRELUDE, FAST_PRELUDE_SOURCE if fast else PRELUDE_SOURCE)
+    return ast
 
 
 class Session:
@@ -51,7 +67,7 @@ class Session:
         self.globals = sl.Globals.standard()
         extensions = [sl.LibraryExtension.StructType, sl.LibraryExtension.CallStack]
         self.prelude_globals = sl.Globals.extended_by([*extensions, sl.LibraryExtension.Json] if fast else extensions)
-        self.prelude_ast = sl.parse(PRELUDE, FAST_PRELUDE_SOURCE if fast else PRELUDE_SOURCE)
+        self.prelude_ast = _prelude(fast)
 
     def close(self) -> None:
         """Drop the modules: their builtins refer back to this session through Starlark's heap,
@@ -227,7 +243,9 @@ class Session:
         ast = sl.parse(label, text)
         module = sl.Module()
         install_builtins(module, self)
-        sl.eval(module, self.prelude_ast, self.prelude_globals)
+        if self.fast:
+            module["_rho_site"] = plain_globals(label, text, self.limits)
+        sl.eval(module, self.prelude_ast, self.prelude_globals, _PLAIN_LOADER if self.fast else None)
         self.loading.append(label)
         self.max_depth = max(self.max_depth, len(self.loading))
         if len(self.loading) > self.limits["module_depth"]:
