@@ -6,6 +6,7 @@ A live run (an owner holds it) is never deleted; ``prune`` asks again for each r
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,11 +44,30 @@ def delete(layout: StoreLayout, target: str, *, include_plans: bool) -> Deleted:
         if not include_plans:
             raise
         return delete_plan(layout, target)
-    if OwnerLock.is_held(store.folder(run_id).lock):
+    lock = store.folder(run_id).lock
+    if OwnerLock.is_held(lock) and not _released_after_completing(layout, run_id, lock):
         msg = f"run {run_id} is live (an owner holds it); cancel it first"
         raise RunRefused(msg)
     store.delete(run_id)
     return Deleted("run", run_id)
+
+
+OWNER_EXIT_SECONDS = 5.0
+"""How long ``delete`` waits for the owner of a run that has completed to let go of it (it closes
+its journal and exits right after ``run_completed``)."""
+
+
+def _released_after_completing(layout: StoreLayout, run_id: str, lock: Path) -> bool:
+    """True when ``run_id`` has completed and its owner released the run within
+    :data:`OWNER_EXIT_SECONDS`: a delete right after the run finished is not refused as live."""
+    if load_state(layout, run_id).lifecycle is not Lifecycle.COMPLETED:
+        return False
+    deadline = time.monotonic() + OWNER_EXIT_SECONDS
+    while OwnerLock.is_held(lock):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def delete_plan(layout: StoreLayout, plan: str) -> Deleted:

@@ -7,6 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
+
+import pytest
 
 from tests.cli.runhelp import plan_id, run, start_run, wait_for_event
 from tests.conftest import REPO, Project, star
@@ -125,3 +128,37 @@ def test_ambiguous_and_unknown_prefixes(project: Project) -> None:
 def test_usage_error_exit_code(project: Project) -> None:
     assert project.cli("run").returncode == 2
     assert project.cli("nonsense").returncode == 2
+
+
+def test_delete_right_after_completion_waits_for_the_owner_to_let_go(project: Project, monkeypatch: Any) -> None:
+    """A run whose journal says completed while its owner is still closing (it holds the owner lock
+    for a moment after ``run_completed``) is deleted once the owner lets go, not refused as live;
+    one whose owner keeps holding it past the wait is still refused."""
+    import threading
+
+    from rho_notebook.errors import RunRefused
+    from rho_notebook.service import maintenance
+    from rho_notebook.store.layout import StoreLayout
+    from rho_notebook.store.run_locks import OwnerLock
+    from rho_notebook.store.runs import RunStore
+
+    project.write("wf.star", star(f'return workflow(name = "d", nodes = [command(name = "s", argv = ["true"], {C})])'))
+    first, second = (run(project)[1]["run_id"] for _ in range(2))
+    layout = StoreLayout(home=project.home)
+    store = RunStore(layout)
+
+    closing = OwnerLock(store.folder(first).lock)  # an owner closing after run_completed
+    assert closing.try_acquire()
+    threading.Timer(0.5, closing.release).start()
+    assert maintenance.delete(layout, first, include_plans=False).id == first
+    assert not store.folder(first).path.exists()
+
+    stuck = OwnerLock(store.folder(second).lock)
+    assert stuck.try_acquire()
+    monkeypatch.setattr(maintenance, "OWNER_EXIT_SECONDS", 0.2)
+    try:
+        with pytest.raises(RunRefused, match="live"):
+            maintenance.delete(layout, second, include_plans=False)
+    finally:
+        stuck.release()
+    assert store.folder(second).path.exists()
