@@ -5,8 +5,11 @@ child workflows register by attribute assignment, and ``forward(session) -> Sess
 orchestration in plain Python (sequence, ``fork()`` and thread pools, loops, :class:`Selector`
 routing). The presets :class:`Agent`, :class:`Compressor`, :class:`Selector` and
 :class:`EmptyWorkflow` wrap the functions :func:`run_session_loop`, :func:`run_session_compress`
-and :func:`select_session`; :meth:`Workflow.compile` (:func:`compile_manifest`) gives the static
-manifest without running a model.
+and :func:`select_session`; :meth:`Workflow.compile` gives a :class:`CompiledWorkflow` (the static
+manifest, :func:`compile_manifest`, without running a model). OpenRath's shapes run as its docs
+show them: ``AgentParam(Session.from_agent_prompt(...), provider)``, ``param.agent_session``,
+``run_session_loop(session, agent_session, agent_provider=...)``, ``Session.to("local")``,
+``Selector(provider)``, ``param.to(provider="name")`` resolved against :func:`use_providers`.
 
 Inside a run (``rho-notebook run FILE.py --flow NAME``, a ``%%flow`` cell) every model and tool
 call is a journaled step of the script tier keyed by its module path, branch and call number
@@ -23,7 +26,7 @@ from __future__ import annotations
 from rho_notebook.flow._errors import FlowError
 from rho_notebook.flow.backend import Backend, ModelCall, ModelReply, Tool, use_backend
 from rho_notebook.flow.keys import KEY
-from rho_notebook.flow.manifest import compile_manifest
+from rho_notebook.flow.manifest import AgentResource, CompiledWorkflow, DynamicNode, FlowManifest, compile_manifest
 from rho_notebook.flow.module import AgentParam, EmptyWorkflow, Workflow, run_flow
 from rho_notebook.flow.presets import (
     Agent,
@@ -34,6 +37,7 @@ from rho_notebook.flow.presets import (
     run_session_loop,
     select_session,
 )
+from rho_notebook.flow.providers import PROVIDERS_VARIABLE, use_providers
 from rho_notebook.flow.session import Message, Session, ToolCall
 
 __all__ = [
@@ -53,6 +57,12 @@ __all__ = [
     "select_session",
     "parse_selection",
     "compile_manifest",
+    "CompiledWorkflow",
+    "FlowManifest",
+    "AgentResource",
+    "DynamicNode",
+    "use_providers",
+    "PROVIDERS_VARIABLE",
     "use_backend",
     "Backend",
     "ModelCall",

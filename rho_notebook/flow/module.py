@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rho_notebook.flow import keys
 from rho_notebook.flow._errors import FlowError
 from rho_notebook.flow.backend import in_run
+from rho_notebook.flow.providers import resolve_provider
 from rho_notebook.flow.session import Session
+
+if TYPE_CHECKING:
+    from rho_notebook.flow.manifest import CompiledWorkflow
 
 __all__ = ["AgentParam", "Workflow", "EmptyWorkflow", "run_flow"]
 
@@ -34,30 +38,39 @@ class AgentParam:
     agent
         The id of an agent in the workspace's catalog (``rho-notebook agents``); its calls are agent
         steps inside a run, on the provider and model its definition names (so it takes no
-        ``provider``/``model`` here, and :meth:`Workflow.to` passes it by). Give ``agent`` or
-        ``system``, not both.
-    system
-        An inline system prompt; its calls are model steps.
+        ``provider``/``model`` here, and :meth:`Workflow.to` passes it by). Or, as in OpenRath,
+        an agent session (``Session.from_agent_prompt("...")``): its system messages are the
+        inline prompt. Give ``agent`` or ``system``, not both.
     provider
         A provider's name in settings; None: the settings' default provider.
+    system
+        An inline system prompt; its calls are model steps.
     model
         A model name or ``@alias``; None: the settings' default model.
     """
 
     def __init__(
         self,
-        agent: str | None = None,
+        agent: str | Session | None = None,
+        provider: str | None = None,
         *,
         system: str | None = None,
-        provider: str | None = None,
         model: str | None = None,
     ) -> None:
+        if isinstance(agent, Session):
+            if system is not None:
+                msg = "AgentParam takes an agent session or system='...', not both"
+                raise ValueError(msg)
+            system = _prompt_of(agent)
+            agent = None
         if (agent is None) == (system is None):
             msg = "AgentParam takes a catalog agent id (AgentParam('reviewer')) or an inline prompt (system='...'), exactly one"
             raise ValueError(msg)
         for name, value in (("agent", agent), ("system", system), ("provider", provider), ("model", model)):
             if value is not None and (not isinstance(value, str) or not value):
                 msg = f"AgentParam {name}= must be non-empty text or None, got {value!r:.60}"
+                if name == "provider":
+                    msg += " (a provider is the name of a provider in settings, e.g. 'local'; credentials stay in settings)"
                 raise TypeError(msg)
         if agent is not None and (provider is not None or model is not None):
             msg = f"catalog agent {agent!r} runs on the provider and model its definition names; drop provider=/model= or set them in its definition file"
@@ -66,17 +79,35 @@ class AgentParam:
         self.system = system
         self.provider = provider
         self.model = model
+        self._session: Session | None = None
+
+    @property
+    def agent_session(self) -> Session:
+        """The agent's own session (OpenRath's ``agent_param.agent_session``): the system prompt of
+        an inline agent, nothing for a catalog agent. The same session every time; passed to
+        :func:`~rho_notebook.flow.run_session_loop` it stands for this AgentParam, so the call has
+        the same step key and digest as ``run_session_loop(session, param)``."""
+        held = None if self._session is None else "\n\n".join(m.content for m in self._session.messages) or None
+        if self._session is None or held != self.system:
+            prompt = Session() if self.system is None else Session.from_agent_prompt(self.system)
+            self._session = prompt.owned_by(self)
+        return self._session
 
     def to(self, provider: str | None = None, *, model: str | None = None) -> AgentParam:
         """Place this agent on ``provider`` and/or ``model`` (what is None stays); ``self``, for chaining.
 
-        The provider is a name in settings, checked by ``validate`` (not here: this layer reads no
-        settings). A catalog agent cannot be placed (its definition places it): ValueError."""
+        The provider is a name in settings, resolved now, as OpenRath's ``to(provider="main")``
+        reads its configuration during ``.to``: when the process knows its providers
+        (:func:`~rho_notebook.flow.use_providers`, or the host's table in a flow subprocess), an
+        unknown name raises :class:`~rho_notebook.flow.FlowError` here, naming the known ones;
+        otherwise ``validate`` checks it before the run. A catalog agent cannot be placed (its
+        definition places it): ValueError."""
         if self.agent is not None and (provider is not None or model is not None):
             msg = f"catalog agent {self.agent!r} runs on the provider and model its definition names; place it there"
             raise ValueError(msg)
         if provider is not None:
-            self.provider = _name(provider, "to(provider=...)")
+            name = _name(provider, "to(provider=...)")
+            self.provider = resolve_provider(name, where=f"{self!r}.to(provider={name!r})")
         if model is not None:
             self.model = _name(model, "to(model=...)")
         return self
@@ -172,17 +203,22 @@ class Workflow:
 
     def to(self, provider: str | None = None, *, model: str | None = None) -> Workflow:
         """Place this node's own inline agents (not its children's: iterate :meth:`modules` for the
-        tree; catalog agents keep their definition's placement); ``self``."""
+        tree; catalog agents keep their definition's placement); ``self``. The provider is
+        resolved now, as :meth:`AgentParam.to` does, even when this node has no agents."""
+        if provider is not None:
+            name = _name(provider, "to(provider=...)")
+            resolve_provider(name, where=f"{type(self).__name__}.to(provider={name!r})")
         for _, param in self.named_agents():
             if param.agent is None:
                 param.to(provider, model=model)
         return self
 
-    def compile(self, *, name: str | None = None) -> dict[str, Any]:
-        """The static manifest of this tree (no model call): see :func:`rho_notebook.flow.compile_manifest`."""
-        from rho_notebook.flow.manifest import compile_manifest
+    def compile(self, *, name: str | None = None) -> CompiledWorkflow:
+        """This tree compiled without a model call: a :class:`~rho_notebook.flow.CompiledWorkflow`,
+        which is also the manifest's JSON data as a dict (:func:`rho_notebook.flow.compile_manifest`)."""
+        from rho_notebook.flow.manifest import CompiledWorkflow
 
-        return compile_manifest(self, name=name)
+        return CompiledWorkflow(self, name=name)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__}("]
@@ -252,8 +288,22 @@ def run_flow(workflow: Workflow, session: Session, *, name: str | None = None) -
 def _name(value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         msg = f"{where} must be a non-empty name, got {value!r:.60}"
+        if not isinstance(value, str) and value is not None:
+            msg += " (a provider is the name of a provider in settings, e.g. 'local'; credentials stay in settings)"
         raise TypeError(msg)
     return value
+
+
+def _prompt_of(session: Session) -> str:
+    """The inline prompt an agent session holds: its system messages, joined by blank lines."""
+    roles = {m.role for m in session.messages}
+    if not session.messages or roles != {"system"}:
+        msg = (
+            "an agent session holds only the agent's prompt as system messages "
+            f"(Session.from_agent_prompt('...')); this one has roles {sorted(roles) or 'none'}"
+        )
+        raise ValueError(msg)
+    return "\n\n".join(m.content for m in session.messages)
 
 
 def _short(text: str, limit: int = 40) -> str:

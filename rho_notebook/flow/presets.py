@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rho_notebook.flow import keys
 from rho_notebook.flow._errors import FlowError
-from rho_notebook.flow.backend import ModelCall, Tool, ask, run_tool, transcript
+from rho_notebook.flow.backend import ModelCall, Tool, ask, in_run, run_tool, transcript
 from rho_notebook.flow.module import AgentParam, EmptyWorkflow, Workflow
+from rho_notebook.flow.providers import resolve_provider
 from rho_notebook.flow.session import Message, Session
 
 __all__ = [
@@ -52,32 +54,77 @@ SELECT_PROMPT = (
 _FIRST_INTEGER = re.compile(r"-?[0-9]+")
 
 
-def _call(session: Session, param: AgentParam) -> tuple[keys.KeyBook, str, Session]:
-    """The book, module path and book-carrying session of a call by ``param`` on ``session``."""
+@dataclass(frozen=True)
+class _Call:
+    """Who makes a flow call and where: its key book, module path, book-carrying input session,
+    the AgentParam and the provider the call goes to."""
+
+    book: keys.KeyBook
+    path: str
+    session: Session
+    param: AgentParam
+    provider: str | None
+
+    def model_call(
+        self, key: str, messages: Sequence[Message], tools: tuple[dict[str, Any], ...] | None = None
+    ) -> ModelCall:
+        """The request: the agent's system prompt (inline agents), then ``messages``."""
+        param = self.param
+        head = [{"role": "system", "content": param.system}] if param.system is not None else []
+        return ModelCall(
+            key=key,
+            messages=(*head, *(m.to_dict() for m in messages)),
+            provider=self.provider,
+            model=param.model,
+            tools=tools,
+            agent=param.agent,
+        )
+
+
+def _call(session: Session, agent: AgentParam | Session, provider: str | None) -> _Call:
+    """The :class:`_Call` of ``agent`` (an AgentParam, or an agent session: the one of an
+    AgentParam stands for it, any other is an unregistered inline agent) on ``session``, sent to
+    ``provider`` (None: the AgentParam's own placement)."""
     if not isinstance(session, Session):
         msg = f"expected a Session, got {type(session).__name__}"
         raise TypeError(msg)
-    if not isinstance(param, AgentParam):
-        msg = f"expected an AgentParam, got {type(param).__name__}"
+    if isinstance(agent, Session):
+        owner = agent.owner
+        param = owner if isinstance(owner, AgentParam) else AgentParam(agent)
+    elif isinstance(agent, AgentParam):
+        param = agent
+    else:
+        msg = f"expected an AgentParam or its agent_session, got {type(agent).__name__}"
         raise TypeError(msg)
     book = keys.book_for(session)
-    return book, book.path_of(param), session.bound_to(book)
-
-
-def _messages(param: AgentParam, messages: Sequence[Message]) -> tuple[dict[str, Any], ...]:
-    """The request's messages: the agent's system prompt (inline agents), then the conversation."""
-    head = [{"role": "system", "content": param.system}] if param.system is not None else []
-    return (*head, *(m.to_dict() for m in messages))
+    path = book.path_of(param)
+    if provider is not None:
+        if not isinstance(provider, str) or not provider:
+            msg = f"{path}: agent_provider= must be a provider name in settings (e.g. 'local'), got {provider!r:.60}"
+            raise TypeError(msg)
+        if param.agent is not None and provider != param.provider:
+            msg = (
+                f"{path}: catalog agent {param.agent!r} runs on the provider its definition names; drop agent_provider="
+            )
+            raise FlowError(msg)
+        resolve_provider(provider, where=f"{path}: agent_provider")
+    return _Call(book, path, session.bound_to(book), param, provider if provider is not None else param.provider)
 
 
 def run_session_loop(
-    session: Session,
-    agent: AgentParam,
+    user_session: Session,
+    agent_session: AgentParam | Session,
     *,
+    agent_provider: str | None = None,
     tools: Sequence[Tool] | None = None,
     max_turns: int = MAX_TURNS,
 ) -> Session:
-    """Run ``agent`` on ``session`` until it answers without calling a tool; the longer session.
+    """Run the agent on ``user_session`` until it answers without calling a tool; the longer session.
+
+    The agent is an :class:`~rho_notebook.flow.AgentParam` (``run_session_loop(s, self.writer)``)
+    or, as OpenRath writes it, its ``agent_session`` with ``agent_provider=`` (``run_session_loop(s,
+    self.writer.agent_session, agent_provider=self.writer.provider)``): the same call, step key and
+    digest. ``agent_provider`` (a provider name; None: the AgentParam's) places this call only.
 
     Each turn is one model call (a ``model`` step inside a run) with the agent's system prompt
     followed by the session's messages and the tools offered; when the answer asks for tools, each
@@ -92,25 +139,18 @@ def run_session_loop(
         A call failed, ``max_turns`` calls went by without a final answer, or ``tools`` were given
         to a catalog agent.
     """
-    book, path, current = _call(session, agent)
+    made = _call(user_session, agent_session, agent_provider)
+    book, path, current = made.book, made.path, made.session
     offered = {tool.name: tool for tool in tools or ()}
-    if agent.agent is not None and offered:
-        msg = f"{path}: catalog agent {agent.agent!r} uses its own tools; pass tools only to inline agents (system=...)"
+    if made.param.agent is not None and offered:
+        msg = f"{path}: catalog agent {made.param.agent!r} uses its own tools; pass tools only to inline agents (system=...)"
         raise FlowError(msg)
     specs = tuple(tool.spec() for tool in offered.values()) or None
     added: list[Message] = []
     after = current.steps
     for _ in range(max_turns):
         key = book.next_key(path, current.branch)
-        call = ModelCall(
-            key=key,
-            messages=_messages(agent, (*current.messages, *added)),
-            provider=agent.provider,
-            model=agent.model,
-            tools=specs,
-            agent=agent.agent,
-        )
-        reply = ask(call, after=after)
+        reply = ask(made.model_call(key, (*current.messages, *added), specs), after=after)
         added.append(Message("assistant", reply.content, tool_calls=reply.tool_calls))
         after = (key,)
         if not reply.tool_calls:
@@ -140,25 +180,25 @@ def run_session_loop(
     raise FlowError(msg)
 
 
-def run_session_compress(session: Session, agent: AgentParam) -> Session:
-    """One call asking ``agent`` to rewrite ``session`` as one user message; a new session holding
-    only that message, on the same branch, whose parent is ``session``."""
-    book, path, current = _call(session, agent)
-    key = book.next_key(path, current.branch)
+def run_session_compress(
+    user_session: Session, agent_session: AgentParam | Session, *, agent_provider: str | None = None
+) -> Session:
+    """One call asking the agent (as for :func:`run_session_loop`) to rewrite ``user_session`` as one
+    user message; a new session holding only that message, on the same branch, whose parent is
+    ``user_session``."""
+    made = _call(user_session, agent_session, agent_provider)
+    current = made.session
+    key = made.book.next_key(made.path, current.branch)
     ask_for = Message("user", "Compress this conversation:\n\n" + transcript([m.to_dict() for m in current.messages]))
-    call = ModelCall(
-        key=key,
-        messages=_messages(agent, (ask_for,)),
-        provider=agent.provider,
-        model=agent.model,
-        agent=agent.agent,
-    )
-    reply = ask(call, after=current.steps)
+    reply = ask(made.model_call(key, (ask_for,)), after=current.steps)
     return current.answered((Message("user", reply.content),), steps=(key,))
 
 
-def select_session(session: Session, router: AgentParam, *descriptions: str) -> int | None:
-    """One request (tools disabled) asking ``router`` which candidate fits ``session``; its index.
+def select_session(
+    session: Session, router: AgentParam | Session, *descriptions: str, agent_provider: str | None = None
+) -> int | None:
+    """One request (tools disabled) asking ``router`` (an AgentParam or its agent session) which
+    candidate fits ``session``; its index.
 
     The request shows the conversation and a menu ``0. DESCRIPTION``, ``1. ...``; the answer's first
     integer is the choice (:func:`parse_selection`). No session is made and no lineage stamped.
@@ -169,7 +209,8 @@ def select_session(session: Session, router: AgentParam, *descriptions: str) -> 
         The zero-based index, or None for no match (no integer, negative, out of range, no candidates:
         then no request is made).
     """
-    book, path, current = _call(session, router)
+    made = _call(session, router, agent_provider)
+    current = made.session
     if not descriptions:
         return None
     menu = "\n".join(
@@ -181,15 +222,8 @@ def select_session(session: Session, router: AgentParam, *descriptions: str) -> 
         + transcript([m.to_dict() for m in current.messages])
         + f"\n\nCandidates:\n{menu}\n\nAnswer with the number of the best candidate, or -1 if none applies.",
     )
-    key = book.next_key(path, current.branch)
-    call = ModelCall(
-        key=key,
-        messages=_messages(router, (question,)),
-        provider=router.provider,
-        model=router.model,
-        agent=router.agent,
-    )
-    return parse_selection(ask(call, after=current.steps).content, len(descriptions))
+    key = made.book.next_key(made.path, current.branch)
+    return parse_selection(ask(made.model_call(key, (question,)), after=current.steps).content, len(descriptions))
 
 
 def parse_selection(text: str, count: int) -> int | None:
@@ -211,7 +245,8 @@ class Agent(Workflow):
     Parameters
     ----------
     system, agent
-        An inline system prompt, or a catalog agent id (exactly one).
+        An inline system prompt (``system_prompt=`` is OpenRath's name for it), or a catalog agent
+        id (exactly one).
     provider, model
         Placement (see :class:`~rho_notebook.flow.AgentParam`).
     tools
@@ -230,8 +265,10 @@ class Agent(Workflow):
         tools: Sequence[Tool] = (),
         description: str | None = None,
         max_turns: int = MAX_TURNS,
+        system_prompt: str | None = None,
     ) -> None:
         super().__init__(description=description)
+        system = _one_prompt(system, system_prompt, "Agent")
         self.agent = AgentParam(agent, system=system, provider=provider, model=model)
         self.tools: list[Tool] = []
         self.max_turns = max_turns
@@ -260,8 +297,10 @@ class Compressor(Workflow):
         *,
         model: str | None = None,
         description: str | None = None,
+        system_prompt: str | None = None,
     ) -> None:
         super().__init__(description=description)
+        system = _one_prompt(system, system_prompt, "Compressor")
         self.agent = AgentParam(system=system or COMPRESS_PROMPT, provider=provider, model=model)
 
     def forward(self, session: Session) -> Session:
@@ -275,18 +314,30 @@ class Selector(Workflow):
     Candidates are the workflows passed to :meth:`forward`, else those given here as
     ``candidates`` (which :meth:`~rho_notebook.flow.Workflow.compile` lists with their
     descriptions; pass the registered siblings, e.g. ``candidates=(self.triage, self.resolve)``).
+
+    The one positional argument is the provider, as in OpenRath's ``Selector(provider)``; the
+    routing prompt is ``system=`` (or ``system_prompt=``). Positional use that reads like the old
+    ``Selector(prompt, provider)`` (two positionals, or a "provider" holding spaces, which no
+    provider name in settings does) raises :class:`~rho_notebook.flow.FlowError` saying what to
+    write, instead of silently routing with the wrong prompt. ``on_event`` is stored and not used,
+    as in OpenRath v1.3.0.
     """
 
     def __init__(
         self,
-        system: str | None = None,
         provider: str | None = None,
-        *,
+        *extra: object,
+        system: str | None = None,
+        system_prompt: str | None = None,
         model: str | None = None,
         candidates: Sequence[Workflow] = (),
         description: str | None = None,
+        on_event: object | None = None,
     ) -> None:
         super().__init__(description=description)
+        _selector_provider(provider, extra)
+        system = _one_prompt(system, system_prompt, "Selector")
+        self.on_event = on_event
         self.router = AgentParam(system=system or SELECT_PROMPT, provider=provider, model=model)
         for candidate in candidates:
             if not isinstance(candidate, Workflow):
@@ -295,10 +346,52 @@ class Selector(Workflow):
         self.candidates: tuple[Workflow, ...] = tuple(candidates)
 
     def forward(self, session: Session, *workflows: Workflow) -> Workflow:  # type: ignore[override]
-        """The chosen workflow (not called), or an EmptyWorkflow for no match."""
+        """The chosen workflow (not called), or an EmptyWorkflow for no match.
+
+        Called on a session outside any running flow (the seed's ``selector.forward(session, a,
+        b)`` at top level), the selector is a root, as ``workflow(session)`` is: its request is
+        keyed ``selector.router#1``, not ``flow._unnamed#1``."""
         choices = workflows or self.candidates
-        index = select_session(session, self.router, *(w.description for w in choices))
+        descriptions = tuple(w.description for w in choices)
+        if keys.inside_flow(session):
+            index = select_session(session, self.router, *descriptions)
+        else:
+            with keys.rooted(self, name=keys.root_name(type(self).__name__), unique=in_run) as book:
+                index = select_session(session.bound_to(book), self.router, *descriptions)
         return EmptyWorkflow() if index is None else choices[index]
 
     def __call__(self, session: Session, *workflows: Workflow) -> Workflow:  # type: ignore[override]
         return self.forward(session, *workflows)
+
+
+def _one_prompt(system: str | None, system_prompt: str | None, who: str) -> str | None:
+    """The inline prompt given as ``system=`` or as OpenRath's ``system_prompt=`` (not both)."""
+    if system is not None and system_prompt is not None:
+        msg = f"{who} takes the prompt once: system='...' or system_prompt='...' (the same thing), not both"
+        raise FlowError(msg)
+    return system if system is not None else system_prompt
+
+
+def _selector_provider(provider: object, extra: tuple[object, ...]) -> None:
+    """Refuse a :class:`Selector`'s positional arguments unless they are one provider name (see its
+    docstring); resolve that name as :meth:`AgentParam.to` does."""
+    if extra:
+        shown = ", ".join(repr(a)[:40] for a in (provider, *extra))
+        msg = (
+            f"Selector({shown}): Selector takes one positional argument, the provider, as OpenRath's "
+            "Selector(provider); write Selector('PROVIDER', system='ROUTING PROMPT') or use keywords"
+        )
+        raise FlowError(msg)
+    if provider is None:
+        return
+    if not isinstance(provider, str) or not provider:
+        msg = f"Selector(provider): the provider is a provider name in settings (e.g. 'local'), got {provider!r:.60}"
+        raise TypeError(msg)
+    if any(c.isspace() for c in provider):
+        msg = (
+            f"Selector({provider!r:.60}): the positional argument is the provider, as in OpenRath's "
+            "Selector(provider), and a provider name has no spaces; pass a routing prompt as "
+            "Selector(system='...') (and the provider as Selector('PROVIDER', system='...'))"
+        )
+        raise FlowError(msg)
+    resolve_provider(provider, where="Selector(provider)")

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rho_notebook.flow._errors import FlowError
+
 __all__ = ["ROLES", "Message", "ToolCall", "Session"]
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -136,7 +138,7 @@ class Session:
         :class:`Message` values or ``{"role", "content", ...}`` dicts.
     """
 
-    __slots__ = ("_messages", "_id", "_parents", "_branch", "_forks", "_book", "_after")
+    __slots__ = ("_messages", "_id", "_parents", "_branch", "_forks", "_book", "_after", "_owner")
 
     _messages: tuple[Message, ...]
     _id: str
@@ -145,6 +147,7 @@ class Session:
     _forks: _Forks
     _book: object | None
     _after: tuple[str, ...]
+    _owner: object | None
 
     def __init__(self, messages: Iterable[Message | Mapping[str, Any]] = ()) -> None:
         items = tuple(m if isinstance(m, Message) else Message.from_dict(m) for m in messages)
@@ -191,6 +194,15 @@ class Session:
         return cls([Message("user", text)])
 
     @classmethod
+    def from_agent_prompt(cls, text: str) -> Session:
+        """A new *agent* session holding one system message: the prompt of an agent, as OpenRath's
+        ``Session.from_agent_prompt`` makes it for ``AgentParam(session, provider)``."""
+        if not isinstance(text, str) or not text.strip():
+            msg = f"Session.from_agent_prompt takes the agent's prompt as non-empty text, got {text!r:.60}"
+            raise TypeError(msg)
+        return cls([Message("system", text)])
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Session:
         """The session :meth:`to_json` gave (its messages, id, parents and branch; fork counts and the
         step-key book start afresh)."""
@@ -230,6 +242,12 @@ class Session:
         on it depends on (its DAG edges inside a run); empty for a session no flow call made."""
         return self._after
 
+    @property
+    def owner(self) -> object | None:
+        """The :class:`~rho_notebook.flow.AgentParam` whose ``agent_session`` this is, else None
+        (a flow call given this session as its agent keys the call by that AgentParam)."""
+        return self._owner
+
     def text(self) -> str | None:
         """The last assistant message's text, or None when there is none."""
         for message in reversed(self._messages):
@@ -267,6 +285,38 @@ class Session:
     def fork(self) -> Session:
         """The same messages on a new child branch (``f1``, ``f2``, ... in fork order)."""
         return self._derive(branch=self._forks.child(self._branch))
+
+    def to(self, target: str, *, spec: str | None = None) -> Session:
+        """This session's messages bound for the backend ``target`` (OpenRath's ``Session.to``): a new
+        session whose parent is this one.
+
+        Only ``"local"`` exists here: tools run as verified commands in the run's workspace, in the
+        folder their :class:`~rho_notebook.flow.Tool` ``cwd`` names. ``spec=`` (a per-branch
+        sandbox folder in OpenRath) is refused rather than ignored: give each branch's tools their
+        ``cwd`` instead (docs/flows.md, "Differences from OpenRath").
+
+        Raises
+        ------
+        FlowError
+            ``target`` is not ``"local"``, or ``spec`` is given.
+        """
+        if target != "local":
+            msg = f"Session.to({target!r:.40}): the only backend here is 'local' (tools run as verified commands in the run's workspace)"
+            raise FlowError(msg)
+        if spec is not None:
+            msg = (
+                f"Session.to('local', spec={spec!r:.60}): a per-session sandbox folder is not supported; "
+                "give the branch's tools a folder with Tool(..., cwd='//FOLDER') instead"
+            )
+            raise FlowError(msg)
+        return self._derive()
+
+    def owned_by(self, owner: object) -> Session:
+        """This session's messages as the agent session of ``owner`` (an AgentParam), parent this
+        session: what :attr:`AgentParam.agent_session` gives; a flow author does not call it."""
+        made = self._derive(messages=self._messages)
+        object.__setattr__(made, "_owner", owner)
+        return made
 
     def detach(self) -> Session:
         """The same messages and branch without history: no parents."""
@@ -317,6 +367,7 @@ def _fill(
     setter(session, "_forks", forks)
     setter(session, "_book", book)
     setter(session, "_after", after)
+    setter(session, "_owner", None)
 
 
 def _canonical(value: Any) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 from rho_notebook.agents.catalog import resolve_agent
 from rho_notebook.agents.settings import AgentSettings, ProviderSettings, load_settings
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
+from rho_notebook.flow import PROVIDERS_VARIABLE
 from rho_notebook.model.graph import Graph
 from rho_notebook.planning._findings import Finding
 from rho_notebook.planning.request import PlanRequest
@@ -92,9 +93,13 @@ def _write_modules(folder: Path, graph: Graph) -> None:
         path.write_text(module.text, encoding="utf-8")
 
 
-def compile_flow(graph: Graph, *, display: str, cwd: Path) -> dict[str, Any]:
+def compile_flow(
+    graph: Graph, *, display: str, cwd: Path, providers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The ``compile()`` manifest of the flow ``graph.script.flow``, computed by the graph's frozen
     interpreter in a subprocess (``_py_harness.py --flow-compile``) from the frozen modules.
+    ``providers`` (settings' ``{name: type}``) goes to the subprocess as ``$RHO_FLOW_PROVIDERS``, so
+    a ``.to(provider=NAME)`` in the module fails where it is written (docs/flows.md).
 
     Raises
     ------
@@ -132,7 +137,9 @@ def compile_flow(graph: Graph, *, display: str, cwd: Path) -> dict[str, Any]:
         try:
             done = subprocess.run(
                 argv,
-                env=_COMPILE_ENV,
+                env=_COMPILE_ENV
+                if providers is None
+                else {**_COMPILE_ENV, PROVIDERS_VARIABLE: json.dumps(dict(providers), sort_keys=True)},
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -266,10 +273,15 @@ def check_manifest(
 async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenGraph, dict[str, Any], list[Finding]]:
     frozen = await freeze_script(request, limits=limits)
     display = request.entry.display
-    manifest = await asyncio.to_thread(compile_flow, frozen.graph, display=display, cwd=request.workspace.root)
+    settings = await asyncio.to_thread(
+        load_settings, request.user_home, request.workspace.root, trusted=request.workspace_trusted
+    )
+    providers = {name: entry.type for name, entry in settings.providers.items()}
+    manifest = await asyncio.to_thread(
+        compile_flow, frozen.graph, display=display, cwd=request.workspace.root, providers=providers
+    )
 
     def check() -> list[Finding]:
-        settings = load_settings(request.user_home, request.workspace.root, trusted=request.workspace_trusted)
         return check_manifest(
             manifest,
             settings=settings,
