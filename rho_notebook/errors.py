@@ -479,12 +479,16 @@ class ItemTooLarge(RhoError):
 
     rule = "limit.item_bytes"
 
-    def __init__(self, *, step: str, limit: int, measured: int) -> None:
+    def __init__(self, *, step: str, limit: int, measured: int, largest: tuple[tuple[str, int], ...] = ()) -> None:
+        fields = ", ".join(f"{name!r} {size} bytes" for name, size in largest)
         super().__init__(
             f"step {step!r}: the item is {measured} bytes (canonical JSON), over the 'item_bytes' limit of "
-            f"{limit} bytes; keep the item lean: carry IDs or paths of bulky data instead of the data"
+            f"{limit} bytes" + (f"; its largest fields: {fields}" if fields else "") + "; keep the item lean: "
+            "carry IDs or paths of bulky data instead of the data"
         )
         self.step, self.limit, self.measured = step, limit, measured
+        self.largest = largest
+        """(field, bytes of its value as canonical JSON) of the item's largest top-level fields."""
 
 
 class CodeStepError(RhoError):

@@ -2,7 +2,7 @@
 // counts, edge and dependency geometry, node labels and tooltips, durations and
 // the rows of the attempts table. dagview.ts draws with them; test/model.test.ts checks them.
 
-import type { AttemptJson, HaltedStepJson, NodeView, ReusedFromJson, ShownName, StateName, WireLayout, WireNode } from "./types";
+import type { AttemptJson, HaltedStepJson, InstancesJson, NodeView, ReusedFromJson, ShownName, StateName, WireLayout, WireNode } from "./types";
 
 export const STATES: readonly StateName[] = [
   "pending",
@@ -169,11 +169,27 @@ export function countHalted(names: Iterable<string>, views: Record<string, NodeV
  * replayed" for a script step answered from the journal (nothing ran), "\u21ba reused" for a
  * reused graph node; "" otherwise. The first that applies wins.
  */
-export function nodeMark(view: NodeView | undefined): { text: string; kind: "" | "halted" | "replayed" | "reused" } {
+export function nodeMark(view: NodeView | undefined): { text: string; kind: "" | "halted" | "replayed" | "reused" | "instances" } {
   if (view?.halted) return { text: `${DECISION_STYLE[2]} ${DECISION_LABEL}`, kind: "halted" };
   if (view?.replayed) return { text: "\u21ba replayed", kind: "replayed" };
   if (view?.reused_from) return { text: "\u21ba reused", kind: "reused" };
+  if (view?.instances) return { text: instancesMark(view.instances), kind: "instances" };
   return { text: "", kind: "" };
+}
+
+/** An aggregate step's instances on its node: `3/4 ×` (settled of all), `4 ×` when all settled. */
+export function instancesMark(instances: InstancesJson): string {
+  const total = Object.keys(instances.states).length;
+  const open = Object.values(instances.states).filter((s) => s === "running" || s === "pending").length;
+  return open ? `${total - open}/${total} \u00d7` : `${total} \u00d7`;
+}
+
+/** `instances: 3 success, 1 running` (counts in the order the run has them). */
+export function instancesText(instances: InstancesJson): string {
+  const parts = Object.entries(instances.counts)
+    .filter(([, n]) => n > 0)
+    .map(([state, n]) => `${n} ${state}`);
+  return `instances: ${parts.join(", ") || "none yet"}`;
 }
 
 /** `needs a decision: a (why); b (why): rho-notebook resume RUN --decide a=rerun|skip ...`. */
@@ -199,8 +215,9 @@ export function nodeTitle(node: WireNode, view: NodeView | undefined): string {
   const reused = source && !(view?.reason ?? "").includes(source.run_id) ? `\n${reusedText(source)}` : "";
   const replayed = view?.replayed ? `\nreplayed ${view.replayed}\u00d7 from the journal: nothing ran` : "";
   const halted = view?.halted ? `\n${DECISION_LABEL}: ${view.halted}` : "";
+  const instances = view?.instances ? `\n${instancesText(view.instances)}` : "";
   const reason = view?.reason ? ` \u2014 ${view.reason}` : "";
-  return `${node.name} (${node.kind}): ${state}${attempt}${reason}${reused}${replayed}${halted}`;
+  return `${node.name} (${node.kind}): ${state}${attempt}${reason}${reused}${replayed}${halted}${instances}`;
 }
 
 /** need -> the nodes that need it, in layout order. */

@@ -335,6 +335,7 @@ export interface NodeView {
    * Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision").
    */
   halted?: string;
+  instances?: InstancesJson;
   /**
    * Version: the tracker's change counter when this view last changed (newest wins).
    */
@@ -480,6 +481,24 @@ export interface DiffSideJson {
   workflow: string;
 }
 
+/**
+ * An item graph's ``aggregate`` step: its instances ``STEP[i]`` (one node in the DAG).
+ */
+export interface InstancesJson {
+  /**
+   * How many instances are in each state (``success``, ``running``, ``failure``, ...).
+   */
+  counts: {
+    [k: string]: number;
+  };
+  /**
+   * Each instance's latest state by its key ``STEP[i]``, in element order.
+   */
+  states: {
+    [k: string]: string;
+  };
+}
+
 export interface NodeChangeJson {
   node: string;
   /**
@@ -547,6 +566,7 @@ export interface NodeStatusJson {
    * Script runs: how many step calls were answered from the journal (nothing ran).
    */
   replayed?: number;
+  instances?: InstancesJson;
 }
 
 export interface PlanNodeJson {

@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { renderDag } from "../src/dagview";
-import { countHalted, DECISION_LABEL, decisionText, nodeMark, outputText } from "../src/model";
+import { countHalted, DECISION_LABEL, decisionText, instancesText, nodeMark, nodeTitle, outputText } from "../src/model";
 import type { WireLayout } from "../src/types";
 import { ModelStore } from "../src/widget";
 import { nodeView, TestSource } from "./fixtures";
@@ -124,6 +124,16 @@ describe("the model of the marks", () => {
     expect(nodeMark(nodeView("success", { replayed: 1, reused_from }))).toEqual({ text: "\u21ba replayed", kind: "replayed" });
     expect(nodeMark(nodeView("success", { replayed: 0, reused_from })).kind).toBe("reused");
     expect(nodeMark(undefined)).toEqual({ text: "", kind: "" });
+  });
+
+  it("marks an aggregate step with its instances: settled of all while any runs, then the count", () => {
+    const running = { counts: { success: 2, running: 1 }, states: { "s[0]": "success", "s[1]": "success", "s[2]": "running" } };
+    expect(nodeMark(nodeView("running", { instances: running }))).toEqual({ text: "2/3 \u00d7", kind: "instances" });
+    const done = { counts: { success: 3 }, states: { "s[0]": "success", "s[1]": "success", "s[2]": "success" } };
+    expect(nodeMark(nodeView("success", { instances: done }))).toEqual({ text: "3 \u00d7", kind: "instances" });
+    expect(instancesText(running)).toBe("instances: 2 success, 1 running");
+    const node = { name: "s", kind: "aggregate", needs: [], x: 0, y: 0 } as unknown as Parameters<typeof nodeTitle>[0];
+    expect(nodeTitle(node, nodeView("running", { instances: running }))).toContain("instances: 2 success, 1 running");
   });
 
   it("counts halted steps and writes the resume command for every one of them", () => {

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rho_notebook.cli._args import JSON_HELP, JsonOutput, OutputChoice
 from rho_notebook.cli.verbs import declare
 from rho_notebook.errors import InvalidWorkflow, RhoError
 from rho_notebook.service.flags import VerbParser
@@ -46,6 +47,15 @@ EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(VerbParser):
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """Every ``--output`` that offers ``json`` brings ``--json``, its CAO spelling, right after
+        it: one place for every verb (:class:`~rho_notebook.cli._args.JsonOutput`)."""
+        if "--output" not in args or "json" not in kwargs.get("choices", ()) or "action" in kwargs:
+            return super().add_argument(*args, **kwargs)
+        action = super().add_argument(*args, action=OutputChoice, **kwargs)
+        super().add_argument("--json", action=JsonOutput, help=JSON_HELP)
+        return action
+
     def error(self, message: str) -> None:  # type: ignore[override]
         """A usage error: one line on stderr naming where the whole usage is, exit 2."""
         print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)

@@ -44,6 +44,7 @@ for real (and says so)."""
 
 def declare(verbs: Any) -> None:
     """Add every verb to ``verbs`` (the parser's sub-parsers), in the order ``--help`` lists them."""
+    _catalog(verbs)
     _planning(verbs)
     _diff(verbs)
     _running(verbs)
@@ -54,6 +55,25 @@ def declare(verbs: Any) -> None:
     _record(verbs)
     _mcp(verbs)
     _convert(verbs)
+
+
+def _catalog(verbs: Any) -> None:
+    workspace = {
+        "type": Path,
+        "default": None,
+        "metavar": "DIR",
+        "help": "the workspace whose workflows are read (default: the one holding the current directory)",
+    }
+    listing = verbs.add_parser("list", help="the workspace's workflows (name, kind, file), as MCP's workflow_list")
+    listing.add_argument("--workspace", "--dir", **workspace)
+    add_output(listing)
+    listing.set_defaults(handler="catalog_verbs:run_list")
+
+    get = verbs.add_parser("get", help="one workflow of the workspace: its kind, file, inputs and source")
+    get.add_argument("name", metavar="NAME", help="a workflow's name as `list` shows it, or its file")
+    get.add_argument("--workspace", "--dir", **workspace)
+    add_output(get)
+    get.set_defaults(handler="catalog_verbs:run_get")
 
 
 def _planning(verbs: Any) -> None:
@@ -149,7 +169,13 @@ def _reading(verbs: Any) -> None:
 
     events = verbs.add_parser("events", help="the run's journal, one JSON event per line")
     events.add_argument("run")
-    events.add_argument("--follow", action="store_true", help="keep printing new events until the run completes")
+    events.add_argument(
+        "--follow",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep printing new events until the run completes; --no-follow (the default): print what the journal "
+        "holds and exit",
+    )
     events.add_argument("--after-seq", type=count, default=0, metavar="N")
     events.set_defaults(handler="read_verbs:run_events")
 

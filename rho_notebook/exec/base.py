@@ -18,6 +18,7 @@ from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import EnvironmentPolicy, Graph, Node
 from rho_notebook.model.identity import FileIdentity
+from rho_notebook.model.itemrun import InstanceLog
 from rho_notebook.model.reference import MISSING, OutputRef, Template, render_value, walk_path
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
@@ -91,9 +92,12 @@ class AttemptContext(Attempt):
     timeout, or "cancelled". Only approval nodes use it; agents never get it."""
     graph: Graph | None = None
     """The run's frozen graph (Python nodes need its interpreter and modules)."""
-    run_fields: Mapping[str, str | None] = field(default_factory=dict)
-    """Who started the run (``initiator``, ``via``, ``client`` of the run manifest); item-graph
-    mappings read them as ``{{ $run.NAME }}``."""
+    run_fields: Mapping[str, Any] = field(default_factory=dict)
+    """What item-graph mappings read as ``{{ $run.NAME }}``: who started the run (``initiator``,
+    ``via``, ``client`` of the run manifest) and, taken when this attempt began, the run's
+    ``members`` and ``participants`` (:func:`~rho_notebook.model.mapping.with_people`)."""
+    instances: InstanceLog | None = None
+    """An item graph's ``aggregate`` step: its instances in the journal (None for other nodes)."""
 
 
 @dataclass

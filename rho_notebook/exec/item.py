@@ -25,6 +25,7 @@ on); an item over the graph's ``item_bytes`` cap fails the step, naming both siz
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -38,10 +39,11 @@ from rho_notebook.exec.passes import PASSING_KINDS, passed_item
 from rho_notebook.exec.supervised import Ended, ProcessOperation
 from rho_notebook.model.agent import agent_launch_facts
 from rho_notebook.model.condition import UNAVAILABLE
+from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.graph import Graph, ItemNode, Node
-from rho_notebook.model.itemgraph import FieldDecl, check_item_size
-from rho_notebook.model.itemrun import delivered_items, merge_join
-from rho_notebook.model.mapping import RunContext, resolve
+from rho_notebook.model.itemgraph import FieldDecl, check_item_size, item_bytes
+from rho_notebook.model.itemrun import InstanceLog, delivered_items, instance_key, merge_join
+from rho_notebook.model.mapping import MISSING, RunContext, lookup, parse_path, resolve
 from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import (
     BoolSchema,
@@ -53,14 +55,29 @@ from rho_notebook.model.schema import (
     StringSchema,
 )
 from rho_notebook.model.state import NodeState
-from rho_notebook.store.files import atomic_write, json_bytes
+from rho_notebook.store.files import atomic_write, ensure_private_dir, json_bytes
 from rho_notebook.store.layout import ANSWER_PROSE_FILE, INPUT_FILE, VALUE_FILE
 
-__all__ = ["ItemExecutor", "answer_schema", "command_argv", "input_item", "item_launch_facts"]
+__all__ = [
+    "ItemExecutor",
+    "aggregate_elements",
+    "answer_schema",
+    "command_argv",
+    "inner_node",
+    "input_item",
+    "instance_item",
+    "item_launch_facts",
+]
 
 
 class _StepFailed(Exception):
     """The step's result is unusable; ``str(err)`` says why (the attempt fails with it)."""
+
+
+def _is_instance(node: ItemNode) -> bool:
+    """Whether ``node`` is an aggregate's instance ``STEP[i]`` (its result is not merged into an
+    item: the aggregate adds it to the list under ``into``)."""
+    return node.name.endswith("]")
 
 
 _NODES: dict[int, tuple[Graph, dict[str, Node]]] = {}
@@ -105,8 +122,21 @@ def command_argv(node: ItemNode, item: Any, run: RunContext) -> tuple[str, ...]:
 
 def item_launch_facts(node: ItemNode, graph: Graph, outputs: Any, run: RunContext) -> dict[str, Any]:
     """What a person or a hook decides on before a command or agent step starts: the exact
-    process facts (as for a command node), or the agent and its resolved prompt."""
+    process facts (as for a command node), or the agent and its resolved prompt. An aggregate's
+    are every instance's, in element order (one decision covers the step's instances)."""
     item = input_item(node, graph, outputs)
+    if node.step_kind != "aggregate":
+        return _launch_facts(node, item, graph, run)
+    inner = inner_node(node)
+    try:
+        elements = aggregate_elements(node, item)
+    except _StepFailed:
+        elements = []  # the attempt fails saying why, once admitted
+    instances = [_launch_facts(inner, instance_item(inner, e), graph, run) for e in elements]
+    return {"step": node.step, "kind": "aggregate", "over": node.params["over"], "instances": instances}
+
+
+def _launch_facts(node: ItemNode, item: Any, graph: Graph, run: RunContext) -> dict[str, Any]:
     if node.step_kind == "command" and node.executable is not None:
         return frozen_process_facts(node.executable, command_argv(node, item, run), node.cwd)
     prompt = resolve(node.params.get("prompt", ""), item, run)
@@ -118,6 +148,44 @@ def item_launch_facts(node: ItemNode, graph: Graph, outputs: Any, run: RunContex
             access=node.access, provider=node.params.get("provider"), model=node.params.get("model"), prompt=prompt
         )
     return facts
+
+
+def inner_node(node: ItemNode) -> ItemNode:
+    """The node an aggregate runs per element: its inner step's kind and params, with the
+    aggregate's frozen executable, working directory and agent (they are the inner step's)."""
+    inner = node.params["step"]
+    return node.model_copy(update={"step_kind": inner["kind"], "params": inner["params"]})
+
+
+def instance_item(inner: ItemNode, element: Any) -> Any:
+    """An instance's item: the element (a code step's must be an object: any other element is
+    given as ``{"value": element}``, as a step's item is when an edge delivers a non-object)."""
+    if inner.step_kind == "code" and not isinstance(element, dict):
+        return {"value": element}
+    return element
+
+
+def aggregate_elements(node: ItemNode, item: Any) -> list[Any]:
+    """The list an aggregate iterates over (``over``), checked against ``max_items``.
+
+    Raises
+    ------
+    _StepFailed
+        The field is missing or not a list, or it has more than ``max_items`` elements.
+    """
+    over, limit = node.params["over"], node.params["max_items"]
+    found = lookup(item, parse_path(over))
+    if found is MISSING or not isinstance(found, list):
+        shown = "missing" if found is MISSING else f"a {type(found).__name__}"
+        msg = f"aggregate step {node.name!r}: over {over!r} is {shown}, not a list"
+        raise _StepFailed(msg)
+    if len(found) > limit:
+        msg = (
+            f"aggregate step {node.name!r}: the list at {over!r} has {len(found)} elements, more than max_items "
+            f"{limit}; raise max_items (at most 1000) or shorten the list"
+        )
+        raise _StepFailed(msg)
+    return found
 
 
 def answer_schema(fields: Mapping[str, Any]) -> Schema:
@@ -197,7 +265,7 @@ class ItemExecutor:
         result.artifacts["value"] = VALUE_FILE
         return result
 
-    async def _step(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
+    async def _step(self, ctx: AttemptContext, node: ItemNode, item: Any, run: RunContext) -> AttemptResult:
         kind, params = node.step_kind, node.params
         if kind in PASSING_KINDS:
             return AttemptResult(state=NodeState.SUCCESS, value=passed_item(kind, params, item, run))
@@ -206,6 +274,8 @@ class ItemExecutor:
             if changed is None:
                 return AttemptResult(state=NodeState.CANCELLATION, message="cancelled")
             return AttemptResult(state=NodeState.SUCCESS, value=changed)
+        if kind == "aggregate":
+            return await self._aggregate(ctx, node, item, run)
         if kind == "human":
             return await self._human(ctx, node, item, run)
         if kind == "command":
@@ -213,6 +283,71 @@ class ItemExecutor:
         if kind == "agent":
             return await self._agent(ctx, node, item, run)
         return await self._model(ctx, node, item, run)
+
+    # -- aggregate: the inner step once per element -------------------------------------------------
+
+    async def _aggregate(
+        self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext
+    ) -> AttemptResult:
+        """Run the inner step once per element, in element order, each an instance ``STEP[i]``
+        journaled before it starts (fsynced when it has effects outside the run) and when it ends;
+        instances that succeeded in an earlier attempt are taken from the journal, not run again.
+        The first instance that does not succeed ends the step with its state."""
+        elements = aggregate_elements(node, item)
+        log = ctx.instances or InstanceLog()
+        inner = inner_node(node)
+        into, limit = node.params["into"], ctx.graph.items.item_bytes if ctx.graph and ctx.graph.items else 1 << 62
+        base = item_bytes({**item, into: []})
+        carried = base + sum(item_bytes(value) + 1 for value in log.done.values())
+        results: list[Any] = []
+        for index, element in enumerate(elements):
+            if index in log.done:
+                results.append(log.done[index])
+                continue
+            key = instance_key(node.name, index)
+            launched = event(
+                EventKind.INSTANCE_LAUNCHED, ctx.run_id, node=node.name, attempt=ctx.attempt, instance=index
+            )
+            log.write(launched, durable=not inner.pure)
+            result = await self._instance(ctx, inner.model_copy(update={"name": key}), index, element, run)
+            if result.state is NodeState.SUCCESS:
+                carried += item_bytes(result.value) + 1
+                if carried > limit:  # a lower bound of the item's size: stop before journaling more
+                    over = ItemTooLarge(
+                        step=node.name, limit=limit, measured=carried, largest=((into, carried - base),)
+                    )
+                    result = AttemptResult(state=NodeState.FAILURE, message=over.message, exit=result.exit)
+            success = result.state is NodeState.SUCCESS
+            finished = {**launched, "kind": EventKind.INSTANCE_FINISHED.value, "at": now_iso()}
+            finished.update(
+                state=result.state.value, message=result.message, **({"value": result.value} if success else {})
+            )
+            log.write(finished, durable=False)
+            if not success:
+                shown = f"instance {key} (element {index} of {len(elements)}) ended in {result.state.value}"
+                return AttemptResult(state=result.state, message=f"{shown}: {result.message}", exit=result.exit)
+            results.append(result.value)
+        taken = sum(1 for index in range(len(elements)) if index in log.done)
+        message = f"{len(elements)} instances succeeded" + (f" ({taken} taken from the journal)" if taken else "")
+        return AttemptResult(state=NodeState.SUCCESS, message=message, value={**item, into: results})
+
+    async def _instance(
+        self, ctx: AttemptContext, inner: ItemNode, index: int, element: Any, run: RunContext
+    ) -> AttemptResult:
+        """One instance, with its own folder ``instances/INDEX`` in the aggregate's attempt folder
+        (its stdout, stderr, answer and ``input.json``)."""
+        folder = await ctx.directory()
+        own = folder / "instances" / str(index)
+        await asyncio.to_thread(ensure_private_dir, own, below=folder)
+        item = instance_item(inner, element)
+        atomic_write(own / INPUT_FILE, json_bytes(item), durable=False)
+        sub = dataclasses.replace(ctx, node=inner, attempt_dir=own, files=None, instances=None)
+        try:
+            return await self._step(sub, inner, item, run)
+        except _StepFailed as err:
+            return AttemptResult(state=NodeState.FAILURE, message=str(err))
+        except RhoError as err:
+            return AttemptResult(state=NodeState.FAILURE, message=err.message)
 
     # -- the kinds that wait or launch ----------------------------------------------------------------
 
@@ -229,13 +364,11 @@ class ItemExecutor:
             result.value = {**item, **result.value}
         return result
 
-    async def _command(
-        self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext
-    ) -> AttemptResult:
+    async def _command(self, ctx: AttemptContext, node: ItemNode, item: Any, run: RunContext) -> AttemptResult:
         if node.executable is None:
             msg = f"command step {node.name!r} has no frozen executable"
             raise _StepFailed(msg)
-        into = node.params["into"]
+        into = node.params.get("into")  # None: an aggregate's instance (its result is the value)
         op = ProcessOperation(
             name=node.name,
             executable=node.executable,
@@ -256,11 +389,11 @@ class ItemExecutor:
                 value = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 return ended.failure(f"stdout is not one JSON value ({err})")
-            return ended.success({**item, into: value})
+            return ended.success(value if into is None else {**item, into: value})
 
         return await run_command(ctx, op, judge=judge, kill_grace_seconds=self.kill_grace_seconds)
 
-    async def _agent(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
+    async def _agent(self, ctx: AttemptContext, node: ItemNode, item: Any, run: RunContext) -> AttemptResult:
         from rho_notebook.exec.agent import AgentOperation  # the agents layer loads when an agent step runs
 
         params = node.params
@@ -290,10 +423,10 @@ class ItemExecutor:
                 return AttemptResult(
                     state=NodeState.FAILURE, message=str(err), exit=result.exit, artifacts=result.artifacts
                 )
-        result.value = {**item, **answer}
+        result.value = answer if _is_instance(node) else {**item, **answer}
         return result
 
-    async def _model(self, ctx: AttemptContext, node: ItemNode, item: dict[str, Any], run: RunContext) -> AttemptResult:
+    async def _model(self, ctx: AttemptContext, node: ItemNode, item: Any, run: RunContext) -> AttemptResult:
         from rho_notebook.exec.model import model_call, run_model  # loaded when a model step runs
 
         params = node.params
@@ -321,7 +454,8 @@ class ItemExecutor:
             transport=self.agents.transport,
             timeout_seconds=node.timeout_seconds,
         )
-        value = {**item, params["into"]: outcome.value if fields else outcome.text}
+        answered = outcome.value if fields else outcome.text
+        value = answered if _is_instance(node) else {**item, params["into"]: answered}
         return AttemptResult(
             state=outcome.state,
             message=outcome.message,

@@ -20,6 +20,12 @@ So ``team.research.writer/f1#2`` is the second call of ``writer`` on branch ``f1
 
     [a-z_][a-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*(/f[0-9]+(\\.[0-9]+)*)?#[0-9]+
 
+A flow key always ends in ``#<n>``, and ``#`` is outside the step-id grammar an author's
+``step_id=`` follows (:data:`rho_notebook.script.channel.STEP_ID`, defined once in the shim). So a
+flow's keys and the ids of steps a flow module calls itself (``run_step(..., step_id=...)``) share
+one namespace in the journal and can never be the same key; the shim refuses a built key that
+is a step id.
+
 Calls of one (module path, branch) must happen one after another (as they do in one thread);
 calls on different branches may run at the same time. Two threads calling the same agent on the
 same branch (a session not forked before it went to a pool, or a fresh ``Session`` made inside a

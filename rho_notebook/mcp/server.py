@@ -25,7 +25,7 @@ import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -35,11 +35,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, RhoError
-from rho_notebook.mcp._paging import cut_value, page
+from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
     TOOLS,
     CancelArgs,
+    EventsArgs,
     ListArgs,
     LogsArgs,
     PlanApprovalArgs,
@@ -67,6 +68,7 @@ from rho_notebook.service import (
     StartRun,
     Workspace,
 )
+from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
 
@@ -82,8 +84,9 @@ _OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/nodes/(?P<node>[^/?#]+)/
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
 Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
-workflow_list -> workflow_validate -> workflow_plan (read the graph_digest, authority and nodes) ->
-workflow_run(plan_id, graph_digest) -> workflow_wait / workflow_status -> workflow_result.
+workflow_list (the workflows; workflow_runs lists runs) -> workflow_validate -> workflow_plan (read the
+graph_digest, authority and nodes) -> workflow_run(plan_id, graph_digest) -> workflow_wait / workflow_status
+(workflow_events pages the journal) -> workflow_result.
 A run you start is supervised (every launch waits for a person) unless a person approved the plan;
 no tool approves anything: when a run waits, tell the user the command the answer names."""
 
@@ -149,12 +152,7 @@ class WorkflowTools:
 
     async def workflow_list(self, args: ListArgs, client: str | None) -> Any:
         scan = await self.service.workflow_scan(self.workspace.root)
-        return {
-            "workspace": str(self.workspace.root),
-            "workflows": [entry.to_json() for entry in scan.workflows],
-            "truncated": scan.truncated,
-            "skipped": scan.skipped,
-        }
+        return catalog_json(self.workspace.root, scan)
 
     async def workflow_validate(self, args: ValidateArgs, client: str | None) -> Any:
         path = self._path(args.file)
@@ -291,7 +289,7 @@ class WorkflowTools:
         run_id = data["run_id"]
         for name, node in data["nodes"].items():
             if "output" in node:
-                where = f"the resource rho://runs/{run_id}/nodes/{name}/output"
+                where = f"the resource rho://runs/{run_id}/nodes/{quote(name, safe='')}/output"  # a key may hold `/`
                 node["output"] = cut_value(node["output"], limit=MAX_TEXT // 4, where=where)
         if "output" in data:
             data["output"] = cut_value(data["output"], limit=MAX_TEXT // 2, where="workflow_status (output)")
@@ -306,6 +304,15 @@ class WorkflowTools:
     async def workflow_runs(self, args: RunsArgs, client: str | None) -> Any:
         query = RunsQuery(state=None if args.state is None else Lifecycle(args.state), limit=args.limit)
         return await self.service.run_rows(query)
+
+    async def workflow_events(self, args: EventsArgs, client: str | None) -> Any:
+        """One page of the run's journal; a damaged journal's readable part, with the reason."""
+        run_id = await self.service.resolve_run(args.run_id)
+        read = await self.service.journal(run_id, after_seq=args.after_seq)
+        window = events_page(
+            read.events, after_seq=args.after_seq, last_seq=read.last_seq, limit=args.limit, max_chars=MAX_TEXT
+        )
+        return {"run_id": run_id, **window, "torn": read.torn, "damage": read.damage}
 
     async def workflow_plan_approval(self, args: PlanApprovalArgs, client: str | None) -> Any:
         plan_id = None

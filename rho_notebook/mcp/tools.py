@@ -33,13 +33,17 @@ __all__ = [
     "ResumeArgs",
     "LogsArgs",
     "RunsArgs",
+    "EventsArgs",
     "PlanApprovalArgs",
     "MAX_TEXT",
+    "MAX_EVENTS",
     "MAX_WAIT_SECONDS",
 ]
 
 MAX_TEXT = 20_000
 """Characters of log or output text one answer carries at most (the rest is paged with ``offset``)."""
+MAX_EVENTS = 1000
+"""Journal records one ``workflow_events`` answer carries at most (also bounded by :data:`MAX_TEXT`)."""
 MAX_WAIT_SECONDS = 300.0
 """The longest one ``workflow_wait`` call waits: below the per-call timeout of common MCP hosts."""
 MAX_INPUTS_BYTES = 1_000_000
@@ -183,6 +187,14 @@ class RunsArgs(_Args):
     limit: int = Field(default=50, ge=1, le=500, description="the newest this many runs")
 
 
+class EventsArgs(_Args):
+    run_id: RunId
+    after_seq: int = Field(
+        default=0, ge=0, description="answer the records after this seq: 0 from the start, else a page's next_after_seq"
+    )
+    limit: int = Field(default=200, ge=1, le=MAX_EVENTS, description="records to answer at most")
+
+
 class PlanApprovalArgs(_Args):
     plan_id: PlanId | None = None
     graph_digest: Digest | None = None
@@ -210,8 +222,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "workflow_list",
         ListArgs,
-        "The workflows of the workspace: Starlark entries, scripts, notebooks and item graphs (file, kind, name). "
-        "Plan one with workflow_plan.",
+        "The workflows of the workspace: Starlark entries, scripts, flows, notebooks and item graphs (file, kind, "
+        "name); not runs (those are workflow_runs). Plan one with workflow_plan.",
     ),
     ToolSpec(
         "workflow_validate",
@@ -266,7 +278,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         LogsArgs,
         "A node's stdout or stderr (latest attempt), paged: a truncated answer gives next_offset for the next call.",
     ),
-    ToolSpec("workflow_runs", RunsArgs, "Runs of the store, newest last (as `rho-notebook runs --output json`)."),
+    ToolSpec(
+        "workflow_runs",
+        RunsArgs,
+        "The runs of the store (not the workflows: that is workflow_list), newest last, filtered by state (a "
+        "lifecycle), the newest limit of them (as `rho-notebook runs --state S --limit N --output json`).",
+    ),
+    ToolSpec(
+        "workflow_events",
+        EventsArgs,
+        "A run's journal records after after_seq (as `rho-notebook events RUN --after-seq N --no-follow`), paged: "
+        "at most limit records; a truncated answer gives next_after_seq for the next call. Read once, never follows.",
+    ),
     ToolSpec(
         "workflow_plan_approval",
         PlanApprovalArgs,

@@ -35,6 +35,8 @@ __all__ = [
     "HaltedStep",
     "HookIgnored",
     "HookRan",
+    "InstanceFinished",
+    "InstanceLaunched",
     "JournalEvent",
     "JournalRepaired",
     "LiveEvent",
@@ -106,6 +108,8 @@ class EventKind(str, Enum):
     DECISION_RECORDED = "decision_recorded"
     RUN_COMPLETED = "run_completed"
     NEEDS_RECOVERY = "needs_recovery"
+    INSTANCE_LAUNCHED = "instance_launched"
+    INSTANCE_FINISHED = "instance_finished"
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -470,6 +474,25 @@ class RunCompleted(_Journaled):
     """Why a script run did not succeed."""
 
 
+class InstanceLaunched(_OfAttempt):
+    """An item-graph ``aggregate`` step's attempt starts instance ``STEP[instance]`` (durable
+    before it starts when it has effects outside the run, like ``node_launched``)."""
+
+    kind: Literal["instance_launched"]
+    instance: int
+
+
+class InstanceFinished(_OfAttempt):
+    """Instance ``STEP[instance]`` of an aggregate's attempt ended; ``value`` is a success's
+    result (a resumed attempt takes it instead of running the instance again)."""
+
+    kind: Literal["instance_finished"]
+    instance: int
+    state: str
+    message: str
+    value: NotRequired[Any]
+
+
 class NeedsRecovery(_Journaled):
     """An unclean exit left uncertain attempts on these nodes."""
 
@@ -512,6 +535,8 @@ JournalEvent = (
     | DecisionRecorded
     | RunCompleted
     | NeedsRecovery
+    | InstanceLaunched
+    | InstanceFinished
 )
 """One record of ``events.jsonl``, discriminated by its ``kind`` (see :data:`EVENT_TYPES`)."""
 

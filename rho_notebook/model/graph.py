@@ -230,7 +230,9 @@ class ItemRoute(FrozenModel):
     """The edge's ``when`` (``{field, op, value}``, see ``model/itemgraph.Condition``); None: always."""
 
 
-ItemStepKind = Literal["agent", "model", "command", "code", "set", "branch", "join", "human", "output"]
+ItemStepKind = Literal[
+    "agent", "model", "command", "code", "set", "transform", "branch", "join", "human", "aggregate", "output"
+]
 
 
 class ItemNode(_NodeBase):
@@ -262,15 +264,30 @@ class ItemNode(_NodeBase):
         ``branch``, ``join``, ``output``), a sandboxed Starlark worker does (``code``) or a person
         is asked (``human``). Such an attempt is safe to start again after a crash, so its launch
         need not be durable first and recovery resets it without ``--recover-uncertain``."""
-        return self.step_kind not in ("agent", "model", "command")
+        return self.acting_kind not in ("agent", "model", "command")
+
+    @property
+    def acting_kind(self) -> str:
+        """The kind whose launches an attempt makes: an ``aggregate`` step's inner kind (it runs
+        that step once per element), else ``step_kind``."""
+        if self.step_kind == "aggregate":
+            return str(self.params["step"]["kind"])
+        return self.step_kind
+
+    @property
+    def acting_params(self) -> dict[str, Any]:
+        """The params of the kind :attr:`acting_kind` names (an aggregate's inner step's)."""
+        if self.step_kind == "aggregate":
+            return dict(self.params["step"]["params"])
+        return self.params
 
     @property
     def slot(self) -> Literal["agent", "command", "none"]:
         """Which scheduler limit an attempt counts against: agents, commands, or none (steps the
         owner computes itself, and human steps, which wait without cost)."""
-        if self.step_kind in ("agent", "model"):
+        if self.acting_kind in ("agent", "model"):
             return "agent"
-        if self.step_kind == "command":
+        if self.acting_kind == "command":
             return "command"
         return "none"
 

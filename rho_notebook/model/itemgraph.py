@@ -26,8 +26,13 @@ API for the runner (pure functions and frozen values; nothing here runs a step):
 How each step kind changes the item (the runner's contract): ``agent`` and ``human`` merge the
 answer's fields over the item (the answer wins a clash); ``model`` and ``command`` add their
 result under ``into``; ``code`` replaces the item with ``run(item)``; ``set`` returns the item with
-the named top-level fields set; ``branch`` and ``output`` pass it on unchanged; ``join`` merges the
-items of the in-edges that delivered, in edge order, and adds each under its source step's id.
+the named top-level fields set; ``transform`` replaces the item with its ``fields`` resolved (the
+other fields are dropped); ``branch`` and ``output`` pass it on unchanged; ``join`` merges the
+items of the in-edges that delivered, in edge order, and adds each under its source step's id;
+``aggregate`` runs its inner ``step`` once per element of the list at ``over`` (at most
+``max_items``), with that element as the inner step's item, and adds the results, in element
+order, as one list under ``into`` (an instance's result: a command's stdout value, a model's text
+or typed answer, an agent's answer object, a code step's ``run(element)``).
 """
 
 from __future__ import annotations
@@ -36,12 +41,12 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rho_notebook.errors import ItemTooLarge, MappingError
 from rho_notebook.model.base import FrozenModel
-from rho_notebook.model.graph import NAME_PATTERN
-from rho_notebook.model.mapping import MISSING, lookup, parse_path
+from rho_notebook.model.item_edges import Condition, Edge, Loop, StepId
+from rho_notebook.model.mapping import parse_path
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN, Scalar
 
 __all__ = [
@@ -49,8 +54,13 @@ __all__ = [
     "GRAPH_SUFFIXES",
     "ITEM_GRAPH_FORMAT",
     "STEP_KINDS",
+    "INNER_KINDS",
+    "INNER_PARAMS_BY_KIND",
+    "MAX_AGGREGATE_ITEMS",
     "AgentParams",
     "AgentStep",
+    "AggregateParams",
+    "AggregateStep",
     "BranchStep",
     "CodeParams",
     "CodeStep",
@@ -61,6 +71,9 @@ __all__ = [
     "FieldDecl",
     "HumanParams",
     "HumanStep",
+    "InnerCommandParams",
+    "InnerModelParams",
+    "InnerStep",
     "ItemGraph",
     "JoinStep",
     "Loop",
@@ -73,6 +86,8 @@ __all__ = [
     "SetStep",
     "Step",
     "StepParams",
+    "TransformParams",
+    "TransformStep",
     "check_item_size",
     "first_item",
     "graph_json_schema",
@@ -88,10 +103,22 @@ GRAPH_SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "graph.sch
 GRAPH_SUFFIXES = (".graph.yaml", ".graph.yml", ".graph.json")
 """File names of item-graph documents end with one of these."""
 
-STEP_KINDS = ("agent", "model", "command", "code", "set", "branch", "join", "human", "output")
+STEP_KINDS = (
+    "agent",
+    "model",
+    "command",
+    "code",
+    "set",
+    "transform",
+    "branch",
+    "join",
+    "human",
+    "aggregate",
+    "output",
+)
 
-Operator = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "exists"]
-StepId = Annotated[str, Field(pattern=NAME_PATTERN, description="lower case, digits, _ and -; starts with a-z")]
+INNER_KINDS = ("command", "agent", "model", "code")
+"""The kinds an ``aggregate`` step runs once per element."""
 
 
 class _Model(FrozenModel):
@@ -185,6 +212,18 @@ class AgentParams(StepParams):
     access: Literal["read_only", "mutating"] = "read_only"
 
 
+def _one_model_source(params: Any) -> Any:
+    """A model call names ``agent``, or ``provider`` and ``model`` (model steps and an aggregate's
+    inner model steps)."""
+    if params.agent is not None and (params.provider is not None or params.model is not None):
+        msg = "give either agent, or provider and model, not both"
+        raise ValueError(msg)
+    if params.agent is None and (params.provider is None or params.model is None):
+        msg = "a model step names provider and model (from settings), or an agent"
+        raise ValueError(msg)
+    return params
+
+
 class ModelParams(StepParams):
     """One completion; the text (or the typed answer) is added under ``into``."""
 
@@ -200,15 +239,7 @@ class ModelParams(StepParams):
     answer: dict[str, FieldDecl] = {}
     """Typed fields of a JSON answer (empty: the answer is text)."""
 
-    @model_validator(mode="after")
-    def _one_source(self) -> ModelParams:
-        if self.agent is not None and (self.provider is not None or self.model is not None):
-            msg = "give either agent, or provider and model, not both"
-            raise ValueError(msg)
-        if self.agent is None and (self.provider is None or self.model is None):
-            msg = "a model step names provider and model (from settings), or an agent"
-            raise ValueError(msg)
-        return self
+    _one_source = model_validator(mode="after")(_one_model_source)
 
 
 class CommandParams(StepParams):
@@ -246,6 +277,109 @@ class HumanParams(StepParams):
     fields: dict[str, FieldDecl] = Field(min_length=1)
 
 
+class TransformParams(StepParams):
+    """Edit fields: the new item is exactly ``fields``, each resolved against the item (mappings
+    allowed); the fields not named are dropped (``set`` keeps them)."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("fields",)
+    fields: dict[str, Any] = Field(min_length=1)
+
+
+class InnerCommandParams(StepParams):
+    """An aggregate's inner command: a command step's params without ``into`` (the aggregate's
+    ``into`` holds every instance's stdout value)."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("argv",)
+    argv: tuple[str, ...] = Field(min_length=1)
+    """The program (literal, pinned when planned) and its arguments (mappings of the element)."""
+    timeout_seconds: int = Field(default=600, ge=1)
+    """Per instance."""
+    max_output_bytes: int = Field(default=1_048_576, ge=1)
+
+
+class InnerModelParams(StepParams):
+    """An aggregate's inner model call: a model step's params without ``into``."""
+
+    MAPPED: ClassVar[tuple[str, ...]] = ("prompt",)
+    provider: str | None = None
+    model: str | None = None
+    agent: str | None = None
+    prompt: str
+    answer: dict[str, FieldDecl] = {}
+
+    _one_source = model_validator(mode="after")(_one_model_source)
+
+
+class _Inner(_Model):
+    """The step an aggregate runs once per element (its item is the element)."""
+
+
+class InnerCommand(_Inner):
+    kind: Literal["command"]
+    params: InnerCommandParams
+
+
+class InnerAgent(_Inner):
+    kind: Literal["agent"]
+    params: AgentParams
+
+
+class InnerModel(_Inner):
+    kind: Literal["model"]
+    params: InnerModelParams
+
+
+class InnerCode(_Inner):
+    kind: Literal["code"]
+    params: CodeParams
+
+
+InnerStep = Annotated[Union[InnerCommand, InnerAgent, InnerModel, InnerCode], Field(discriminator="kind")]
+
+INNER_PARAMS_BY_KIND: dict[str, type[StepParams]] = {
+    "command": InnerCommandParams,
+    "agent": AgentParams,
+    "model": InnerModelParams,
+    "code": CodeParams,
+}
+"""Each inner kind's parameters model (the mappings of ``params.step.params`` follow its MAPPED)."""
+
+MAX_AGGREGATE_ITEMS = 1000
+
+
+class AggregateParams(StepParams):
+    """Run ``step`` once per element of the list at ``over`` and add the results, in element order,
+    under ``into``; more than ``max_items`` elements fail the step."""
+
+    over: str
+    """A path to a list field of the item: ``files``, ``ticket.lines``."""
+    max_items: int = Field(ge=1, le=MAX_AGGREGATE_ITEMS)
+    """Required, at most 1000: a list with more elements fails the step, naming both numbers."""
+    into: str
+    """The item field the list of results is added under."""
+    step: InnerStep
+    """``{kind, params}``: a command (no ``into``), agent, model (no ``into``) or code step."""
+
+    @field_validator("over")
+    @classmethod
+    def _path(cls, over: str) -> str:
+        try:
+            parse_path(over)
+        except MappingError as err:
+            raise ValueError(err.message) from None
+        return over
+
+    def into_clash(self) -> str | None:
+        """Why ``into`` cannot be used (the rule ``graph.into``), or None."""
+        path = parse_path(self.over)
+        if path[:1] == (self.into,):
+            return (
+                f"into {self.into!r} holds the list the step iterates over (over: {self.over!r}); the results "
+                "would replace it: name another field"
+            )
+        return None
+
+
 # -- steps -----------------------------------------------------------------------------------------
 
 
@@ -279,6 +413,16 @@ class SetStep(_Step):
     params: SetParams
 
 
+class TransformStep(_Step):
+    kind: Literal["transform"]
+    params: TransformParams
+
+
+class AggregateStep(_Step):
+    kind: Literal["aggregate"]
+    params: AggregateParams
+
+
 class BranchStep(_Step):
     kind: Literal["branch"]
     params: NoParams = NoParams()
@@ -300,7 +444,19 @@ class OutputStep(_Step):
 
 
 Step = Annotated[
-    Union[AgentStep, ModelStep, CommandStep, CodeStep, SetStep, BranchStep, JoinStep, HumanStep, OutputStep],
+    Union[
+        AgentStep,
+        ModelStep,
+        CommandStep,
+        CodeStep,
+        SetStep,
+        TransformStep,
+        BranchStep,
+        JoinStep,
+        HumanStep,
+        AggregateStep,
+        OutputStep,
+    ],
     Field(discriminator="kind"),
 ]
 
@@ -310,100 +466,14 @@ PARAMS_BY_KIND: dict[str, type[StepParams]] = {
     "command": CommandParams,
     "code": CodeParams,
     "set": SetParams,
+    "transform": TransformParams,
     "branch": NoParams,
     "join": NoParams,
     "human": HumanParams,
+    "aggregate": AggregateParams,
     "output": NoParams,
 }
 """Each step kind's parameters model."""
-
-
-# -- edges -----------------------------------------------------------------------------------------
-
-
-class Condition(_Model):
-    """A test of one field of the carried item."""
-
-    field: str
-    """A path into the item: ``score``, ``customer.name``, ``items[0]``."""
-    op: Operator
-    value: Any = None
-    """The literal compared with (a list for ``in``; none for ``exists``)."""
-
-    @model_validator(mode="after")
-    def _value_fits(self) -> Condition:
-        try:
-            parse_path(self.field)
-        except MappingError as err:
-            raise ValueError(err.message) from None
-        if self.op == "in" and not isinstance(self.value, list):
-            msg = "op 'in' compares with a list: value: [a, b]"
-            raise ValueError(msg)
-        if self.op == "exists" and self.value is not None:
-            msg = "op 'exists' takes no value"
-            raise ValueError(msg)
-        if self.op in ("gt", "gte", "lt", "lte") and (
-            isinstance(self.value, bool) or not isinstance(self.value, int | str)
-        ):
-            msg = f"op {self.op!r} compares with an integer or a string, got {self.value!r}"
-            raise ValueError(msg)
-        return self
-
-    def holds(self, item: Any) -> bool:
-        """Whether the item passes. Equality is type-strict (``1`` is not ``true``); ``gt`` ..
-        ``lte`` hold only between two integers or two strings; ``in`` holds when the field equals
-        a member; ``exists`` holds when the field is present and not null. A missing field passes
-        only ``ne``."""
-        found = lookup(item, parse_path(self.field))
-        if self.op == "exists":
-            return found is not MISSING and found is not None
-        if found is MISSING:
-            return self.op == "ne"
-        if self.op == "eq":
-            return _same(found, self.value)
-        if self.op == "ne":
-            return not _same(found, self.value)
-        if self.op == "in":
-            return any(_same(found, member) for member in self.value)
-        comparable = (_is_int(found) and _is_int(self.value)) or (
-            isinstance(found, str) and isinstance(self.value, str)
-        )
-        if not comparable:
-            return False
-        if self.op == "gt":
-            return bool(found > self.value)
-        if self.op == "gte":
-            return bool(found >= self.value)
-        if self.op == "lt":
-            return bool(found < self.value)
-        return bool(found <= self.value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality, type-strict at every depth."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
-class Loop(_Model):
-    """Marks an edge that goes back to an earlier step."""
-
-    max_rounds: int = Field(ge=1, le=1000)
-    """The total number of rounds of the looped steps (the first pass is round 1)."""
-
-
-class Edge(FrozenModel):
-    """The item goes from one step to another, when ``when`` holds (always, without it)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
-
-    source: StepId = Field(alias="from")
-    to: StepId
-    when: Condition | None = None
-    loop: Loop | None = None
 
 
 # -- the document ----------------------------------------------------------------------------------
@@ -473,10 +543,15 @@ def item_bytes(item: Any) -> int:
 
 
 def check_item_size(item: Any, *, step: str, limit: int) -> None:
-    """Raise :class:`ItemTooLarge` naming ``step`` and both sizes when the item is over ``limit``."""
+    """Raise :class:`ItemTooLarge` when the item is over ``limit``, naming ``step``, both sizes and
+    the item's three largest top-level fields (each value measured as :func:`item_bytes` measures
+    the item; ties by name), so the message says what to move out of the item. Nothing is dropped:
+    Manykind drops carried input when over its budget, we fail loud (docs/graphs.md)."""
     measured = item_bytes(item)
     if measured > limit:
-        raise ItemTooLarge(step=step, limit=limit, measured=measured)
+        sizes = [(str(name), item_bytes(value)) for name, value in item.items()] if isinstance(item, dict) else []
+        largest = tuple(sorted(sizes, key=lambda field: (-field[1], field[0]))[:3])
+        raise ItemTooLarge(step=step, limit=limit, measured=measured, largest=largest)
 
 
 def graph_json_schema() -> dict[str, Any]:

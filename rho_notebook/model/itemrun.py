@@ -4,13 +4,16 @@ the step executor (which item a step receives) and the run's end (whether it sta
 
 An edge *delivers* when its source step succeeded and chose it: a ``branch`` chooses the first
 out-edge whose condition holds, any other step every out-edge whose condition holds (an edge
-without ``when`` always holds). A node's value is the item it passed on.
+without ``when`` always holds). A node's value is the item it passed on. An ``aggregate`` node's
+attempt runs its inner step once per element, each an *instance* ``STEP[i]`` journaled with
+``instance_launched`` / ``instance_finished`` (:class:`InstanceLog`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -20,8 +23,10 @@ from rho_notebook.model.itemgraph import Condition
 from rho_notebook.model.state import NodeState
 
 __all__ = [
+    "InstanceLog",
     "chosen_routes",
     "delivered_items",
+    "instance_key",
     "instance_name",
     "item_verdict",
     "merge_join",
@@ -34,6 +39,41 @@ _BLOCKING = frozenset({NodeState.FAILURE, NodeState.DENIAL, NodeState.CANCELLATI
 def instance_name(step: str, round_number: int | None) -> str:
     """The node of one step: ``step``, or ``step@N`` for round N of a looped step."""
     return step if round_number is None else f"{step}@{round_number}"
+
+
+def instance_key(node: str, index: int) -> str:
+    """An aggregate step's instance: ``STEP[i]`` (``STEP@N[i]`` in loop round N), ``i`` from 0."""
+    return f"{node}[{index}]"
+
+
+@dataclass(frozen=True)
+class InstanceLog:
+    """What an ``aggregate`` attempt knows of its instances in the run's journal: the results of
+    instances that succeeded in earlier attempts (a resumed run takes them instead of running them
+    again), and how to journal one (:meth:`write`)."""
+
+    done: Mapping[int, Any] = field(default_factory=dict)
+    emit: Callable[..., None] | None = None
+    """Appends records to the journal (and folds them into the run's state)."""
+    sync: Callable[[], None] | None = None
+    """Makes every appended record durable (an fsync)."""
+
+    @classmethod
+    def of(
+        cls, instances: Mapping[int, Mapping[str, Any]], emit: Callable[..., None], sync: Callable[[], None]
+    ) -> InstanceLog:
+        """The log of a node whose folded instance records are ``instances``
+        (:attr:`~rho_notebook.model.run_state.NodeRecord.instances`)."""
+        done = {i: r["value"] for i, r in instances.items() if r.get("state") == "success" and "value" in r}
+        return cls(done=done, emit=emit, sync=sync)
+
+    def write(self, record: dict[str, Any], *, durable: bool) -> None:
+        """Journal ``record``; ``durable``: fsynced before this returns, as ``node_launched`` is
+        before a launch with effects outside the run."""
+        if self.emit is not None:
+            self.emit(record)
+        if durable and self.sync is not None:
+            self.sync()
 
 
 @lru_cache(maxsize=1024)

@@ -12,6 +12,10 @@ A *mapping* is a string that starts with ``=``. After the ``=`` comes text in wh
     The run's ID.
 ``$run.initiator`` / ``$run.via`` / ``$run.client``
     Who started the run (the run manifest's fields: OS account, front end, self-reported client).
+``$run.members`` / ``$run.participants``
+    Lists of people (:func:`run_people`). Locally there is no team, so ``members`` is the
+    initiator alone; ``participants`` is the initiator, then each person who answered a human step
+    or approved a request in this run, in the order they decided, without repeats.
 
 Resolution (:func:`resolve`):
 
@@ -40,11 +44,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping as FieldMap
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rho_notebook.errors import MappingError
+
+if TYPE_CHECKING:  # types only: validation parses mappings without the run state's module
+    from rho_notebook.model.run_state import RunState
 
 __all__ = [
     "MISSING",
@@ -58,10 +66,12 @@ __all__ = [
     "parse_mapping",
     "parse_path",
     "resolve",
+    "run_people",
     "splice_text",
+    "with_people",
 ]
 
-RUN_FIELDS = ("initiator", "via", "client")
+RUN_FIELDS = ("initiator", "via", "client", "members", "participants")
 """The fields ``$run.NAME`` may read."""
 
 _PLACE = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
@@ -114,13 +124,15 @@ class Mapping:
 
 @dataclass(frozen=True)
 class RunContext:
-    """What ``$runId`` and ``$run.NAME`` read: the run's ID and the run manifest's who-started-it
-    fields (``None`` when not recorded)."""
+    """What ``$runId`` and ``$run.NAME`` read: the run's ID, the run manifest's who-started-it
+    fields (``None`` when not recorded) and the people of the run (:func:`run_people`)."""
 
     run_id: str
     initiator: str | None = None
     via: str | None = None
     client: str | None = None
+    members: tuple[str, ...] = ()
+    participants: tuple[str, ...] = ()
 
 
 def is_mapping(value: Any) -> bool:
@@ -248,6 +260,8 @@ def _value_of(ref: Ref, item: Any, run: RunContext) -> Any:
         return run.run_id
     if ref.root == "run":
         found = getattr(run, str(ref.path[0]))
+        if isinstance(found, tuple):
+            return list(found)  # a JSON list, like every other value a mapping yields
         return MISSING if found is None else found
     return lookup(item, ref.path)
 
@@ -274,3 +288,42 @@ def resolve(value: Any, item: Any, run: RunContext) -> Any:
     return "".join(
         part.text if isinstance(part, Text) else splice_text(_value_of(part, item, run)) for part in mapping.parts
     )
+
+
+def run_people(initiator: str | None, state: RunState) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(members, participants)`` of a run, read from its state as folded from its journal, so a
+    resumed run (whose state is replayed from the journal) reads the same lists.
+
+    Locally there is no team: ``members`` is the initiator (the OS account recorded once in the
+    run's manifest when the run was created), or empty when none was recorded. ``participants`` is
+    the initiator, then each person who answered a human step or approved a request of this run
+    (an ``approval_decided`` record whose decision is ``approve``), in the order they decided
+    (``decided_at``; then node and attempt), each once. Left out, as decided outside this run or
+    not as an answer: denials, launches approved earlier with the same facts in another run
+    (``approval_carried``) and the plan's approval.
+    """
+    members = (initiator,) if initiator else ()
+    if not state.asked:  # nobody was ever asked in this run: no decision to look for (O(1))
+        return members, members
+    decided = sorted(
+        (str(record.approval.get("decided_at") or ""), name, record.number, str(record.approval["by"]))
+        for name, node in state.nodes.items()
+        for record in node.attempts
+        if record.approval is not None
+        and record.approval.get("decision") == "approve"
+        and record.approval.get("via") != "carried"
+        and record.approval.get("by")
+    )
+    people = dict.fromkeys([*members, *(by for *_, by in decided)])
+    return members, tuple(people)
+
+
+def with_people(fields: FieldMap[str, Any], state: RunState) -> dict[str, Any]:
+    """The keyword arguments of :class:`RunContext` (without ``run_id``) for an attempt that starts
+    now: ``fields`` (the manifest's ``initiator``, ``via``, ``client``) and the run's ``members``
+    and ``participants`` (:func:`run_people`). The driver reads them when an attempt begins, for
+    its launch facts and its context in one step of the event loop (before a person is asked), so
+    the facts a person approves and the parameters the step runs with agree."""
+    initiator = fields.get("initiator")
+    members, participants = run_people(initiator if isinstance(initiator, str) else None, state)
+    return {**fields, "members": members, "participants": participants}

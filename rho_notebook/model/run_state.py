@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # types only: status folds a journal without the graph's mode
         AttemptUncertain,
         CancelAcknowledged,
         CancelRequested,
+        InstanceFinished,
+        InstanceLaunched,
         JournalEvent,
         NeedsRecovery,
         NodeBlocked,
@@ -97,6 +99,12 @@ class NodeRecord:
     """A script step's facts from its latest node_launched: kind, digest, facts, after, recovery."""
     replayed: int = 0
     """How many step calls were answered from the journal (step_replayed)."""
+    instances: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """An aggregate step's instances by index: ``{state, attempt, message, value?}`` of the latest
+    record of each (``value``: a success's result, kept in memory, not in the snapshot)."""
+    handled: bool = False
+    """A script step whose latest attempt failed or was denied while the script went on (a later
+    step call came, or the run succeeded): shown ``failure (handled)`` / ``denial (handled)``."""
 
     @property
     def attempt(self) -> int:
@@ -111,6 +119,7 @@ class NodeRecord:
             and not self.reason
             and self.step is None
             and not self.replayed
+            and not self.instances
         )
 
     @property
@@ -135,6 +144,11 @@ class NodeRecord:
         if self.step is not None:
             data["step"] = dict(self.step)
             data["replayed"] = self.replayed
+            if self.handled:
+                data["handled"] = True
+        if self.instances:
+            shown = ("state", "attempt", "message")
+            data["instances"] = {str(i): {k: r[k] for k in shown} for i, r in sorted(self.instances.items())}
         return data
 
     @classmethod
@@ -145,6 +159,8 @@ class NodeRecord:
             attempts=[AttemptRecord.from_json(a) for a in data.get("attempts", [])],
             step=data.get("step"),
             replayed=data.get("replayed", 0),
+            instances={int(i): dict(r) for i, r in data.get("instances", {}).items()},
+            handled=data.get("handled", False),
         )
 
 
@@ -170,6 +186,9 @@ class RunState:
     """A script run's emit_output value (script_output), None when it emitted none."""
     halted: list[dict[str, Any]] = field(default_factory=list)
     """A script run's halted steps [{step, why}] while it needs a decision."""
+    open_failures: list[str] = field(default_factory=list)
+    """Script steps that failed or were denied in this execution with no step call after them yet
+    (each becomes ``handled`` when one comes or the run succeeds; see ``_went_on``)."""
     damage: str | None = None
     """Why the journal cannot be trusted (lifecycle ``damaged``); set when read, never journaled.
     The rest of the state is then the readable prefix of the journal."""
@@ -260,6 +279,8 @@ class RunState:
             data["output"] = self.output
         if self.halted:
             data["halted"] = [dict(h) for h in self.halted]
+        if self.open_failures:
+            data["open_failures"] = list(self.open_failures)
         if self.damage is not None:
             data["damage"] = self.damage
         return data
@@ -283,6 +304,7 @@ class RunState:
             asked=data.get("asked", False),
             output=data.get("output"),
             halted=list(data.get("halted", [])),
+            open_failures=list(data.get("open_failures", [])),
             damage=data.get("damage"),
         )
 
@@ -310,6 +332,7 @@ def _run_started(state: RunState, ev: RunStarted) -> None:
     state.owner_pid = ev.get("pid")
     state.outcome = None
     state.halted = []
+    state.open_failures = []
     if ev.get("resumed"):
         state.cancelled = False
     state.refresh_waiting()  # a resumed owner waits again on the requests the last one left
@@ -346,6 +369,8 @@ def _node_launched(state: RunState, ev: NodeLaunched) -> None:
         node = state.nodes[ev["node"]] = NodeRecord()  # a script step: its node appears when it first launches
     if step is not None:
         node.step = dict(step)
+        node.handled = False
+        _went_on(state)
     node.state, node.reason = NodeState.RUNNING, ""
     node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
     state.refresh_waiting()
@@ -393,6 +418,8 @@ def _node_finished(state: RunState, ev: NodeFinished) -> None:
         exit_record = ev.get("exit")
         attempt.exit = dict(exit_record) if isinstance(exit_record, dict) else None
         attempt.message = ev.get("message", "")
+    if node.step is not None and node.state in _HANDLEABLE and ev["node"] not in state.open_failures:
+        state.open_failures.append(ev["node"])
     state.refresh_waiting()
 
 
@@ -452,16 +479,40 @@ def _cancel_acknowledged(state: RunState, ev: CancelAcknowledged) -> None:
 def _run_completed(state: RunState, ev: RunCompleted) -> None:
     state.lifecycle = Lifecycle.COMPLETED
     state.outcome = ev["outcome"]
+    # a script that succeeded handled every failure it met; in a run that failed, any of them may be
+    # why (and resume runs each again), so none is shown handled
+    if state.outcome in ("success", "failure"):
+        for record in state.nodes.values():
+            if record.step is not None and record.state in _HANDLEABLE:
+                record.handled = state.outcome == "success"
+    state.open_failures = []
 
 
 def _needs_recovery(state: RunState, ev: NeedsRecovery) -> None:
     state.lifecycle = Lifecycle.NEEDS_RECOVERY
 
 
+_HANDLEABLE = (NodeState.FAILURE, NodeState.DENIAL)
+
+
+def _went_on(state: RunState, _ev: Any = None) -> None:
+    """A script made a step call (launched, replayed, halted or diverged): the steps that failed or
+    were denied before it in this execution did not stop the script, so they were handled."""
+    for name in state.open_failures:
+        record = state.nodes.get(name)
+        if record is not None and record.state in _HANDLEABLE:
+            record.handled = True
+    state.open_failures = []
+
+
 def _step_replayed(state: RunState, ev: StepReplayed) -> None:
+    _went_on(state)
     node = state.nodes.get(ev.get("node", ""))
     if node is not None:
         node.replayed += 1
+        if ev.get("decision") == "skip" and node.state in _HANDLEABLE:  # its stored failure is the answer
+            node.handled = False
+            state.open_failures.append(ev["node"])
 
 
 def _run_halted(state: RunState, ev: RunHalted) -> None:
@@ -472,6 +523,19 @@ def _run_halted(state: RunState, ev: RunHalted) -> None:
 
 def _script_output(state: RunState, ev: ScriptOutput) -> None:
     state.output = ev.get("value")
+
+
+def _instance_launched(state: RunState, ev: InstanceLaunched) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
+        node.instances[ev["instance"]] = {"state": "running", "attempt": ev["attempt"], "message": ""}
+
+
+def _instance_finished(state: RunState, ev: InstanceFinished) -> None:
+    node = state.nodes.get(ev.get("node", ""))
+    if node is not None:
+        found = {"state": ev["state"], "attempt": ev["attempt"], "message": ev.get("message", "")}
+        node.instances[ev["instance"]] = {**found, **({"value": ev["value"]} if "value" in ev else {})}
 
 
 _FOLDS: dict[str, Callable[[RunState, Any], None]] = {
@@ -495,8 +559,12 @@ _FOLDS: dict[str, Callable[[RunState, Any], None]] = {
     "run_completed": _run_completed,
     "needs_recovery": _needs_recovery,
     "step_replayed": _step_replayed,
+    "step_halted": _went_on,
+    "step_diverged": _went_on,
     "run_halted": _run_halted,
     "script_output": _script_output,
+    "instance_launched": _instance_launched,
+    "instance_finished": _instance_finished,
 }
 """Each journal kind that changes a run's state -> how (the discriminator of JournalEvent)."""
 

@@ -58,13 +58,13 @@ class _Authority:
     def item(self, node: ItemNode) -> None:
         if node.executable is not None:
             self.process(node.executable, node.cwd)
-        elif node.step_kind == "agent" and node.agent is not None:
+        elif node.acting_kind == "agent" and node.agent is not None:
             self.agent(node.agent, node.access)
-        elif node.step_kind == "model":
+        elif node.acting_kind == "model":
             detail = (
                 f"one completion from agent {node.agent!r}'s model"
                 if node.agent
-                else f"one completion from {node.params.get('provider')}/{node.params.get('model')}"
+                else f"one completion from {node.acting_params.get('provider')}/{node.acting_params.get('model')}"
             )
             self.add("capability", "model", detail)
         elif node.step_kind == "human":

@@ -187,8 +187,8 @@ class _Converter:
                     _NoStarlarkEquivalent(
                         ("steps", n, "kind"),
                         "convert.step_kind",
-                        f"step {step.id!r} is a {step.kind} step; convert handles only agent, command, branch and "
-                        f"output steps (a {step.kind} step has no Starlark node), so keep this graph as a document",
+                        f"step {step.id!r} is {_a(step.kind)} step; convert handles only agent, command, branch and "
+                        f"output steps ({_a(step.kind)} step has no Starlark node), so keep this graph as a document",
                     )
                 )
         for n, edge in enumerate(self.graph.edges):
@@ -586,3 +586,8 @@ def convert_graph(text: str, *, display: str) -> str:
             diagnostics.append(Diagnostic(problem.rule, problem.message, display, line, column))
         raise NotConvertible(diagnostics)
     return _render(graph, converter.nodes, display)
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: ``a set``, ``an aggregate``."""
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"

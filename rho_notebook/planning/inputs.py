@@ -1,5 +1,15 @@
 """Workflow inputs: parsing ``--input KEY=JSON``, validating values against the declaration,
-and (script inputs) canonical ``path`` values and the cap on the resolved map."""
+and (script inputs) canonical ``path`` values and the cap on the resolved map.
+
+**Bare words.** ``--input KEY=VALUE`` takes JSON, but a VALUE that is not JSON at all
+(``--input target_file=docs/report.md``, ``--input mode=quick``) is kept as its text, marked as a
+:class:`BareWord`. Parsing cannot know the declared types, so the rule is applied where values
+meet the declaration (:func:`check_inputs`, which every planner and the human-step forms use, for
+the CLI, the notebook verbs and MCP alike): a string, path or enum input takes the text; any other
+type refuses it, naming the input and its type. A value that *is* JSON keeps its JSON meaning
+(``--input name=true`` is the boolean ``true``, which a string input refuses), so a bare word never
+changes what valid JSON meant before.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +23,27 @@ from rho_notebook.errors import Diagnostic, InputError
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.source.limits import Limits
 
-__all__ = ["SCRIPT_INPUT_BYTES", "parse_input_args", "check_inputs", "check_inputs_size", "resolve_path_inputs"]
+__all__ = [
+    "SCRIPT_INPUT_BYTES",
+    "TEXT_TYPES",
+    "BareWord",
+    "parse_input_args",
+    "check_inputs",
+    "check_inputs_size",
+    "resolve_path_inputs",
+]
 
 SCRIPT_INPUT_BYTES = 32 * 1024
 """Cap on a script's resolved inputs, measured as canonical JSON (sorted keys, no spaces, UTF-8)."""
+TEXT_TYPES = frozenset({"string", "path", "enum"})
+"""The declared types a :class:`BareWord` may fill (an enum still checks its choices)."""
+
+
+class BareWord(str):
+    """An ``--input`` value that is not JSON, kept as its text until :func:`check_inputs` sees the
+    declared type (module docstring); it is plain text to everything else."""
+
+    __slots__ = ()
 
 
 def _too_deep(value: Any) -> int:
@@ -77,7 +104,8 @@ def _bad_text(value: Any) -> str | None:
 
 
 def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
-    """``["target=\\"src\\"", "full=true"]`` -> ``{"target": "src", "full": True}``."""
+    """``["target=\\"src\\"", "full=true", "mode=quick"]`` -> ``{"target": "src", "full": True,
+    "mode": BareWord("quick")}``: JSON values, and the text of values that are not JSON."""
     values: dict[str, Any] = {}
     problems: list[Diagnostic] = []
     total = 0
@@ -87,7 +115,8 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
             problems.append(
                 Diagnostic(
                     rule="input.syntax",
-                    message=f"--input {arg!r} must have the form KEY=JSON, e.g. --input 'target=\"src\"'",
+                    message=f"--input {arg!r} must have the form KEY=VALUE (JSON, or a bare word for a string, "
+                    "path or enum input), e.g. --input target=src",
                 )
             )
             continue
@@ -98,35 +127,12 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
                 Diagnostic(rule="input.encoding", message=f"--input {key!r}: the value is not valid UTF-8 text")
             )
             continue
-        if _text_depth(raw) > limits.limit("value_depth"):
-            problems.append(
-                Diagnostic(
-                    rule="limit.input_depth",
-                    message=f"--input {key} is nested deeper than {limits.limit('value_depth')} levels",
-                )
-            )
-            continue
-        try:
-            value = json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
-        except (json.JSONDecodeError, ValueError, RecursionError) as err:
-            hint = (
-                f" (strings need JSON quotes: --input '{key}=\"{raw}\"')"
-                if raw and raw[0] not in '"[{tn0123456789-'
-                else ""
-            )
-            problems.append(
-                Diagnostic(rule="input.json", message=f"--input {key}: {raw!r} is not valid JSON: {err}{hint}")
-            )
+        value, problem = _parse_value(key, raw, limits)
+        if problem is not None:
+            problems.append(problem)
             continue
         if key in values:
             problems.append(Diagnostic(rule="input.duplicate", message=f"--input {key} is given more than once"))
-        if _too_deep(value) > limits.limit("value_depth"):
-            problems.append(
-                Diagnostic(
-                    rule="limit.input_depth",
-                    message=f"--input {key} is nested deeper than {limits.limit('value_depth')} levels",
-                )
-            )
         values[key] = value
     if total > limits.limit("input_bytes"):
         problems.append(
@@ -140,9 +146,29 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
     return values
 
 
-def _no_float(text: str) -> Any:
-    msg = f"floats are not supported in inputs (got {text}); use an integer or a string"
-    raise ValueError(msg)
+def _parse_value(key: str, raw: str, limits: Limits) -> tuple[Any, Diagnostic | None]:
+    """One ``--input`` value: its JSON meaning, a :class:`BareWord` when it is not JSON, or the
+    problem (nested too deep; a float, which inputs do not take)."""
+    depth = limits.limit("value_depth")
+    too_deep = Diagnostic(rule="limit.input_depth", message=f"--input {key} is nested deeper than {depth} levels")
+    if _text_depth(raw) > depth:
+        return None, too_deep
+    floats: list[str] = []
+    try:
+        value = json.loads(raw, parse_float=floats.append, parse_constant=floats.append)
+    except json.JSONDecodeError:
+        return BareWord(raw), None
+    except (ValueError, RecursionError) as err:
+        return None, Diagnostic(rule="input.json", message=f"--input {key}: {raw!r} cannot be read: {err}")
+    if floats:
+        message = (
+            f"--input {key}: floats are not supported in inputs (got {floats[0]}); use an integer, "
+            f"or for text quote it as JSON: --input '{key}=\"{raw}\"'"
+        )
+        return None, Diagnostic(rule="input.json", message=message)
+    if _too_deep(value) > depth:
+        return None, too_deep
+    return value, None
 
 
 def _matches(kind: str, value: Any, choices: Sequence[Any]) -> bool:
@@ -193,7 +219,8 @@ def check_inputs(
         if problem is not None:
             problems.append(problem)
             continue
-        values[key] = supplied[key]
+        value = supplied[key]
+        values[key] = str(value) if isinstance(value, BareWord) else value
     if problems:
         raise InputError(problems)
     return values
@@ -219,16 +246,26 @@ def _missing(key: str, kind: str, *, file: str | None, noun: str) -> Diagnostic:
     )
 
 
+_EXAMPLES = {"integer": "3", "bool": "true"}
+
+
 def _value_problem(key: str, decl: Mapping[str, Any], value: Any, *, file: str | None, noun: str) -> Diagnostic | None:
     """A supplied value of the wrong type, or outside an enum's choices; None when it fits."""
     kind = decl["type"]
     choices = decl.get("choices") or []
-    if _matches(kind, value, choices):
+    if _matches(kind, str(value) if isinstance(value, BareWord) else value, choices):
         return None
+    article = "an" if kind[0] in "aeiou" else "a"
+    if isinstance(value, BareWord) and kind not in TEXT_TYPES:
+        message = (
+            f"{noun} {key!r} is {article} {kind}, and {str(value)!r} is not JSON: a bare word is taken as text "
+            f"only by string, path and enum {noun}s; give {article} {kind} as JSON"
+            + (f", e.g. --input {key}={_EXAMPLES[kind]}" if noun == "input" and kind in _EXAMPLES else "")
+        )
+        return Diagnostic(rule=f"{noun}.type", message=message, file=file)
     if kind == "enum":
         message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
         return Diagnostic(rule=f"{noun}.enum", message=message, file=file)
-    article = "an" if kind[0] in "aeiou" else "a"
     message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
     return Diagnostic(rule=f"{noun}.type", message=message, file=file)
 

@@ -13,6 +13,9 @@ workflow's (digest, confirmation, authority list), whose nodes are the document'
   never code nor the program) against the files the names resolve to (``argv.code``, with the
   argument's line:column); ``agent`` steps (and ``model`` steps that name an agent) freeze the
   agent's definition from the catalog.
+- An ``aggregate`` step is one node whose executable, working directory, agent, timeout and
+  output bound are its inner step's (each instance runs that step; the node's attempt runs them
+  all and journals each as ``STEP[i]``, :mod:`~rho_notebook.exec.item`).
 """
 
 from __future__ import annotations
@@ -149,15 +152,20 @@ class _StepFreezer:
         )
 
     def extra(self, index: int, step: Step, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The fields the step's nodes add (agent, access, cwd, executable); None: refused."""
-        at = self.where(("steps", index, "params"))
-        if step.kind in ("agent", "model") and params.get("agent") is not None:
-            return self.agent(step, params, at)
-        if step.kind == "command":
-            return self.command(index, step, params, at)
+        """The fields the step's nodes add (agent, access, cwd, executable); None: refused. An
+        aggregate's are its inner step's (the step it runs once per element)."""
+        under: tuple[str | int, ...] = ("steps", index, "params")
+        kind, acting = step.kind, params
+        if kind == "aggregate":
+            kind, acting, under = params["step"]["kind"], params["step"]["params"], (*under, "step", "params")
+        at = self.where(under)
+        if kind in ("agent", "model") and acting.get("agent") is not None:
+            return self.agent(step, kind, acting, at)
+        if kind == "command":
+            return self.command(under, step, acting, at)
         return {}
 
-    def agent(self, step: Step, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
+    def agent(self, step: Step, kind: str, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
         agent_id = params["agent"]
         try:
             definition = frozen_agent(agent_id, self.agents, request=self.request, resolve_agent=catalog_resolver)
@@ -165,7 +173,7 @@ class _StepFreezer:
             self.problem("resolve", f"step {step.id!r}: {err.message}", at)
             return None
         access = params.get("access", "read_only")
-        if step.kind == "agent" and access == "read_only" and not definition.is_read_only():
+        if kind == "agent" and access == "read_only" and not definition.is_read_only():
             self.problem(
                 "agent.access",
                 f"step {step.id!r} asks for access: read_only but agent {agent_id!r} is not read-only "
@@ -176,7 +184,9 @@ class _StepFreezer:
             return None
         return {"agent": agent_id, "access": access}
 
-    def command(self, index: int, step: Step, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
+    def command(
+        self, under: tuple[str | int, ...], step: Step, params: dict[str, Any], at: tuple[int, int]
+    ) -> dict[str, Any] | None:
         try:
             folder = self.request.entry.label[2:].rpartition("/")[0] or "."
             cwd = self.resolver.frozen_dir(folder, node=step.id)
@@ -192,7 +202,7 @@ class _StepFreezer:
             subject="step",
         )
         if code is not None:
-            self.problem("argv.code", code.message, self.where(("steps", index, "params", "argv", code.argument)))
+            self.problem("argv.code", code.message, self.where((*under, "argv", code.argument)))
             return None
         return {"cwd": cwd, "executable": executable, "access": "mutating"}
 
@@ -207,12 +217,15 @@ def _step_nodes(
 ) -> list[ItemNode]:
     """The step's node, or one node per round when it is in a loop body."""
     routes, sources = edges
+    kind, acting = (
+        (params["step"]["kind"], params["step"]["params"]) if step.kind == "aggregate" else (step.kind, params)
+    )
     return [
         ItemNode(
             name=name,
             needs=tuple(sorted(set(sources.get(name, ())))),
-            timeout_seconds=_timeout(step.kind, params),
-            max_output_bytes=int(params.get("max_output_bytes", _MAX_OUTPUT_BYTES)),
+            timeout_seconds=_timeout(kind, acting),  # an aggregate's: per instance
+            max_output_bytes=int(acting.get("max_output_bytes", _MAX_OUTPUT_BYTES)),
             step=step.id,
             round=int(name.rsplit("@", 1)[1]) if step.id in loops else None,
             step_kind=step.kind,

@@ -1,5 +1,6 @@
 """The graph rules of an item-graph document, checked on the validated model (the rules are
-listed in :mod:`~rho_notebook.planning.itemgraph`): unique step ids, the ``node_count`` and
+listed in :mod:`~rho_notebook.planning.itemgraph`): unique step ids, an aggregate's ``into`` that
+is not the list it iterates over, the ``node_count`` and
 ``edge_count`` limits, edges between known steps, cycles only through loop edges that close one,
 and several in-edges only into a join or from exclusive branch outcomes.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rho_notebook.model.itemgraph import Edge, ItemGraph
+from rho_notebook.model.itemgraph import AggregateStep, Edge, ItemGraph
 from rho_notebook.planning.item_document import Document
 from rho_notebook.planning.item_size import budget_text
 from rho_notebook.source.limits import Limits
@@ -29,6 +30,7 @@ def graph_rules(document: Document, graph: ItemGraph, limits: Limits) -> None:
             )
         else:
             ids[step.id] = number
+    _aggregate_into(document, graph)
     if len(graph.steps) > limits.limit("node_count"):
         document.add(("steps",), "limit.node_count", budget_text("node_count", limits, len(graph.steps)))
     if len(graph.edges) > limits.limit("edge_count"):
@@ -48,6 +50,15 @@ def graph_rules(document: Document, graph: ItemGraph, limits: Limits) -> None:
                 )
     if known and not _cycles(document, graph):
         _in_edges(document, graph)
+
+
+def _aggregate_into(document: Document, graph: ItemGraph) -> None:
+    """``graph.into``: an aggregate whose ``into`` is the list it iterates over."""
+    for number, step in enumerate(graph.steps):
+        clash = step.params.into_clash() if isinstance(step, AggregateStep) else None
+        if clash is not None:
+            where = ("steps", number, "params", "into")
+            document.add(where, "graph.into", f"step {step.id!r}: {clash}", step=step.id, field="params.into")
 
 
 def _forward(graph: ItemGraph) -> dict[str, list[tuple[int, Edge]]]:

@@ -21,9 +21,11 @@ The rules (``rule``: what it refuses):
     An anchor or alias; a key given twice in one mapping; a float (the plan's canonical encoding
     has none: use an integer or a string); an integer outside signed 64 bits.
 ``graph.kind``
-    A step whose ``kind`` is missing or not one of the step kinds.
+    A step whose ``kind`` is missing or not one of the step kinds; an aggregate's inner ``step``
+    whose kind is not one of :data:`~rho_notebook.model.itemgraph.INNER_KINDS`.
 ``graph.param``
-    A parameter a step's kind does not take (each kind's parameters are its model's fields).
+    A parameter a step's kind does not take (each kind's parameters are its model's fields; an
+    aggregate's inner command or model step takes no ``into``).
 ``graph.field``
     Any other shape problem: a missing or unknown field, a wrong type, a bad id, an inconsistent
     typed field, a model step without provider and model or agent, a bad condition.
@@ -31,6 +33,8 @@ The rules (``rule``: what it refuses):
     A loop edge without ``max_rounds``.
 ``graph.duplicate_id``
     Two steps with the same id.
+``graph.into``
+    An aggregate step whose ``into`` is the list it iterates over (``over``).
 ``graph.edge_step``
     An edge from or to a step the document does not have.
 ``graph.cycle``
@@ -79,10 +83,14 @@ from pydantic import ValidationError
 from rho_notebook.errors import InvalidWorkflow, MappingError, SourceError
 from rho_notebook.model.itemgraph import (
     GRAPH_SUFFIXES,
+    INNER_KINDS,
+    INNER_PARAMS_BY_KIND,
     PARAMS_BY_KIND,
     STEP_KINDS,
+    AggregateStep,
     CommandStep,
     FieldDecl,
+    InnerCommandParams,
     ItemGraph,
     StepParams,
 )
@@ -100,6 +108,7 @@ from rho_notebook.source.workspace import find_workspace
 __all__ = [
     "ITEM_BYTES_BUDGET",
     "GraphFinding",
+    "command_argvs",
     "lint_graph",
     "lint_graph_file",
     "load_graph",
@@ -176,19 +185,36 @@ def _check_mappings(document: Document) -> None:
     for number, step in enumerate(steps if isinstance(steps, list) else []):
         if not isinstance(step, dict) or not isinstance(step.get("params"), dict):
             continue
-        params_model = _params_model(step.get("kind"))
-        mapped = params_model.mapped() if params_model is not None else ()
-        for name, value in step["params"].items():
-            if step.get("kind") == "code" and name == "source":
-                continue
-            for path, text in _strings(value, ("steps", number, "params", str(name))):
-                literal_program = step.get("kind") == "command" and path[4:] == (0,)
-                _check_string(document, path, text, mapped=name in mapped and not literal_program)
+        inner = step["params"].get("step") if step.get("kind") == "aggregate" else None
+        for kind, params, where in (
+            (step.get("kind"), step["params"], ("steps", number, "params")),
+            *_inner_params(inner, ("steps", number, "params", "step", "params")),
+        ):
+            _check_params(document, kind, params, where)
     edges = data.get("edges")
     for number, edge in enumerate(edges if isinstance(edges, list) else []):
         if isinstance(edge, dict) and isinstance(edge.get("when"), dict) and "value" in edge["when"]:
             for path, text in _strings(edge["when"]["value"], ("edges", number, "when", "value")):
                 _check_string(document, path, text, mapped=False)
+
+
+def _inner_params(inner: Any, where: Path_) -> list[tuple[Any, dict[str, Any], Path_]]:
+    """An aggregate's inner step as (kind, params, path), when it is shaped as one."""
+    if isinstance(inner, dict) and isinstance(inner.get("params"), dict):
+        return [(inner.get("kind"), inner["params"], where)]
+    return []
+
+
+def _check_params(document: Document, kind: Any, params: dict[str, Any], where: Path_) -> None:
+    """The mapping rules on one step's (or an aggregate's inner step's) raw params at ``where``."""
+    model = (INNER_PARAMS_BY_KIND if len(where) > 3 else PARAMS_BY_KIND).get(kind) if isinstance(kind, str) else None
+    mapped = model.mapped() if model is not None else ()
+    for name, value in params.items():
+        if (kind == "code" and name == "source") or (kind == "aggregate" and name == "step"):
+            continue  # Starlark, or the inner step (checked on its own)
+        for path, text in _strings(value, (*where, str(name))):
+            literal_program = kind == "command" and name == "argv" and path[len(where) + 1 :] == (0,)
+            _check_string(document, path, text, mapped=name in mapped and not literal_program)
 
 
 def _check_string(document: Document, path: Path_, text: str, *, mapped: bool) -> None:
@@ -221,14 +247,24 @@ def _check_string(document: Document, path: Path_, text: str, *, mapped: bool) -
 def _code_arguments(graph: ItemGraph, add: Callable[..., None], *, lookup: Lookup | None = None) -> None:
     """``argv.code`` (module docstring): by program name, or with ``lookup`` against the files the
     names resolve to (``add(path, rule, message, step=, field=)`` reports one)."""
+    for number, step, raw_argv, at in command_argvs(graph):
+        argv = item_argv(raw_argv)
+        resolved = lookup(raw_argv[0]) if lookup is not None else None
+        found = code_argument_problem(argv, resolved=resolved, lookup=lookup, node=step, subject="step")
+        if found is not None and found.argument > 0:  # a mapping as argv[0] is graph.mapping_field
+            where: Path_ = ("steps", number, *at, "argv", found.argument)
+            field = ".".join(str(p) for p in at) + f".argv[{found.argument}]"
+            add(where, "argv.code", found.message, step=step, field=field)
+
+
+def command_argvs(graph: ItemGraph) -> Iterator[tuple[int, str, tuple[str, ...], Path_]]:
+    """(step number, step id, argv, path of its params under the step) of every command the
+    document runs: command steps and aggregates whose inner step is a command."""
     for number, step in enumerate(graph.steps):
         if isinstance(step, CommandStep):
-            argv = item_argv(step.params.argv)
-            resolved = lookup(step.params.argv[0]) if lookup is not None else None
-            found = code_argument_problem(argv, resolved=resolved, lookup=lookup, node=step.id, subject="step")
-            if found is not None and found.argument > 0:  # a mapping as argv[0] is graph.mapping_field
-                where: Path_ = ("steps", number, "params", "argv", found.argument)
-                add(where, "argv.code", found.message, step=step.id, field=f"params.argv[{found.argument}]")
+            yield number, step.id, step.params.argv, ("params",)
+        elif isinstance(step, AggregateStep) and isinstance(step.params.step.params, InnerCommandParams):
+            yield number, step.id, step.params.step.params.argv, ("params", "step", "params")
 
 
 def _resolved_code_arguments(graph: ItemGraph, text: str, *, path: Path, display: str) -> list[GraphFinding]:
@@ -260,34 +296,30 @@ def _model_findings(document: Document, err: ValidationError) -> None:
         kind = problem["type"]
         if kind == "too_short" and any(len(p["loc"]) > len(loc) and p["loc"][: len(loc)] == loc for p in problems):
             continue  # the list is "empty" only because its items failed, reported on their own
-        if len(loc) >= 3 and loc[0] == "steps" and isinstance(loc[1], int) and loc[2] in STEP_KINDS:
-            loc = (*loc[:2], *loc[3:])  # drop the discriminator's tag
+        loc = _untagged(loc)
         step, field, subject = subject_of(data, loc)
         message = str(problem["msg"]).removeprefix("Value error, ")
+        inner = loc[2:4] == ("params", "step")
         if kind in ("union_tag_invalid", "union_tag_not_found"):
-            raw = data["steps"][loc[1]]
+            raw = _raw_at(data, loc)
             shown = raw.get("kind") if isinstance(raw, dict) else None
-            what = f"unknown step kind {shown!r}" if shown is not None else "no kind"
+            what = f"unknown {'inner ' if inner else ''}step kind {shown!r}" if shown is not None else "no kind"
+            kinds = f"an aggregate runs {', '.join(INNER_KINDS)}" if inner else f"the kinds are {', '.join(STEP_KINDS)}"
             document.add(
-                (*loc, "kind"),
-                "graph.kind",
-                f"{subject}: {what}; the kinds are {', '.join(STEP_KINDS)}",
-                step=step,
-                field="kind",
+                (*loc, "kind"), "graph.kind", f"{subject}: {what}; {kinds}", step=step, field=_dotted_field(loc, "kind")
             )
-        elif kind == "extra_forbidden" and len(loc) == 4 and loc[2] == "params":
-            params_model = _params_model(data["steps"][loc[1]].get("kind"))
-            allowed = ", ".join(params_model.model_fields) if params_model is not None else ""
-            takes = f"its params are {allowed}" if allowed else "it takes no params"
-            shown_kind = data["steps"][loc[1]].get("kind")
+        elif kind == "extra_forbidden" and len(loc) in (4, 6) and loc[-2] == "params" and (len(loc) == 4 or inner):
             document.add(
                 loc,
                 "graph.param",
-                f"step {step!r}: unknown param {loc[3]!r} for a {shown_kind} step; {takes}",
+                f"step {step!r}: {_unknown_param(_raw_at(data, loc[:-2]), str(loc[-1]), inner=inner)}",
                 step=step,
                 field=field,
                 key=True,
             )
+        elif kind == "missing" and loc[2:] == ("params", "max_items"):
+            message = "an aggregate step needs max_items (at most 1000), the most elements it takes"
+            document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
         elif kind == "missing" and len(loc) == 4 and loc[0] == "edges" and loc[2:] == ("loop", "max_rounds"):
             document.add(
                 loc,
@@ -304,6 +336,41 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             document.add(loc, "graph.field", f"{subject}: unknown field", step=step, field=field, key=True)
         else:
             document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
+
+
+def _untagged(loc: Path_) -> Path_:
+    """``loc`` without the discriminators' tags (a step's kind, an aggregate's inner kind)."""
+    if len(loc) >= 3 and loc[0] == "steps" and isinstance(loc[1], int) and loc[2] in STEP_KINDS:
+        loc = (*loc[:2], *loc[3:])
+    if len(loc) >= 5 and loc[2:4] == ("params", "step") and loc[4] in INNER_KINDS:
+        loc = (*loc[:4], *loc[5:])
+    return loc
+
+
+def _raw_at(data: Any, loc: Path_) -> Any:
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _dotted_field(loc: Path_, last: str) -> str:
+    return ".".join(str(p) for p in (*loc[2:], last))
+
+
+def _unknown_param(raw: Any, name: str, *, inner: bool) -> str:
+    """The message of a parameter a step's (or an aggregate's inner step's) kind does not take."""
+    shown_kind = raw.get("kind") if isinstance(raw, dict) else None
+    model = (INNER_PARAMS_BY_KIND if inner else PARAMS_BY_KIND).get(shown_kind) if isinstance(shown_kind, str) else None
+    allowed = ", ".join(model.model_fields) if model is not None else ""
+    takes = f"its params are {allowed}" if allowed else "it takes no params"
+    if inner and name == "into":
+        return f"an aggregate's inner {shown_kind} step has no into: the aggregate's into holds every result; {takes}"
+    return f"unknown param {name!r} for {'an inner' if inner else 'a'} {shown_kind} step; {takes}"
 
 
 # -- graph rules -----------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 ``INPUTS`` must be a module-level literal dict (``ast.literal_eval``); each entry is
 ``{"type": "string"|"integer"|"bool"|"enum"|"path", "required": bool, "default": ..., "choices": [...]}``
-(``required`` defaults to "no default given"; ``choices`` only, and always, for ``enum``).
+(``required`` defaults to "no default given"; ``choices`` only, and always, for ``enum``). ``"int"``
+is read as ``"integer"`` (CAO's name for it, :data:`TYPE_SYNONYMS`): the declaration is normalised
+before anything uses it, so the plan, its digest and every message say ``integer``.
 Problems are ``script.inputs_literal`` (INPUTS is not a literal dict, or is assigned more than
 once) and ``script.inputs_entry`` (an entry has the wrong shape); a script that does not parse is
 ``python.syntax``.
@@ -18,10 +20,20 @@ from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.model.graph import NAME_PATTERN
 from rho_notebook.planning._findings import Finding, Severity
 
-__all__ = ["INPUT_TYPES", "NAME", "declaration", "finding_at", "parse_inputs_declaration", "parse_script"]
+__all__ = [
+    "INPUT_TYPES",
+    "NAME",
+    "TYPE_SYNONYMS",
+    "declaration",
+    "finding_at",
+    "parse_inputs_declaration",
+    "parse_script",
+]
 
 INPUT_TYPES = ("string", "integer", "bool", "enum", "path")
 """The types an ``INPUTS`` entry may declare: those of Starlark inputs, plus ``path``."""
+TYPE_SYNONYMS = {"int": "integer"}
+"""Other names an ``INPUTS`` entry may give a type by (CAO scripts declare ``int``), and the type."""
 
 NAME = re.compile(NAME_PATTERN)
 """The node-name grammar: input keys, step ids and workflow names."""
@@ -99,6 +111,12 @@ def _default_problem(key: str, kind: str, default: Any, choices: Any) -> str | N
     return f"INPUTS[{key!r}] default {default!r} must be {wanted}"
 
 
+def _type_of(entry: dict[Any, Any]) -> Any:
+    """The entry's declared type, a synonym read as its type (``int`` -> ``integer``)."""
+    kind = entry.get("type")
+    return TYPE_SYNONYMS.get(kind, kind) if isinstance(kind, str) else kind
+
+
 def _check_entry(key: Any, entry: Any) -> str | None:
     """The problem with one ``INPUTS`` entry, or None."""
     if not isinstance(key, str) or not NAME.match(key):
@@ -108,9 +126,10 @@ def _check_entry(key: Any, entry: Any) -> str | None:
     unknown = sorted(str(k) for k in set(entry) - _ENTRY_KEYS)
     if unknown:
         return f"INPUTS[{key!r}] has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_ENTRY_KEYS))}"
-    kind = entry.get("type")
+    kind = _type_of(entry)
     if kind not in INPUT_TYPES:
-        return f"INPUTS[{key!r}] has type {kind!r}; allowed types: {', '.join(INPUT_TYPES)}"
+        allowed = ", ".join([*INPUT_TYPES, *(f"{s} (= {t})" for s, t in TYPE_SYNONYMS.items())])
+        return f"INPUTS[{key!r}] has type {entry.get('type')!r}; allowed types: {allowed}"
     choices = entry.get("choices")
     return (
         _required_problem(key, entry)
@@ -146,7 +165,7 @@ def _entries(
             found.append(finding_at(where, display, "script.inputs_entry", problem))
             continue
         declared[key] = {
-            "type": entry["type"],
+            "type": _type_of(entry),
             "required": entry.get("required", "default" not in entry),
             "default": entry.get("default"),
             "choices": list(entry.get("choices") or ()),

@@ -18,9 +18,16 @@
 ``script.recovery`` (error) / ``script.recovery_unchecked`` (warning)
     ``recovery=`` of a step call is a literal other than None, ``"rerun"``, ``"manual"`` / is not
     a literal, so it cannot be checked before the run.
+``script.recovery_unverifiable`` (warning)
+    A step call passing ``**kwargs`` and no ``recovery=``: whether a policy is inside cannot be
+    seen before the run (CAO's ``unverifiable-recovery-policy``). A splat the linter can read is
+    not flagged, and a ``"recovery"`` in it is checked like ``recovery=``: a literal dict
+    (``**{...}``), or a name bound once, at module level, to a literal dict with string keys and
+    used nowhere but in ``**NAME`` (``LIMITS = {"timeout_seconds": 60, ...}``).
 ``script.step_id`` (error)
     A literal ``step_id=`` (a string, or the literal parts of an f-string) that breaks the
-    node-name grammar ``^[a-z][a-z0-9_-]{0,62}$``.
+    step-id grammar ``[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}`` or is a reserved ``call-N``: the
+    shim's own rule (:func:`rho_notebook.script.channel.step_id_problem`).
 ``script.inputs_undeclared`` (error)
     ``get_inputs()["k"]``, ``get_inputs().get("k")``, or ``inputs["k"]``/``inputs.get("k")`` where
     ``inputs = get_inputs()``, for a literal key ``k`` that ``INPUTS`` does not declare.
@@ -42,9 +49,9 @@ import ast
 import re
 from typing import Any
 
-from rho_notebook.model.graph import NAME_PATTERN
 from rho_notebook.planning._findings import Finding, Severity
-from rho_notebook.planning.script_inputs import NAME, declaration, finding_at, parse_script
+from rho_notebook.planning.script_inputs import declaration, finding_at, parse_script
+from rho_notebook.script.channel import STEP_ID_PATTERN, STEP_ID_TEXT, step_id_problem
 
 __all__ = ["lint_script"]
 
@@ -53,7 +60,7 @@ _RECOVERY = (None, "rerun", "manual")
 _ALLOWED_IMPORTS = ("rho_notebook.script", "rho_notebook.flow")
 _NONDETERMINISTIC = ("random", "time", "datetime", "uuid", "secrets")
 _EXECUTORS = frozenset({"ThreadPoolExecutor"})
-_ID_PART = re.compile(r"^[a-z0-9_-]*$")
+_ID_START = re.compile(r"[A-Za-z0-9]")
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -105,6 +112,8 @@ class _Linter:
         self.threads: list[ast.Call] = []
         """Calls that create a thread or pool, or hand work to one (for ``flow.fork``)."""
         self.forks = False
+        self.splat_dicts: dict[str, ast.Dict] = {}
+        """Names whose ``**NAME`` the linter reads: see :meth:`readable_splats`."""
 
     def add(self, node: ast.AST, rule: str, message: str, severity: Severity = "error") -> None:
         self.found.append(finding_at(node, self.display, rule, message, severity))
@@ -116,6 +125,7 @@ class _Linter:
                 self.imports(node)
         for node in nodes:
             self.bindings(node)
+        self.readable_splats(nodes)
         for node in nodes:
             if isinstance(node, ast.Call):
                 self.submissions(node)
@@ -282,14 +292,64 @@ class _Linter:
                 )
         else:
             self.step_id(step_id.value)
-        recovery = _keyword(call, "recovery")
-        if recovery is None:
-            return
+        given = _keyword(call, "recovery")
+        policy = given.value if given is not None else None
+        if given is None:
+            entries = self.splat_entries(call)
+            if entries is None:
+                self.add(
+                    call,
+                    "script.recovery_unverifiable",
+                    f"{callee}() passes **kwargs and no recovery=: whether a recovery policy is inside cannot be "
+                    "checked before the run; pass recovery= explicitly (None, 'rerun' or 'manual')",
+                    "warning",
+                )
+            policy = None if entries is None else entries.get("recovery")
+        if policy is not None:
+            self.recovery(policy)
+
+    def readable_splats(self, nodes: list[ast.AST]) -> None:
+        """The names bound once, at module level, to a literal dict with string keys, and used
+        nowhere but as ``**NAME``: what such a splat passes is known before the run."""
+        found: dict[str, ast.Dict] = {}
+        for statement in self.tree.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0], statement.value
+                if isinstance(target, ast.Name) and isinstance(value, ast.Dict) and _literal_keys(value) is not None:
+                    found[target.id] = value
+        splatted = {id(k.value) for n in nodes if isinstance(n, ast.Call) for k in n.keywords if k.arg is None}
+        stores: dict[str, int] = {}
+        for node in nodes:
+            if isinstance(node, ast.arg) and node.arg in found:
+                stores[node.arg] = 2  # a parameter of that name: another binding
+            elif isinstance(node, ast.Name) and node.id in found:
+                if isinstance(node.ctx, ast.Store | ast.Del):
+                    stores[node.id] = stores.get(node.id, 0) + 1
+                elif id(node) not in splatted:
+                    stores[node.id] = 2  # read some other way: it may be changed or passed on
+        self.splat_dicts = {name: value for name, value in found.items() if stores.get(name) == 1}
+
+    def splat_entries(self, call: ast.Call) -> dict[str, ast.expr] | None:
+        """The keywords the call's ``**`` splats pass, by name; None when one cannot be read."""
+        entries: dict[str, ast.expr] = {}
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                continue
+            value = keyword.value
+            literal = self.splat_dicts.get(value.id) if isinstance(value, ast.Name) else value
+            keys = _literal_keys(literal)
+            if keys is None or not isinstance(literal, ast.Dict):
+                return None
+            entries.update(zip(keys, literal.values, strict=True))
+        return entries
+
+    def recovery(self, policy: ast.expr) -> None:
+        """``script.recovery`` / ``script.recovery_unchecked`` for a step's ``recovery`` value."""
         try:
-            value = ast.literal_eval(recovery.value)
+            value = ast.literal_eval(policy)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             self.add(
-                recovery.value,
+                policy,
                 "script.recovery_unchecked",
                 "recovery= is not a literal, so it cannot be checked before the run; write None, 'rerun' or 'manual'",
                 "warning",
@@ -297,7 +357,7 @@ class _Linter:
             return
         if value not in _RECOVERY or not (value is None or isinstance(value, str)):
             self.add(
-                recovery.value,
+                policy,
                 "script.recovery",
                 f"recovery={value!r} is not a recovery policy; use None (halt when unsure), 'rerun' "
                 "(re-execute an unsettled step) or 'manual' (always ask)",
@@ -305,28 +365,24 @@ class _Linter:
 
     def step_id(self, value: ast.expr) -> None:
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            if not NAME.match(value.value):
-                self.add(
-                    value,
-                    "script.step_id",
-                    f"step_id {value.value!r} does not match {NAME_PATTERN}: start with a-z, then a-z 0-9 _ -, "
-                    "at most 63 characters",
-                )
+            problem = step_id_problem(value.value)
+            if problem is not None:
+                self.add(value, "script.step_id", problem)
         elif isinstance(value, ast.JoinedStr):
             parts = [p.value for p in value.values if isinstance(p, ast.Constant) and isinstance(p.value, str)]
             first = value.values[0] if value.values else None
             starts_bad = (
                 isinstance(first, ast.Constant)
                 and isinstance(first.value, str)
-                and not re.match(r"^[a-z]", first.value)
+                and _ID_START.match(first.value) is None
             )
-            bad = [p for p in parts if not _ID_PART.match(p)]
+            bad = [p for p in parts if STEP_ID_TEXT.fullmatch(p) is None]
             if bad or starts_bad:
                 self.add(
                     value,
                     "script.step_id",
-                    f"step_id f-string has literal text {(bad or parts)[0]!r} that breaks {NAME_PATTERN}: "
-                    "step ids start with a-z and use only a-z 0-9 _ -",
+                    f"step_id f-string has literal text {(bad or parts)[0]!r} that breaks {STEP_ID_PATTERN}: "
+                    "step ids start with a letter or digit and use only letters, digits and . _ : @ / -",
                 )
 
     # get_inputs() keys
@@ -349,6 +405,14 @@ class _Linter:
             "script.inputs_undeclared",
             f"input {key!r} is not declared in INPUTS (declared: {known}); add it to INPUTS or fix the key",
         )
+
+
+def _literal_keys(node: ast.expr | None) -> list[str] | None:
+    """The keys of a dict display whose keys are all string literals (no ``**`` inside); None else."""
+    if not isinstance(node, ast.Dict):
+        return None
+    keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return keys if len(keys) == len(node.keys) else None
 
 
 def _is_get_inputs(expr: ast.expr | None) -> bool:

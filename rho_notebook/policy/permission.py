@@ -64,8 +64,8 @@ class LaunchKind(str, Enum):
 def launch_kind(node: Node) -> LaunchKind:
     """The kind of launch an attempt of ``node`` is."""
     if isinstance(node, ItemNode):
-        if node.step_kind in ("agent", "command", "model"):
-            return LaunchKind(node.step_kind)
+        if node.acting_kind in ("agent", "command", "model"):
+            return LaunchKind(node.acting_kind)
         return LaunchKind.NONE
     if isinstance(node, AgentNode):
         return LaunchKind.AGENT
@@ -79,7 +79,7 @@ def launch_kind(node: Node) -> LaunchKind:
 def read_only(node: Node) -> bool:
     """Whether ``node`` is an agent whose frozen capability set has no writes, processes or
     nested agents (its launch is allowed in every mode)."""
-    agent = isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.step_kind == "agent")
+    agent = isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.acting_kind == "agent")
     return agent and getattr(node, "access", None) == "read_only"
 
 

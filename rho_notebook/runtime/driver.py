@@ -53,8 +53,8 @@ from rho_notebook.model.graph import (
     ShellNode,
     placement_of,
 )
-from rho_notebook.model.itemrun import stalled_steps
-from rho_notebook.model.mapping import RunContext
+from rho_notebook.model.itemrun import InstanceLog, stalled_steps
+from rho_notebook.model.mapping import RunContext, with_people
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import TERMINAL_STATES, NodeState, workflow_outcome
 from rho_notebook.policy.approvals import ApprovalDecision
@@ -295,7 +295,8 @@ class RunDriver:
         if isinstance(node, PythonNode):
             return python_facts(node, self.graph, self._output)
         if isinstance(node, ItemNode):
-            return item_launch_facts(node, self.graph, self._output, RunContext(self.run_id, **self.run_fields))
+            run = RunContext(self.run_id, **with_people(self.run_fields, self.execution.state))
+            return item_launch_facts(node, self.graph, self._output, run)
         if isinstance(node, AgentNode):
             prompt = render_template(node.prompt, self._output)
             return agent_launch_facts(self.graph.agent(node.agent), access=node.access, prompt=prompt)
@@ -346,7 +347,10 @@ class RunDriver:
             source_environ=ex.environ,
             verified=ex.verified,
             graph=self.graph,
-            run_fields=self.run_fields,
+            run_fields=with_people(self.run_fields, ex.state) if isinstance(node, ItemNode) else self.run_fields,
+            instances=InstanceLog.of(ex.state.nodes[node.name].instances, ex.emit, ex.journal.sync)
+            if isinstance(node, ItemNode) and node.step_kind == "aggregate"
+            else None,
         )
 
     def _gate_facts(self, node: Node, launch: Launch) -> dict[str, Any] | None:

@@ -20,9 +20,15 @@ execution:
    runs it, writes ``value.json`` (``{"output", "value"}``), journals ``node_finished`` and
    answers; *halt* journals ``step_halted`` and the run stops with ``run_halted`` (lifecycle
    ``needs_decision``); *diverge* journals ``step_diverged`` and the run fails.
-5. When the script process ends: ``script_exited``, then the outcome: ``success`` when it exited
-   0, nothing diverged and every step called in this execution ended in success (or was
-   skipped by decision); ``failure`` otherwise; ``cancellation`` after a cancel request (the
+   A halt or divergence is an exception the script sees (``DecisionRequired``,
+   ``ReplayDivergenceError``): the runner answers the call, stops the steps still running, and
+   gives the script :data:`HALT_GRACE_SECONDS` to exit (its handlers and ``finally`` run; every
+   later step call gets the same answer and launches nothing) before it stops the script's
+   process group. Whatever the script does then, the run ends ``needs_decision`` or diverged.
+5. When the script process ends: ``script_exited``, then the outcome, which follows the script
+   (:func:`~rho_notebook.runtime.script_process.outcome_of`): ``success`` when it exited 0 (a
+   step that failed while the script went on is the script's to handle), ``failure`` when it
+   raised, exited non-zero, was killed or timed out; ``cancellation`` after a cancel request (the
    script's process group and every running step are stopped, acknowledged as graph runs do).
 
 Durability: as :mod:`rho_notebook.runtime.driver` (``node_launched`` is fsynced before a step
@@ -79,6 +85,10 @@ __all__ = ["MAX_OUTPUT_BYTES", "SCRIPT_NODE", "QuickSteps", "ScriptDriver", "Ste
 MAX_OUTPUT_BYTES = 1_048_576
 """Largest ``emit_output`` value (as JSON) journaled as the run's output."""
 
+HALT_GRACE_SECONDS = 5.0
+"""How long a script may take to exit after a step call halted or diverged (its ``except`` and
+``finally`` run) before the runner stops its process group."""
+
 
 def _invalid(message: str) -> dict[str, Any]:
     return {"ok": False, "error": "invalid", "message": message}
@@ -102,7 +112,10 @@ class ScriptDriver:
     _halted: list[dict[str, str]] = field(init=False, default_factory=list)
     _diverged: list[tuple[str, str, str]] = field(init=False, default_factory=list)
     _stop: asyncio.Event = field(init=False, default_factory=asyncio.Event)
-    """Set to stop the script process (halt, divergence, cancel)."""
+    """Set to stop the script process (a cancel, or the grace after a halt or divergence ended)."""
+    _stopping: dict[str, Any] | None = field(init=False, default=None)
+    """The first halt's or divergence's answer, given again to every later step call."""
+    _grace: asyncio.TimerHandle | None = field(init=False, default=None)
     _cancelling: bool = field(init=False, default=False)
     _inflight: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
     _quick: QuickSteps | None = field(init=False, default=None)
@@ -189,6 +202,8 @@ class ScriptDriver:
                 await self._drain_steps()
                 return ended
         finally:
+            if self._grace is not None:
+                self._grace.cancel()
             stored.reading = False
             await channel.close()
             await reading
@@ -212,7 +227,7 @@ class ScriptDriver:
             ex.complete("failure", message)
             return
         timeout = script_spec(self.graph).timeout_seconds
-        outcome, message = outcome_of(result, logs, timeout_seconds=timeout, seen=self._seen)
+        outcome, message = outcome_of(result, logs, timeout_seconds=timeout)
         if refusal is not None and outcome == "success":
             outcome, message = refusal.state.value, refusal.message
         ex.complete(outcome, message)
@@ -329,6 +344,8 @@ class ScriptDriver:
             return self._handle_other(op, request)
         if self._stop.is_set():
             return {"ok": False, "error": "cancelled"}
+        if self._stopping is not None:
+            return dict(self._stopping)
         call = self._call(request)
         if isinstance(call, dict):
             return call
@@ -421,6 +438,8 @@ class ScriptDriver:
             prepared = await asyncio.to_thread(self.steps.prepare, call)
         except StepInvalid as err:
             return self._refuse(call, err)
+        if self._stopping is not None:  # a halt or divergence came while this call prepared
+            return dict(self._stopping)
         answer = self._answer_call(call, prepared)
         if isinstance(answer, Execute):
             return await self._execute_step(call, prepared, answer)
@@ -481,8 +500,7 @@ class ScriptDriver:
         self._seen[key] = "halted"
         self._halted.append({"step": key, "why": verdict.why})
         self.execution.emit(event(EventKind.STEP_HALTED, self.run_id, node=key, why=verdict.why))
-        asyncio.get_running_loop().call_soon(self._stop_script)  # after this answer is written
-        return {"ok": False, "error": "decision_required", "step": key, "why": verdict.why}
+        return self._stopping_with({"ok": False, "error": "decision_required", "step": key, "why": verdict.why})
 
     def _diverge(self, key: str, verdict: Diverge, prepared: PreparedStep) -> Answer:
         self._seen[key] = "diverged"
@@ -496,14 +514,26 @@ class ScriptDriver:
                 digest=prepared.digest,
             )
         )
-        asyncio.get_running_loop().call_soon(self._stop_script)
-        return {
-            "ok": False,
-            "error": "divergence",
-            "step": key,
-            "stored_digest": verdict.stored_digest,
-            "digest": prepared.digest,
-        }
+        return self._stopping_with(
+            {
+                "ok": False,
+                "error": "divergence",
+                "step": key,
+                "stored_digest": verdict.stored_digest,
+                "digest": prepared.digest,
+            }
+        )
+
+    def _stopping_with(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """Answer a halting or diverging call with ``answer`` (an exception in the script) and let
+        the script exit on its own: every later step call gets the first such answer and launches
+        nothing, the steps still running are stopped, and the script's process group is stopped
+        after :data:`HALT_GRACE_SECONDS` unless it exited before."""
+        if self._stopping is None:
+            self._stopping = answer
+            self.execution.cancel_running()
+            self._grace = asyncio.get_running_loop().call_later(HALT_GRACE_SECONDS, self._stop_script)
+        return answer
 
     def _replayed_later(self, record: dict[str, Any]) -> None:
         """Journal a ``step_replayed`` once this turn of the loop has written its answers: the
@@ -526,6 +556,8 @@ class ScriptDriver:
         self._seen[call.key] = state.value
         if state is NodeState.CANCELLATION and self._stop.is_set():
             return {"ok": False, "error": "cancelled"}
+        if state is NodeState.CANCELLATION and self._stopping is not None:  # stopped by a halt
+            return dict(self._stopping)
         answer = step_answer(call.key, state.value, ended.payload, replayed=False)
         if ended.message and state is not NodeState.SUCCESS:
             answer["message"] = ended.message

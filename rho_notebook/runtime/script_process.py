@@ -202,11 +202,12 @@ def exited_ok(result: ProcessResult | str) -> bool:
     return not isinstance(result, str) and result.kind == "exit" and result.exit_code == 0
 
 
-def outcome_of(
-    result: ProcessResult | str, logs: ScriptLogs, *, timeout_seconds: float, seen: dict[str, str]
-) -> tuple[str, str]:
+def outcome_of(result: ProcessResult | str, logs: ScriptLogs, *, timeout_seconds: float) -> tuple[str, str]:
     """(outcome, message) of an execution whose script ended with ``result`` (nothing halted,
-    diverged or was cancelled); ``seen``: step key -> how its call ended in this execution."""
+    diverged or was cancelled): the outcome follows the script, as CAO's does (issue 33). A script
+    that exited 0 succeeded, whatever its steps did: a step that failed or was denied while the
+    script went on was the script's to handle (it is shown ``failure (handled)``); a script that
+    raised, exited non-zero, was killed or timed out failed."""
     if isinstance(result, str):
         return "failure", f"the script could not be started: {result}"
     if result.kind != "exit":
@@ -218,7 +219,4 @@ def outcome_of(
     if result.exit_code != 0:
         last = logs.last_line()
         return "failure", f"the script exited with code {result.exit_code}" + (f": {last}" if last else "")
-    failed = sorted(key for key, how in seen.items() if how not in ("success", "skipped"))
-    if failed:
-        return "failure", "steps that did not succeed: " + ", ".join(f"{k} ({seen[k]})" for k in failed)
     return "success", ""

@@ -1,9 +1,13 @@
 """The exceptions a step call raises when the runner stops the run instead of answering.
 
-They are ordinary :class:`Exception` subclasses, so a blanket ``except Exception`` in a script
-catches them. Do not let it: re-raise :class:`RunStopped` (the common base) first. Catching one
-changes nothing the runner decided (the halt, the divergence or the cancel is already journaled
-and the runner stops this process), it only hides the reason from the script's own output.
+They are ordinary :class:`Exception` subclasses raised by the call, so the script's own handlers
+and ``finally`` blocks run (CAO's halt arrives in the script the same way, as an HTTP 409 error).
+After a halt or a divergence the runner gives the script 5 s to exit; every later step call in
+that time raises the same exception and launches nothing; then the runner stops the script's
+process group. A blanket ``except Exception`` catches them too: re-raise :class:`RunStopped` (the
+common base) first. Catching one changes nothing the runner decided (the halt, the divergence or
+the cancel is already journaled, and the run ends ``needs_decision``, diverged or cancelled even
+when the script exits 0), it only hides the reason from the script's own output.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """Step calls: keys, edges, argument checks, and the handle a step returns.
 
 **Keys.** A step is journaled under its key. ``step_id="..."`` is the author's key and must
-follow the node-name grammar ``^[a-z][a-z0-9_-]{0,62}$`` (``call-N`` is reserved); without one a
-call gets ``call-N``, N counting the calls made *without* an id in this execution, from 1, under a
-lock (so explicit-id steps never shift the default keys of the others). Thread timing decides
-which of two concurrent default-keyed calls gets which N, so concurrent steps need explicit,
-stable ids. A key used twice in one execution is a :class:`ValueError`. :mod:`rho_notebook.flow`
-builds its own keys (``team.writer/f1#2``, outside this grammar) and sends them through
-:func:`_keyed_step` (public as :func:`rho_notebook.script.channel.keyed_step`).
+follow the step-id grammar :data:`STEP_ID`, ``[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}``, wide enough
+for the ids CAO scripts derive from their items (``summarize:{name}``, ``fetch@v2/part``);
+``call-N`` is reserved. Without one a call gets ``call-N``, N counting the calls made *without* an
+id in this execution, from 1, under a lock (so explicit-id steps never shift the default keys of
+the others). Thread timing decides which of two concurrent default-keyed calls gets which N, so
+concurrent steps need explicit, stable ids. A key used twice in one execution is a
+:class:`ValueError`. :mod:`rho_notebook.flow` builds its own keys (``team.writer/f1#2``: always
+with a ``#``, which no step id holds, so the two never meet) and sends them through
+:func:`_keyed_step` (public as :func:`rho_notebook.script.channel.keyed_step`). The grammar is
+defined here once; the linter (``validate``) and the flow keys read it through
+:mod:`rho_notebook.script.channel`.
 
 **Edges.** A step's ``after`` keys (the live DAG's edges) are the handles in ``after=`` followed
 by every :class:`StepHandle` found in the step's arguments (argv items, the prompt, messages,
@@ -46,8 +50,13 @@ from rho_notebook.script.schema import Schema, is_schema
 
 __all__ = ["StepHandle", "run_step", "run_command", "run_model", "get_inputs", "emit_output"]
 
-STEP_ID = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-"""The node-name grammar an author's ``step_id`` follows (matched whole)."""
+_ID_CHARS = "A-Za-z0-9._:@/-"
+STEP_ID_PATTERN = rf"[A-Za-z0-9][{_ID_CHARS}]{{0,127}}"
+"""The grammar an author's ``step_id`` follows, matched whole (docs/scripts.md, "Step keys")."""
+STEP_ID = re.compile(STEP_ID_PATTERN)
+""":data:`STEP_ID_PATTERN`, compiled."""
+STEP_ID_TEXT = re.compile(rf"[{_ID_CHARS}]*")
+"""Text that may stand anywhere in a step id (the literal parts of an f-string id), matched whole."""
 _DEFAULT_KEY = re.compile(r"call-[0-9]+")
 RECOVERIES = ("rerun", "manual")
 """The ``recovery=`` values besides None (see docs/scripts.md)."""
@@ -125,19 +134,26 @@ class _Keys:
             return key
 
 
+def step_id_problem(step_id: str) -> str | None:
+    """Why ``step_id`` is not an author's step id (it breaks :data:`STEP_ID` or is a reserved
+    ``call-N``), or None; the one wording the shim and ``validate`` use."""
+    if STEP_ID.fullmatch(step_id) is None:
+        return (
+            f"step_id {step_id!r:.140} is not a valid step id: it must match {STEP_ID_PATTERN} "
+            "(a letter or digit, then up to 127 letters, digits or . _ : @ / -)"
+        )
+    if _DEFAULT_KEY.fullmatch(step_id) is not None:
+        return f"step_id {step_id!r} is reserved for steps without an id (call-1, call-2, ...); choose another id"
+    return None
+
+
 def _check_step_id(step_id: object) -> None:
     if not isinstance(step_id, str):
         msg = f"step_id must be a string, got {type(step_id).__name__} {step_id!r:.60}"
         raise TypeError(msg)
-    if STEP_ID.fullmatch(step_id) is None:
-        msg = (
-            f"step_id {step_id!r} is not a valid step id: it must match [a-z][a-z0-9_-]{{0,62}} "
-            "(a lower-case letter, then up to 62 lower-case letters, digits, '_' or '-')"
-        )
-        raise ValueError(msg)
-    if _DEFAULT_KEY.fullmatch(step_id) is not None:
-        msg = f"step_id {step_id!r} is reserved for steps without an id (call-1, call-2, ...); choose another id"
-        raise ValueError(msg)
+    problem = step_id_problem(step_id)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class _Lineage:
@@ -367,8 +383,8 @@ def run_step(
         The prompt text; a :class:`StepHandle` (or an earlier step's ``.output`` object) stands
         for that step's output and draws an edge from it.
     step_id
-        The step's key (``^[a-z][a-z0-9_-]{0,62}$``); default ``call-N``. Required in practice for
-        concurrent calls.
+        The step's key (:data:`STEP_ID_PATTERN`, e.g. ``summarize:report.md``); default
+        ``call-N``. Required in practice for concurrent calls.
     output
         A schema from :mod:`rho_notebook.script.schema`: the answer must be JSON matching it, and
         the validated value is ``.value`` (and ``.output``).

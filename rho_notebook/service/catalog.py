@@ -21,6 +21,12 @@ Folders that never hold the workspace's own workflows are not entered: hidden on
 ``__pycache__`` and ``site-packages``. Symlinks are not followed. The scan is bounded: it stops
 after :data:`MAX_FILES` candidate files and says so (:attr:`WorkflowScan.truncated`); a file too
 big or unreadable is listed in :attr:`WorkflowScan.skipped` with the reason, never silently left out.
+
+One workflow's detail (``rho-notebook get NAME``: :func:`find_workflow`, :func:`describe_workflow`)
+is its source, its kind and its declared inputs. A script's or flow's ``INPUTS`` and an item
+graph's ``inputs`` are read without running anything; a Starlark workflow's come from evaluating
+its top level in the sandboxed planning worker, stopped before ``build`` is called. A workflow
+whose inputs cannot be read is still described, with the reason (``inputs_error``).
 """
 
 from __future__ import annotations
@@ -29,15 +35,31 @@ import ast
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from rho_notebook.errors import RhoError
+from pydantic import JsonValue
+
+from rho_notebook.errors import BadArgument, Diagnostic, InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.service.cells import split_cell
 
-__all__ = ["WorkflowEntry", "WorkflowKind", "WorkflowScan", "MAX_FILES", "scan_workflows"]
+if TYPE_CHECKING:
+    from rho_notebook.planning.request import PlanRequest
+
+__all__ = [
+    "WorkflowEntry",
+    "WorkflowKind",
+    "WorkflowScan",
+    "WorkflowInput",
+    "WorkflowDetail",
+    "MAX_FILES",
+    "scan_workflows",
+    "catalog_json",
+    "find_workflow",
+    "describe_workflow",
+]
 
 WorkflowKind = Literal["starlark", "script", "flow", "graph", "notebook"]
 
@@ -77,6 +99,16 @@ class WorkflowScan(FrozenModel):
     files_read: int
     skipped: list[str] = []
     """``FILE: reason`` for each candidate that could not be read."""
+
+
+def catalog_json(root: Path, scan: WorkflowScan) -> dict[str, Any]:
+    """The one answer of ``list --output json`` and MCP's ``workflow_list``."""
+    return {
+        "workspace": str(root),
+        "workflows": [entry.to_json() for entry in scan.workflows],
+        "truncated": scan.truncated,
+        "skipped": scan.skipped,
+    }
 
 
 def scan_workflows(root: Path, *, max_files: int = MAX_FILES) -> WorkflowScan:
@@ -209,3 +241,187 @@ def _notebook_names(text: str) -> list[str]:
         if words and not words[0].startswith("-") and words[0] not in names:
             names.append(words[0])
     return names
+
+
+# -- one workflow: get NAME ----------------------------------------------------------------------------
+
+
+class WorkflowInput(FrozenModel):
+    """One declared input of a workflow."""
+
+    name: str
+    type: str
+    """``string``, ``integer``, ``bool``, ``enum`` or (scripts, flows) ``path``."""
+    required: bool
+    default: JsonValue = None
+    choices: list[JsonValue] = []
+
+
+class WorkflowDetail(FrozenModel):
+    """What ``get NAME`` shows: the workflow's entry, its source and its declared inputs."""
+
+    name: str
+    kind: WorkflowKind
+    file: str
+    """Relative to the workspace root, with ``/``."""
+    workspace: str
+    source: str
+    """The file's text; for a notebook, the body of the workflow's cell."""
+    inputs: list[WorkflowInput] | None
+    """By name; None when they could not be read (:attr:`inputs_error` says why)."""
+    inputs_error: str | None = None
+    run: str
+    """The command that plans and runs it."""
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+StarlarkRequest = Callable[[Path | str], "PlanRequest"]
+"""Makes the planning request of a Starlark entry (a path) or of Starlark text (a notebook cell)."""
+
+
+def find_workflow(root: Path, given: str, scan: WorkflowScan) -> WorkflowEntry:
+    """The workflow of ``scan`` that ``given`` names: by name, or by its file (relative to
+    ``root``, or a path to it), which also picks one of several workflows sharing a name.
+
+    Raises
+    ------
+    NotFound
+        No workflow of the workspace has that name or file; the message names the catalog.
+    BadArgument
+        Several workflows answer to ``given``; the message names their files.
+    """
+    found = [entry for entry in scan.workflows if entry.name == given]
+    if not found:
+        file = _relative(root, given)
+        found = [entry for entry in scan.workflows if entry.file == file]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        files = ", ".join(f"{entry.file} ({entry.kind} {entry.name})" for entry in found)
+        msg = f"{given!r} names {len(found)} workflows of the workspace {root}: {files}; give the file instead"
+        raise BadArgument(msg)
+    names = ", ".join(sorted({entry.name for entry in scan.workflows})) or "none"
+    more = " (the scan stopped early: more may exist)" if scan.truncated else ""
+    msg = (
+        f"no workflow {given!r} in the workspace {root}; its workflows{more}: {names} "
+        "(`rho-notebook list` shows their files and kinds)"
+    )
+    raise NotFound(msg)
+
+
+def _relative(root: Path, given: str) -> str:
+    path = Path(given)
+    try:
+        absolute = path.resolve() if path.is_absolute() or path.exists() else (root / path).resolve()
+        return absolute.relative_to(root.resolve()).as_posix()
+    except (OSError, ValueError, RuntimeError):
+        return given
+
+
+async def describe_workflow(root: Path, entry: WorkflowEntry, *, starlark: StarlarkRequest) -> WorkflowDetail:
+    """``entry``'s source, kind and declared inputs (the module docstring says how each is read)."""
+    path = root / entry.file
+    text = _text(path)
+    source = text
+    kind_of_source: str = entry.kind  # a notebook cell's own kind replaces it
+    if entry.kind == "notebook":
+        kind_of_source, source = _notebook_cell(text, entry.name)
+    inputs: list[WorkflowInput] | None = None
+    error = None
+    try:
+        declared = await _declared(kind_of_source, source, path=path, entry=entry, starlark=starlark)
+        inputs = [WorkflowInput(name=key, **_shown(decl)) for key, decl in sorted(declared.items())]
+    except InvalidWorkflow as err:
+        error = "; ".join(found.render() for found in err.diagnostics()) or "the source did not evaluate"
+    except RhoError as err:
+        error = err.message
+    return WorkflowDetail(
+        name=entry.name,
+        kind=entry.kind,
+        file=entry.file,
+        workspace=str(root),
+        source=source,
+        inputs=inputs,
+        inputs_error=error,
+        run=_run_command(entry),
+    )
+
+
+def _shown(decl: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": str(decl.get("type")),
+        "required": bool(decl.get("required")),
+        "default": decl.get("default"),
+        "choices": list(decl.get("choices") or ()),
+    }
+
+
+async def _declared(
+    kind: str, source: str, *, path: Path, entry: WorkflowEntry, starlark: StarlarkRequest
+) -> dict[str, dict[str, Any]]:
+    """The declared inputs of one source, by its kind (``workflow``: a notebook's Starlark cell);
+    planning is imported here, when a workflow is described: ``list`` reads files only."""
+    from rho_notebook.planning.itemgraph import load_graph
+    from rho_notebook.planning.script import FLOW_INPUTS
+    from rho_notebook.planning.script_inputs import parse_inputs_declaration
+
+    if kind in ("script", "flow"):
+        declared = parse_inputs_declaration(source, entry.file, display=entry.file)
+        return declared or (FLOW_INPUTS if kind == "flow" else {})
+    if kind == "graph":
+        graph = load_graph(source, display=entry.file)
+        return {name: decl.declaration() for name, decl in graph.inputs.items()}
+    request = starlark(path if entry.kind == "starlark" else source + "\n")
+    return await _starlark_inputs(request)
+
+
+class _Declared(InvalidWorkflow):
+    """Stops an evaluation once the worker declared its inputs, before ``build`` runs."""
+
+    def __init__(self, declared: dict[str, Any]) -> None:
+        super().__init__([Diagnostic(rule="inputs.read", message="inputs read; build not called")])
+        self.declared = declared
+
+
+async def _starlark_inputs(request: PlanRequest) -> dict[str, dict[str, Any]]:
+    """A Starlark entry's ``define(inputs = ...)``, its top level evaluated in the planning worker;
+    refusing the inputs stops the evaluation before ``build`` is called."""
+
+    from rho_notebook.source.evaluate import evaluate_source
+    from rho_notebook.source.labels import FileSourceReader
+    from rho_notebook.source.limits import load_limits
+
+    def capture(declared: dict[str, Any]) -> dict[str, Any]:
+        raise _Declared(declared)
+
+    reader = FileSourceReader(request.workspace.root, request.overlay_sources)
+    try:
+        await evaluate_source(request.entry, reader=reader, check_inputs=capture, limits=load_limits())
+    except _Declared as stopped:
+        return stopped.declared
+    return {}  # evaluated without declaring inputs: it takes none
+
+
+def _notebook_cell(text: str, name: str) -> tuple[str, str]:
+    """(kind, body) of the notebook's last ``%%workflow|script|flow NAME`` cell."""
+    data = json.loads(text)
+    found = ("workflow", "")
+    for cell in data.get("cells") or [] if isinstance(data, dict) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        split = split_cell("".join(source) if isinstance(source, list) else str(source))
+        if split is not None and split[0] in _NOTEBOOK_KINDS and split[1].split()[:1] == [name]:
+            found = (split[0], split[2])
+    return found
+
+
+def _run_command(entry: WorkflowEntry) -> str:
+    """The command that plans and runs ``entry`` (from the workspace root)."""
+    if entry.kind == "flow":
+        return f"rho-notebook run {entry.file} --flow {entry.name} --input KEY=JSON..."
+    if entry.kind == "notebook":
+        return f"rho-notebook run {entry.file} --workflow {entry.name} --input KEY=JSON..."
+    return f"rho-notebook run {entry.file} --input KEY=JSON..."

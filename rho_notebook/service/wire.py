@@ -28,6 +28,7 @@ from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.service.wire_views import (
     Detail,
     HaltedStepJson,
+    InstancesJson,
     NodeView,
     OutcomeName,
     ReusedFromJson,
@@ -105,6 +106,7 @@ __all__ = [
     "status_json",
     "reused_from_json",
     "halted_json",
+    "instances_json",
     "step_json",
     "node_order",
     "run_row_json",
@@ -166,17 +168,22 @@ def shown_state(record: NodeRecord, *, allowed: bool = False) -> ShownName:
 
     - ``waiting_for_approval``: the node is running and its latest attempt waits on an approval
       request (a supervised launch, an approval node, a human step): no process has started.
+    - ``failure_handled`` / ``denial_handled``: a script or flow step that failed or was denied
+      while the script went on: it made another step call after it, or the run succeeded
+      (:attr:`NodeRecord.handled <rho_notebook.model.run_state.NodeRecord.handled>`, folded from
+      the journal). The run's outcome follows the script, so such a step did not fail it.
     - ``failure_allowed``: the node failed and ``allowed`` (its ``allow_failure`` is set: the
       failure does not count against the run's outcome).
     - otherwise the node's state.
-
-    ``failure_handled`` and ``denial_handled`` are produced by no run yet (a script's steps will
-    say when the script went on from them); front ends draw them already.
     """
     state = record.state
     current = record.current
     if state is NodeState.RUNNING and current is not None and current.pending_approval:
         return "waiting_for_approval"
+    if record.handled and state is NodeState.FAILURE:
+        return "failure_handled"
+    if record.handled and state is NodeState.DENIAL:
+        return "denial_handled"
     if state is NodeState.FAILURE and allowed:
         return "failure_allowed"
     return state.value
@@ -191,8 +198,10 @@ def allowed_failures_of(state: RunState) -> frozenset[str]:
     found = known(state.graph_digest)
     if found is not None:
         return found
-    if state.outcome == "success":
-        return frozenset(name for name, record in state.nodes.items() if record.state is NodeState.FAILURE)
+    if state.outcome == "success":  # a script's steps are never allowed failures: they are handled ones
+        return frozenset(
+            name for name, record in state.nodes.items() if record.state is NodeState.FAILURE and record.step is None
+        )
     return frozenset()
 
 
@@ -247,6 +256,8 @@ class NodeStatusJson(TypedDict):
     """Script runs: the step's kind, digest, facts, edges and recovery."""
     replayed: NotRequired[int]
     """Script runs: how many step calls were answered from the journal (nothing ran)."""
+    instances: NotRequired[InstancesJson]
+    """An item graph's aggregate step: its instances ``STEP[i]``, counted by state."""
 
 
 class StatusJson(TypedDict):
@@ -293,6 +304,17 @@ def step_json(record: NodeRecord) -> StepJson | None:
     }
 
 
+def instances_json(name: str, record: NodeRecord) -> InstancesJson | None:
+    """An aggregate step's instances (keys ``NAME[i]``, in element order), or None for any other node."""
+    if not record.instances:
+        return None
+    states = {f"{name}[{i}]": str(r["state"]) for i, r in sorted(record.instances.items())}
+    counts: dict[str, int] = {}
+    for shown in states.values():
+        counts[shown] = counts.get(shown, 0) + 1
+    return {"counts": counts, "states": states}
+
+
 def halted_json(state: RunState) -> list[HaltedStepJson]:
     """The steps a script run stopped at (empty unless it needs a decision)."""
     return [{"step": str(h.get("step", "")), "why": str(h.get("why", ""))} for h in state.halted]
@@ -329,6 +351,9 @@ def status_json(state: RunState, *, allowed: frozenset[str] | None = None) -> St
         if step is not None:
             nodes[name]["step"] = step
             nodes[name]["replayed"] = record.replayed
+        instances = instances_json(name, record)
+        if instances is not None:
+            nodes[name]["instances"] = instances
     status: StatusJson = {
         "run_id": state.run_id,
         "plan_id": state.plan_id,

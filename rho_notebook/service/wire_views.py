@@ -21,6 +21,7 @@ __all__ = [
     "WireNode",
     "WireEdge",
     "WireLayout",
+    "InstancesJson",
     "NodeView",
     "RunView",
     "StreamView",
@@ -119,6 +120,15 @@ class WireLayout(TypedDict):
     reduced_edge_count: int
 
 
+class InstancesJson(TypedDict):
+    """An item graph's ``aggregate`` step: its instances ``STEP[i]`` (one node in the DAG)."""
+
+    counts: dict[str, int]
+    """How many instances are in each state (``success``, ``running``, ``failure``, ...)."""
+    states: dict[str, str]
+    """Each instance's latest state by its key ``STEP[i]``, in element order."""
+
+
 class NodeView(TypedDict):
     state: str
     shown: NotRequired[ShownName]
@@ -139,6 +149,8 @@ class NodeView(TypedDict):
     """Script runs: step calls answered from the journal (drawn with a "replayed" mark when > 0)."""
     halted: NotRequired[str]
     """Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision")."""
+    instances: NotRequired[InstancesJson]
+    """An item graph's aggregate step: its instances' counts and states."""
     v: int
     """Version: the tracker's change counter when this view last changed (newest wins)."""
 

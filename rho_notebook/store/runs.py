@@ -84,7 +84,10 @@ RUN_FORMAT = "rho-notebook/run/v1"
 
 def node_folder(node: str) -> str:
     """The folder name of node (or step key) ``node`` under ``nodes/``: ``%`` as ``%25`` and ``/``
-    as ``%2F``, so a step key never nests folders; any other name is unchanged."""
+    as ``%2F``, so a step key never nests folders; any other name is unchanged. The other marks a
+    script step id may hold (``. _ : @ -``, docs/scripts.md) stay as they are: each is an ordinary
+    character of a POSIX file name, an id cannot start with ``.`` (so it is never ``.`` or ``..``),
+    and a folder of an id valid before the wider grammar keeps its name."""
     if "/" not in node and "%" not in node:
         return node
     return node.replace("%", "%25").replace("/", "%2F")

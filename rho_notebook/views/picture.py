@@ -24,6 +24,7 @@ import functools
 import struct
 from collections.abc import Collection, Mapping
 from html import escape
+from typing import Any
 
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
@@ -99,11 +100,13 @@ def dag_bundle(
     title: str = "",
     subtitle: str = "",
     halted: Collection[str] = (),
+    marks: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The static picture of a laid-out DAG: ``image/png`` (base64), ``image/svg+xml`` and
     ``text/plain``; ``states`` maps a node to its displayed state (a node view's ``shown``, else
-    its ``state``; missing: pending), ``halted`` names a script run's steps that need a decision."""
-    svg = render_svg(layout, states=states, title=title, subtitle=subtitle, halted=halted)
+    its ``state``; missing: pending), ``halted`` names a script run's steps that need a decision,
+    ``marks`` a node's short note drawn in its corner (an aggregate step's ``4 ×`` instances)."""
+    svg = render_svg(layout, states=states, title=title, subtitle=subtitle, halted=halted, marks=marks)
     return {
         "image/png": base64.b64encode(svg_to_png(svg)).decode("ascii"),
         "image/svg+xml": svg,
@@ -116,9 +119,18 @@ def run_bundle(graph: Graph, state: RunState) -> dict[str, str]:
     views = node_views(state, graph)
     shown = {name: str(_fields(view).get("shown") or view["state"]) for name, view in views.items()}
     halted = [name for name, view in views.items() if view.get("halted")]
+    marks = {name: instances_mark(found) for name, view in views.items() if (found := view.get("instances"))}
     layout = layout_of(graph, state, digest=state.graph_digest)
     subtitle = run_subtitle(run_view_of(state))
-    return dag_bundle(layout, states=shown, title=graph.name, subtitle=subtitle, halted=halted)
+    return dag_bundle(layout, states=shown, title=graph.name, subtitle=subtitle, halted=halted, marks=marks)
+
+
+def instances_mark(instances: Mapping[str, Any]) -> str:
+    """An aggregate step's instances on its node, as the live view marks them: ``2/3 ×`` (settled
+    of all) while any runs, ``3 ×`` when all settled."""
+    states = list(instances.get("states", {}).values())
+    running = sum(1 for state in states if state in ("running", "pending"))
+    return f"{len(states) - running}/{len(states)} \u00d7" if running else f"{len(states)} \u00d7"
 
 
 def _fields(view: Mapping[str, object]) -> Mapping[str, object]:

@@ -3,8 +3,9 @@
 Each view carries a version ``v`` (newest wins in the front end); :func:`same_view` compares two
 views without it. A node view's ``shown`` is the state as the run has it
 (:func:`~rho_notebook.service.wire.shown_state`): front ends style and count nodes by it, so an
-allowed failure is not a red failure of a run that succeeded, and a launch held for a person's
-approval is not drawn running.
+allowed failure is not a red failure of a run that succeeded, nor is a script step's failure the
+script went on from (``failure (handled)``), and a launch held for a person's approval is not
+drawn running.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rho_notebook.service.wire import (
     RunView,
     allowed_failures_of,
     halted_json,
+    instances_json,
     outcome_name,
     reused_from_json,
     shown_state,
@@ -46,7 +48,9 @@ def allowed_failures(graph: Graph) -> frozenset[str]:
     return frozenset(node.name for node in graph.nodes if node.allow_failure)
 
 
-def node_view(record: NodeRecord, version: int = 0, *, halted: str | None = None, allowed: bool = False) -> NodeView:
+def node_view(
+    record: NodeRecord, version: int = 0, *, halted: str | None = None, allowed: bool = False, name: str | None = None
+) -> NodeView:
     """The view of one node; ``halted`` says why a script run stopped at this step; ``allowed``:
     the node's failure does not count (``allow_failure``), so a failure is shown as allowed."""
     current = record.current
@@ -69,6 +73,9 @@ def node_view(record: NodeRecord, version: int = 0, *, halted: str | None = None
         view["replayed"] = record.replayed
     if halted is not None:
         view["halted"] = halted
+    instances = instances_json(name, record) if name is not None else None
+    if instances is not None:
+        view["instances"] = instances
     return view
 
 
@@ -97,7 +104,9 @@ def node_views(
     elif allowed is None:
         allowed = allowed_failures_of(state) if state is not None else frozenset()
     return {
-        name: node_view(records.get(name) or NodeRecord(), version, halted=halted.get(name), allowed=name in allowed)
+        name: node_view(
+            records.get(name) or NodeRecord(), version, halted=halted.get(name), allowed=name in allowed, name=name
+        )
         for name in names
     }
 

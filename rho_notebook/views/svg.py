@@ -206,7 +206,7 @@ def _round_frames(layout: Layout) -> list[str]:
     return frames
 
 
-def _nodes(layout: Layout, states: Mapping[str, str], halted: Collection[str]) -> list[str]:
+def _nodes(layout: Layout, states: Mapping[str, str], halted: Collection[str], marks: Mapping[str, str]) -> list[str]:
     out = []
     max_chars = int((layout.node_width - 34) / 7)
     for node in layout.nodes:
@@ -224,9 +224,20 @@ def _nodes(layout: Layout, states: Mapping[str, str], halted: Collection[str]) -
             f'fill="{fill}" stroke="{stroke}" stroke-width="1.5"{dash}/>'
             f'<text x="{node.x + 10:g}" y="{node.y + layout.node_height / 2 + 4:g}" fill="{stroke}" font-weight="bold">{icon}</text>'
             f'<text x="{node.x + 26:g}" y="{node.y + layout.node_height / 2 + 4:g}" fill="#111827">{escape(label)}</text>'
-            "</g>"
+            + _mark(node, layout, marks.get(node.name, ""))
+            + "</g>"
         )
     return out
+
+
+def _mark(node: Any, layout: Layout, text: str) -> str:
+    """A node's short note in its lower right corner (as the live view draws its marks)."""
+    if not text:
+        return ""
+    x, y = node.x + layout.node_width - 8, node.y + layout.node_height - 4
+    return (
+        f'<text class="mark" x="{x:g}" y="{y:g}" text-anchor="end" fill="#4b5563" font-size="9">{escape(text)}</text>'
+    )
 
 
 def render_svg(
@@ -236,11 +247,13 @@ def render_svg(
     title: str = "",
     subtitle: str = "",
     halted: Collection[str] = (),
+    marks: Mapping[str, str] | None = None,
 ) -> str:
     """An SVG document of the DAG: every node (coloured and marked by displayed state), reduced
     edges (condition edges dashed), a heading, and a legend with the count of each state; the
     ``halted`` steps of a script run that needs a decision are drawn (and counted) in their own
-    style. ``states`` maps a node to its displayed state (a missing node is pending)."""
+    style. ``states`` maps a node to its displayed state (a missing node is pending); ``marks``
+    a node to a short note drawn in its corner."""
     states = states or {}
     counts = Counter(states.get(node.name, "pending") for node in layout.nodes)
     heading = title + (f" — {subtitle}" if subtitle else "")
@@ -264,6 +277,6 @@ def render_svg(
         dash = ' stroke-dasharray="5,4"' if edge.condition else ""
         out.append(f'<path d="{_path(edge.points, layout.direction)}"{dash}/>')
     out.append("</g>")
-    out.extend(_nodes(layout, states, halted))
+    out.extend(_nodes(layout, states, halted, marks or {}))
     out.append("</g></svg>")
     return "".join(out)

@@ -133,8 +133,8 @@ def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> 
 
 def node_status_line(name: str, record: NodeRecord, *, shown: str | None = None) -> str:
     """One node of ``status``: name, state as the run has it (``shown``, default: what the
-    record alone says: ``waiting for approval``; pass the status JSON's ``shown`` for
-    ``failure (allowed)``), attempt, exit code, the Dask worker it ran on, UNCERTAIN,
+    record alone says: ``waiting for approval``, ``failure (handled)``; pass the status JSON's
+    ``shown`` for ``failure (allowed)``), attempt, exit code, the Dask worker it ran on, UNCERTAIN,
     provenance, a script step's kind and replays, and reason."""
     code = record.exit_code()
     current = record.current

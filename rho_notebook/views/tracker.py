@@ -34,8 +34,9 @@ _RUN_KINDS = frozenset(
         "script_output",
     }
 )
-_EVERY_NODE_KINDS = frozenset({"run_started", "run_halted"})
-"""Events that change node views they do not name (the halted marks)."""
+_EVERY_NODE_KINDS = frozenset({"run_started", "run_halted", "run_completed"})
+"""Events that change node views they do not name (the halted marks; a script's failed steps
+that its success shows handled)."""
 
 
 class RunTracker:
@@ -86,8 +87,9 @@ class RunTracker:
         seq = event.get("seq")
         if isinstance(seq, int) and seq <= self.state.last_seq:
             return False
+        went_on = list(self.state.open_failures)  # a step call after them shows them handled
         apply(self.state, dict(event))
-        changed = self._fold_nodes(event, kind)
+        changed = self._fold_nodes(event, kind, also=went_on)
         if kind == "run_started":
             self.started_at, self.ended_at = event.get("at"), None
         elif kind == "run_completed":
@@ -96,9 +98,9 @@ class RunTracker:
             changed = self._fold_run() or changed
         return changed
 
-    def _fold_nodes(self, event: Mapping[str, Any], kind: Any) -> bool:
-        """Renew the views of the nodes ``event`` touched; True when one changed."""
-        names: list[str] = []
+    def _fold_nodes(self, event: Mapping[str, Any], kind: Any, *, also: list[str]) -> bool:
+        """Renew the views of the nodes ``event`` touched (and ``also``); True when one changed."""
+        names: list[str] = list(also)
         if kind in _EVERY_NODE_KINDS:
             names.extend(self.state.nodes)
         if isinstance(event.get("node"), str):
@@ -110,7 +112,7 @@ class RunTracker:
             record = self.state.nodes.get(name)
             if record is None:
                 continue
-            view = node_view(record, halted=halted.get(name), allowed=name in self.allowed)
+            view = node_view(record, halted=halted.get(name), allowed=name in self.allowed, name=name)
             known = self.nodes.get(name)
             if known is None:  # a script step launched for the first time
                 self.layout_dirty = True

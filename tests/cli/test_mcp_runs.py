@@ -35,6 +35,7 @@ TOOL_NAMES = {
     "workflow_resume",
     "workflow_logs",
     "workflow_runs",
+    "workflow_events",
     "workflow_plan_approval",
 }
 
@@ -323,6 +324,8 @@ def test_resume_with_decisions_goes_on_after_a_manual_halt(ws: Project, mcp: Mcp
             max_output_bytes=10000,
         )
         emit_output({"output": check.output, "state": check.state})
+        if not check.ok:
+            raise SystemExit(1)  # the run fails with its step (a handled failure would end it success)
         """),
     )
     assert {"file": "check.py", "kind": "script", "name": "check"} in mcp.answer("workflow_list")["workflows"]

@@ -266,9 +266,12 @@ def test_skip_of_a_failed_manual_step_returns_its_stored_output(project: Project
         """\
 check = sh("echo ran >> effects/check.log; echo checked; [ -f fixed ]", step_id="check", recovery="manual")
 emit_output({"output": check.output, "state": check.state})
+if not Path("fixed").exists():
+    sys.exit(3)  # the outcome follows the script: a script that went on from the failure would succeed
 """,
     )
-    _, run_id = run(project, script)
+    first, run_id = run(project, script)
+    assert first.returncode == 1, first.stdout + first.stderr
     assert kinds(project, run_id, "script_output")[-1]["value"] == {"output": "checked\n", "state": "failure"}
     halted = resume(project, run_id)
     assert halted.returncode == 1
@@ -279,6 +282,8 @@ emit_output({"output": check.output, "state": check.state})
     assert effects(project, "check") == 1
     assert kinds(project, run_id, "script_output")[-1]["value"] == {"output": "checked\n", "state": "failure"}
     assert done.returncode == 0, done.stdout + done.stderr  # skipped by decision counts as decided
+    check = status(project, run_id)["nodes"]["check"]
+    assert (check["state"], check["shown"]) == ("failure", "failure_handled")  # the script went on from it
 
 
 def test_decide_names_a_step_of_the_run(project: Project) -> None:

@@ -68,6 +68,12 @@ CASES = [
     ),
     ("script.recovery_unchecked", [2], "policy = 'rerun'\nrun_command(argv=['true'], recovery=policy)\n"),
     (
+        "script.recovery_unverifiable",
+        [2],
+        "opts = dict(step_id='x')\nrun_step('a', 'p', **opts)\nrun_step('a', 'p', recovery=None, **opts)\n"
+        "run_command(argv=['true'], recovery='rerun')\n",
+    ),
+    (
         "script.inputs_undeclared",
         [1, 2, 4],
         "print(get_inputs()['colour'])\nprint(get_inputs().get('colour'))\ninputs = get_inputs()\nprint(inputs['colour'])\n",
@@ -79,16 +85,24 @@ CASES = [
     ),
     (
         "script.step_id",
-        [1, 3],
-        "run_command(argv=['true'], step_id='Echo')\nn = 1\nrun_command(argv=['true'], step_id=f'echo:{n}')\n",
+        [1, 3, 4, 5],
+        "run_command(argv=['true'], step_id='-echo')\nn = 1\nrun_command(argv=['true'], step_id=f'echo {n}')\n"
+        "run_command(argv=['true'], step_id='call-3')\nrun_command(argv=['true'], step_id=f'#{n}')\n",
     ),
     (
         "script.step_id",
         [],
-        "n = 1\nrun_command(argv=['true'], step_id='echo-1')\nrun_command(argv=['x'], step_id=f'echo-{n}')\n",
+        "n = 1\nrun_command(argv=['true'], step_id='echo-1')\nrun_command(argv=['x'], step_id=f'echo-{n}')\n"
+        "run_command(argv=['true'], step_id=f'summarize:{n}')\nrun_command(argv=['true'], step_id='Fetch@v2/a.b')\n"
+        "run_command(argv=['true'], step_id=f'{n}:x')\n",
     ),
 ]
-WARNINGS = {"script.nondeterminism", "script.executor_step_id", "script.recovery_unchecked"}
+WARNINGS = {
+    "script.nondeterminism",
+    "script.executor_step_id",
+    "script.recovery_unchecked",
+    "script.recovery_unverifiable",
+}
 
 
 @pytest.mark.parametrize(("rule", "lines", "body"), CASES, ids=[f"{r}-{'hit' if n else 'miss'}" for r, n, _ in CASES])
@@ -122,7 +136,7 @@ def test_inputs_must_be_a_literal_dict(project: Project, head: str, triggers: bo
 
 
 def test_a_wrong_entry_shape_is_an_error(project: Project) -> None:
-    code, found = validate(project, "", head='INPUTS = {"n": {"type": "int", "default": 3}}\n')
+    code, found = validate(project, "", head='INPUTS = {"n": {"type": "number", "default": 3}}\n')
     assert code == 1
     assert [(f["rule"], f["line"]) for f in found] == [("script.inputs_entry", 1)]
     assert "allowed types: string, integer, bool, enum, path" in found[0]["message"]

@@ -233,6 +233,8 @@ flaky = run_command(
     max_output_bytes=1000,
 )
 emit_output({"ok": flaky.ok})
+if not flaky.ok:
+    raise SystemExit(3)  # the outcome follows the script: one that goes on from the failure succeeds
 """
 
 

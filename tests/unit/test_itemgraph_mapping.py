@@ -17,7 +17,10 @@ from rho_notebook.model.mapping import (
     lookup,
     parse_mapping,
     resolve,
+    run_people,
+    with_people,
 )
+from rho_notebook.model.run_state import NodeRecord, RunState, replay
 
 ITEM: dict[str, Any] = {
     "score": 70,
@@ -72,6 +75,81 @@ def test_run_fields_and_the_run_id() -> None:
     assert resolve("={{ $runId }}", ITEM, RUN) == "run-123"
     assert resolve("=by {{ $run.initiator }} via {{ $run.via }}", ITEM, RUN) == "by ada via cli"
     assert resolve("={{ $run.client }}", ITEM, RUN) is None  # not recorded: empty
+
+
+def test_members_and_participants_are_lists_of_people() -> None:
+    run = RunContext(run_id="r", initiator="ada", members=("ada",), participants=("ada", "bob"))
+    assert resolve("={{ $run.members }}", ITEM, run) == ["ada"]
+    assert resolve("={{ $run.participants }}", ITEM, run) == ["ada", "bob"]
+    assert resolve("=seen by {{ $run.participants }}", ITEM, run) == 'seen by ["ada","bob"]'
+    assert resolve("={{ $run.participants }}", ITEM, RunContext(run_id="r")) == []  # nobody recorded
+
+
+def _decided(node: str, attempt: int, by: str, at: str, decision: str = "approve") -> dict[str, Any]:
+    return {
+        "kind": "approval_decided",
+        "run_id": "r",
+        "node": node,
+        "attempt": attempt,
+        "request_id": f"q-{node}-{attempt}",
+        "decision": decision,
+        "by": by,
+        "comment": "",
+        "decided_at": at,
+        "via": "cli",
+        "facts_sha256": "x",
+    }
+
+
+def _state(*events: dict[str, Any]) -> RunState:
+    nodes = {name: NodeRecord() for name in ("ask", "ship", "late")}
+    state = RunState(run_id="r", plan_id="p", graph_digest="d", workflow="w", nodes=nodes)
+    return replay(state, [{"seq": i + 1, "at": "2026-12-05T00:00:00.000+00:00", **e} for i, e in enumerate(events)])
+
+
+def _launched(node: str, attempt: int) -> list[dict[str, Any]]:
+    return [
+        {"kind": "node_launched", "run_id": "r", "node": node, "attempt": attempt},
+        {"kind": "approval_requested", "run_id": "r", "node": node, "attempt": attempt, "request_id": "q"},
+    ]
+
+
+def test_participants_fold_from_the_journal_in_the_order_people_decided() -> None:
+    state = _state(
+        *_launched("late", 1),
+        *_launched("ask", 1),
+        _decided("ask", 1, "bob", "2026-12-05T00:00:01.000+00:00"),
+        *_launched("ship", 1),
+        _decided("ship", 1, "carol", "2026-12-05T00:00:02.000+00:00"),
+        *_launched("ship", 2),
+        _decided("ship", 2, "bob", "2026-12-05T00:00:03.000+00:00"),  # bob again: once
+        _decided("late", 1, "ada", "2026-12-05T00:00:04.000+00:00"),  # the initiator again: once
+    )
+    assert run_people("ada", state) == (("ada",), ("ada", "bob", "carol"))
+    assert run_people(None, state) == ((), ("bob", "carol", "ada"))
+    fields = with_people({"initiator": "ada", "via": "cli", "client": None}, state)
+    assert RunContext(run_id="r", **fields).participants == ("ada", "bob", "carol")
+
+
+def test_denials_and_carried_approvals_are_not_participation() -> None:
+    carried = {
+        "kind": "approval_carried",
+        "run_id": "r",
+        "node": "ship",
+        "attempt": 1,
+        "facts_sha256": "x",
+        "from_run": "older",
+        "by": "dora",
+        "decided_at": "2026-12-01T00:00:00.000+00:00",
+    }
+    state = _state(
+        *_launched("ask", 1),
+        _decided("ask", 1, "bob", "2026-12-05T00:00:01.000+00:00", decision="deny"),
+        {"kind": "node_launched", "run_id": "r", "node": "ship", "attempt": 1},
+        carried,
+    )
+    assert run_people("ada", state) == (("ada",), ("ada",))
+    assert run_people("ada", _state()) == (("ada",), ("ada",))  # nobody was asked
 
 
 def test_values_without_the_leading_equals_are_themselves_and_containers_are_walked() -> None:

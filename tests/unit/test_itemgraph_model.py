@@ -99,8 +99,10 @@ def test_the_item_cap_names_the_step_and_both_sizes() -> None:
     with pytest.raises(ItemTooLarge) as caught:
         check_item_size(item, step="classify", limit=110)
     assert (caught.value.step, caught.value.limit, caught.value.measured) == ("classify", 110, 111)
+    assert caught.value.largest == (("text", 102),)
     assert str(caught.value).startswith(
-        "step 'classify': the item is 111 bytes (canonical JSON), over the 'item_bytes' limit of 110 bytes"
+        "step 'classify': the item is 111 bytes (canonical JSON), over the 'item_bytes' limit of 110 bytes; "
+        "its largest fields: 'text' 102 bytes;"
     )
 
 

@@ -118,8 +118,8 @@ def test_an_unknown_step_kind() -> None:
     found = only(TRIAGE.replace("kind: output", "kind: outptu"), "graph.kind")
     assert (found.step, found.field, found.line, found.column) == ("done", "kind", 9, 22)
     assert found.message == (
-        "step 'done': unknown step kind 'outptu'; the kinds are agent, model, command, code, set, branch, join, "
-        "human, output"
+        "step 'done': unknown step kind 'outptu'; the kinds are agent, model, command, code, set, transform, branch, "
+        "join, human, aggregate, output"
     )
 
 

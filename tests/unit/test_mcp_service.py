@@ -54,6 +54,8 @@ MANUAL = (
     + """\
 check = sh("echo ran >> check.log; [ -f fixed ]", step_id="check", recovery="manual")
 emit_output({"state": check.state})
+if not check.ok:
+    raise SystemExit(1)  # the run fails with its step (a handled failure would end it success)
 """
 )
 

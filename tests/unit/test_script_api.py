@@ -249,7 +249,7 @@ def test_author_step_ids_are_checked_before_anything_is_sent(tmp_path: Path, cha
             """
             from rho_notebook.script import run_step
 
-            for bad in ["Review", "9lives", "a" * 64, "has space", "call-7", "", "x/y"]:
+            for bad in ["-lead", ".hidden", "a" * 129, "has space", "call-7", "", "x#y"]:
                 try:
                     run_step("reviewer", "p", step_id=bad)
                 except ValueError as err:
@@ -259,6 +259,7 @@ def test_author_step_ids_are_checked_before_anything_is_sent(tmp_path: Path, cha
             except TypeError as err:
                 print("TypeError", str(err))
             run_step("reviewer", "p", step_id="fine_id-2")
+            run_step("reviewer", "p", step_id="Summarize:a.md@v2/part-1")
             try:
                 run_step("reviewer", "p", step_id="fine_id-2")
             except ValueError as err:
@@ -272,7 +273,7 @@ def test_author_step_ids_are_checked_before_anything_is_sent(tmp_path: Path, cha
     assert lines[7] == "TypeError step_id must be a string, got int 7"
     assert lines[8].startswith("again: step id 'fine_id-2' is already used by an earlier step call of this run")
     assert lines[9] == "call-1", "a refused call uses no call-N number"
-    assert [r["key"] for r in channel.steps()] == ["fine_id-2", "call-1"]
+    assert [r["key"] for r in channel.steps()] == ["fine_id-2", "Summarize:a.md@v2/part-1", "call-1"]
 
 
 def test_eight_concurrent_steps_with_explicit_ids_are_all_in_flight_at_once(tmp_path: Path, channel: Channel) -> None:

@@ -170,11 +170,13 @@ def test_a_path_default_is_made_canonical_too(project: Project) -> None:
 
 
 def test_an_unknown_input_type_names_the_key_and_the_allowed_types(project: Project) -> None:
-    write_script(project, 'INPUTS = {"count": {"type": "int", "default": 3}}\n', name="scripts/typed.py")
+    write_script(project, 'INPUTS = {"count": {"type": "float", "default": 3}}\n', name="scripts/typed.py")
     with pytest.raises(InvalidWorkflow) as caught:
         plan(project, {}, name="scripts/typed.py")
     message = caught.value.message
-    assert "INPUTS['count'] has type 'int'; allowed types: string, integer, bool, enum, path" in message
+    assert (
+        "INPUTS['count'] has type 'float'; allowed types: string, integer, bool, enum, path, int (= integer)" in message
+    )
     assert project.stored_plans() == []
 
 
