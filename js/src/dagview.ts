@@ -351,10 +351,11 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const { node_width: w, node_height: nh, direction } = layout;
     const maxChars = labelChars(w);
     const parts: string[] = [];
-    // loop rounds of one step share a dashed frame labelled with the step id
+    // loop rounds of one item-graph step share a dashed frame labelled with the step id (only
+    // item nodes: a script's step ids may end in @N too, and those are not rounds)
     parts.push(`<g class="rho-rounds">`);
     const placed = new Map(layout.nodes.map((n) => [n.name, n]));
-    for (const [step, names] of roundGroups(placed.keys())) {
+    for (const [step, names] of roundGroups(layout.nodes.filter((n) => n.kind === "item").map((n) => n.name))) {
       const boxes = names.map((name) => placed.get(name) as WireNode);
       const left = Math.min(...boxes.map((n) => n.x)) - 8;
       const top = Math.min(...boxes.map((n) => n.y)) - 16;

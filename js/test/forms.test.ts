@@ -187,8 +187,14 @@ describe("loop rounds", () => {
       ["fix", ["fix@1", "fix@2"]],
       ["check", ["check@1"]],
     ]);
+    // a script's steps may be named like rounds (step ids allow @): only item nodes are framed
+    const steps: WireLayout = layoutTB();
+    steps.nodes = steps.nodes.map((n) => (n.name === "test" ? { ...n, name: "fix@1" } : n.name === "lint" ? { ...n, name: "fix@2" } : n));
+    cleanups.push(renderDag(el, new TestSource(steps)));
+    expect(el.querySelector("g.rho-round-group")).toBeNull();
+    el.replaceChildren();
     const layout: WireLayout = layoutTB();
-    layout.nodes = layout.nodes.map((n) => (n.name === "test" ? { ...n, name: "fix@1" } : n.name === "lint" ? { ...n, name: "fix@2" } : n));
+    layout.nodes = layout.nodes.map((n) => (n.name === "test" ? { ...n, name: "fix@1", kind: "item" } : n.name === "lint" ? { ...n, name: "fix@2", kind: "item" } : n));
     cleanups.push(renderDag(el, new TestSource(layout)));
     const frame = el.querySelector("g.rho-round-group[data-step='fix']") as SVGGElement;
     expect(frame.querySelector("text")?.textContent).toBe("fix \u00b7 2 rounds");

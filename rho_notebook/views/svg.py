@@ -184,10 +184,11 @@ _ROUND = re.compile(r"^(.+)@(\d+)$")
 
 def _round_frames(layout: Layout) -> list[str]:
     """One dashed frame, labelled with the step id, around the loop rounds ``step@N`` of each
-    step of an item graph (as the live widget draws them)."""
+    step of an item graph (as the live widget draws them); only item nodes, as a script's step
+    ids may end in ``@N`` too."""
     groups: dict[str, list[Any]] = {}
     for node in layout.nodes:
-        match = _ROUND.match(node.name)
+        match = _ROUND.match(node.name) if node.kind == "item" else None
         if match is not None:
             groups.setdefault(match.group(1), []).append(node)
     frames: list[str] = []

@@ -130,12 +130,16 @@ def test_pane_reads_agent_artifacts(small_plan: object, tmp_path: Path) -> None:
 
 def test_snapshot_frames_the_loop_rounds_of_one_step() -> None:
     specs = [
-        NodeSpec("init"),
-        NodeSpec("bump@1", ("init",)),
-        NodeSpec("bump@2", ("bump@1",)),
-        NodeSpec("bump@3", ("bump@2",)),
-        NodeSpec("out", ("bump@3",)),
+        NodeSpec("init", kind="item"),
+        NodeSpec("bump@1", ("init",), kind="item"),
+        NodeSpec("bump@2", ("bump@1",), kind="item"),
+        NodeSpec("bump@3", ("bump@2",), kind="item"),
+        NodeSpec("out", ("bump@3",), kind="item"),
     ]
+    # a script's steps may be named like rounds (step ids allow @): they are not framed
+    steps = [NodeSpec("fetch@1", kind="command"), NodeSpec("fetch@2", ("fetch@1",), kind="command")]
+    script = ET.fromstring(render_svg(layered_layout(steps)))
+    assert not [g for g in script.iter(f"{SVG}g") if g.get("class") == "round-group"]
     layout = layered_layout(specs)
     root = ET.fromstring(render_svg(layout))
     [frame] = [g for g in root.iter(f"{SVG}g") if g.get("class") == "round-group"]
