@@ -10,6 +10,8 @@ in-process, with the durable journal on the temporary directory's filesystem, wh
     and checkout_readers), every attempt run by an in-process
     no-op executor (``executors={"python": NoopExecutor()}``), so what is measured is the runner:
     scheduler, gate, journal and fsyncs. Issue 31 measured 23x here (0.276 s against 0.012 s).
+(e) the same fan 1 -> 2 -> 1: what a run costs whatever its width, so that the table can split
+    (d) into that fixed cost and a cost per node (each against the same split of the floor).
 (c) the 750-node / 7,500-edge layered graph with no-op commands, as in bench/run_overhead.py (c):
     it must stay within 2x while (d) is brought there.
 
@@ -109,13 +111,15 @@ def main() -> int:
         tmp = Path(tmp_name)
         service = Service(layout=StoreLayout(home=tmp / "home"))
         fan = make_plan(service, tmp / "fan", {"wf.star": fan_source(args.width, args.concurrency), "noop.py": MODULE})
+        tiny = make_plan(service, tmp / "tiny", {"wf.star": fan_source(2), "noop.py": MODULE})
         case = graph_case()
         write_case(case, tmp / "graph")
         layered = make_plan(service, tmp / "graph", case.files)
         noop: Executor = NoopExecutor()
         counts: dict[str, RunFigures] = {}
         fsyncs: dict[str, int] = {}
-        for key, plan, executors in (("d", fan, {"python": noop}), ("c", layered, {"command": noop})):
+        plans = (("d", fan, {"python": noop}), ("e", tiny, {"python": noop}), ("c", layered, {"command": noop}))
+        for key, plan, executors in plans:
             with counting_fsyncs() as count:  # one counted run each, not timed
                 counts[key] = run_once(service, plan, executors)
             fsyncs[key] = count[0]
@@ -126,6 +130,8 @@ def main() -> int:
         steps: list[tuple[str, Callable[[], float]]] = [
             ("d", real("d", fan, {"python": noop})),
             ("d_floor", lambda: journal_floor(fan, counts["d"].events, tmp)),
+            ("e", real("e", tiny, {"python": noop})),
+            ("e_floor", lambda: journal_floor(tiny, counts["e"].events, tmp)),
             ("c", real("c", layered, {"command": noop})),
             ("c_floor", lambda: journal_floor(layered, counts["c"].events, tmp)),
         ]
@@ -159,6 +165,11 @@ def main() -> int:
             f" {counts[key].events:7d} {fsyncs[key]:6d}"
         )
     print("floor: asyncio loop over the same graph and concurrency, same lines, one fsync per tick")
+    per_node, floor_per_node = ((m[k] - m[f"e{k[1:]}"]) / max(args.width - 2, 1) * 1e6 for k in ("d", "d_floor"))
+    print(
+        f"where (d) goes: a fan 1->2->1 (fixed cost of a run) {m['e'] * 1000:.1f} ms against"
+        f" {m['e_floor'] * 1000:.1f} ms; each further node {per_node:.0f} us against {floor_per_node:.0f} us"
+    )
     options = f"--samples {args.samples} --width {args.width}" + (
         f" --concurrency {args.concurrency}" if args.concurrency else ""
     )

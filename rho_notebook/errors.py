@@ -1,16 +1,13 @@
 """Every error rho_notebook raises on purpose, rooted at :class:`RhoError`.
 
-Errors carry structured, keyword-only fields (file, line, column, budget, ...) so that
-front ends can point at the problem, and they pickle across process boundaries.
+Errors carry structured, keyword-only fields (file, line, budget, ...) so that front ends can point
+at the problem, and they pickle across process boundaries. Each class says how front ends report it:
+``exit_code`` of the ``rho-notebook`` command (1 failed or invalid, 2 usage, 3 refused) and
+``http_status`` of the REST answer (400 bad input, 404 not found, 409 conflict or refusal, 500 ours).
 
-Each class also says how front ends report it, so no front end keeps its own table:
-``exit_code`` is the exit status of the ``rho-notebook`` command (1 failed or invalid, 2 usage,
-3 refused) and ``http_status`` is the status of the REST answer (400 bad input or invalid
-workflow, 404 not found, 409 conflict or refusal, 500 failure on our side, e.g. the store).
-
-This module sits at the bottom of the layers: it imports nothing of ours, so every layer may
-import it. Every public exception class of the core layers lives here (tests/unit/test_module_shape.py);
-the few that are not :class:`RhoError` are signals between two layers, at the end.
+This module imports nothing of ours, so every layer may import it. Every public exception class of
+the core layers lives here (tests/unit/test_module_shape.py); the few that are not :class:`RhoError`
+are signals between two layers, at the end.
 """
 
 from __future__ import annotations
@@ -284,6 +281,24 @@ class TryRefused(RunRefused):
         self.node, self.fields = node, fields
 
 
+class ForkRefused(TryRefused):
+    """``fork RUN --at NODE`` cannot be planned (docs/fork.md); ``fields``: where a value does not fit."""
+
+    rule = "fork"
+
+
+class BudgetExceeded(RhoError):
+    """A model call could pass a budget, so it was not made: the run halts ``needs_decision``."""
+
+    rule = "budget"
+    exit_code = 3
+    http_status = 409
+
+    def __init__(self, message: str, *, budget: str, limit: float, spent: float, node: str | None = None) -> None:
+        super().__init__(message)
+        self.budget, self.limit, self.spent, self.node = budget, limit, spent, node
+
+
 # -- agents ------------------------------------------------------------------------------------------
 
 
@@ -298,11 +313,7 @@ ProviderErrorKind = Literal["transport", "http", "auth", "rate_limited", "malfor
 
 class ProviderError(RhoError):
     """A provider call failed; ``kind`` says how, ``status`` is the HTTP status when there was one.
-
-    Messages name the provider and the credential *reference*, never a credential value.
-    ``retries`` holds the :class:`~rho_notebook.agents.provider.RetryRecord` of each transport
-    retry made before the failure.
-    """
+    Messages name the credential *reference*, never its value; ``retries``: each transport retry."""
 
     rule = "provider"
     http_status = 500
@@ -492,10 +503,8 @@ class ItemTooLarge(RhoError):
 
 
 class CodeStepError(RhoError):
-    """An item-graph ``code`` step failed: its Starlark raised or did not parse (``code.error``), it
-    tried to ``load`` a module (``code.load``), ``run(item)`` did not return a JSON object
-    (``code.result``), or it ran past a planning budget (``limit.<budget>``). ``line`` and
-    ``column`` point into the step's source when known."""
+    """An item-graph ``code`` step failed (``code.error``, ``code.load``, ``code.result`` or
+    ``limit.<budget>``); ``line`` and ``column`` point into the step's source when known."""
 
     rule = "code.error"
 
@@ -521,17 +530,14 @@ class AttemptUncertain(RhoError):
 
 
 class NotConvertible(InvalidWorkflow):
-    """``convert FILE.graph.yaml``: the item graph has no faithful Starlark equivalent; each
-    diagnostic names the step, edge or input and its line:column (docs/graphs.md)."""
+    """``convert FILE.graph.yaml``: the item graph has no faithful Starlark equivalent."""
 
     rule = "convert"
     exit_code: ClassVar[int] = 2
 
 
 class BadArgument(RhoError):
-    """A command-line argument or API parameter outside the values it accepts (``prune
-    --older-than`` not a finite number of days >= 0, ``runs --limit`` below 1, a name the file
-    system cannot hold). A usage error: exit 2."""
+    """An argument outside the values it accepts (``runs --limit 0``): a usage error, exit 2."""
 
     rule = "usage"
     exit_code = 2
@@ -539,23 +545,18 @@ class BadArgument(RhoError):
 
 
 class BadPath(BadArgument):
-    """A path argument the file system cannot use as asked: it holds a NUL byte, a name in it (or
-    the whole) is longer than the system allows, or a file stands where a folder must be (the
-    folder itself, or one above it). A usage error, exit 2, before anything is read or written;
-    the message names the argument and the path and says what to give instead."""
+    """A path the file system cannot use as asked (a NUL byte, a name too long, a file where a
+    folder must be): exit 2 before anything is read or written, naming the argument and path."""
 
     rule = "usage.path"
 
     def __init__(self, message: str, *, argument: str, path: str) -> None:
         super().__init__(message)
-        self.argument = argument
-        """The argument that gave the path (``file``, ``dir``, ``path``...)."""
-        self.path = path
+        self.argument, self.path = argument, path
 
 
 class TrustRefused(RhoError):
-    """``trust PATH`` names a folder that does not exist (or cannot be looked at): nothing is
-    recorded, since trust given to a path that appears later would apply to whatever appears."""
+    """``trust PATH`` names a folder that does not exist or cannot be looked at: nothing recorded."""
 
     rule = "trust.refused"
     exit_code = 3

@@ -38,6 +38,9 @@ import {
   wheelFactor,
   zoomScroll,
 } from "./model";
+import { ForkForms } from "./forkform";
+import { mountTimeline } from "./timeline";
+import { spendText } from "./usage";
 import type {
   AttemptJson,
   Change,
@@ -281,6 +284,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   const titleEl = h("span", { class: "rho-title" });
   const badge = h("span", { class: "rho-badge" });
   const elapsedEl = h("span", { class: "rho-elapsed", title: "elapsed time of the run" });
+  const spendEl = h("span", { class: "rho-elapsed rho-run-spend", title: "what the run's model calls spent (docs/usage.md)" });
   const cancelButton = h("button", { class: "rho-btn rho-cancel", type: "button", title: "request cancellation of this run" }, "\u25a0 Cancel");
   const resumeButton = h("button", { class: "rho-btn rho-resume", type: "button", title: "resume this run from its frozen graph" }, "\u21bb Resume");
   const zoomOut = h("button", { class: "rho-btn rho-zoom", type: "button", title: "zoom out" }, "\u2212");
@@ -292,7 +296,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     title: wheelAlways ? "zoom: wheel over the graph; drag to pan" : "zoom: Ctrl/\u2318 + wheel over the graph; drag to pan",
   });
   const message = h("span", { class: "rho-message" });
-  toolbar.append(titleEl, badge, elapsedEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomLevel, zoomFit, zoomIn);
+  toolbar.append(titleEl, badge, elapsedEl, spendEl, cancelButton, resumeButton, message, h("span", { class: "rho-spacer" }), zoomOut, zoomLevel, zoomFit, zoomIn);
 
   const legend = h("div", { class: "rho-legend", title: "node states: count" });
   const legendCounts = new Map<ShownName, HTMLElement>();
@@ -328,8 +332,10 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
 
   const viewport = h("div", { class: "rho-viewport" });
   const pane = h("div", { class: "rho-pane", hidden: "" });
+  const forks = new ForkForms(source); // "fork from here" per node, kept across redraws of the pane
   const body = h("div", { class: "rho-body" }, viewport, pane);
   el.append(toolbar, legend, runOutput, formsArea, body);
+  const unmountTimeline = mountTimeline(el, body, source); // the "DAG | Timeline" tabs of a run
   el.dataset.pane = "below";
 
   let layout: WireLayout = source.layout();
@@ -572,6 +578,8 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const hasOutput = run.output !== undefined;
     runOutput.hidden = !hasOutput;
     runOutput.replaceChildren(...(hasOutput ? [h("b", {}, "output "), h("code", { title: JSON.stringify(run.output) ?? "" }, outputText(run.output))] : []));
+    const spent = run.usage;
+    spendEl.textContent = spent ? `\u03a3 ${spendText(spent)}` : "";
     tick();
   }
 
@@ -704,6 +712,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     if (replayed) blocks.push(h("div", { class: "rho-provenance rho-replayed-note" }, `\u21ba replayed ${replayed}\u00d7 from the journal: nothing ran for those calls`));
     const carried = carriedText(detail.approval);
     if (carried) blocks.push(h("div", { class: "rho-provenance rho-carried" }, `\u2713 ${carried}`));
+    if (detail.spend) blocks.push(h("div", { class: "rho-provenance rho-spend", title: "what its model calls spent, every attempt (docs/usage.md)" }, `\u03a3 ${spendText(detail.spend)}`));
     if (detail.answer) {
       const answer = h("div", { class: "rho-markdown" });
       answer.innerHTML = markdownHtml(detail.answer.text);
@@ -720,6 +729,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
       const label = item ? "output item" : detail.step ? "step result (output, value)" : "validated value";
       blocks.push(h("details", { class: "rho-section rho-section-value", open: "" }, h("summary", {}, label), jsonTree(detail.value)));
     }
+    blocks.push(forks.section(detail));
     if (detail.usage !== null && detail.usage !== undefined) {
       blocks.push(h("details", { class: "rho-section rho-section-usage" }, h("summary", {}, "usage"), jsonTree(detail.usage)));
     }
@@ -876,6 +886,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   el.dataset.renderSyncMs = (performance.now() - started).toFixed(1);
 
   return () => {
+    unmountTimeline();
     window.clearInterval(timer);
     observer?.disconnect();
     unsubscribe();

@@ -33,4 +33,6 @@ export {
   TERMINAL_STATES,
 } from "./model";
 export { BaseDagSource } from "./source";
+export { hoverText, mountTimeline, requestTimeline, segments, timelineSvg, usageLines } from "./timeline";
+export type { Segment, SegmentKind, TimelineBar, TimelineJson, TimelineModel, TimelineRow, UsageView } from "./timeline";
 export type * from "./types";

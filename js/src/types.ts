@@ -92,4 +92,30 @@ export interface DagSource {
   forms?(): FormRequestView[];
   /** Answer a form with its values, or decline it (null); absent: forms are shown read-only. */
   answer?(request: string, values: Record<string, unknown> | null): void;
+  /** The run's timeline rows (timeline.ts); absent: no Timeline tab. */
+  timeline?(): Promise<import("./timeline").TimelineJson>;
+  /** Fork the completed run at a node (forkform.ts); absent: no "fork from here" in the pane. */
+  fork?(request: ForkRequest): Promise<ForkAnswer>;
+}
+
+/**
+ * "Fork from here": `value` present, the node takes it (checked against its output schema);
+ * absent, the node runs again. Without `graph_digest` the fork is only planned (the answer carries
+ * the derived plan's ID and digest to confirm); with both, that planned fork starts when the digest
+ * is its plan's.
+ */
+export interface ForkRequest {
+  node: string;
+  value?: unknown;
+  plan_id?: string;
+  graph_digest?: string;
+}
+
+/** A planned fork (`graph_digest` to confirm) or a started one (`run_id`); a refusal rejects. */
+export interface ForkAnswer {
+  plan_id?: string;
+  graph_digest?: string;
+  run_id?: string;
+  summary?: string;
+  message?: string;
 }

@@ -11,7 +11,8 @@ import type { AnyModel } from "@anywidget/types";
 
 import { renderDag } from "./dagview";
 import { BaseDagSource } from "./source";
-import type { Change, Detail, FormRequestView, NodeView, OutputChunk, RunView, WireLayout } from "./types";
+import { requestTimeline, type TimelineJson, type TimelineModel } from "./timeline";
+import type { Change, Detail, ForkAnswer, ForkRequest, FormRequestView, NodeView, OutputChunk, RunView, WireLayout } from "./types";
 
 interface Traits {
   mode: "plan" | "run";
@@ -33,6 +34,14 @@ interface Message {
   layout?: WireLayout;
   forms?: FormRequestView[];
   now?: string;
+}
+
+/** The kernel's answer to a "fork" message: the planned or started fork, or the refusal. */
+interface ForkReply {
+  kind: "fork_answer";
+  id: string;
+  answer?: ForkAnswer;
+  error?: string;
 }
 
 const PANE_CHARS = 64 * 1024;
@@ -76,7 +85,7 @@ export class ModelStore extends BaseDagSource {
       if (!this.mirroring) this.emit({ layout: true, nodes: "all" });
     });
     model.on("change:title", () => this.emit({ run: true }));
-    model.on("msg:custom", (msg: Message) => this.receive(msg));
+    model.on("msg:custom", (msg: Message | ForkReply) => this.receive(msg));
     model.send({ kind: "hello" });
   }
 
@@ -116,7 +125,8 @@ export class ModelStore extends BaseDagSource {
     return applied;
   }
 
-  private receive(msg: Message): void {
+  private receive(msg: Message | ForkReply): void {
+    if (msg.kind === "fork_answer") return this.forkAnswered(msg);
     if (msg.kind !== "patch" && msg.kind !== "snapshot") return;
     this.messages += 1;
     if (msg.now) this.offset = Date.parse(msg.now) - Date.now();
@@ -182,8 +192,29 @@ export class ModelStore extends BaseDagSource {
   action(kind: "cancel" | "resume"): void {
     this.model.send({ kind: "action", action: kind });
   }
+  /** The run's timeline rows, folded by the kernel (a "timeline" action, answered by a message). */
+  timeline(): Promise<TimelineJson> {
+    return requestTimeline(this.model as unknown as TimelineModel);
+  }
   answer(request: string, values: Record<string, unknown> | null): void {
     this.model.send(values === null ? { kind: "decline", request } : { kind: "answer", request, values });
+  }
+  /** "Fork from here": the kernel plans (or, with the confirmed digest, starts) the fork and answers. */
+  fork(request: ForkRequest): Promise<ForkAnswer> {
+    const id = `fork-${++this.forkCount}`;
+    return new Promise((resolve, reject) => {
+      this.forks.set(id, { resolve, reject });
+      this.model.send({ kind: "fork", id, ...request });
+    });
+  }
+  private forkCount = 0;
+  private forks = new Map<string, { resolve: (answer: ForkAnswer) => void; reject: (error: Error) => void }>();
+  private forkAnswered(msg: ForkReply): void {
+    const waiting = this.forks.get(msg.id);
+    if (!waiting) return;
+    this.forks.delete(msg.id);
+    if (msg.error !== undefined) waiting.reject(new Error(msg.error));
+    else waiting.resolve(msg.answer ?? {});
   }
 }
 

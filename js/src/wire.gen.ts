@@ -90,10 +90,18 @@ export interface DiffJson {
    * NEW's other nodes.
    */
   will_launch?: string[];
+  /**
+   * Two runs of one fork lineage (docs/fork.md): per node ``{node, old_state, new_state,
+   * old_value, new_value, how}`` (values as ``sha256:`` digests; ``how``: taken, edited, reused, launched).
+   */
+  runs?: {
+    [k: string]: string | null;
+  }[];
 }
 
 /**
- * One durable snapshot of a run: ``status``.
+ * One durable snapshot of a run: ``status``; ``usage`` (the run's and each node's): what its
+ * model calls spent, present when it made or saved one (docs/usage.md).
  */
 export interface StatusJson {
   run_id: string;
@@ -120,6 +128,8 @@ export interface StatusJson {
    * Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part).
    */
   damage?: string;
+  usage?: UsageJson;
+  budgets?: BudgetJson[];
 }
 
 /**
@@ -179,6 +189,13 @@ export interface RunRowJson {
    * command that moves it on (:func:`person_command`).
    */
   next?: string;
+  /**
+   * A fork (docs/fork.md): ``[{"run", "node"}, ...]``, the run it was forked from and the node,
+   * then that run's own origin for a fork of a fork, nearest first.
+   */
+  lineage?: {
+    [k: string]: string;
+  }[];
 }
 
 /**
@@ -202,6 +219,7 @@ export interface ResultJson {
    * Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none).
    */
   output?: unknown;
+  usage?: UsageJson;
 }
 
 /**
@@ -336,6 +354,7 @@ export interface NodeView {
    */
   halted?: string;
   instances?: InstancesJson;
+  usage?: UsageJson;
   /**
    * Version: the tracker's change counter when this view last changed (newest wins).
    */
@@ -367,6 +386,7 @@ export interface RunView {
    * A script run's emitted output (absent when it emitted none).
    */
   output?: unknown;
+  usage?: UsageJson;
   v?: number;
 }
 
@@ -391,6 +411,10 @@ export interface StreamView {
   limit: number;
 }
 
+/**
+ * The node pane; ``spend``: what the node's model calls spent over every attempt, as ``status``
+ * has it (and what a reused or replayed node saved), None when it made and saved none.
+ */
 export interface Detail {
   node?: string;
   kind?: string;
@@ -419,6 +443,7 @@ export interface Detail {
    * usage.json of an agent attempt (provider, model, tokens, timings).
    */
   usage?: unknown;
+  spend?: UsageJson | null;
   stdout?: StreamView | null;
   stderr?: StreamView | null;
   has_value?: boolean;
@@ -469,6 +494,31 @@ export interface AttemptJson {
   approval: {
     [k: string]: unknown;
   } | null;
+}
+
+/**
+ * One budget of a run (``status``'s ``budgets``, present while a budget is set).
+ */
+export interface BudgetJson {
+  /**
+   * The node or script step it limits; None: the run's own.
+   */
+  node: string | null;
+  /**
+   * Who set it last: ``run`` (``--max-*``), ``workflow`` (the source), ``step``, ``raise``.
+   */
+  source: string;
+  max_tokens?: number;
+  max_cost_usd?: number;
+  max_wall_seconds?: number;
+  /**
+   * Input plus output tokens spent so far in its scope.
+   */
+  spent_tokens: number;
+  /**
+   * The cost spent so far in its scope; None when a model has no price (never shown as 0).
+   */
+  spent_cost_usd: number | null;
 }
 
 /**
@@ -535,6 +585,7 @@ export interface NodeResultJson {
    * Script runs: how many step calls were answered from the journal.
    */
   replayed?: number;
+  usage?: UsageJson;
 }
 
 export interface NodeStatusJson {
@@ -567,6 +618,7 @@ export interface NodeStatusJson {
    */
   replayed?: number;
   instances?: InstancesJson;
+  usage?: UsageJson;
 }
 
 export interface PlanNodeJson {
@@ -577,6 +629,53 @@ export interface PlanNodeJson {
   allow_failure: boolean;
   timeout_seconds: number;
   max_output_bytes: number;
+}
+
+/**
+ * What model calls spent (:class:`~rho_notebook.model.ledger.Usage`): tokens, calls, retries,
+ * tool calls, wall time and the cost from the settings' ``prices``.
+ */
+export interface UsageCountsJson {
+  input_tokens: number;
+  /**
+   * Reasoning tokens included.
+   */
+  output_tokens: number;
+  cached_tokens: number;
+  reasoning_tokens: number;
+  calls: number;
+  retries: number;
+  tool_calls: number;
+  /**
+   * A node: its attempts' launch-to-end times; the run: first launch to last end.
+   */
+  wall_seconds: number;
+  /**
+   * None (never 0) when a call's ``provider/model`` has no price in settings.
+   */
+  cost_usd: number | null;
+}
+
+/**
+ * The ``usage`` of a node or a run (present when the run made or saved a model call).
+ * ``saved``: what a reused node, a step answered from the journal, or the run did not spend
+ * again; ``by_key``: a node's calls by their ``key`` (an instance, a branch), the run's steps by
+ * key prefix (a flow's module path, a fork branch).
+ */
+export interface UsageJson {
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  reasoning_tokens: number;
+  calls: number;
+  retries: number;
+  tool_calls: number;
+  wall_seconds: number;
+  cost_usd: number | null;
+  saved?: UsageCountsJson;
+  by_key?: {
+    [k: string]: UsageCountsJson;
+  };
 }
 
 export interface WireEdge {

@@ -10,6 +10,8 @@ import type {
   CancelJson,
   Detail,
   DiffJson,
+  ForkAnswer,
+  ForkRequest,
   NodeView,
   PlanJson,
   RunRowJson,
@@ -144,6 +146,15 @@ export class RhoApi {
   }
   resume(runId: string, graphDigest: string, recoverUncertain = false): Promise<StatusJson> {
     return this.request("POST", ["runs", runId, "resume"], { graph_digest: graphDigest, recover_uncertain: recoverUncertain });
+  }
+  /**
+   * Fork the completed run at a node (POST runs/<run>/fork): without `graph_digest` the fork is
+   * planned and its derived plan's ID and digest answered (nothing starts); with that `plan_id` and
+   * `graph_digest`, exactly that planned fork starts. A value that does not match the node's output
+   * schema is refused (400) naming the field.
+   */
+  fork(runId: string, request: ForkRequest): Promise<ForkAnswer> {
+    return this.request("POST", ["runs", runId, "fork"], request);
   }
   deleteRun(runId: string): Promise<unknown> {
     return this.request("DELETE", ["runs", runId]);

@@ -124,6 +124,8 @@ export interface SelectedRunOptions {
   openMain: (runId: string) => void;
   /** The close button was clicked. */
   close: () => void;
+  /** A fork of the run started from its node pane ("fork from here"): its run ID. */
+  forked?: (runId: string) => void;
 }
 
 export class SelectedRun {
@@ -190,6 +192,7 @@ export class SelectedRun {
       return;
     }
     this.source = source;
+    source.onForked = this.options.forked ?? null;
     const undraw = renderDag(dag, source);
     const unfit = this.defaultZoom === "fit" ? keepFitted(dag) : () => undefined;
     this.dagCleanup = () => {

@@ -31,6 +31,31 @@ export function needsPerson(row: RunRowJson): boolean {
   return (row.waiting ?? 0) > 0 || NEEDS_ACT.includes(row.lifecycle ?? "");
 }
 
+/** A fork's lineage, as `runs` rows carry it (issue 35): `lineage: [{run, node}, ...]`, nearest first. */
+export function lineageOf(row: RunRowJson): { run: string; node: string }[] {
+  const found = (row as RunRowJson & { lineage?: unknown }).lineage;
+  if (!Array.isArray(found)) return [];
+  return found.filter((link): link is { run: string; node: string } => typeof link?.run === "string" && typeof link?.node === "string");
+}
+
+/** "forked from RUN at NODE" under a fork's row (a fork of a fork: "\u2190 RUN at NODE" each further), or null. */
+function lineageLine(row: RunRowJson): HTMLElement | null {
+  const chain = lineageOf(row);
+  if (!chain.length) return null;
+  const [source] = chain;
+  const text = chain.map((link) => `${shortId(link.run)} at ${link.node}`).join(" \u2190 ");
+  return h(
+    "div",
+    {
+      class: "rho-sb-line rho-sb-sub rho-sb-lineage",
+      "data-forked-from": source.run,
+      "data-forked-at": source.node,
+      title: chain.map((link) => `forked from run ${link.run} at node ${link.node}`).join("\n"),
+    },
+    `\u21b3 forked from ${text}`,
+  );
+}
+
 /** Outcomes listed under "failed". */
 const FAILED = ["failure", "denial", "blocked", "stalled"];
 
@@ -244,6 +269,7 @@ export class RunList {
         lifecycle === "needs_recovery" ? h("span", { class: "rho-sb-decision" }, "! needs recovery") : null,
       ),
       actCommand(row) ? h("code", { class: "rho-sb-act", title: "run this in a terminal to go on" }, actCommand(row)) : null,
+      lineageLine(row),
     );
     const tick = h("input", { class: "rho-sb-pick", type: "checkbox", title: "tick two runs to compare them", "aria-label": `pick run ${shortId(runId)} to compare` });
     tick.checked = this.picked.includes(runId);

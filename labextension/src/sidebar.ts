@@ -92,6 +92,7 @@ export class WorkflowsPanel extends Widget {
       action: (kind) => void this.act(kind),
       openMain: (runId) => void this.openInMain(runId),
       close: () => this.closeSelected(),
+      forked: () => void this.pollRuns(),
     });
     const refresh = h("button", { class: "rho-sb-btn rho-sb-refresh", type: "button", title: "refresh now" }, "\u21bb");
     refresh.addEventListener("click", () => {

@@ -16,6 +16,8 @@ import {
   type Detail,
   type FormField,
   type FormRequestView,
+  type ForkAnswer,
+  type ForkRequest,
   type NodeView,
   type RunView,
   type WireLayout,
@@ -223,6 +225,18 @@ export class RunSource extends BaseDagSource {
   action(kind: "cancel" | "resume"): void {
     this.onAction(kind);
   }
+  /** The Timeline tab's rows: GET runs/<run>/timeline (rho_notebook/server/_timeline.py). */
+  timeline(): Promise<import("@rho-notebook/dagview").TimelineJson> {
+    return this.api.request("GET", ["runs", this.runId, "timeline"]);
+  }
+  /** "Fork from here" (the view's forkform.ts): plan, then start once the digest is confirmed. */
+  async fork(request: ForkRequest): Promise<ForkAnswer> {
+    const answer = await this.api.fork(this.runId, request);
+    if (answer.run_id) this.onForked?.(answer.run_id);
+    return answer;
+  }
+  /** Called with a fork's run ID once it started (the sidebar shows the new run). */
+  onForked: ((runId: string) => void) | null = null;
 }
 
 /** A waiting request of kind "form" as the view draws it: its step, question and fields. */

@@ -145,12 +145,24 @@ def _completion(data: dict[str, Any], *, retries: tuple[Any, ...]) -> Completion
         elif kind in _THINKING_TYPES:
             kept.append(block)
     stop = data.get("stop_reason")
-    usage = data.get("usage") or {}
     return Completion(
         message=Message(role="assistant", content="".join(texts), tool_calls=tuple(calls), provider_blocks=tuple(kept)),
-        usage=Usage.reported(usage.get("input_tokens"), usage.get("output_tokens")),
+        usage=_usage(data.get("usage")),
         stop_reason=stop if isinstance(stop, str) else None,
         truncated=stop == "max_tokens",
         retries=retries,
         model=data.get("model") if isinstance(data.get("model"), str) else None,
     )
+
+
+def _usage(raw: Any) -> Usage:
+    """``usage``: Anthropic counts cache reads and cache writes apart from ``input_tokens``; the
+    ledger's input is every prompt token (as OpenAI counts it), of which ``cache_read_input_tokens``
+    are the cached ones. Without cache fields the counts are exactly as reported."""
+    usage = raw if isinstance(raw, dict) else {}
+    read = usage.get("cache_read_input_tokens")
+    written = usage.get("cache_creation_input_tokens")
+    extra = sum(n for n in (read, written) if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+    given = usage.get("input_tokens")
+    input_tokens = given + extra if isinstance(given, int) and not isinstance(given, bool) else given
+    return Usage.reported(input_tokens, usage.get("output_tokens"), cached_tokens=read)

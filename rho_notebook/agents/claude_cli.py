@@ -28,12 +28,13 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.agents._process import run_supervised
-from rho_notebook.agents.provider import Usage
+from rho_notebook.agents.provider import CallMeter, Usage
 from rho_notebook.agents.session import Session
 from rho_notebook.errors import AgentFailure
 from rho_notebook.model.agent import AgentDefinition
@@ -111,8 +112,13 @@ async def run_claude(
     max_turns: int,
     max_output_bytes: int,
     on_started: Callable[[int], Awaitable[None]],
+    calls: CallMeter | None = None,
 ) -> str:
     """Run ``claude`` to its final answer.
+
+    ``claude`` runs its own loop and reports usage only at the end, so ``calls`` is asked once
+    before it starts (a budget may refuse the whole attempt) and told the totals once it printed
+    its result: one ``model_called`` record, provider ``claude-cli``.
 
     Raises
     ------
@@ -137,6 +143,9 @@ async def run_claude(
     session.tools = tuple(definition.tools) if definition.tools != "all" else ()
     session.extra["argv"] = [program, *args]
     session.extra["task"] = task
+    if calls is not None:
+        await calls.before_call(max_output_tokens=None)
+    began = time.monotonic()
     try:
         outcome = await run_supervised(
             [program, *args],
@@ -156,6 +165,8 @@ async def run_claude(
     session.extra["result"] = result
     if result is not None:
         _record_usage(session, result)
+        if calls is not None:
+            await calls.after_call(_call(session, result, began))
     if outcome.exit_code != 0 or result is None or result.get("is_error") is True:
         raise _failure(outcome.exit_code, result, signal=outcome.signal, stderr=stderr, stdout=outcome.stdout)
     answer = result.get("result")
@@ -206,9 +217,11 @@ def _record_usage(session: Session, result: dict[str, Any]) -> None:
     if isinstance(usage, dict):
         tokens = [usage.get(k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
         output = usage.get("output_tokens")
+        cached = usage.get("cache_read_input_tokens")
         session.usage = Usage(
             input_tokens=sum(t for t in tokens if isinstance(t, int)),
             output_tokens=output if isinstance(output, int) else 0,
+            cached_tokens=cached if isinstance(cached, int) else None,
         )
     turns = result.get("num_turns")
     count = turns if isinstance(turns, int) and turns > 0 else 1
@@ -216,6 +229,19 @@ def _record_usage(session: Session, result: dict[str, Any]) -> None:
     model_usage = result.get("modelUsage")
     if session.model is None and isinstance(model_usage, dict) and len(model_usage) == 1:
         session.model = next(iter(model_usage))
+
+
+def _call(session: Session, result: dict[str, Any], began: float) -> dict[str, Any]:
+    """The ``model_called`` fields of a whole claude run (its totals, as one call)."""
+    record: dict[str, Any] = {
+        "provider": "claude-cli",
+        "model": session.model or "",
+        **session.usage.reported_fields(),
+        "retries": 0,
+        "tool_calls": 0,
+        "seconds": round(time.monotonic() - began, 6),
+    }
+    return record
 
 
 def _failure(

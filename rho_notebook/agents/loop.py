@@ -1,9 +1,11 @@
 """The agent loop of runtime rho: ask the model, run the tools it calls, repeat until it answers.
 
-Each turn is one provider call. A response with tool calls has every call run (in order) and the
-results fed back; a response without tool calls is the final answer. The loop is bounded by a
-turn budget and a tool-error budget here, and by the node timeout and cancellation in the
-executor (which cancels the task running this loop; in-flight requests and tool processes stop).
+Each turn is one provider call, reported to the run's ledger (``calls``: asked before the request,
+which a budget may refuse, and told its usage once it completed). A response with tool calls has
+every call run (in order) and the results fed back; a response without tool calls is the final
+answer. The loop is bounded by a turn budget and a tool-error budget here, and by the node
+timeout and cancellation in the executor (which cancels the task running this loop; in-flight
+requests and tool processes stop).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rho_notebook.agents.provider import Completion, CompletionRequest, Message, Provider
+from rho_notebook.agents.provider import CallMeter, Completion, CompletionRequest, Message, Provider, call_record
 from rho_notebook.agents.session import Session
 from rho_notebook.agents.tools import ToolBox, ToolLimits
 from rho_notebook.errors import AgentFailure, ProviderError
@@ -39,13 +41,20 @@ async def run_loop(
     toolbox: ToolBox,
     session: Session,
     limits: LoopLimits,
+    calls: CallMeter | None = None,
+    max_output_tokens: int | None = None,
 ) -> str:
     """Run the conversation to its final answer (the text of the last assistant message).
+
+    ``calls`` hears of every turn (``max_output_tokens``: each request's output limit, None when
+    it sets none); without it nothing is reported.
 
     Raises
     ------
     AgentFailure
         Provider failures (their kind), ``truncated``, ``turn_budget`` or ``tool_budget``.
+    BudgetExceeded
+        ``calls`` refused the next turn (it was not sent).
     """
     specs = toolbox.specs()
     session.messages.append(Message(role="user", content=task))
@@ -57,12 +66,16 @@ async def run_loop(
             tools=specs,
             reasoning=definition.reasoning,
         )
+        if calls is not None:
+            await calls.before_call(max_output_tokens=max_output_tokens)
         began = time.monotonic()
         try:
             completion = await provider.complete(request)
         except ProviderError as err:
             session.retries.extend(err.retries)
             raise AgentFailure(err.message, kind=err.kind, status=err.status) from None
+        if calls is not None:
+            await calls.after_call(call_record(session.provider or provider.name, model, completion, began=began))
         message = completion.message
         session.messages.append(message)
         session.usage = session.usage.plus(completion.usage)

@@ -115,14 +115,28 @@ def _completion(data: dict[str, Any], *, retries: tuple[Any, ...]) -> Completion
         raise TypeError(msg)
     calls = tuple(_tool_call(raw, index) for index, raw in enumerate(message.get("tool_calls") or ()))
     finish = choice.get("finish_reason")
-    usage = data.get("usage") or {}
     return Completion(
         message=Message(role="assistant", content=_text(message.get("content")), tool_calls=calls),
-        usage=Usage.reported(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        usage=_usage(data.get("usage")),
         stop_reason=finish if isinstance(finish, str) else None,
         truncated=finish == "length",
         retries=retries,
         model=data.get("model") if isinstance(data.get("model"), str) else None,
+    )
+
+
+def _usage(raw: Any) -> Usage:
+    """``usage``: prompt and completion tokens, with ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` where the server reports them (both are
+    already counted in the prompt and completion totals)."""
+    usage = raw if isinstance(raw, dict) else {}
+    prompt = usage.get("prompt_tokens_details")
+    completion = usage.get("completion_tokens_details")
+    return Usage.reported(
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        cached_tokens=prompt.get("cached_tokens") if isinstance(prompt, dict) else None,
+        reasoning_tokens=completion.get("reasoning_tokens") if isinstance(completion, dict) else None,
     )
 
 

@@ -10,11 +10,15 @@ abort the in-flight HTTP request (httpx closes the connection) and any Retry-Aft
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
+from rho_notebook.agents.settings import ProviderSettings
 from rho_notebook.model.base import FrozenModel
 
 __all__ = [
+    "CallMeter",
     "Completion",
     "CompletionRequest",
     "Message",
@@ -23,6 +27,8 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "call_record",
+    "output_limit",
 ]
 
 
@@ -62,23 +68,58 @@ class Message(FrozenModel):
 
 
 class Usage(FrozenModel):
+    """Tokens of one response (or a sum of responses). ``cached_tokens`` (input tokens served from
+    the provider's prompt cache, part of ``input_tokens``) and ``reasoning_tokens`` (part of
+    ``output_tokens``) are None when the provider did not report them, and are then left out of
+    stored records, which stay as they were before the ledger."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     @classmethod
-    def reported(cls, input_tokens: Any, output_tokens: Any) -> Usage:
-        """The counts as a provider's response gave them; a count that is not an integer is 0."""
-        return cls(input_tokens=_count(input_tokens), output_tokens=_count(output_tokens))
+    def reported(
+        cls, input_tokens: Any, output_tokens: Any, *, cached_tokens: Any = None, reasoning_tokens: Any = None
+    ) -> Usage:
+        """The counts as a provider's response gave them; a count that is not an integer is 0
+        (cached and reasoning counts: None, not reported)."""
+        return cls(
+            input_tokens=_count(input_tokens),
+            output_tokens=_count(output_tokens),
+            cached_tokens=_reported(cached_tokens),
+            reasoning_tokens=_reported(reasoning_tokens),
+        )
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=_plus(self.cached_tokens, other.cached_tokens),
+            reasoning_tokens=_plus(self.reasoning_tokens, other.reasoning_tokens),
         )
+
+    def reported_fields(self) -> dict[str, int]:
+        """The counts for a record: input and output always, cached and reasoning when reported."""
+        found = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.cached_tokens is not None:
+            found["cached_tokens"] = self.cached_tokens
+        if self.reasoning_tokens is not None:
+            found["reasoning_tokens"] = self.reasoning_tokens
+        return found
 
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _reported(value: Any) -> int | None:
+    """An optional count: None when the provider did not send an integer."""
+    return _count(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 class RetryRecord(FrozenModel):
@@ -128,3 +169,44 @@ class Provider(Protocol):
             or request timeout.
         """
         ...
+
+
+class CallMeter(Protocol):
+    """Where the agent loop reports each model call to the run (the ledger and its budgets).
+
+    The same shape as :class:`rho_notebook.exec.base.ModelCalls` (the exec layer's name for it;
+    this layer cannot import that one). ``before_call`` may raise
+    :class:`~rho_notebook.errors.BudgetExceeded`: the call is then not made."""
+
+    async def before_call(self, *, max_output_tokens: int | None, key: str | None = None) -> None: ...
+
+    async def after_call(self, call: Mapping[str, Any]) -> None: ...
+
+
+def output_limit(settings: ProviderSettings, reasoning: str | None) -> int | None:
+    """The most output tokens one request to this provider may produce (what a budget reserves
+    before the call): ``max_tokens`` when the settings set one; anthropic always sets one (its
+    default, plus the thinking budget of ``reasoning``); None for openai without ``max_tokens``."""
+    if settings.type != "anthropic":
+        return settings.max_tokens
+    from rho_notebook.agents.anthropic import DEFAULT_MAX_TOKENS, THINKING_BUDGETS  # loads httpx: at call time
+
+    return (settings.max_tokens or DEFAULT_MAX_TOKENS) + THINKING_BUDGETS.get(reasoning or "off", 0)
+
+
+def call_record(
+    provider: str, model: str, completion: Completion, *, began: float, key: str | None = None
+) -> dict[str, Any]:
+    """The ``model_called`` fields of one completed call that started at ``began`` (monotonic):
+    the model asked for (prices are keyed by it, not by the name the server answers with)."""
+    record: dict[str, Any] = {
+        "provider": provider,
+        "model": model,
+        **completion.usage.reported_fields(),
+        "retries": len(completion.retries),
+        "tool_calls": len(completion.message.tool_calls),
+        "seconds": round(time.monotonic() - began, 6),
+    }
+    if key:
+        record["key"] = key
+    return record

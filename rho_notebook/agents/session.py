@@ -75,7 +75,8 @@ class Session:
         return redacted
 
     def usage_record(self, *, outcome: str, failure: AgentFailure | None) -> dict[str, Any]:
-        """The redacted ``usage.json``: tokens, model, provider, timings, retries, outcome."""
+        """The redacted ``usage.json``: tokens (cached and reasoning ones where the provider reported
+        them), model, provider, timings, retries, outcome."""
         record = {
             "format": USAGE_FORMAT,
             "runtime": self.runtime,
@@ -92,8 +93,7 @@ class Session:
             "turns": len(self.turns),
             "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors,
-            "input_tokens": self.usage.input_tokens,
-            "output_tokens": self.usage.output_tokens,
+            **self.usage.reported_fields(),
             "retries": [r.model_dump() for r in self.retries],
             "tools": list(self.tools),
             "unavailable_tools": list(self.unavailable_tools),

@@ -14,7 +14,8 @@ layers own other top-level keys). This module validates the keys it owns::
       "auth_profiles": {"anthropic-key": {"api_key_env": "ANTHROPIC_API_KEY", "provider": "claude"}},
       "model_aliases": {"fast": {"provider": "local", "model": "qwen3:8b"}, "smart": {"model": "gpt-5"}},
       "default_provider": "local",
-      "default_model": "qwen3:8b"
+      "default_model": "qwen3:8b",
+      "prices": {"openai/gpt-5": {"input_per_mtok": 1.25, "output_per_mtok": 10, "cached_input_per_mtok": 0.125}}
     }
 
 Credentials are only ever referenced (an environment variable name, directly or through an auth
@@ -23,6 +24,12 @@ profile). A key that holds a credential value (``api_key``, ``token``, ``passwor
 error never repeats the value. An agent file's ``model: "@fast"`` names the alias ``fast``; an
 alias gives a model (never another alias) and optionally the provider it runs on. Project
 settings override user settings per provider, profile or alias name and per default key.
+
+``prices`` (none shipped: prices change, and a wrong one shown as fact is worse than none) prices
+the run ledger (:mod:`rho_notebook.model.ledger`): ``"<provider>/<model>"`` as settings name the
+provider and the model asked for -> US dollars per million input, output and (optionally) cached
+input tokens. A model without a price has cost ``null``, never 0. :func:`load_prices` is what the
+ledger's readers and the budgets call.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from pydantic import Field, ValidationError
 
 from rho_notebook.errors import SettingsError
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.ledger import Price
 from rho_notebook.store.settings import settings_documents
 
 __all__ = [
@@ -44,8 +52,10 @@ __all__ = [
     "AgentSettings",
     "AuthProfile",
     "ModelAlias",
+    "PriceSettings",
     "ProviderSettings",
     "ProviderType",
+    "load_prices",
     "load_settings",
     "parse_settings",
 ]
@@ -61,8 +71,8 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = re.compile(r"\S{1,128}")
 _CREDENTIAL_WORDS = ("key", "token", "secret", "password", "passwd", "authorization", "bearer", "credential")
-_OWNED_KEYS = ("providers", "auth_profiles", "model_aliases", "default_provider", "default_model")
-_SECTIONS = ("providers", "auth_profiles", "model_aliases")
+_OWNED_KEYS = ("providers", "auth_profiles", "model_aliases", "prices", "default_provider", "default_model")
+_SECTIONS = ("providers", "auth_profiles", "model_aliases", "prices")
 """Owned keys that map names to entries; merged per name across documents."""
 
 
@@ -108,6 +118,15 @@ class ModelAlias(FrozenModel):
     """The provider the model runs on; None leaves it to the agent file or ``default_provider``."""
 
 
+class PriceSettings(FrozenModel):
+    """What one ``provider/model`` costs, in US dollars per million tokens (``prices``)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Input tokens served from the provider's prompt cache; None: they cost the input price."""
+
+
 class AgentSettings(FrozenModel):
     """The merged agent sections of every settings document that applies."""
 
@@ -115,6 +134,8 @@ class AgentSettings(FrozenModel):
     auth_profiles: dict[str, AuthProfile] = {}
     model_aliases: dict[str, ModelAlias] = {}
     """Alias name without the leading ``@`` -> what it resolves to."""
+    prices: dict[str, PriceSettings] = {}
+    """``provider/model`` -> its price (none shipped)."""
     default_provider: str | None = None
     default_model: str | None = None
     sources: tuple[str, ...] = ()
@@ -125,6 +146,12 @@ class AgentSettings(FrozenModel):
         if not self.sources:
             return "no settings file (create $RHO_NOTEBOOK_HOME/settings.json)"
         return ", ".join(self.sources)
+
+    def price_table(self) -> dict[str, Price]:
+        """``prices`` as the ledger reads them (``provider/model`` -> :class:`~rho_notebook.model.ledger.Price`)."""
+        return {
+            name: Price(p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok) for name, p in self.prices.items()
+        }
 
     def credential_env_names(self) -> set[str]:
         """Every environment variable any provider or profile names as a credential."""
@@ -167,6 +194,20 @@ def load_settings(home: Path, workspace: Path | None = None, *, trusted: bool = 
     return settings
 
 
+def load_prices(home: Path, workspace: Path | None = None, *, trusted: bool = False) -> dict[str, Price]:
+    """The price table of the ledger: ``prices`` of user settings and, when ``trusted``, project
+    settings (``provider/model`` -> :class:`~rho_notebook.model.ledger.Price`; empty when none is set).
+
+    Raises
+    ------
+    SettingsError
+        A document breaks a rule (the message names the file and key).
+    StoreError
+        A document is not valid JSON or not a JSON object.
+    """
+    return load_settings(home, workspace, trusted=trusted).price_table()
+
+
 def parse_settings(data: Mapping[str, Any], *, source: str) -> AgentSettings:
     """Validate the agent sections of one settings document (other top-level keys are ignored)."""
     owned = {key: data[key] for key in _OWNED_KEYS if key in data}
@@ -196,8 +237,8 @@ def _entry_problems(section: str, name: str, entry: Any) -> list[str]:
         return [f"{section}: the name {name!r} must be non-empty and contain no whitespace"]
     if not isinstance(entry, dict):
         return [f"{where}: must be an object"]
-    if section == "model_aliases":
-        return _alias_problems(name, entry)
+    if section in ("model_aliases", "prices"):
+        return (_alias_problems if section == "model_aliases" else _price_problems)(name, entry)
     model = ProviderSettings if section == "providers" else AuthProfile
     problems = []
     for key in entry:
@@ -249,6 +290,29 @@ def _alias_problems(name: str, entry: dict[str, Any]) -> list[str]:
     provider = entry.get("provider")
     if provider is not None and (not isinstance(provider, str) or not _NAME.fullmatch(provider)):
         problems.append(f"{where}.provider: must be a non-empty provider name without whitespace")
+    return problems
+
+
+def _price_problems(name: str, entry: dict[str, Any]) -> list[str]:
+    """A price is keyed ``provider/model`` and holds non-negative numbers per million tokens."""
+    where = f"prices.{name}"
+    provider, _, model = name.partition("/")
+    problems = []
+    if not provider or not model:
+        problems.append(
+            f"prices: the name {name!r} must be provider/model, the provider as settings name it and the model "
+            'asked for (e.g. "openai/gpt-5")'
+        )
+    allowed = ", ".join(PriceSettings.model_fields)
+    for key in entry:
+        if key not in PriceSettings.model_fields:
+            problems.append(f"{where}.{key}: unknown key; expected one of: {allowed}")
+    for key, field in PriceSettings.model_fields.items():
+        value = entry.get(key)
+        if value is None and field.is_required():
+            problems.append(f"{where}.{key}: required; US dollars per million tokens")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            problems.append(f"{where}.{key}: must be a number of US dollars per million tokens, 0 or more")
     return problems
 
 

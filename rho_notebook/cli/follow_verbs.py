@@ -235,8 +235,9 @@ def _ended(service: Service, state: RunState, *, graph: Graph, output: str) -> i
         print(json.dumps(status_json(state)))
     elif output == "text":
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
-            steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted)
-            print(f"run {run_id}  needs a decision: rho-notebook resume {run_id[:13]} {steps}")
+            steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted if graph.script is not None)
+            budgets = "".join(f"\n  {h['step']}: {h['why']}" for h in state.halted if h["why"].startswith("budget "))
+            print(f"run {run_id}  needs a decision: rho-notebook resume {run_id[:13]} {steps}".rstrip() + budgets)
         elif state.outcome is None:
             print(f"run {run_id}  {state.lifecycle.value}")
         else:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rho_notebook.cli._args import JSON_HELP, JsonOutput, OutputChoice
+from rho_notebook.cli.fork_verbs import declare_fork
+from rho_notebook.cli.timeline_verbs import declare_timeline
 from rho_notebook.cli.verbs import declare
 from rho_notebook.errors import InvalidWorkflow, RhoError
 from rho_notebook.service.flags import VerbParser
@@ -80,6 +82,8 @@ def _declared(only: str | None) -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
     one = None if only is None else _OneVerb(verbs, only)
     declare(verbs if one is None else one)
+    declare_timeline(verbs if one is None else one)
+    declare_fork(verbs if one is None else one)
     if one is not None and not one.found:
         return build_parser()
     return parser

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import Service, glance
 from rho_notebook.service.listing import RunsQuery
+from rho_notebook.service.usage import may_have_spent, run_ledger
 from rho_notebook.service.wire import status_json
 from rho_notebook.views.run_notes import cancel_text, next_step_lines, status_head_lines
-from rho_notebook.views.text import decision_lines, node_status_line, output_text
+from rho_notebook.views.text import budget_lines, decision_lines, node_status_line, output_text, usage_text
 
 __all__ = ["run_status", "run_cancel", "run_runs", "run_result", "run_events", "run_logs", "run_plans"]
 
@@ -40,7 +41,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 def run_status(args: argparse.Namespace) -> int:
     layout = Service.default().layout
     state = glance.status(layout, args.run)
-    data = status_json(state)
+    data = status_json(state, ledger=run_ledger(state, layout=layout) if may_have_spent(state) else None)
     if args.output == "json":
         print(json.dumps(data, indent=2))
         return 0
@@ -48,6 +49,10 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"workflow   {state.workflow}   plan {state.plan_id}")
     print(f"digest     {state.graph_digest}")
     print(f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""))
+    if "usage" in data:  # only a run that made (or saved) a model call
+        print(f"usage      {usage_text(data['usage'])}")
+    for line in budget_lines(data.get("budgets", [])):  # while a budget is set (docs/usage.md#budgets)
+        print(line)
     if state.damage is not None:
         print(f"damage     {state.damage}")
         print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
@@ -55,7 +60,8 @@ def run_status(args: argparse.Namespace) -> int:
         for line in status_head_lines(layout, state):
             print(line)
     for name in data["nodes"]:
-        print(node_status_line(name, state.nodes[name], shown=data["nodes"][name]["shown"]))
+        node = data["nodes"][name]
+        print(node_status_line(name, state.nodes[name], shown=node["shown"], usage=node.get("usage")))
     if "output" in data:
         print(f"output     {output_text(data['output'])}")
     for line in decision_lines(state):
@@ -96,6 +102,9 @@ def run_runs(args: argparse.Namespace) -> int:
         print(line.rstrip())
         if "next" in row:  # waits for a person: the command that moves it on
             print(f"{'':38}needs a person: {row['next']}")
+        if "lineage" in row:  # a fork: where it came from, a fork of a fork back to the first run
+            chain = " <- ".join(f"{link['run'][:13]} at {link['node']}" for link in row["lineage"])
+            print(f"{'':38}forked from {chain}")
     return 0
 
 
@@ -105,8 +114,11 @@ def run_result(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(f"run {data['run_id']}  {data['lifecycle']}  outcome {data['outcome']}")
+    if "usage" in data:
+        print(f"usage {usage_text(data['usage'])}")
     for name, node in data["nodes"].items():
-        print(f"  {name:<24} {node['state']:<13} attempts {len(node['attempts'])}")
+        spent = f"  [{usage_text(node['usage'])}]" if node.get("usage", {}).get("calls") else ""
+        print(f"  {name:<24} {node['state']:<13} attempts {len(node['attempts'])}{spent}")
         if "output" in node:
             print(f"      output: {json.dumps(node['output'])}")
         for artifact, path in node.get("artifacts", {}).items():

@@ -21,6 +21,7 @@ from pathlib import Path
 from rho_notebook.cli._args import is_file
 from rho_notebook.cli.follow_verbs import start_and_follow
 from rho_notebook.errors import ArgumentError, ConfirmationRequired, RunRefused
+from rho_notebook.model.budget import Limits
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, is_graph_file
 from rho_notebook.model.plan import Plan
@@ -33,7 +34,7 @@ from rho_notebook.service import (
     load_limits,
     parse_input_args,
 )
-from rho_notebook.service.flags import parse_decisions
+from rho_notebook.service.flags import parse_budgets, parse_decisions
 from rho_notebook.service.sync import run_sync
 
 __all__ = ["EXIT_REFUSED", "consent", "start_plan", "run_run", "run_resume"]
@@ -96,7 +97,19 @@ def _exclusive(args: argparse.Namespace) -> int | None:
 def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: str) -> int:
     """Ask for consent to ``plan``'s digest, then create and run it (``run PLAN`` and
     ``run NOTEBOOK.ipynb``). A person's ``approve-plan`` record of this exact digest is the
-    confirmation: then it starts without ``--yes`` or a prompt, and says why."""
+    confirmation: then it starts without ``--yes`` or a prompt, and says why. Budgets
+    (``--max-tokens``...) are checked first and journaled before the owner starts."""
+    from rho_notebook.service.starting import check_priced, record_budgets
+
+    budgets = _budgets(args)
+    if isinstance(budgets, int):
+        return budgets
+    try:
+        workspace = Path(plan.manifest.workspace_root)
+        run_sync(check_priced(service.layout, plan.graph, budgets, workspace=workspace))
+    except RunRefused as err:
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
     approval = None if args.yes else run_sync(service.plan_approval(plan.graph_digest))
     if approval is not None:
         print(
@@ -123,8 +136,25 @@ def start_plan(service: Service, plan: Plan, args: argparse.Namespace, *, what: 
     except RunRefused as err:  # a --run-id that is taken
         print(f"rho-notebook: {err.message}", file=sys.stderr)
         return err.exit_code
+    if budgets:
+        run_sync(record_budgets(service.layout, run_id, budgets, source="run"))
     options = OwnerOptions(approval_timeout=args.approval_timeout)
     return _start(service, args, run_id, graph=plan.graph, options=options)
+
+
+def _budgets(args: argparse.Namespace) -> dict[str, Limits] | int:
+    """The budgets ``--max-tokens/--max-cost/--max-wall`` (and ``resume --raise-budget``) set, or
+    the usage error's exit code (2) after saying why."""
+    try:
+        return parse_budgets(
+            max_tokens=getattr(args, "max_tokens", None),
+            max_cost=getattr(args, "max_cost", None),
+            max_wall=getattr(args, "max_wall", None),
+            raises=getattr(args, "raise_budget", None) or (),
+        )
+    except ArgumentError as err:
+        print(f"rho-notebook: {err}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 _RUN_SUFFIXES = (".star", ".ipynb", ".py", *GRAPH_SUFFIXES)
@@ -231,10 +261,23 @@ def run_resume(args: argparse.Namespace) -> int:
         decisions=decisions,
         executor=args.executor,
     )
+    from rho_notebook.service.starting import check_priced, record_budgets
+
+    budgets = _budgets(args)
+    if isinstance(budgets, int):
+        return budgets
     try:
         run_sync(service.check_resume(request))
+        if budgets:
+            workspace = Path(manifest.workspace_root)
+            run_sync(check_priced(service.layout, graph, budgets, workspace=workspace))
+            source = "raise" if getattr(args, "raise_budget", None) else "run"
+            run_sync(record_budgets(service.layout, run_id, budgets, source=source))
     except ConfirmationRequired as err:
         return _refused(args, err, digest=manifest.graph_digest, what=what)
+    except RunRefused as err:
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
     options = OwnerOptions(
         resume=True,
         recover_uncertain=args.recover_uncertain,

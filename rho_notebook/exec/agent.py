@@ -7,7 +7,9 @@ An agent node, an item graph's agent step and a script's agent step all run one
 ``timeout_seconds``, then check the answer: with an output schema it must be exactly one JSON
 value matching the schema; without one it is markdown prose that nothing downstream can read.
 Cancellation (``ctx.cancel``) and the timeout cancel the running task, which aborts in-flight HTTP
-requests and stops tool and ``claude`` process groups. There is no automatic retry.
+requests and stops tool and ``claude`` process groups. There is no automatic retry. Each model call
+reports to ``ctx.model_calls`` (the run's ledger and budgets): each turn of the rho loop, and for
+claude-cli, which reports usage only at its end, once before the attempt and once with its totals.
 
 Artifacts of an attempt (every text redacted of credential values):
 
@@ -39,6 +41,7 @@ from rho_notebook.agents.answer import parse_typed_answer
 from rho_notebook.agents.claude_cli import CLAUDE_ENV_PREFIXES, run_claude
 from rho_notebook.agents.loop import LoopLimits, run_loop
 from rho_notebook.agents.prompts import system_prompt, task_message
+from rho_notebook.agents.provider import output_limit
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.resolve import open_provider, read_credential, select_model
 from rho_notebook.agents.session import Session
@@ -215,6 +218,7 @@ class AgentExecutor:
                 max_turns=self._limits.max_turns,
                 max_output_bytes=op.max_output_bytes,
                 on_started=ctx.on_started,
+                calls=ctx.model_calls,
             )
         settings = await self._load_settings(ctx)
         for name in settings.credential_env_names():
@@ -238,6 +242,8 @@ class AgentExecutor:
                 toolbox=toolbox,
                 session=session,
                 limits=self._limits,
+                calls=ctx.model_calls,
+                max_output_tokens=output_limit(selection.settings, definition.reasoning),
             )
 
     def _toolbox(self, ctx: Attempt, op: AgentOperation, definition: AgentDefinition, session: Session) -> ToolBox:
@@ -360,8 +366,12 @@ class AgentExecutor:
 
 
 def _store_home(ctx: Attempt) -> Path:
-    """RHO_NOTEBOOK_HOME of the run the attempt belongs to: ``<home>/workflows/runs/<RUN>/nodes/<N>/attempts/<K>``."""
-    parents = ctx.attempt_dir.parents
+    """RHO_NOTEBOOK_HOME of the run the attempt belongs to: ``<home>/workflows/runs/<RUN>/nodes/<N>/attempts/<K>``
+    (an aggregate's instance runs in ``<that>/instances/<I>``)."""
+    attempt = ctx.attempt_dir
+    if attempt.parent.name == "instances":
+        attempt = attempt.parents[1]
+    parents = attempt.parents
     if (
         len(parents) > 6
         and parents[3].name == ctx.run_id

@@ -30,10 +30,29 @@ __all__ = [
     "AttemptResult",
     "EnvironmentSnapshot",
     "Executor",
+    "ModelCalls",
     "output_value",
     "render_template",
     "node_environment",
 ]
+
+
+class ModelCalls(Protocol):
+    """What an attempt's model calls report to the run (the ledger and budgets).
+
+    Every place that calls a model (an agent's turn, a model step, a flow's model call) awaits
+    :meth:`before_call` before sending the request and :meth:`after_call` once it completed.
+    ``before_call`` raises :class:`~rho_notebook.errors.BudgetExceeded` when the call could pass a
+    budget: the caller must not make the call and must let the error propagate (the run driver
+    turns it into a halt)."""
+
+    async def before_call(self, *, max_output_tokens: int | None, key: str | None = None) -> None: ...
+
+    async def after_call(self, call: Mapping[str, Any]) -> None:
+        """Journal one completed call: the fields of a ``model_called`` record without ``kind``,
+        ``run_id``, ``node`` and ``attempt`` (provider, model, input_tokens, output_tokens,
+        cached_tokens?, reasoning_tokens?, retries, tool_calls, seconds, key?)."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -55,6 +74,9 @@ class Attempt:
     """Awaited with the process id once the attempt's process exists."""
     on_output: Callable[[str, bytes], Awaitable[None]] | None = None
     """Awaited with (stream, chunk) for live output; optional."""
+    model_calls: ModelCalls | None = None
+    """Where model calls report their spend and ask the budgets first (None: not recorded, e.g.
+    a call outside a run)."""
     source_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     files: AttemptFiles | None = None
     """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""

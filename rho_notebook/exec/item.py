@@ -53,6 +53,7 @@ from rho_notebook.model.schema import (
     RecordSchema,
     Schema,
     StringSchema,
+    validate_value,
 )
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, ensure_private_dir, json_bytes
@@ -62,6 +63,7 @@ __all__ = [
     "ItemExecutor",
     "aggregate_elements",
     "answer_schema",
+    "edited_item_problem",
     "command_argv",
     "inner_node",
     "input_item",
@@ -204,6 +206,45 @@ def answer_schema(fields: Mapping[str, Any]) -> Schema:
             inner = EnumSchema(members=decl.choices)
         entries.append((name, inner if decl.is_required else OptionalSchema(inner=inner)))
     return RecordSchema(fields=tuple(entries))
+
+
+def edited_item_problem(graph: Graph, name: str, value: Any) -> tuple[str, str | None] | None:
+    """Why ``value`` cannot stand as the item step ``name`` passed on, as (message, field); None
+    when it can, or when ``name`` is no item step (a fork's other checks apply then).
+
+    A fork at an item step with a person's value takes that value as the step's item: the next
+    steps receive it and a ``branch`` chooses its out-edge on it (:func:`~rho_notebook.model.itemrun.chosen_routes`),
+    as on an item the step computed. So it is checked as the step's own result would be: a JSON
+    object within the graph's item cap, carrying what the step adds: an agent's typed answer
+    fields and a human step's form fields (merged over the item), a model or command step's
+    ``into`` field (typed when the model step declares answer fields), an aggregate's list.
+    """
+    node = _nodes_of(graph).get(name)
+    if not isinstance(node, ItemNode):
+        return None
+    where = f"the item for step {node.name!r}"
+    if not isinstance(value, dict):
+        return f"{where} must be a JSON object (the item the step passes on), not {type(value).__name__}", None
+    limit = graph.items.item_bytes if graph.items is not None else None
+    if limit is not None and item_bytes(value) > limit:
+        return f"{where} is {item_bytes(value)} bytes, over the graph's item cap of {limit} bytes", None
+    kind, params = node.acting_kind, node.acting_params
+    into = node.params.get("into")
+    if into is not None and into not in value:
+        return f"{where} lacks field {into!r}, where step {node.step!r} puts its result", str(into)
+    fields = params.get("fields") if kind == "human" else params.get("answer")
+    problems: list[str] = []
+    if node.step_kind == "aggregate" and not isinstance(value[into], list):
+        problems = [f"$.{into}: expected list, got {type(value[into]).__name__}"]
+    elif node.step_kind != "aggregate" and kind in ("agent", "human") and fields:
+        problems = validate_value(answer_schema(fields), {k: v for k, v in value.items() if k in fields})
+    elif node.step_kind != "aggregate" and kind == "model" and into is not None:
+        schema = answer_schema(fields) if fields else StringSchema()
+        problems = validate_value(schema, value[into], where=f"$.{into}")
+    if not problems:
+        return None
+    field = problems[0].split(":", 1)[0].removeprefix("$").removeprefix(".")
+    return f"{where} does not fit step {node.step!r}: {problems[0]}", field or None
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -395,7 +436,10 @@ class ItemExecutor:
 
     async def _agent(self, ctx: AttemptContext, node: ItemNode, item: Any, run: RunContext) -> AttemptResult:
         from rho_notebook.exec.agent import AgentOperation  # the agents layer loads when an agent step runs
+        from rho_notebook.exec.model import KeyedCalls
 
+        if _is_instance(node) and ctx.model_calls is not None:  # an instance's calls, keyed STEP[i]
+            ctx = dataclasses.replace(ctx, model_calls=KeyedCalls(ctx.model_calls, node.name))
         params = node.params
         prompt = resolve(params["prompt"], item, run)
         fields = params.get("answer") or {}
@@ -453,6 +497,8 @@ class ItemExecutor:
             cancel=ctx.cancel,
             transport=self.agents.transport,
             timeout_seconds=node.timeout_seconds,
+            calls=ctx.model_calls,
+            key=node.name if _is_instance(node) else None,
         )
         answered = outcome.value if fields else outcome.text
         value = answered if _is_instance(node) else {**item, params["into"]: answered}

@@ -12,7 +12,9 @@ and answer it through :func:`ask` (outside a run) or :func:`run_model` (an attem
   the credential from the run's environment by reference, redacted from everything stored;
 * an attempt leaves ``completion.json`` (the redacted completion) and the answer text
   (:data:`~rho_notebook.store.layout.ANSWER_TEXT_FILE`), and journals :meth:`ModelCall.record`
-  completed by the outcome (``outcome``, ``failure_kind``, tokens, timings);
+  completed by the outcome (``outcome``, ``failure_kind``, tokens, timings), and reports the call to
+  the run's ledger (``calls``: asked before the request, which a budget may refuse, and told the
+  usage once it completed, under ``key`` when given);
 * its value: the validated value with ``output``, ``{"content", "tool_calls"}`` with tools, else None.
 
 Errors are :class:`~rho_notebook.errors.StepInvalid` for a malformed request (``subject`` names the
@@ -34,11 +36,12 @@ from pydantic import ValidationError
 
 from rho_notebook.agents.answer import answer_instructions, parse_typed_answer
 from rho_notebook.agents.completion import complete_once, select_provider
-from rho_notebook.agents.provider import Completion, CompletionRequest, Message, ToolSpec
+from rho_notebook.agents.provider import Completion, CompletionRequest, Message, ToolSpec, call_record, output_limit
 from rho_notebook.agents.redact import Redactor
 from rho_notebook.agents.resolve import Selection
 from rho_notebook.agents.settings import AgentSettings
 from rho_notebook.errors import AgentFailure, AnswerError, ProviderError, StepInvalid
+from rho_notebook.exec.base import ModelCalls
 from rho_notebook.model.schema import Schema
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.files import atomic_write, atomic_write_json
@@ -48,6 +51,7 @@ if TYPE_CHECKING:  # a type only: httpx (and rich, which it imports) load when a
     import httpx
 
 __all__ = [
+    "KeyedCalls",
     "ModelCall",
     "ModelOutcome",
     "ask",
@@ -227,10 +231,18 @@ async def run_model(
     cancel: asyncio.Event,
     transport: httpx.AsyncBaseTransport | None = None,
     timeout_seconds: float | None = None,
+    calls: ModelCalls | None = None,
+    key: str | None = None,
 ) -> ModelOutcome:
     """One attempt of ``call`` whose files go to ``folder`` (which exists). Never raises for a
-    failing completion: the outcome's state and message say how it ended."""
+    failing completion: the outcome's state and message say how it ended. ``calls`` hears of the
+    call (see the module docstring); a budget's :class:`~rho_notebook.errors.BudgetExceeded`
+    propagates, the request unsent."""
     redactor = Redactor()
+    if calls is not None:
+        await calls.before_call(
+            max_output_tokens=output_limit(call.selection.settings, call.request.reasoning), key=key
+        )
     started = time.monotonic()
     record = call.record()
     work = ask(call, environ=environ, redactor=redactor, transport=transport)
@@ -245,6 +257,9 @@ async def run_model(
     if completion is None:
         record.update(outcome="cancellation", duration_ms=_ms(started))
         return ModelOutcome(NodeState.CANCELLATION, "cancelled; the in-flight model request was stopped", record)
+    if calls is not None:
+        selection = call.selection
+        await calls.after_call(call_record(selection.provider, selection.model, completion, began=started, key=key))
     record.update(
         outcome="success",
         answered_by=completion.model,
@@ -261,10 +276,10 @@ async def run_model(
         NodeState.SUCCESS, "", record, text, None, {"completion": COMPLETION_FILE, "answer": ANSWER_TEXT_FILE}
     )
     if call.tools:
-        calls = completion.message.tool_calls
+        asked = completion.message.tool_calls
         outcome.value = {
             "content": text,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in asked],
         }
     elif call.output is not None:
         try:
@@ -297,12 +312,28 @@ async def _unless_cancelled(
     return task.result()
 
 
+@dataclass(frozen=True)
+class KeyedCalls:
+    """``calls`` with every call keyed ``key`` unless it has a key of its own: an item graph's
+    aggregate instance ``STEP[i]`` reports under the aggregate's attempt, keyed by the instance."""
+
+    calls: ModelCalls
+    key: str
+
+    async def before_call(self, *, max_output_tokens: int | None, key: str | None = None) -> None:
+        await self.calls.before_call(max_output_tokens=max_output_tokens, key=key or self.key)
+
+    async def after_call(self, call: Mapping[str, Any]) -> None:
+        await self.calls.after_call(call if call.get("key") else {**call, "key": self.key})
+
+
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 3)
 
 
 def _write_completion(folder: Path, completion: Completion, text: str) -> None:
     record = completion.model_dump(mode="json")
+    record["usage"] = completion.usage.reported_fields()  # as before the ledger when nothing more was reported
     record["message"]["content"] = text
     atomic_write_json(folder / COMPLETION_FILE, record)
     atomic_write(folder / ANSWER_TEXT_FILE, text.encode())

@@ -70,6 +70,7 @@ from rho_notebook.service import (
 )
 from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
+from rho_notebook.service.usage import may_have_spent, run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
@@ -246,7 +247,9 @@ class WorkflowTools:
     # -- reading runs -----------------------------------------------------------------------------
 
     async def workflow_status(self, args: StatusArgs, client: str | None) -> Any:
-        return status_json(await self.service.status(args.run_id))
+        state = await self.service.status(args.run_id)
+        spent = may_have_spent(state)  # else no ledger: a command-only run's answer is as it was
+        return status_json(state, ledger=run_ledger(state, layout=self.service.layout) if spent else None)
 
     async def workflow_wait(self, args: WaitArgs, client: str | None) -> Any:
         """Poll the durable state until the run settles (ends, or waits for a person) or time runs out."""

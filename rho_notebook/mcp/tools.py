@@ -246,7 +246,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=False,
     ),
     ToolSpec(
-        "workflow_status", StatusArgs, "One durable snapshot of a run (as `rho-notebook status RUN --output json`)."
+        "workflow_status",
+        StatusArgs,
+        "One durable snapshot of a run (as `rho-notebook status RUN --output json`); a run that made model calls "
+        "has a `usage` object per node and one for the run (tokens, calls, retries, wall_seconds, cost_usd: null "
+        "when a model has no price in settings).",
     ),
     ToolSpec(
         "workflow_wait",

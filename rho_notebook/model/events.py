@@ -39,6 +39,8 @@ __all__ = [
     "InstanceLaunched",
     "JournalEvent",
     "JournalRepaired",
+    "BudgetSet",
+    "ModelCalled",
     "LiveEvent",
     "NeedsRecovery",
     "NodeBlocked",
@@ -110,6 +112,8 @@ class EventKind(str, Enum):
     NEEDS_RECOVERY = "needs_recovery"
     INSTANCE_LAUNCHED = "instance_launched"
     INSTANCE_FINISHED = "instance_finished"
+    MODEL_CALLED = "model_called"
+    BUDGET_SET = "budget_set"
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -493,6 +497,39 @@ class InstanceFinished(_OfAttempt):
     value: NotRequired[Any]
 
 
+class ModelCalled(_OfAttempt):
+    """One model call completed: journaled as it completes, so the ledger and the budgets fold
+    from the journal alone (:mod:`rho_notebook.model.ledger`)."""
+
+    kind: Literal["model_called"]
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: NotRequired[int]
+    reasoning_tokens: NotRequired[int]
+    retries: int
+    """Transport retries of this call."""
+    tool_calls: int
+    seconds: float
+    """Wall time of the call, retries included."""
+    key: NotRequired[str]
+    """Where in the attempt, finer than the node: a flow's module path, a fork branch, ``STEP[i]``."""
+
+
+class BudgetSet(_Journaled):
+    """The run's spending limits from now on (at start, and on ``resume --raise-budget``); a
+    limit left out is unlimited. ``node`` limits one node's spend instead of the run's."""
+
+    kind: Literal["budget_set"]
+    max_tokens: NotRequired[int | None]
+    max_cost_usd: NotRequired[float | None]
+    max_wall_seconds: NotRequired[float | None]
+    node: NotRequired[str]
+    source: str
+    """Where the limits came from: ``run`` (flags or API), ``workflow`` (its source), ``raise``."""
+
+
 class NeedsRecovery(_Journaled):
     """An unclean exit left uncertain attempts on these nodes."""
 
@@ -537,6 +574,8 @@ JournalEvent = (
     | NeedsRecovery
     | InstanceLaunched
     | InstanceFinished
+    | ModelCalled
+    | BudgetSet
 )
 """One record of ``events.jsonl``, discriminated by its ``kind`` (see :data:`EVENT_TYPES`)."""
 

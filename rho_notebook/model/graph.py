@@ -13,7 +13,9 @@ from pydantic import Field
 
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.budget_spec import BudgetSpec
 from rho_notebook.model.condition import Condition
+from rho_notebook.model.fork import ForkRecord
 from rho_notebook.model.reference import OutputRef, Template
 from rho_notebook.model.schema import Scalar, Schema
 
@@ -135,6 +137,8 @@ class AgentNode(_NodeBase):
     access: Literal["read_only", "mutating"] = "mutating"
     reuse: bool = Field(default=False, exclude_if=_is_false)
     """Read-only nodes only: a stored success with the same reuse key is taken instead of a launch."""
+    budget: BudgetSpec | None = Field(default=None, exclude_if=_is_empty)
+    """This node's own spending limits (``budget = {...}``), beside the run's."""
 
 
 ArgvPart = Union[str, Template]
@@ -257,6 +261,8 @@ class ItemNode(_NodeBase):
     agent: str | None = None
     """``agent`` steps and ``model`` steps that name an agent: its id in ``Graph.agents``."""
     access: Literal["read_only", "mutating"] = "read_only"
+    budget: BudgetSpec | None = Field(default=None, exclude_if=_is_empty)
+    """``agent`` and ``model`` steps: the step's own ``budget:`` (docs/graphs.md), beside the run's."""
 
     @property
     def pure(self) -> bool:
@@ -377,6 +383,10 @@ class Graph(FrozenModel):
     """``shared``: the workflow declares that its nodes do not share one local checkout (each
     worker of a distributed executor has its own copy), so mutating nodes take no cross-host
     checkout lock and may run remotely. ``exclusive`` (default): the checkout lock rules hold."""
+    fork: ForkRecord | None = Field(default=None, exclude_if=_is_empty)
+    """Set for a fork's derived plan (docs/fork.md): what it takes from its source run."""
+    budget: BudgetSpec | None = Field(default=None, exclude_if=_is_empty)
+    """The run's spending limits in the source (``define(budget=)``, ``BUDGET``; docs/usage.md)."""
 
     def python_module(self, label: str) -> PythonModule:
         for module in self.python_modules:

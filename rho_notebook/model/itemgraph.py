@@ -79,6 +79,7 @@ __all__ = [
     "Loop",
     "ModelParams",
     "ModelStep",
+    "StepBudget",
     "NoParams",
     "OutputStep",
     "PARAMS_BY_KIND",
@@ -388,14 +389,41 @@ class _Step(_Model):
     """Unique in the document; names the step in the run's views and in ``answer RUN STEP``."""
 
 
+class StepBudget(_Model):
+    """An agent or model step's own spending limits, checked before each of its model calls
+    beside the run's (docs/usage.md#budgets); raise one with ``resume RUN --raise-budget STEP:tokens=N``."""
+
+    tokens: int | None = Field(default=None, ge=1)
+    """Input plus output tokens over the step's attempts (a loop round's node, an aggregate's instances)."""
+    cost: int | str | None = None
+    """US dollars as a decimal string (``"0.25"``: documents hold no floats) or a whole number,
+    priced with settings ``prices`` (every model the step calls needs a price)."""
+    wall: int | None = Field(default=None, ge=1)
+    """Seconds the run has executed, over all its executions."""
+
+    @field_validator("cost")
+    @classmethod
+    def _dollars(cls, value: int | str | None) -> int | str | None:
+        try:
+            number = float(value) if value is not None else 1.0
+        except ValueError:
+            number = float("nan")
+        if not number > 0 or number == float("inf"):
+            msg = f'cost {value!r}: give a number of US dollars above 0, e.g. "0.25"'
+            raise ValueError(msg)
+        return value
+
+
 class AgentStep(_Step):
     kind: Literal["agent"]
     params: AgentParams
+    budget: StepBudget | None = None
 
 
 class ModelStep(_Step):
     kind: Literal["model"]
     params: ModelParams
+    budget: StepBudget | None = None
 
 
 class CommandStep(_Step):

@@ -83,7 +83,8 @@ def _decided(record: dict[str, Any], _approve: str) -> str:
 
 def _halted(record: dict[str, Any], _approve: str) -> str:
     steps = ", ".join(f"{s['step']} ({s['why']})" for s in record.get("steps", []))
-    return f"needs a decision: {steps}; resume with --decide STEP=rerun|skip"
+    budget = all(s["why"].startswith("budget ") for s in record.get("steps", []))  # runtime/budget.py
+    return f"needs a decision: {steps}; resume with " + ("--raise-budget" if budget else "--decide STEP=rerun|skip")
 
 
 def _diverged(record: dict[str, Any], _approve: str) -> str:

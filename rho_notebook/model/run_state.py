@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rho_notebook.model.budget import fold_budget_set
+from rho_notebook.model.ledger import add_call
 from rho_notebook.model.state import Lifecycle, NodeState
 
 if TYPE_CHECKING:  # types only: status folds a journal without the graph's models or the record types
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # types only: status folds a journal without the graph's mode
         InstanceFinished,
         InstanceLaunched,
         JournalEvent,
+        ModelCalled,
         NeedsRecovery,
         NodeBlocked,
         NodeFinished,
@@ -67,9 +70,13 @@ class AttemptRecord:
     """The decision record once made: decision, by, comment, decided_at, via."""
     reused_from: dict[str, Any] | None = None
     """For a reused attempt (no launch): {"run_id", "node", "attempt"} of the stored success."""
+    usage: dict[str, Any] | None = None
+    """The tally of this attempt's ``model_called`` records (:mod:`~rho_notebook.model.ledger`)."""
 
     def to_json(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"reused_from": dict(self.reused_from)} if self.reused_from is not None else {}
+        if self.usage is not None:
+            extra["usage"] = self.usage  # never changed in place: add_call makes a new tally
         return {
             "number": self.number,
             "started_at": self.started_at,
@@ -190,8 +197,9 @@ class RunState:
     """Script steps that failed or were denied in this execution with no step call after them yet
     (each becomes ``handled`` when one comes or the run succeeds; see ``_went_on``)."""
     damage: str | None = None
-    """Why the journal cannot be trusted (lifecycle ``damaged``); set when read, never journaled.
-    The rest of the state is then the readable prefix of the journal."""
+    """Why the journal cannot be trusted (lifecycle ``damaged``); set when read, never journaled."""
+    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Scope ("" the run, else a node) -> its limits (:mod:`~rho_notebook.model.budget`)."""
 
     @classmethod
     def fresh(cls, *, run_id: str, plan_id: str, graph: Graph, graph_digest: str) -> RunState:
@@ -232,8 +240,7 @@ class RunState:
         return found
 
     def __repr__(self) -> str:
-        """One line, whatever the graph's size (asyncio.run reprs the result of its main task when
-        it restores the SIGINT handler; the generated repr of 750 nodes took 1.5 ms)."""
+        """One line, whatever the graph's size (asyncio.run reprs it; a generated one took 1.5 ms)."""
         counts = Counter(record.state for record in self.nodes.values())
         shown = ", ".join(sorted(f"{state.value}: {count}" for state, count in counts.items()))
         outcome = f", outcome={self.outcome!r}" if self.outcome else ""
@@ -283,6 +290,8 @@ class RunState:
             data["open_failures"] = list(self.open_failures)
         if self.damage is not None:
             data["damage"] = self.damage
+        if self.budgets:
+            data["budgets"] = {scope: dict(limits) for scope, limits in self.budgets.items()}
         return data
 
     @classmethod
@@ -306,15 +315,12 @@ class RunState:
             halted=list(data.get("halted", [])),
             open_failures=list(data.get("open_failures", [])),
             damage=data.get("damage"),
+            budgets={scope: dict(limits) for scope, limits in data.get("budgets", {}).items()},
         )
 
 
-# --------------------------------------------------------------------------- the fold, one function per kind
-#
-# Each function folds one kind of record (typed in rho_notebook.model.events); kinds without one
-# (run_created, hook_ran, output_chunk, ...) change nothing but last_seq and updated_at. Keys are
-# read the way records of older versions still carry them: ``ev["x"]`` only where every writer
-# wrote ``x``.
+# ------------------------------------------------ the fold, one function per kind (model/events.py); other
+# kinds change only last_seq and updated_at. ``ev["x"]`` only where every writer of old wrote ``x``.
 
 
 def _attempt(state: RunState, ev: Mapping[str, Any]) -> AttemptRecord | None:
@@ -496,8 +502,7 @@ _HANDLEABLE = (NodeState.FAILURE, NodeState.DENIAL)
 
 
 def _went_on(state: RunState, _ev: Any = None) -> None:
-    """A script made a step call (launched, replayed, halted or diverged): the steps that failed or
-    were denied before it in this execution did not stop the script, so they were handled."""
+    """A script made a step call: the steps that failed or were denied before it were handled."""
     for name in state.open_failures:
         record = state.nodes.get(name)
         if record is not None and record.state in _HANDLEABLE:
@@ -523,6 +528,12 @@ def _run_halted(state: RunState, ev: RunHalted) -> None:
 
 def _script_output(state: RunState, ev: ScriptOutput) -> None:
     state.output = ev.get("value")
+
+
+def _model_called(state: RunState, ev: ModelCalled) -> None:
+    attempt = _attempt(state, ev)
+    if attempt is not None:
+        attempt.usage = add_call(attempt.usage, ev)
 
 
 def _instance_launched(state: RunState, ev: InstanceLaunched) -> None:
@@ -565,6 +576,8 @@ _FOLDS: dict[str, Callable[[RunState, Any], None]] = {
     "script_output": _script_output,
     "instance_launched": _instance_launched,
     "instance_finished": _instance_finished,
+    "model_called": _model_called,
+    "budget_set": fold_budget_set,
 }
 """Each journal kind that changes a run's state -> how (the discriminator of JournalEvent)."""
 

@@ -19,7 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import ArgumentError, InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.notebook import api
@@ -64,6 +64,28 @@ def _approval_timeout(args: Any) -> float | None:
     keeps a notebook's meaning: as long as the node allows, since the person may come back."""
     seconds = float(args.approval_timeout)
     return seconds if seconds > 0 else None
+
+
+def _budget_args(args: Any) -> dict[str, Any]:
+    """``--max-tokens/--max-cost/--max-wall`` as :func:`api.run`'s keywords (docs/usage.md#budgets)."""
+    return {"max_tokens": args.max_tokens, "max_cost": args.max_cost, "max_wall": args.max_wall}
+
+
+def _raises(args: Any) -> dict[str, float]:
+    """``--raise-budget [NODE:]tokens=N|cost=USD|wall=S`` as :func:`api.resume`'s ``raise_budget``;
+    ``resume --max-tokens/--max-cost/--max-wall`` set the run's limits as the CLI's resume does."""
+    given: dict[str, float] = {}
+    for unit, flag in (("tokens", "max_tokens"), ("cost", "max_cost"), ("wall", "max_wall")):
+        if getattr(args, flag, None) is not None:
+            given[unit] = float(getattr(args, flag))
+    for item in args.raise_budget:
+        key, _, value = item.partition("=")
+        try:
+            given[key] = float(value)
+        except ValueError:
+            msg = f"--raise-budget {item!r}: write tokens=N, cost=USD or wall=SECONDS (NODE:tokens=N for a node's)"
+            raise ArgumentError(msg) from None
+    return given
 
 
 def hold_graph(session: NotebookSession, cell: GraphCell) -> Report:
@@ -221,6 +243,7 @@ class WorkflowVerbs:
                     approval_timeout=_approval_timeout(args),
                     reuse=not args.no_reuse,
                     executor=args.executor,
+                    **_budget_args(args),
                 )
 
             changed = previous is not None and previous.graph_digest != plan.graph_digest
@@ -234,6 +257,7 @@ class WorkflowVerbs:
             approval_timeout=_approval_timeout(args),
             reuse=not args.no_reuse,
             executor=args.executor,
+            **_budget_args(args),
         )
         return self._started(handle, args)
 
@@ -286,6 +310,35 @@ class WorkflowVerbs:
         handle = api.run_try(tried, yes=True, mode=args.mode, approval_timeout=_approval_timeout(args))
         return self._started(handle, args)
 
+    def _verb_fork(self, args: Any) -> Any:
+        """``%workflow fork RUN --at NODE [--value JSON] [--from-plan PLAN]`` (docs/fork.md): the
+        derived plan is stored and shown, then run on a plan card (or at once with ``--yes``)."""
+        edited = args.value is not None
+        try:
+            value = json.loads(args.value) if edited else None
+        except ValueError as err:
+            raise UsageError(f"%workflow fork: --value is not JSON: {err}") from None
+        run = self._expand_id(args.run)
+        from_plan = self._expand_id(args.from_plan) if args.from_plan else None
+        inputs = self._inputs(args.input) or None
+        fork = api.service().fork(
+            run, at=args.at, value=value, edited=edited, inputs=inputs, from_plan=from_plan, via="notebook"
+        )
+        forked = api.call(fork)
+        for line in forked.lines():
+            print(line)
+        derived, timeout = forked.plan, _approval_timeout(args)
+        if not args.yes:
+
+            def on_run() -> RunHandle:
+                return api.run(derived, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=timeout)
+
+            value_flag = f" --value '{args.value}'" if edited else ""
+            again = f"%workflow fork {forked.source_run[:13]} --at {forked.node}{value_flag} --yes"
+            show_plan_card(derived, on_run=on_run, confirm=again)
+            return None
+        return self._started(api.run(derived, yes=True, mode=args.mode, approval_timeout=timeout), args)
+
     def _verb_resume(self, args: Any) -> Any:
         handle = api.resume(
             args.run,
@@ -294,6 +347,7 @@ class WorkflowVerbs:
             approval_timeout=_approval_timeout(args),
             decisions=parse_decisions(args.decide),
             executor=args.executor,
+            raise_budget=_raises(args),
         )
         return self._started(handle, args)
 

@@ -14,10 +14,12 @@ of these functions. Nothing here imports IPython or ipywidgets.
 ``validate(source_or_path, ...)``      evaluate and check; returns an unsaved :class:`Plan`
 ``plan(source_or_path, ...)``          validate, freeze, store; returns the :class:`Plan`
 ``run(plan_or_id, yes=...)``           confirm the digest, start in the background: RunHandle
+``fork(run_id, at=..., output=...)``   re-run what follows a node of a completed run: RunHandle
 ``resume(run_id, yes=...)``            resume in the background: RunHandle
 ``attach(run_id)``                     follow a run that already exists: RunHandle
 ``status(run_id)``                     durable :class:`RunState` snapshot
 ``result(run_id)``                     :class:`RunResult`: per node state, output, artifacts
+``usage(run_id)``                      what its model calls spent: a table of typed rows
 ``runs()`` / ``plans()``               what the store holds
 ``cancel(run_id)``                     durable cancel request: :class:`CancelResult`
 ``logs(run_id, node)``                 a node's retained stdout / stderr
@@ -61,6 +63,7 @@ from rho_notebook.service import (
     find_workspace,
     wait_for,
 )
+from rho_notebook.service.usage import UsageTable, run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.runs import latest_run
 
@@ -74,6 +77,7 @@ __all__ = [
     "plan",
     "run",
     "run_try",
+    "fork",
     "resume",
     "attach",
     "live_handle",
@@ -81,6 +85,7 @@ __all__ = [
     "plans",
     "status",
     "result",
+    "usage",
     "cancel",
     "logs",
     "approve",
@@ -202,6 +207,9 @@ def run(
     approval_timeout: float | None = None,
     reuse: bool = True,
     executor: str | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+    max_wall: float | None = None,
 ) -> RunHandle:
     """Confirm a plan's digest, create a run and execute it in the background.
 
@@ -223,6 +231,9 @@ def run(
         Where command, shell and python nodes run: ``"local"`` (default), ``"dask"`` (the
         scheduler of ``$RHO_NOTEBOOK_DASK_SCHEDULER`` or settings ``dask_scheduler``, else a
         LocalCluster for the run) or ``"dask=tcp://host:8786"``; kept in the run (docs/distributed.md).
+    max_tokens, max_cost, max_wall
+        The run's budget (``--max-tokens`` / ``--max-cost`` USD / ``--max-wall`` seconds): the run
+        halts ``needs_decision`` before a model call could pass it (docs/usage.md#budgets).
 
     Returns
     -------
@@ -242,10 +253,15 @@ def run(
 
     async def create() -> str:
         chosen = plan_or_id if isinstance(plan_or_id, Plan) else await svc.load_plan(str(plan_or_id))
+        from rho_notebook.service.starting import record_budgets, start_budgets  # the runtime: on first use
+
+        limits = await start_budgets(svc.layout, chosen, max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
         request = StartRun(
             plan=chosen.plan_id, consent=agreed, mode=mode, origin="notebook", reuse=reuse, executor=executor
         )
-        return await svc.create_run_of(chosen, request)
+        created = await svc.create_run_of(chosen, request)
+        await record_budgets(svc.layout, created, limits, source="run")
+        return created
 
     run_id = call(create())
     return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
@@ -281,6 +297,46 @@ def run_try(
     return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
 
 
+_NO_OUTPUT: Any = object()
+"""``fork(..., output=...)`` not given: the fork node re-runs."""
+
+
+def fork(
+    run_id: str,
+    *,
+    at: str,
+    output: Any = _NO_OUTPUT,
+    inputs: Mapping[str, Any] | None = None,
+    from_plan: str | None = None,
+    yes: bool = False,
+    confirm_digest: str | None = None,
+    mode: Mode = "auto",
+    approval_timeout: float | None = None,
+) -> RunHandle:
+    """Fork the completed run ``run_id`` at node ``at`` (docs/fork.md) and start the fork in the
+    background: every node not downstream of ``at`` is taken from the run (never launched),
+    ``at`` takes ``output`` (checked against its output schema first) or re-runs (from
+    ``from_plan``'s definition when given), and everything downstream runs anew. The fork's
+    derived plan is consented to like any plan (``yes=True`` or ``confirm_digest``; the same fork
+    asked again gives the same digest).
+
+    Raises
+    ------
+    ForkRefused
+        The run is not completed, a node to be taken did not succeed (or changed in
+        ``from_plan``), or ``output`` does not fit the node's schema (the message names the field).
+    ConfirmationRequired
+        No consent for the fork's digest (the message names it).
+    """
+    edited = output is not _NO_OUTPUT
+    value = output if edited else None
+    chosen = service().fork(
+        run_id, at=at, value=value, edited=edited, inputs=inputs, from_plan=from_plan, via="notebook"
+    )
+    forked = call(chosen)
+    return run(forked.plan, yes=yes, confirm_digest=confirm_digest, mode=mode, approval_timeout=approval_timeout)
+
+
 def resume(
     run_id: str,
     *,
@@ -290,6 +346,7 @@ def resume(
     approval_timeout: float | None = None,
     decisions: Mapping[str, Literal["rerun", "skip"]] | None = None,
     executor: str | None = None,
+    raise_budget: Mapping[str, float] | None = None,
 ) -> RunHandle:
     """Resume a cancelled or interrupted run from its frozen graph, in the background.
 
@@ -307,6 +364,9 @@ def resume(
         authorises exactly one attempt (docs/scripts.md).
     executor
         As for :func:`run`, for this resume (None: where the run ran).
+    raise_budget
+        New limits of a run halted by its budget: ``{"tokens": 1000}``, ``{"cost": 0.5}``,
+        ``{"NODE:tokens": 500}`` (``--raise-budget``; docs/usage.md#budgets), journaled first.
 
     Raises
     ------
@@ -327,6 +387,10 @@ def resume(
         executor=executor,
     )
     full = call(svc.check_resume(request))
+    if raise_budget:
+        from rho_notebook.service.starting import raise_budgets  # the runtime: on first use
+
+        call(raise_budgets(svc.layout, full, raise_budget))
     handle = runner.start_run(
         svc,
         full,
@@ -395,6 +459,18 @@ def result(run_id: str) -> RunResult:
     ``rho.result(run_id).to_json()`` is exactly ``rho-notebook result RUN --output json``.
     """
     return call(service().run_result(run_id))
+
+
+def usage(run_id: str) -> UsageTable:
+    """What a run's model calls spent (docs/usage.md): a list of typed rows
+    (:class:`~rho_notebook.service.usage.UsageRow`: ``key``, ``level``, ``usage``, ``saved``), the
+    run's first, then one per node, then one per roll-up of script and flow steps by key prefix.
+    A notebook shows it as a table (``_repr_html_``; no pandas); ``row.usage.cost_usd`` is None
+    when a model has no price in settings. The same counts as ``status``'s ``usage`` objects.
+    """
+    svc = service()
+    state = call(svc.status(run_id))
+    return run_ledger(state, layout=svc.layout).rows()
 
 
 def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
 from rho_notebook.model.agent import AgentDefinition
+from rho_notebook.model.budget_spec import budget_spec
 from rho_notebook.model.graph import Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, ItemGraph, Step
 from rho_notebook.model.itemrun import instance_name
@@ -255,6 +256,10 @@ def _freeze(
     for index, step in enumerate(graph.steps):
         params = step.params.model_dump(mode="json", exclude_defaults=False)
         extra = freezer.extra(index, step, params)
+        budget = getattr(step, "budget", None)  # agent and model steps (validated by the document model)
+        if extra is not None and budget is not None:
+            limits = {k: float(v) if k == "cost" else v for k, v in budget.model_dump(exclude_none=True).items()}
+            extra = {**extra, "budget": budget_spec(limits, where=f"step {step.id}")}
         if extra is not None:
             nodes.extend(_step_nodes(step, params, extra, loops=loops, edges=edges))
     if freezer.found:

@@ -14,6 +14,7 @@ from typing import Any
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.graph import Graph, InputDecl, SchedulerLimits
 from rho_notebook.planning.authority import authority_of
+from rho_notebook.planning.budgets import source_budget
 from rho_notebook.planning.frozen_agents import AgentResolver, catalog_resolver, frozen_agent
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.planning.normalize import NodeDraft, check_graph, drafts_of
@@ -106,6 +107,7 @@ def _graph(evaluation: Evaluation, frozen: FrozenNodes) -> Graph:
         checkout=raw.get("checkout", "exclusive"),
         python=frozen.python,
         python_modules=frozen.python_modules,
+        budget=source_budget(raw.get("budget"), where="define(budget = ...)"),
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError, SourceError
 from rho_notebook.model.graph import NAME_PATTERN, Graph, InputDecl, ScriptSpec
 from rho_notebook.planning._findings import Finding
+from rho_notebook.planning.budgets import script_budget
 from rho_notebook.planning.forms import is_script_request
 from rho_notebook.planning.inputs import SCRIPT_INPUT_BYTES, check_inputs, check_inputs_size, resolve_path_inputs
 from rho_notebook.planning.python import freeze_runtime, frozen_modules
@@ -180,6 +181,7 @@ def _freeze(request: PlanRequest, *, name: str, inputs: tuple[InputDecl, ...], s
         python=runtime,
         python_modules=frozen_modules(index, labels),
         script=ScriptSpec(module=label, flow=request.flow),
+        budget=script_budget(request.entry.text, shown),
     )
     sources = [index.module(module.label).source for module in graph.python_modules]
     return FrozenGraph(graph=graph, resolver=resolver, sources=sources, display=shown)

@@ -28,6 +28,7 @@ from rho_notebook.model.graph import (
     ShellNode,
 )
 from rho_notebook.model.reference import Template
+from rho_notebook.planning.budgets import source_budget
 from rho_notebook.planning.code_args import code_argument_problem
 from rho_notebook.planning.frozen_agents import AgentResolver, frozen_agent, mutating_tools
 from rho_notebook.planning.normalize import NodeDraft, is_output_ref, to_output_ref, to_template
@@ -157,7 +158,8 @@ class _Freezer:
         prompt = to_template(raw["prompt"])
         self.limit(draft, "template_bytes", _template_bytes(prompt) + len(definition.body.encode()))
         reuse = raw.get("reuse", False)
-        return AgentNode(agent=agent_id, prompt=prompt, access=access, reuse=reuse, **_common(draft))
+        budget = source_budget(raw.get("budget"), where=f"agent node {draft.name!r}: budget", rule="node.budget")
+        return AgentNode(agent=agent_id, prompt=prompt, access=access, reuse=reuse, budget=budget, **_common(draft))
 
     def approval(self, draft: NodeDraft) -> Node:
         prompt = to_template(draft.raw["prompt"])

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rho_notebook.errors import AttemptUncertain, UnavailableValue
+from rho_notebook.errors import AttemptUncertain, BudgetExceeded, UnavailableValue
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, render_template
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
@@ -59,7 +59,8 @@ from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import TERMINAL_STATES, NodeState, workflow_outcome
 from rho_notebook.policy.approvals import ApprovalDecision
 from rho_notebook.policy.gate import Launch
-from rho_notebook.policy.permission import LaunchDecision, launch_kind, read_only
+from rho_notebook.policy.permission import LaunchDecision, LaunchKind, launch_kind, read_only
+from rho_notebook.runtime.budget import halt_records, halted_steps
 from rho_notebook.runtime.execution import REQUEST_RESCAN_SECONDS, EventSink, Execution
 from rho_notebook.runtime.failpoints import FAILPOINTS, failpoint
 from rho_notebook.runtime.replay import (
@@ -74,6 +75,7 @@ from rho_notebook.runtime.replay import (
 )
 from rho_notebook.runtime.reuse import ReuseKeys, Seed, look_up
 from rho_notebook.runtime.scheduler import Decision, Scheduler
+from rho_notebook.runtime.spend import AttemptSpend
 from rho_notebook.store.reuse import ReuseIndex
 
 __all__ = ["FAILPOINTS", "REQUEST_RESCAN_SECONDS", "EventSink", "RunDriver", "failpoint"]
@@ -122,12 +124,16 @@ class RunDriver:
     """Attempt tasks that ended and were not yet journaled, in the order they ended."""
     _uncertain: dict[str, str] = field(init=False, default_factory=dict)
     """Node -> why: remote attempts of this execution whose result is lost (AttemptUncertain)."""
+    _halted: dict[str, str] = field(init=False, default_factory=dict)
+    """Node -> why: attempts a budget stopped before a model call (the run halts, runtime/budget.py)."""
     _keys: ReuseKeys | None = field(init=False, default=None)
     """Reuse keys of this graph; None when no node may be reused."""
     _launch_keys: dict[str, str] = field(init=False, default_factory=dict)
     """Node -> reuse key computed when its current attempt launched (indexed if it succeeds)."""
     _index_pending: list[tuple[str, str, int]] = field(init=False, default_factory=list)
     """(key, node, attempt) of successes whose node_finished is journaled but maybe not yet fsynced."""
+    _launch_facts_of: dict[str, tuple[LaunchKind, bool, Executor | None]] = field(init=False, default_factory=dict)
+    """Node -> (its launch kind, whether it is a read-only agent, its executor): constant per run."""
 
     def __post_init__(self) -> None:
         ex = self.execution
@@ -175,7 +181,7 @@ class RunDriver:
                 ex.node_states,
                 exit_codes=ex.exit_codes,
                 outputs=self._output,
-                launching=not cancelling,
+                launching=not cancelling and not self._halted,
                 dirty=dirty,
                 ready=ex.ready,
                 running=list(self._tasks.values()),
@@ -245,8 +251,8 @@ class RunDriver:
             self.execution.emit(*records)
             failpoint("after_finished_append")
 
-    def _start_attempt(self, name: str, attempt: Awaitable[_Ended]) -> None:
-        task = asyncio.ensure_future(attempt)
+    def _start_attempt(self, name: str, attempt: Coroutine[Any, Any, _Ended]) -> None:
+        task = asyncio.get_running_loop().create_task(attempt)
         self._tasks[task] = name
         task.add_done_callback(self._attempt_ended)
 
@@ -259,11 +265,13 @@ class RunDriver:
     def _launch(self, names: list[str]) -> None:
         ex = self.execution
         nodes = self.graph_nodes
-        records = []
-        for name in names:
-            number = ex.state.nodes[name].attempt + 1
-            records.append(event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number))
-        ex.emit(*records)
+        numbers = [ex.state.nodes[name].attempt + 1 for name in names]
+        ex.emit(
+            *[
+                event(EventKind.NODE_LAUNCHED, self.run_id, node=name, attempt=number)
+                for name, number in zip(names, numbers, strict=True)
+            ]
+        )
         failpoint("before_launch_sync")
         if not all(isinstance(node := nodes[name], ItemNode) and node.pure for name in names):
             # one fsync for every launch of this turn and every record before them (the attempts
@@ -272,10 +280,9 @@ class RunDriver:
             ex.journal.sync()
             self._record_reusable()
         failpoint("after_launch_sync")
-        for name in names:
-            cancel = CancelSignal()
-            ex.cancels[name] = cancel
-            number = ex.state.nodes[name].attempt
+        cancels = ex.cancels
+        for name, number in zip(names, numbers, strict=True):
+            cancel = cancels[name] = CancelSignal()
             self._start_attempt(name, self._attempt(nodes[name], number, cancel))
 
     def _rejoin_waiting(self) -> None:
@@ -288,14 +295,15 @@ class RunDriver:
             self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
         ex.state.refresh_waiting()
 
-    def _launch_facts(self, node: Node) -> dict[str, Any]:
-        """What a person or a hook decides on before this node starts."""
+    def _launch_facts(self, node: Node, run_fields: Mapping[str, Any]) -> dict[str, Any]:
+        """What a person or a hook decides on before this node starts; ``run_fields`` are the
+        attempt context's (an item step's facts and its parameters resolve against the same people)."""
         if isinstance(node, (CommandNode, ShellNode)):
             return process_facts(node, self._output)
         if isinstance(node, PythonNode):
             return python_facts(node, self.graph, self._output)
         if isinstance(node, ItemNode):
-            run = RunContext(self.run_id, **with_people(self.run_fields, self.execution.state))
+            run = RunContext(self.run_id, **run_fields)
             return item_launch_facts(node, self.graph, self._output, run)
         if isinstance(node, AgentNode):
             prompt = render_template(node.prompt, self._output)
@@ -343,6 +351,9 @@ class RunDriver:
             cancel=cancel,
             on_started=started,
             on_output=output if on_event is not None else None,
+            model_calls=AttemptSpend(
+                self.run_id, node.name, number, ex.state, ex.emit, ex.journal.sync, guard=ex.spend_guard
+            ),
             request_approval=ask,
             source_environ=ex.environ,
             verified=ex.verified,
@@ -353,7 +364,7 @@ class RunDriver:
             else None,
         )
 
-    def _gate_facts(self, node: Node, launch: Launch) -> dict[str, Any] | None:
+    def _gate_facts(self, node: Node, launch: Launch, run_fields: Mapping[str, Any]) -> dict[str, Any] | None:
         """The launch facts the gate needs (None when it needs none). An agent's prompt is
         rendered whenever it may start, so a missing value fails it before it starts.
 
@@ -364,29 +375,31 @@ class RunDriver:
         """
         gate = self.execution.gate
         if gate.needs_facts(launch) or (isinstance(node, AgentNode) and gate.policy(launch) is not LaunchDecision.DENY):
-            return self._launch_facts(node)
+            return self._launch_facts(node, run_fields)
         return None
 
     async def _attempt(
         self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
     ) -> _Ended:
         gate = self.execution.gate
+        static = self._launch_facts_of.get(node.name)
+        if static is None:
+            static = self._launch_facts_of[node.name] = self._static_launch(node)
+        kind, only_reads, executor = static
         launch = Launch(
-            kind=launch_kind(node),
+            kind=kind,
             node=node.name,
             attempt=number,
-            read_only=read_only(node),
+            read_only=only_reads,
             approval_seconds=float(node.timeout_seconds),
         )
-        remote = self.remote is not None and placement_of(node) == "any"
-        executor = self.remote if remote else self.executors.get(node.kind)
         if executor is None:
             return _failed(
                 node, number, NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook"
             )
         ctx = self._context(node, number, cancel, resume_request)
         try:
-            facts = self._gate_facts(node, launch)
+            facts = self._gate_facts(node, launch, ctx.run_fields)
         except UnavailableValue as err:
             return _failed(node, number, NodeState.FAILURE, f"cannot render {_rendered_part(node)}: {err}")
         refusal = await gate.admit(launch, facts, cancel=cancel, resume_request=resume_request)
@@ -397,14 +410,27 @@ class RunDriver:
         except AttemptUncertain as err:  # no result to journal: the attempt stays uncertain
             self._uncertain[node.name] = err.message
             return node.name, number, AttemptResult(state=NodeState.RUNNING, message=err.message)
+        except BudgetExceeded as err:  # not a failure: the node waits for a raise (_finish, _end)
+            self._halted[node.name] = err.message
+            return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=err.message)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
-        refusal = await gate.review(launch, facts, state=result.state, exit=result.exit)
+        refused = getattr(ctx.model_calls, "refused", None)
+        if refused is not None:  # an executor that caught the refusal made no call either: a halt
+            self._halted[node.name] = refused.message
+            return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=refused.message)
+        # without facts there is nothing to review (LaunchGate.review returns at once): no coroutine
+        refusal = None if facts is None else await gate.review(launch, facts, state=result.state, exit=result.exit)
         if refusal is not None:
             result = AttemptResult(
                 state=refusal.state, message=refusal.message, exit=result.exit, artifacts=result.artifacts
             )
         return node.name, number, result
+
+    def _static_launch(self, node: Node) -> tuple[LaunchKind, bool, Executor | None]:
+        """What every attempt of ``node`` launches as and where it runs (worked out once per node)."""
+        remote = self.remote is not None and placement_of(node) == "any"
+        return launch_kind(node), read_only(node), self.remote if remote else self.executors.get(node.kind)
 
     async def _execute(self, executor: Executor, ctx: AttemptContext) -> AttemptResult:
         """Run the attempt holding the checkout as the node needs it."""
@@ -427,6 +453,8 @@ class RunDriver:
         ex.cancels.pop(name, None)
         if name in self._uncertain and result.state is NodeState.RUNNING:
             return [event(EventKind.ATTEMPT_UNCERTAIN, self.run_id, node=name, attempt=number, message=result.message)]
+        if name in self._halted:
+            return halt_records(self.run_id, name, number, self._halted[name])
         records = []
         if result.value is not UNAVAILABLE and result.state is NodeState.SUCCESS:
             self.outputs[name] = result.value
@@ -477,7 +505,7 @@ class RunDriver:
         taken: list[str] = []
         for name in seeded:
             taken.append(name)
-            records.extend(self._take(name, seed_verdict(self.seeded[name])))
+            records.extend(self._take(name, seed_verdict(self.seeded[name], self.graph.fork)))
         for name in candidates:
             if name not in found:
                 continue
@@ -536,6 +564,9 @@ class RunDriver:
             self.execution.needs_recovery(sorted(self._uncertain))
             return
         ex = self.execution
+        if self._halted:
+            ex.halted(halted_steps(ex.state, self._halted, emit=ex.emit))
+            return
         states = [(record.state, self.graph_nodes[name].allow_failure) for name, record in ex.state.nodes.items()]
         if any(s not in TERMINAL_STATES for s, _ in states):
             outcome = "blocked"

@@ -47,6 +47,7 @@ from rho_notebook.runtime.approval_wait import wait_for_decision
 from rho_notebook.runtime.cancel import pending_cancel_requests, write_ack
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.failpoints import failpoint
+from rho_notebook.runtime.spend import SpendGuard
 from rho_notebook.runtime.wakeup import OwnerControl
 from rho_notebook.store.artifacts import ArtifactWriter
 from rho_notebook.store.files import atomic_write, json_bytes
@@ -127,6 +128,8 @@ class Execution:
     origin: str = "cli"
     """The front end that started the run; runs started through MCP never carry approvals."""
     snapshot_interval: float = 1.0
+    spend_guard: SpendGuard | None = None
+    """The run's budgets, asked before each model call (None: no budget)."""
     cancels: dict[str, CancelSignal] = field(default_factory=dict)
     """Node or step key -> the cancel signal of its running attempt."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -171,14 +174,16 @@ class Execution:
 
     def emit(self, *records: dict[str, Any]) -> None:
         """Append ``records`` (one write), fold them into the state and pass them to ``on_event``."""
-        for record in self.journal.append(list(records)):
-            apply(self.state, record)
+        state, node_states, on_event = self.state, self.node_states, self.on_event
+        nodes = state.nodes
+        for record in self.journal.append(records):
+            apply(state, record)
             name = record.get("node")
-            if name is not None and name in self.node_states:
-                node_record = self.state.nodes[name]
+            if name is not None and name in node_states:
+                node_record = nodes[name]
                 self.track(name, node_record.state, node_record.exit_code())
-            if self.on_event is not None:
-                self.on_event(record)
+            if on_event is not None:
+                on_event(record)
 
     def track(self, name: str, new_state: NodeState, exit_code: int | None) -> None:
         """Keep the per-node maps the scheduler reads in step with the state (O(1) per event)."""

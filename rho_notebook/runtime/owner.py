@@ -32,6 +32,7 @@ from rho_notebook.policy.hooks import load_hooks
 from rho_notebook.policy.permission import PermissionMode
 from rho_notebook.policy.plan_approval import PlanApproval, PlanApprovals
 from rho_notebook.policy.trust import TrustStore
+from rho_notebook.runtime.budget import open_budgets
 from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import RunDriver
 from rho_notebook.runtime.execution import EventSink, Execution
@@ -244,7 +245,13 @@ def _client_name(reported: str | None) -> str | None:
 
 
 def _seeds(layout: StoreLayout, manifest: RunManifest) -> dict[str, Seed | str]:
-    """The source attempts a ``try`` run takes (or, per node, why it cannot)."""
+    """The source attempts a ``try`` run takes (or, per node, why it cannot); a fork's are its
+    own copies of the values its derived plan takes (runtime/replay.py, docs/fork.md)."""
+    if manifest.forked_from is not None:
+        from rho_notebook.runtime.replay import fork_seeds
+
+        store = RunStore(layout)
+        return fork_seeds(layout, manifest.run_id, store.graph(manifest.run_id, expected_digest=manifest.graph_digest))
     if manifest.seed_from is None or not manifest.seed_nodes:
         return {}
     try:
@@ -308,6 +315,9 @@ async def execute_run(
             responder=responder,
             approval_timeout=approval_timeout,
             attended=attended,
+        )
+        execution.spend_guard = open_budgets(
+            layout, state, journal, graph=graph, workspace=execution.workspace, trusted=trusted
         )
         if graph.script is not None:
             return await _execute_script(

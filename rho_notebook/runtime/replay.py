@@ -43,6 +43,15 @@ Of the nodes the scheduler would launch (:func:`split_launches`):
 
 :func:`node_records` turns a take or a failed seed into the records that finish the node without a
 launch (``node_reused`` + ``node_finished``, or ``node_launched`` + a failed ``node_finished``).
+
+Forks (docs/fork.md)
+--------------------
+A fork's graph carries a :class:`~rho_notebook.model.fork.ForkRecord`; its seeds
+(:func:`fork_seeds`) are the taken nodes and the edited node, each from a copy written into the
+fork's own folder (:func:`fork_copies`: from the source run, checked against the digest the person
+consented to, or the edited value from the record), so the fork never reads the source run after
+that. :func:`fork_verdict` takes such a seed: ``node_reused`` names the copy and carries
+``taken_from`` (or ``edited``), ``node_finished`` the source attempt's exit code.
 """
 
 from __future__ import annotations
@@ -50,13 +59,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from rho_notebook.errors import RhoError
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.graph import AgentNode, Node, PythonNode
+from rho_notebook.model.fork import ForkRecord, value_digest
+from rho_notebook.model.graph import AgentNode, Graph, Node, PythonNode
 from rho_notebook.model.run_state import NodeRecord
 from rho_notebook.model.state import NodeState
+from rho_notebook.oshelpers import read_regular_nofollow
+from rho_notebook.store.files import atomic_write
+from rho_notebook.store.layout import VALUE_FILE, StoreLayout
+from rho_notebook.store.runs import RunFolder
 
 if TYPE_CHECKING:
     from rho_notebook.runtime.reuse import Seed
@@ -86,6 +102,12 @@ __all__ = [
     "reuse_verdict",
     "seed_verdict",
     "split_launches",
+    "FORK_COPY_ATTEMPT",
+    "SourceValue",
+    "fork_copies",
+    "source_values",
+    "fork_seeds",
+    "fork_verdict",
 ]
 
 # -- script steps ----------------------------------------------------------------------------------
@@ -227,6 +249,11 @@ class TakeStored:
     key: str | None
     """The reuse key it was found under; None for a ``try`` seed."""
     message: str
+    exit_code: int | None = None
+    """A fork's taken node: its source attempt's exit code (``exit_code(NODE)`` conditions see it)."""
+    provenance: tuple[tuple[str, Any], ...] = ()
+    """A fork's taken or edited node: extra fields of its ``node_reused`` record (``taken_from``,
+    ``edited``); readers that do not know them ignore them."""
 
 
 @dataclass(frozen=True)
@@ -261,11 +288,16 @@ def split_launches(
     return chosen, candidates
 
 
-def seed_verdict(seed: Seed | str) -> TakeStored | NoSeed:
-    """Rule 1: take the seed's attempt, or fail saying why there is none."""
+def seed_verdict(seed: Seed | str, fork: ForkRecord | None = None) -> TakeStored | NoSeed:
+    """Rule 1: take the seed's attempt, or fail saying why there is none. ``fork``: the run is a
+    fork (the graph's record), whose seeds are its own copies (:func:`fork_seeds`)."""
     if isinstance(seed, str):
         return NoSeed(seed)
     value: Any = UNAVAILABLE if seed.value_bytes is None else json.loads(seed.value_bytes)
+    if fork is not None:
+        return fork_verdict(
+            fork, seed.node, source=(seed.run_id, seed.node, seed.attempt), value_bytes=seed.value_bytes, value=value
+        )
     return TakeStored(
         source=(seed.run_id, seed.node, seed.attempt),
         value_bytes=seed.value_bytes,
@@ -306,6 +338,7 @@ def node_records(verdict: TakeStored | NoSeed, run_id: str, name: str, number: i
             ),
         ]
     source_run, source_node, source_attempt = verdict.source
+    code = verdict.exit_code
     return [
         event(
             EventKind.NODE_REUSED,
@@ -316,6 +349,7 @@ def node_records(verdict: TakeStored | NoSeed, run_id: str, name: str, number: i
             source_node=source_node,
             source_attempt=source_attempt,
             reuse_key=verdict.key,
+            **dict(verdict.provenance),
         ),
         event(
             EventKind.NODE_FINISHED,
@@ -323,7 +357,149 @@ def node_records(verdict: TakeStored | NoSeed, run_id: str, name: str, number: i
             node=name,
             attempt=number,
             state=NodeState.SUCCESS.value,
-            exit=None,
+            exit=None if code is None else {"kind": "exit", "code": code, "signal": None},
             message=verdict.message,
         ),
     ]
+
+
+# -- forks (docs/fork.md) --------------------------------------------------------------------------
+
+FORK_COPY_ATTEMPT = 1
+"""The attempt folder of a fork's own run that holds the copy of a taken (or edited) node's value:
+the attempt a fresh fork's take is, so readers find the value where a launched attempt's would be."""
+
+
+def fork_verdict(
+    fork: ForkRecord, name: str, *, source: tuple[str, str, int], value_bytes: bytes | None, value: Any
+) -> TakeStored:
+    """Take a fork node's copied value: the source attempt (the fork's own copy) and, in the
+    journal, where it came from (``taken_from``) or the person's edit (``edited``)."""
+    edit = fork.edit if name == fork.node else None
+    taken = {t.node: t for t in fork.taken}.get(name)
+    extra: dict[str, Any]
+    if edit is not None:
+        extra = {"edited": {"by": edit.by, "via": edit.via, "value_digest": edit.value_digest}}
+        message = f"edited by {edit.by} via {edit.via} (value {edit.value_digest[:19]}, kept in run {source[0]}); not launched"
+        code = None
+    else:
+        attempt = taken.attempt if taken is not None else 0
+        extra = {"taken_from": {"run": fork.source_run, "node": name, "attempt": attempt}}
+        message = f"taken from run {fork.source_run} (node {name}, attempt {attempt}), its value copied into run {source[0]}; not launched"
+        code = taken.exit_code if taken is not None else None
+    return TakeStored(
+        source=source,
+        value_bytes=value_bytes,
+        value=value,
+        key=None,
+        message=message,
+        exit_code=code,
+        provenance=tuple(extra.items()),
+    )
+
+
+@dataclass(frozen=True)
+class SourceValue:
+    """A node's successful attempt in a fork's source run, and its value's bytes."""
+
+    attempt: int
+    value_bytes: bytes | None
+    """None when the attempt stored no value."""
+    exit_code: int | None
+
+
+def source_values(layout: StoreLayout, run_id: str, names: tuple[str, ...]) -> dict[str, SourceValue | str]:
+    """For each of ``names``: its successful attempt in run ``run_id`` and the bytes of its value
+    (read where the run's journal says it is: a reused attempt's is its source's), or why there
+    is none. The same bytes for the same run every time: a fork digests them when it is planned
+    and checks them when it copies them."""
+    from rho_notebook.runtime.status import journal_state  # status imports the reuse module, which imports this one
+
+    state = journal_state(layout, run_id)
+    if state.damage is not None:
+        return dict.fromkeys(names, f"run {run_id} is damaged ({state.damage}); no value is taken from it")
+    where = state.value_sources()
+    found: dict[str, SourceValue | str] = {}
+    for name in names:
+        record = state.nodes.get(name)
+        if name not in where or record is None:
+            how = "is not in it" if record is None else f"ended {record.state.value}"
+            found[name] = f"node {name!r} did not succeed in run {run_id} ({how})"
+            continue
+        run, node, attempt = where[name]
+        path = RunFolder(layout.run_dir(run)).attempt_dir(node, attempt) / VALUE_FILE
+        data = _read_copy(path)
+        if data is None:
+            journaled = RunFolder(layout.run_dir(run)).journaled_step_value(path)
+            data = None if journaled is None else json.dumps(journaled).encode()
+        found[name] = SourceValue(attempt=record.attempt, value_bytes=data, exit_code=record.exit_code())
+    return found
+
+
+def fork_copies(layout: StoreLayout, run_id: str, fork: ForkRecord) -> dict[str, bytes | str | None]:
+    """Write (once) the values a fork takes into its own run folder, and return them: node -> the
+    bytes (None: the source attempt stored no value), or why the value cannot be had. A taken
+    value is read from the source run and checked against the digest the person consented to;
+    the edited value comes from the record itself. Copies already written are read back, so the
+    source run may be deleted once the fork has been created."""
+    folder = RunFolder(layout.run_dir(run_id))
+    wanted: dict[str, str | None] = {t.node: t.value_digest for t in fork.taken}
+    if fork.edit is not None:
+        wanted[fork.node] = fork.edit.value_digest
+    found: dict[str, bytes | str | None] = {}
+    missing: list[str] = []
+    for name, digest in wanted.items():
+        data = None if digest is None else _read_copy(folder.attempt_dir(name, FORK_COPY_ATTEMPT) / VALUE_FILE)
+        if digest is None or data is not None:
+            found[name] = data
+        elif fork.edit is not None and name == fork.node:
+            found[name] = fork.edit.value_json.encode()
+        else:
+            missing.append(name)
+    try:
+        sources: dict[str, SourceValue | str] = (
+            source_values(layout, fork.source_run, tuple(missing)) if missing else {}
+        )
+    except (RhoError, OSError) as err:
+        sources = dict.fromkeys(missing, f"run {fork.source_run} cannot be read ({err})")
+    for name in missing:
+        got = sources[name]
+        found[name] = got if isinstance(got, str) else got.value_bytes
+    for name, got_bytes in found.items():
+        copy = folder.attempt_dir(name, FORK_COPY_ATTEMPT) / VALUE_FILE
+        if not isinstance(got_bytes, bytes) or _read_copy(copy) is not None:
+            continue
+        if value_digest(got_bytes) != wanted[name]:
+            found[name] = f"the value of node {name!r} in run {fork.source_run} changed since the fork was planned"
+            continue
+        _write_copy(layout, copy, got_bytes)
+    return found
+
+
+def _read_copy(path: Path) -> bytes | None:
+    try:
+        return read_regular_nofollow(path)
+    except OSError:
+        return None
+
+
+def _write_copy(layout: StoreLayout, path: Path, data: bytes) -> None:
+    """A private, durable copy (``nodes/<node>/attempts/1/value.json``, folders 0700, file 0600)."""
+    for parent in reversed(path.parents[:3]):
+        layout.ensure(parent)
+    atomic_write(path, data)
+
+
+def fork_seeds(layout: StoreLayout, run_id: str, graph: Graph) -> dict[str, Seed | str]:
+    """A graph fork's seeds: every taken node and the edited node, each from its copy in the fork's
+    own folder (:func:`fork_copies`), or why it has none (the node then fails without a launch).
+    Empty for a run that is not a graph fork (script forks replay their own way)."""
+    from rho_notebook.runtime.reuse import Seed  # reuse imports this module
+
+    fork = graph.fork
+    if fork is None or graph.script is not None:
+        return {}
+    found: dict[str, Seed | str] = {}
+    for name, data in fork_copies(layout, run_id, fork).items():
+        found[name] = data if isinstance(data, str) else Seed(run_id, name, FORK_COPY_ATTEMPT, data)
+    return found

@@ -119,9 +119,11 @@ class Scheduler:
         lookup: Callable[[Reference], object],
         outputs: ValueLookup,
     ) -> tuple[NodeState, str] | None:
-        for need in node.needs:  # the common case on a hot path: some need is still open
-            if states[need] not in TERMINAL_STATES:
-                return None
+        succeeded = _needs_ended(node.needs, states)
+        if succeeded is None:  # the common case on a hot path: some need is still open
+            return None
+        if succeeded and node.when is None and not isinstance(node, ItemNode):
+            return _READY  # every need succeeded (the common case once they are all terminal)
         if isinstance(node, ItemNode):
             return item_verdict(node, self.nodes, states, outputs)
         need_states = [states[n] for n in node.needs]
@@ -234,12 +236,27 @@ class Scheduler:
         return _TAKE
 
 
+def _needs_ended(needs: Iterable[str], states: Mapping[str, NodeState]) -> bool | None:
+    """None while some need is not terminal; else whether every need succeeded."""
+    succeeded = True
+    for need in needs:
+        need_state = states[need]
+        if need_state is not NodeState.SUCCESS:
+            if need_state not in TERMINAL_STATES:
+                return None
+            succeeded = False
+    return succeeded
+
+
 def _slot_facts(node: Node, *, off: bool) -> tuple[str, bool, bool]:
     """(the slot of ``node``, whether it holds the checkout alone, whether it shares it);
     ``off``: it takes no checkout slot (a remote node of a shared checkout)."""
     alone = not off and uses_checkout_alone(node)
     return slot_of(node), alone, not off and not alone and uses_checkout(node)
 
+
+_READY = (NodeState.READY, "")
+"""The verdict on a node without ``when`` whose needs all succeeded."""
 
 _STOP, _SKIP, _TAKE = 0, 1, 2
 """What :meth:`Scheduler._admit` says of one ready node."""

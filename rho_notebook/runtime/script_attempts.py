@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import BudgetExceeded, RhoError
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.state import NodeState
@@ -42,6 +42,9 @@ from rho_notebook.runtime.script_steps import PreparedStep, StepCall, StepResult
 from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write_json, ensure_private_dir, json_bytes
 from rho_notebook.store.layout import VALUE_FILE
+
+if TYPE_CHECKING:
+    from rho_notebook.runtime.script_fork import PlannedFork
 
 __all__ = ["INLINE_VALUE_BYTES", "STEP_VALUE_FIELD", "QuickSteps", "StepAttempts", "StepEnd", "Steps"]
 
@@ -98,6 +101,8 @@ class StepAttempts:
 
     execution: Execution
     steps: Steps
+    _fork: PlannedFork | None = field(default=None, init=False)
+    """A fork's source steps, once one of its taken steps had to be taken late (:meth:`_fork_take`)."""
 
     async def execute(self, call: StepCall, prepared: PreparedStep, *, decided: bool) -> StepEnd:
         """Launch a new attempt of ``call`` (``decided``: a person's ``rerun`` authorised it)."""
@@ -115,6 +120,9 @@ class StepAttempts:
         if len(json.dumps(call.args, ensure_ascii=False)) <= _JOURNALED_ARGS:
             step["args"] = call.args  # what a later execution's replay offer is checked from
         extra = {"decision": "rerun"} if decided else {}
+        taken = None if decided else await self._fork_take(key, prepared, step)
+        if taken is not None:
+            return taken
         cancel = CancelSignal()
         ex.cancels[key] = cancel
         ex.emit(event(EventKind.NODE_LAUNCHED, ex.run_id, node=key, attempt=number, step=step, **extra))
@@ -140,6 +148,38 @@ class StepAttempts:
         failpoint("script_step_finished")
         return StepEnd(state, message, payload)
 
+    async def _fork_take(self, key: str, prepared: PreparedStep, step: dict[str, Any]) -> StepEnd | None:
+        """A fork's step that is taken from its source run (or a person's edit) but has no record
+        here, its copy never journaled (a crash between the fork's creation and its copies, or a
+        front end that created the run from the derived plan alone): take it now, from the source
+        run, checked against the fork record's digests (runtime/script_fork.py). When that cannot
+        be done, fail the step closed: nothing is launched for it. None for any other step."""
+        ex = self.execution
+        fork = ex.graph.fork
+        if fork is None or key in ex.state.nodes:
+            return None
+        if key not in fork.taken_names() and not (fork.edit is not None and key == fork.node):
+            return None
+        from rho_notebook.runtime.script_fork import planned_fork, take_step  # (it imports this module)
+
+        try:
+            if self._fork is None:  # the source run is read once per execution
+                self._fork = await asyncio.to_thread(planned_fork, ex.layout, fork)
+            records, payload = await asyncio.to_thread(
+                take_step, self._fork, ex.folder, ex.run_id, key, prepared.digest
+            )
+        except (RhoError, OSError) as err:
+            why = err.message if isinstance(err, RhoError) else str(err)
+            message = f"step {key} is taken from run {fork.source_run} in this fork, but it cannot be: {why}; nothing was launched"
+            failed = {"state": NodeState.FAILURE.value, "exit": None, "message": message}
+            ex.emit(
+                event(EventKind.NODE_LAUNCHED, ex.run_id, node=key, attempt=1, step=step),
+                event(EventKind.NODE_FINISHED, ex.run_id, node=key, attempt=1, **failed),
+            )
+            return StepEnd(NodeState.FAILURE, message, _EMPTY)
+        ex.emit(*records)
+        return StepEnd(NodeState.SUCCESS, str(records[-1]["message"]), payload)
+
     async def _run(
         self, call: StepCall, prepared: PreparedStep, number: int, cancel: CancelSignal
     ) -> tuple[NodeState, str, dict[str, Any] | None, dict[str, Any], bool]:
@@ -161,6 +201,9 @@ class StepAttempts:
 
         try:
             if runner is not None:  # the run's lazy folder and kept verified descriptors, as a node's
+                from rho_notebook.runtime.spend import AttemptSpend  # model calls report to the ledger
+
+                spend = AttemptSpend(ex.run_id, key, number, ex.state, ex.emit, ex.journal.sync, guard=ex.spend_guard)
                 result = await runner.run(
                     prepared,
                     attempt_dir=attempt_dir,
@@ -168,10 +211,13 @@ class StepAttempts:
                     on_started=started,
                     files=files,
                     verified=ex.verified,
+                    model_calls=spend,
                 )
             else:
                 await asyncio.to_thread(ensure_private_dir, attempt_dir, below=ex.folder.path)
                 result = await self.steps.run(prepared, attempt_dir=attempt_dir, cancel=cancel, on_started=started)
+        except BudgetExceeded as err:  # no failure: the script driver halts the run (runtime/budget.py)
+            return NodeState.CANCELLATION, err.message, None, _EMPTY, False
         except Exception as err:  # a step runner bug must end the step, not the run
             return NodeState.FAILURE, f"step runner error: {type(err).__name__}: {err}", None, _EMPTY, False
         refusal = await ex.gate.review(launch, facts, state=result.state, exit=result.exit)

@@ -62,6 +62,7 @@ from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.policy.approvals import who_am_i
 from rho_notebook.policy.gate import Refusal
+from rho_notebook.runtime.budget import is_budget_halt
 from rho_notebook.runtime.execution import Execution
 from rho_notebook.runtime.replay import Decision, Diverge, Execute, Halt, Replay, Skip, StepHistory, decide_call
 from rho_notebook.runtime.script_attempts import QuickSteps, StepAttempts, Steps
@@ -496,7 +497,7 @@ class ScriptDriver:
         payload = stored.get(verdict.attempt) if verdict.readable else None
         return step_answer(key, state, payload or {}, replayed=True)
 
-    def _halt(self, key: str, verdict: Halt) -> Answer:
+    def _halt(self, key: str, verdict: Halt) -> dict[str, Any]:
         self._seen[key] = "halted"
         self._halted.append({"step": key, "why": verdict.why})
         self.execution.emit(event(EventKind.STEP_HALTED, self.run_id, node=key, why=verdict.why))
@@ -558,6 +559,8 @@ class ScriptDriver:
             return {"ok": False, "error": "cancelled"}
         if state is NodeState.CANCELLATION and self._stopping is not None:  # stopped by a halt
             return dict(self._stopping)
+        if state is NodeState.CANCELLATION and is_budget_halt(ended.message):  # a budget refused its call
+            return self._halt(call.key, Halt(why=ended.message))
         answer = step_answer(call.key, state.value, ended.payload, replayed=False)
         if ended.message and state is not NodeState.SUCCESS:
             answer["message"] = ended.message

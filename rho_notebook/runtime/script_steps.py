@@ -30,13 +30,15 @@ command
     Value: ``{"exit_code", "stdout", "stderr"}`` (retained bytes, at most ``max_output_bytes`` per
     stream, as UTF-8 with replacement); output: the stdout text; success iff exit code 0.
 agent
-    ``{"agent", "prompt", "output"}``. The agent is resolved from the catalog as planning resolves
-    it (the script's folder's ``agents/``, ``<workspace>/.rho/agents``, the user's, the built-ins)
+    ``{"agent", "prompt", "output", "budget"}`` (``budget``, agent and model steps: the step's own
+    limits, checked before each of its calls as a node's are: :mod:`~rho_notebook.runtime.step_budget`).
+    The agent is resolved from the catalog as planning resolves it (the script's folder's
+    ``agents/``, ``<workspace>/.rho/agents``, the user's, the built-ins)
     and its provider checked; the attempt is the agent operation
     (:meth:`~rho_notebook.exec.agent.AgentExecutor.run`) with that definition.
     Output: the answer text; value: the validated value when ``output`` (a schema) was given.
 model
-    ``{"messages", "provider", "model", "tools", "output"}``: the model operation
+    ``{"messages", "provider", "model", "tools", "output", "budget"}``: the model operation
     (:mod:`rho_notebook.exec.model`, one completion). Leading ``system`` messages form the
     system prompt (plus the answer instructions of ``output``). Output: the answer text; value:
     the validated value with ``output``, ``{"content", "tool_calls"}`` with ``tools``, else None.
@@ -63,18 +65,20 @@ from rho_notebook.errors import (
     StepInvalid,
     StoreError,
 )
-from rho_notebook.exec.base import Attempt, AttemptResult, EnvironmentSnapshot
+from rho_notebook.exec.base import Attempt, AttemptResult, EnvironmentSnapshot, ModelCalls
 from rho_notebook.exec.command import judge_exit, run_command
 from rho_notebook.exec.command_step import STEP_FORMAT, CommandStepPreparer, StepBudgets, step_digest
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.supervised import Ended, ProcessOperation
 from rho_notebook.model.agent import agent_launch_facts
+from rho_notebook.model.budget import Limits
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import Schema, StdoutJsonSchema, schema_depth
 from rho_notebook.model.state import NodeState
+from rho_notebook.runtime.step_budget import StepGuards, step_budget
 from rho_notebook.source.limits import load_limits
 from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.layout import ANSWER_VALUE_FILE, VALUE_FILE, StoreLayout
@@ -113,8 +117,8 @@ _KINDS: tuple[str, ...] = ("command", "agent", "model")
 _RECOVERY = (None, "rerun", "manual")
 _ARGS: dict[str, frozenset[str]] = {
     "command": frozenset({"argv", "cwd", "timeout_seconds", "max_output_bytes"}),
-    "agent": frozenset({"agent", "prompt", "output"}),
-    "model": frozenset({"messages", "provider", "model", "tools", "output"}),
+    "agent": frozenset({"agent", "prompt", "output", "budget"}),
+    "model": frozenset({"messages", "provider", "model", "tools", "output", "budget"}),
 }
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "command": ("argv", "timeout_seconds", "max_output_bytes"),
@@ -158,6 +162,8 @@ class PreparedStep:
     """What :meth:`StepRunner.run` runs: the command, agent or model operation."""
     identities: Mapping[str, FileIdentity] = field(default_factory=dict)
     """Command steps: identities of the frozen executable, interpreters and cwd, taken at prepare."""
+    budget: Limits | None = None
+    """Agent and model steps: the step's own ``budget`` (not digested: raising it replays nothing)."""
 
     @property
     def node(self) -> ProcessOperation | AgentOperation | ModelCall | None:
@@ -239,6 +245,7 @@ class StepRunner:
         self.transport = transport
         self.kill_grace_seconds = kill_grace_seconds
         self._budgets = StepBudgets(load_limits())
+        self._step_guards = StepGuards(layout=layout, run_id=run_id, workspace=workspace, trusted=trusted)
         self._commands = CommandStepPreparer(
             workspace=workspace,
             search_path=self.search_path,
@@ -377,9 +384,8 @@ class StepRunner:
             "output": None if schema is None else schema.model_dump(mode="json"),
         }
         facts = agent_launch_facts(definition, access=operation.access, prompt=prompt)
-        return PreparedStep(
-            call=call, digest=step_digest(call.key, inputs), facts=facts, inputs=inputs, operation=operation
-        )
+        digest, budget = step_digest(call.key, inputs), step_budget(call.key, call.args.get("budget"))
+        return PreparedStep(call=call, digest=digest, facts=facts, inputs=inputs, operation=operation, budget=budget)
 
     def _script_dir(self) -> Path | None:
         """The script's folder (its ``agents/`` has the highest precedence, as a workflow's has)."""
@@ -418,9 +424,11 @@ class StepRunner:
         except (SettingsError, StoreError) as err:
             raise StepInvalid(f"{subject}{err.message}") from None
         inputs = {"format": STEP_FORMAT, "kind": "model", **made.inputs()}
-        return PreparedStep(
-            call=call, digest=step_digest(call.key, inputs), facts=made.facts(), inputs=inputs, operation=made
+        facts, digest = made.facts(), step_digest(call.key, inputs)
+        budget = self._step_guards.limits(
+            call.key, call.args.get("budget"), model=f"{facts['provider']}/{facts['model']}"
         )
+        return PreparedStep(call=call, digest=digest, facts=facts, inputs=inputs, operation=made, budget=budget)
 
     # -- run -------------------------------------------------------------------------------------
 
@@ -433,14 +441,17 @@ class StepRunner:
         on_started: Callable[[int], Awaitable[None]] | None = None,
         files: AttemptFiles | None = None,
         verified: VerifiedHandles | None = None,
+        model_calls: ModelCalls | None = None,
     ) -> StepResult:
         """Run ``prepared`` once; artifacts (stdout, stderr, exit.json, transcripts) go to ``attempt_dir``.
 
         ``files`` is the run's lazily made attempt directory (a command step that prints nothing
         then makes none, as a command node makes none; without it the directory is made now), and
         ``verified`` the run's kept verified descriptors (without them every frozen file is
-        verified from scratch, a hash per launch). Never raises for a failing step: the result's
-        state and message say how it ended.
+        verified from scratch, a hash per launch). ``model_calls`` is where an agent or model step's
+        calls report to the run's ledger (a flow's calls keyed by its module path and branch).
+        Never raises for a failing step: the result's state and message say how it ended (a
+        budget's :class:`~rho_notebook.errors.BudgetExceeded` propagates, the call unsent).
         """
         if cancel.is_set():
             return StepResult(state=NodeState.CANCELLATION, message="cancelled before the step started")
@@ -452,6 +463,8 @@ class StepRunner:
             await asyncio.to_thread(_make_dir, attempt_dir)
         elif not isinstance(operation, ProcessOperation):
             await files.ready()  # agents and models write into it themselves
+        if prepared.budget is not None:  # the step's own budget, checked as a node's (runtime/step_budget.py)
+            await self._step_guards.arm(prepared.call.key, prepared.budget, model_calls)
         attempt = Attempt(
             run_id=self.run_id,
             attempt=int(attempt_dir.name) if attempt_dir.name.isdigit() else 1,
@@ -464,6 +477,7 @@ class StepRunner:
             source_environ=self.environ,
             files=files,
             verified=verified,
+            model_calls=_keyed(model_calls, prepared.call.key),
         )
         if isinstance(operation, ProcessOperation):
             return await self._run_command(attempt, operation)
@@ -530,6 +544,7 @@ class StepRunner:
             environ=self.environ,
             cancel=attempt.cancel,
             transport=self.transport,
+            calls=attempt.model_calls,
         )
         return StepResult(
             state=outcome.state,
@@ -542,6 +557,16 @@ class StepRunner:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+
+
+def _keyed(calls: ModelCalls | None, step: str) -> ModelCalls | None:
+    """A flow call's step key is ``<module path>[/<branch>]#<n>`` (``#`` is never in a step id):
+    its calls roll up by the part before ``#`` (:mod:`rho_notebook.flow.keys`)."""
+    if calls is None or "#" not in step:
+        return calls
+    from rho_notebook.exec.model import KeyedCalls
+
+    return KeyedCalls(calls, step.rsplit("#", 1)[0])
 
 
 async def _no_pid(pid: int) -> None:

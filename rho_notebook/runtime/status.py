@@ -46,7 +46,7 @@ __all__ = [
 
 MANIFEST_FIELDS = frozenset(
     "format run_id plan_id graph_digest workflow created_at workspace_root workspace_key identities mode origin "
-    "initiator via client journal_format reuse seed_from seed_nodes executor".split()
+    "initiator via client journal_format reuse seed_from seed_nodes forked_from executor".split()
 )
 """The fields of :class:`~rho_notebook.store.runs.RunManifest` (a unit test keeps them equal)."""
 _REQUIRED = ("run_id", "plan_id", "graph_digest", "workflow", "created_at", "workspace_root", "workspace_key")
@@ -68,6 +68,8 @@ class RunFacts:
     client: str | None
     journal_format: str
     executor: str
+    forked_from: dict[str, str] | None = None
+    """A fork's ``{"run", "node"}`` (docs/fork.md); None for any other run."""
 
     @property
     def chained(self) -> bool:
@@ -90,6 +92,7 @@ class RunFacts:
             client=get("client"),
             journal_format=get("journal_format", ""),
             executor=get("executor", "local"),
+            forked_from=get("forked_from"),
         )
 
 

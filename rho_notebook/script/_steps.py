@@ -254,6 +254,18 @@ def _schema(value: Any, where: str) -> Schema | None:
     return result
 
 
+def _budget(args: dict[str, Any], value: Any, where: str) -> dict[str, Any]:
+    """``args`` with the step's ``budget`` (``{"tokens": N, "cost": USD, "wall": S}``) when one is
+    given; the runner checks its limits (a bad one is refused, naming the step). Left out when
+    None, so a call without one is the request it always was (its replay fingerprint too)."""
+    if value is None:
+        return args
+    if not isinstance(value, dict):
+        msg = f"{where} must be a dict such as {{'tokens': 20000, 'cost': 0.5}} or None, got {value!r:.80}"
+        raise TypeError(msg)
+    return {**args, "budget": dict(value)}
+
+
 def _after_keys(after: StepHandle | Iterable[StepHandle] | None) -> list[str]:
     if after is None:
         return []
@@ -372,6 +384,7 @@ def run_step(
     output: Schema | None = None,
     recovery: str | None = None,
     after: StepHandle | Iterable[StepHandle] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> StepHandle:
     """Ask an agent of the workspace's catalog, as an agent node would; journaled and replayable.
 
@@ -393,6 +406,11 @@ def run_step(
         again without asking; ``"manual"``: resume always asks once the step has an attempt.
     after
         Handles of steps this one depends on beyond what its arguments show (DAG edges only).
+    budget
+        The step's own limits, ``{"tokens": N, "cost": USD, "wall": S}``, checked before each of
+        its model calls as a node's budget is: a call that could pass one halts the run
+        (``resume RUN --raise-budget STEP:tokens=N`` or ``--decide STEP=skip`` goes on). Not part
+        of the digest: a raised budget replays the step's stored result.
 
     Returns
     -------
@@ -414,6 +432,7 @@ def run_step(
         "prompt": _text(_resolve(prompt, sources), "run_step(prompt=...)"),
         "output": _schema(output, "run_step(output=...)"),
     }
+    args = _budget(args, budget, "run_step(budget=...)")
     return _step("agent", args, sources=sources, step_id=step_id, recovery=recovery, after=after)
 
 
@@ -484,6 +503,7 @@ def run_model(
     step_id: str | None = None,
     recovery: str | None = None,
     after: StepHandle | Iterable[StepHandle] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> StepHandle:
     """One completion over a message list from a configured provider; journaled and replayable.
 
@@ -496,7 +516,7 @@ def run_model(
         The provider's name (as configured for agents) and the model.
     tools
         Tool definitions offered to the model, or None.
-    output, step_id, recovery, after
+    output, step_id, recovery, after, budget
         See :func:`run_step`.
 
     Returns
@@ -528,6 +548,7 @@ def run_model(
         "tools": None if tools is None else _resolve(tools, sources),
         "output": _schema(output, "run_model(output=...)"),
     }
+    args = _budget(args, budget, "run_model(budget=...)")
     return _step("model", args, sources=sources, step_id=step_id, recovery=recovery, after=after)
 
 

@@ -13,8 +13,10 @@ GET      runs/<run>/view?layout=                               what the DAG view
 GET      runs/<run>/nodes/<node>                               a node's pane: definition, attempts, output tails
 GET      runs/<run>/nodes/<node>/artifacts/<name>              one attempt file, bounded (offset, limit, attempt)
 GET      runs/<run>/events                                     the journal as Server-Sent Events (``_events.py``)
+GET      runs/<run>/timeline                                   the Timeline tab's rows (``_timeline.py``)
 POST     runs/<run>/cancel                                     durable cancel request, bounded acknowledgement
 POST     runs/<run>/resume  {"graph_digest", "recover_uncertain"?}   resume (own process)
+POST     runs/<run>/fork  {"node", "value"?, "graph_digest"?}   plan a fork (no digest) or start it (``_fork.py``)
 GET      runs/<run>/compare/<other>                            plan diff and per-node changes from <run> to <other>
 GET      runs/<run>/approvals                                  undecided approval requests
 POST     runs/<run>/approvals/<request>  {"decision", "comment"?}   approve or deny
@@ -344,6 +346,8 @@ class AnswerHandler(RhoHandler):
 def routes(prefix: str) -> list[tuple[str, type[RhoHandler]]]:
     """URL patterns (below the base URL) and their handlers."""
     from rho_notebook.server._events import EventsHandler
+    from rho_notebook.server._fork import ForkHandler
+    from rho_notebook.server._timeline import TimelineHandler
 
     run = ID.format("run")
     return [
@@ -357,8 +361,10 @@ def routes(prefix: str) -> list[tuple[str, type[RhoHandler]]]:
         (rf"{prefix}/runs/{run}/nodes/{NODE}/?", NodeHandler),
         (rf"{prefix}/runs/{run}/nodes/{NODE}/artifacts/(?P<name>[A-Za-z0-9_.-]{{1,40}})", ArtifactHandler),
         (rf"{prefix}/runs/{run}/events/?", EventsHandler),
+        (rf"{prefix}/runs/{run}/timeline/?", TimelineHandler),
         (rf"{prefix}/runs/{run}/cancel/?", CancelHandler),
         (rf"{prefix}/runs/{run}/resume/?", ResumeHandler),
+        (rf"{prefix}/runs/{run}/fork/?", ForkHandler),
         (rf"{prefix}/runs/{run}/compare/{ID.format('other')}/?", CompareHandler),
         (rf"{prefix}/runs/{run}/approvals/?", ApprovalsHandler),
         (rf"{prefix}/runs/{run}/approvals/{ID.format('request')}/?", DecisionHandler),

@@ -51,6 +51,7 @@ VERBS = (
     "plans",
     "diff",
     "try",
+    "fork",
     "result",
     "logs",
     "approve",
@@ -192,6 +193,14 @@ def _notebook_verbs(verbs: Any) -> None:
         "--from", dest="from_run", metavar="RUN_ID", help="the run to take upstream values from (default: the latest)"
     )
     p.add_argument("--workflow", metavar="NAME", help="the %%%%workflow whose plan holds NODE (default: the only one)")
+    add_flags(p, TRY_FLAGS, front="notebook")
+
+    p = verbs.add_parser("fork", help="fork a completed run at a node: edit its value or re-run it, run what follows")
+    p.add_argument("run", metavar="RUN", help="a completed run (ID or unique prefix)")
+    p.add_argument("--at", required=True, metavar="NODE", help="the node to fork at (docs/fork.md)")
+    p.add_argument("--value", metavar="JSON", help="NODE's edited output (checked against its output schema)")
+    p.add_argument("--from-plan", metavar="PLAN", help="run NODE and what follows from this newer plan")
+    _input(p, "an input given a new value: the nodes whose definition changes run anew")
     add_flags(p, TRY_FLAGS, front="notebook")
 
     p = verbs.add_parser(

@@ -14,10 +14,11 @@ values the run would take would then not be what the current plan computes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rho_notebook.errors import AmbiguousId, NotFound, RhoError, TryRefused
 from rho_notebook.model.canonical import graph_digest
@@ -31,6 +32,9 @@ from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
 from rho_notebook.store.runs import RunManifest, RunStore
 
+if TYPE_CHECKING:
+    from rho_notebook.service.fork import ForkPlan
+
 __all__ = [
     "GraphRef",
     "DiffResult",
@@ -41,6 +45,9 @@ __all__ = [
     "latest_run",
     "sub_graph",
     "derive_try_plan",
+    "derive_fork",
+    "NodeRunDiff",
+    "compare_runs",
 ]
 
 
@@ -69,6 +76,8 @@ class DiffResult:
     """NEW's nodes a run started now would take from a stored success; None: not predicted."""
     will_launch: tuple[str, ...] | None = None
     """NEW's nodes a run started now would launch; None: not predicted."""
+    runs: tuple[NodeRunDiff, ...] | None = None
+    """Two runs of one fork lineage (``diff RUN FORK``): each node's state and value on both sides."""
 
     def lines(self) -> list[str]:
         """The text answer (``diff`` in a terminal and a notebook): a head line, one line per added
@@ -88,7 +97,36 @@ class DiffResult:
             shown.append(f"will reuse: {', '.join(self.will_reuse) or '(none)'}")
         if self.will_launch is not None:
             shown.append(f"will launch: {', '.join(self.will_launch) or '(none)'}")
+        for node in self.runs or ():
+            shown.append(node.line())
         return shown
+
+
+@dataclass(frozen=True)
+class NodeRunDiff:
+    """One node of ``diff RUN FORK``: its state, value digest and how NEW got it, on each side."""
+
+    node: str
+    old_state: str | None
+    new_state: str | None
+    old_value: str | None
+    """``sha256:...`` of OLD's value bytes; None: no value (or no such node)."""
+    new_value: str | None
+    how: str
+    """How NEW's current attempt came to be: ``taken``, ``edited``, ``reused``, ``launched`` or ``""``."""
+
+    @property
+    def same(self) -> bool:
+        return self.old_state == self.new_state and self.old_value == self.new_value
+
+    def line(self) -> str:
+        """``= a: success (taken)`` or ``~ d: success -> success, value changed (launched)``."""
+        how = f" ({self.how})" if self.how else ""
+        if self.same:
+            return f"= {self.node}: {self.new_state}{how}"
+        states = f"{self.old_state or '-'} -> {self.new_state or '-'}"
+        value = ", value changed" if self.old_value != self.new_value else ""
+        return f"~ {self.node}: {states}{value}{how}"
 
 
 def _side(ref: GraphRef) -> str:
@@ -179,6 +217,8 @@ def compare(layout: StoreLayout, old: GraphRef, new: GraphRef) -> DiffResult:
     """What changed from ``old`` to ``new``, and which nodes of ``new`` a run started now in its
     workspace would reuse or launch (:func:`~rho_notebook.runtime.reuse.predict_reuse`)."""
     found = diff_graphs(old.graph, new.graph, old_digest=old.graph_digest, new_digest=new.graph_digest)
+    if old.kind == new.kind == "run" and _same_lineage(layout, old.id, new.id):
+        return DiffResult(old=old, new=new, diff=found, runs=compare_runs(layout, old, new))
     predicted = predict_reuse(
         new.graph, layout=layout, workspace_key=new.workspace_key, workspace=Path(new.workspace_root)
     )
@@ -339,3 +379,84 @@ def derive_try_plan(layout: StoreLayout, base: Plan, node: str, *, from_run: str
     )
     derived = plans.save_once(Plan(manifest=manifest, graph=graph, sources=plans.load_sources(base)))
     return TryPlan(plan=derived, base=base, node=node, source_run=source_run, seed_nodes=seeds)
+
+
+def derive_fork(
+    layout: StoreLayout,
+    run: str,
+    *,
+    at: str,
+    value: Any = None,
+    edited: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    from_plan: Plan | None = None,
+    via: str = "cli",
+) -> ForkPlan:
+    """:func:`rho_notebook.service.fork.derive_fork_plan` for the service facade (a fork's plan is
+    a derived plan, as ``try``'s): ``edited`` says whether ``value`` is NODE's edited output."""
+    from rho_notebook.service import fork
+
+    chosen = value if edited else fork.UNSET
+    return fork.derive_fork_plan(layout, run, at=at, value=chosen, inputs=inputs, from_plan=from_plan, via=via)
+
+
+def _lineage_of(layout: StoreLayout, run_id: str) -> set[str]:
+    from rho_notebook.runtime.status import run_facts
+    from rho_notebook.service.listing import fork_lineage
+
+    origin = run_facts(layout, run_id).forked_from
+    return {link["run"] for link in fork_lineage(layout, origin)} if isinstance(origin, dict) else set()
+
+
+def _same_lineage(layout: StoreLayout, old: str, new: str) -> bool:
+    """Whether one run is a fork (or a fork of a fork...) of the other, or both of one run."""
+    before, after = _lineage_of(layout, old), _lineage_of(layout, new)
+    return old in after or new in before or bool(before & after)
+
+
+def _node_runs(layout: StoreLayout, ref: GraphRef) -> dict[str, tuple[str, str | None, str]]:
+    """Node -> (state, value digest, how it came to be) in the run ``ref`` names."""
+    from rho_notebook.runtime.status import journal_state
+
+    state = journal_state(layout, ref.id)
+    where = state.value_sources()
+    fork = ref.graph.fork
+    found: dict[str, tuple[str, str | None, str]] = {}
+    for name, record in state.nodes.items():
+        digest = _value_digest(layout, where[name]) if name in where else None
+        current = record.current
+        if fork is not None and name == fork.node and fork.edit is not None:
+            how = "edited"
+        elif fork is not None and name in fork.taken_names():
+            how = "taken"
+        elif current is not None and current.reused_from is not None:
+            how = "reused"
+        else:
+            how = "launched" if current is not None else ""
+        found[name] = (record.state.value, digest, how)
+    return found
+
+
+def compare_runs(layout: StoreLayout, old: GraphRef, new: GraphRef) -> tuple[NodeRunDiff, ...]:
+    """``diff RUN FORK``: every node of either run, its state and value digest on both sides."""
+    before, after = _node_runs(layout, old), _node_runs(layout, new)
+    shown = []
+    for name in sorted(before.keys() | after.keys()):
+        old_state, old_value, _ = before.get(name, (None, None, ""))
+        new_state, new_value, how = after.get(name, (None, None, ""))
+        shown.append(NodeRunDiff(name, old_state, new_state, old_value, new_value, how))
+    return tuple(shown)
+
+
+def _value_digest(layout: StoreLayout, where: tuple[str, str, int]) -> str | None:
+    """The digest of the canonical JSON of the value at (run, node, attempt); None when there is
+    none or it cannot be read (its run was deleted)."""
+    from rho_notebook.model.fork import canonical_json, value_digest
+
+    run, node, attempt = where
+    try:
+        folder = RunStore(layout).folder(run)
+        exists, value = folder.read_value(folder.attempt_dir(node, attempt) / "value.json")
+    except (RhoError, OSError):
+        return None
+    return value_digest(canonical_json(value).encode()) if exists else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from rho_notebook.errors import ArgumentError
+from rho_notebook.model.budget import NAMES, Limits, parse_budget
 
 __all__ = [
     "Front",
@@ -31,6 +32,7 @@ __all__ = [
     "add_flags",
     "add_output",
     "parse_decisions",
+    "parse_budgets",
     "seconds",
     "given_run_id",
 ]
@@ -230,6 +232,55 @@ DECIDE = Flag(
     notebook="script runs: resolve a halted step (repeatable); authorises exactly one attempt",
 )
 
+
+def _above_zero(text: str) -> float:
+    value = seconds(text)
+    if value <= 0:
+        msg = f"{text!r}: give a number above 0"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"{text!r} is not a whole number of tokens"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < 1:
+        msg = f"{text!r}: give a whole number, 1 or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+_BUDGET_DOC = " (journaled: a crash never resets it; docs/usage.md#budgets)"
+MAX_TOKENS = Flag(
+    "--max-tokens",
+    {"type": _tokens, "default": None, "metavar": "N"},
+    cli="halt the run (needs_decision) before a model call could take its input+output tokens past N" + _BUDGET_DOC,
+    notebook="halt before a model call could take the run's tokens past N",
+)
+MAX_COST = Flag(
+    "--max-cost",
+    {"type": _above_zero, "default": None, "metavar": "USD"},
+    cli="halt before a model call could take the run's cost past USD (every model needs a price in settings "
+    "`prices`, else exit 3)" + _BUDGET_DOC,
+    notebook="halt before a model call could take the run's cost past USD (every model needs a price)",
+)
+MAX_WALL = Flag(
+    "--max-wall",
+    {"type": _above_zero, "default": None, "metavar": "SECONDS"},
+    cli="halt before a model call once the run has executed SECONDS (over all its executions)" + _BUDGET_DOC,
+    notebook="halt before a model call once the run has executed SECONDS",
+)
+RAISE_BUDGET = Flag(
+    "--raise-budget",
+    {"action": "append", "default": [], "metavar": "[NODE:]tokens=N|cost=USD|wall=S"},
+    cli="set a limit of a run halted by its budget (NODE: that node's budget) and go on; repeatable",
+    notebook="set a limit of a run halted by its budget and go on; repeatable",
+)
+BUDGET_FLAGS = (MAX_TOKENS, MAX_COST, MAX_WALL)
+
 RUN_FLAGS: tuple[Flag, ...] = (
     YES,
     PROGRESS_OUTPUT,
@@ -245,6 +296,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     NOTEBOOK_WORKFLOW,
     OUTPUT_NOTEBOOK,
     INPUT,
+    *BUDGET_FLAGS,
 )
 """``run PLAN|FILE.star|SCRIPT.py|FILE.graph.yaml|NOTEBOOK.ipynb`` and ``%workflow run PLAN|NAME``
 (after the positional)."""
@@ -262,6 +314,8 @@ RESUME_FLAGS: tuple[Flag, ...] = (
     ),
     WAIT,
     DETACH,
+    *BUDGET_FLAGS,
+    RAISE_BUDGET,
 )
 """``resume RUN`` and ``%workflow resume RUN``."""
 
@@ -295,3 +349,46 @@ def parse_decisions(given: Sequence[str]) -> dict[str, Decision]:
             raise ArgumentError(msg)
         decisions[step] = "rerun" if decision == "rerun" else "skip"
     return decisions
+
+
+def parse_budgets(
+    *,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+    max_wall: float | None = None,
+    raises: Sequence[str] = (),
+) -> dict[str, Limits]:
+    """Scope (``""``: the run, else a node) -> the limits ``--max-tokens/--max-cost/--max-wall`` and
+    ``--raise-budget [NODE:]tokens=N|cost=USD|wall=S`` set (scopes without any are left out).
+
+    Raises
+    ------
+    ArgumentError
+        A ``--raise-budget`` value of another shape, or a limit that is not a number above 0.
+    """
+    given: dict[str, dict[str, Any]] = {"": {}}
+    for name, value in (("max_tokens", max_tokens), ("max_cost_usd", max_cost), ("max_wall_seconds", max_wall)):
+        if value is not None:
+            given[""][name] = value
+    for item in raises:
+        head, sep, number = item.partition("=")
+        scope, _, unit = head.rpartition(":")
+        if not sep or unit not in NAMES:
+            msg = f"--raise-budget {item!r}: write tokens=N, cost=USD or wall=SECONDS (NODE:tokens=N for a node's)"
+            raise ArgumentError(msg)
+        try:
+            parsed = parse_budget({unit: _number(number)}, where=f"--raise-budget {item}")
+        except ValueError as err:
+            raise ArgumentError(str(err)) from None
+        given.setdefault(scope, {}).update(parsed.fields())
+    return {scope: Limits(**fields) for scope, fields in given.items() if fields}
+
+
+def _number(text: str) -> float | int | str:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text

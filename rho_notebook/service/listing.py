@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -126,6 +126,8 @@ def _run_row(layout: StoreLayout, run_id: str, cache: RowCache | None) -> RunRow
         facts = run_facts(layout, run_id)
         state = load_state(layout, run_id, facts=facts)
         row = run_row_json(state, facts)
+        if isinstance(facts.forked_from, dict):
+            row["lineage"] = fork_lineage(layout, facts.forked_from)
     except NotFound:  # no manifest yet: a run being created
         return None
     except (RhoError, OSError) as err:  # reported as a warning, never silently left out
@@ -172,3 +174,22 @@ def _report_refusal(run_id: str, why: str) -> None:
     if why not in _REPORTED_REFUSALS:
         _REPORTED_REFUSALS.add(why)
         _log.warning("run %s refused: %s", run_id, why)
+
+
+def fork_lineage(layout: StoreLayout, origin: Mapping[str, object]) -> list[dict[str, str]]:
+    """A fork's lineage from its manifest's ``forked_from``: that origin, then the origin of the
+    run it names when that run is a fork too, and so on (nearest first); it stops at a run that
+    is gone or unreadable, or one already listed."""
+    chain: list[dict[str, str]] = []
+    current: Mapping[str, object] | None = origin
+    while current is not None:
+        run, node = current.get("run"), current.get("node")
+        if not isinstance(run, str) or not isinstance(node, str) or any(link["run"] == run for link in chain):
+            break
+        chain.append({"run": run, "node": node})
+        try:
+            found = run_facts(layout, run).forked_from
+        except (RhoError, OSError, ValueError):
+            break
+        current = found if isinstance(found, dict) else None
+    return chain

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from rho_notebook.service.completion import CompletionJson
     from rho_notebook.service.diff import DiffResult, TryPlan
     from rho_notebook.service.export import ExportResult
+    from rho_notebook.service.fork import ForkPlan
     from rho_notebook.service.listing import RowCache, RunsQuery
     from rho_notebook.service.maintenance import Deleted
     from rho_notebook.service.reading import NodeAttempt, Stream
@@ -224,9 +225,7 @@ class Service:
 
     @_in_thread
     def diff(self, old: str, new: str) -> DiffResult:
-        """What changed from OLD to NEW, each a plan ID, a graph digest (``sha256:...``) or a run
-        ID (or a unique prefix): nodes added, removed and changed, each change by field, and which
-        nodes of NEW a run started now would reuse or launch."""
+        """What changed from OLD to NEW, each a plan ID, a graph digest (``sha256:...``) or a run ID (or a unique prefix): nodes added, removed and changed, each change by field, and which nodes of NEW a run started now would reuse or launch."""
         diff = parts.diff
         return diff.compare(self.layout, diff.resolve_graph(self.layout, old), diff.resolve_graph(self.layout, new))
 
@@ -237,13 +236,13 @@ class Service:
 
     @_in_thread
     def try_node(self, plan: str, node: str, *, from_run: str | None = None) -> TryPlan:
-        """Store the derived plan that runs ``node`` of ``plan`` alone, its ancestors' results
-        taken from ``from_run`` (default: the newest run of the workflow in this workspace).
-
-        Raises TryRefused: An ancestor's definition differs from the source run's (the message names the node
-        and the changed fields), is missing there, or did not succeed there.
-        """
+        """Store the derived plan that runs ``node`` of ``plan`` alone, its ancestors' results taken from ``from_run`` (default: the newest run of the workflow in this workspace). Raises TryRefused (naming the node): an ancestor changed since, is missing there or did not succeed there."""
         return parts.diff.derive_try_plan(self.layout, self.plan_store.load(plan), node, from_run=from_run)
+
+    @_in_thread
+    def fork(self, run: str, *, at: str, value: Any = None, edited: bool = False, inputs: Mapping[str, Any] | None = None, from_plan: str | None = None, via: str = "cli") -> ForkPlan:  # fmt: skip
+        """Plan and store the fork of ``run`` at node ``at`` (service/fork.py, docs/fork.md): ``edited``: ``at`` takes ``value`` instead of re-running. Create its run with :meth:`create_run_of` (consent for its digest, as for any run)."""
+        return parts.diff.derive_fork(self.layout, run, at=at, value=value, edited=edited, inputs=inputs, from_plan=None if from_plan is None else self.plan_store.load(from_plan), via=via)  # fmt: skip
 
     # -- starting and resuming --------------------------------------------------------------------
 

@@ -14,21 +14,40 @@ fail a supervised launch closed after ``--approval-timeout``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import TracebackType
 
-from rho_notebook.errors import PlanError, RunRefused
+from rho_notebook.errors import ArgumentError, PlanError, RunRefused
+from rho_notebook.model.budget import Limits
+from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.policy.plan_approval import PlanApprovals
+from rho_notebook.policy.trust import TrustStore
+from rho_notebook.runtime.budget import budget_records, journal_budgets, unpriced_models
 from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.owner import create_run
+from rho_notebook.runtime.replay import fork_copies
+from rho_notebook.runtime.script_fork import copy_script_values
+from rho_notebook.service.flags import parse_budgets
 from rho_notebook.service.requests import ResumeRun, StartRun
+from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.run_locks import FollowLock
 from rho_notebook.store.runs import RunStore
 
-__all__ = ["Responder", "Presence", "create_run_of", "check_resume", "resume_detached"]
+__all__ = [
+    "Responder",
+    "Presence",
+    "create_run_of",
+    "check_resume",
+    "resume_detached",
+    "check_priced",
+    "record_budgets",
+    "start_budgets",
+    "raise_budgets",
+]
 
 Responder = Callable[[ApprovalRequest], None]
 """Called (on the owner's loop) when a run asks a person; it must return at once."""
@@ -49,7 +68,7 @@ async def create_run_of(layout: StoreLayout, plan: Plan, request: StartRun) -> s
     )
     store = RunStore(layout)
     seed_from = None if request.seed_from is None else await asyncio.to_thread(store.resolve, request.seed_from)
-    return await asyncio.to_thread(
+    run_id = await asyncio.to_thread(
         create_run,
         layout,
         plan,
@@ -63,6 +82,18 @@ async def create_run_of(layout: StoreLayout, plan: Plan, request: StartRun) -> s
         executor=request.executor,
         run_id=request.run_id,
     )
+    if plan.graph.fork is not None:  # a fork owns its copies from the start: deleting RUN never breaks it
+        await asyncio.to_thread(_copy_fork_values, layout, run_id, plan.graph)
+    return run_id
+
+
+def _copy_fork_values(layout: StoreLayout, run_id: str, graph: Graph) -> None:
+    """Copy the values a fork takes from its source run into the new run (docs/fork.md)."""
+    assert graph.fork is not None
+    if graph.script is None:
+        fork_copies(layout, run_id, graph.fork)
+    else:
+        copy_script_values(layout, run_id, graph.fork)
 
 
 async def check_resume(layout: StoreLayout, request: ResumeRun) -> str:
@@ -86,6 +117,89 @@ async def resume_detached(layout: StoreLayout, request: ResumeRun) -> int:
     decisions = dict(request.decisions)
     options = OwnerOptions(resume=True, decisions=decisions)
     return await asyncio.to_thread(start_owner, layout, run_id, options)
+
+
+async def check_priced(layout: StoreLayout, graph: Graph, budgets: Mapping[str, Limits], *, workspace: Path) -> None:
+    """A cost budget needs a price for every model the run may call.
+
+    Raises
+    ------
+    RunRefused
+        ``budgets`` limit a cost and an agent's ``provider/model`` has no price in settings ``prices``
+        (exit 3, before anything is created or journaled).
+    """
+    if all(limits.max_cost_usd is None for limits in budgets.values()):
+        return
+    trusted = await asyncio.to_thread(TrustStore(layout).is_trusted, Workspace(workspace))
+    missing = await asyncio.to_thread(unpriced_models, graph, layout.home, workspace, trusted=trusted)
+    if missing:
+        msg = (
+            f"--max-cost needs a price for every model the run may call, and {', '.join(missing)} has none: add "
+            f'settings `prices` {{"{missing[0]}": {{"input_per_mtok": ..., "output_per_mtok": ...}}}} '
+            "(docs/usage.md#budgets), or limit tokens with --max-tokens instead"
+        )
+        raise RunRefused(msg)
+
+
+async def start_budgets(
+    layout: StoreLayout,
+    plan: Plan,
+    *,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+    max_wall: float | None = None,
+) -> dict[str, Limits]:
+    """The run budgets ``rho.run(max_tokens=, max_cost=, max_wall=)`` asks for, checked (journal
+    them with :func:`record_budgets` once the run exists).
+
+    Raises
+    ------
+    ArgumentError
+        A limit that is not a number above 0.
+    RunRefused
+        ``max_cost`` while a model of the plan has no price (:func:`check_priced`).
+    """
+    for name, value in (("max_tokens", max_tokens), ("max_cost", max_cost), ("max_wall", max_wall)):
+        if value is not None and (
+            isinstance(value, bool) or not value > 0 or (name == "max_tokens" and value != int(value))
+        ):
+            msg = f"{name}={value!r}: give a number above 0 (tokens: a whole number)"
+            raise ArgumentError(msg)
+    budgets = parse_budgets(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
+    await check_priced(layout, plan.graph, budgets, workspace=Path(plan.manifest.workspace_root))
+    return budgets
+
+
+async def raise_budgets(layout: StoreLayout, run_id: str, raises: Mapping[str, float]) -> None:
+    """``rho.resume(run, raise_budget={"tokens": 1000, "NODE:cost": 0.5})``: check and journal the
+    new limits (source ``raise``) before the resume's owner starts; nothing when ``raises`` is empty.
+
+    Raises
+    ------
+    ArgumentError
+        A key that is no ``[NODE:]tokens|cost|wall`` or a value that is not a number above 0.
+    RunRefused
+        A cost limit while a model of the run has no price, or the run is owned by a live process.
+    """
+    if not raises:
+        return
+    budgets = parse_budgets(raises=[f"{key}={value}" for key, value in raises.items()])
+    store = RunStore(layout)
+    manifest = await asyncio.to_thread(store.manifest, run_id)
+    graph = await asyncio.to_thread(store.graph, run_id, expected_digest=manifest.graph_digest)
+    await check_priced(layout, graph, budgets, workspace=Path(manifest.workspace_root))
+    await record_budgets(layout, run_id, budgets, source="raise")
+
+
+async def record_budgets(layout: StoreLayout, run_id: str, budgets: Mapping[str, Limits], *, source: str) -> None:
+    """Journal ``budgets`` (scope -> limits; ``""`` the run) in run ``run_id`` durably, before an
+    owner starts it (``run --max-tokens``: source ``run``; ``resume --raise-budget``: ``raise``)."""
+    records = [
+        record
+        for scope, limits in sorted(budgets.items())
+        for record in budget_records(run_id, limits, source=source, node=scope or None)
+    ]
+    await asyncio.to_thread(journal_budgets, layout, run_id, records)
 
 
 class Presence:

@@ -17,7 +17,7 @@ use (:func:`rho_notebook.lazy.lazy_face`; they live in :mod:`.wire_types` and :m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast
+from typing import TYPE_CHECKING, Any, NotRequired, cast
 
 from typing_extensions import TypedDict
 
@@ -25,7 +25,11 @@ from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.lazy import lazy_face
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.service.budget_view import BudgetJson, add_budgets
+from rho_notebook.service.usage import RunLedger, add_usage
 from rho_notebook.service.wire_views import (
+    CancelJson,
+    DeletedJson,
     Detail,
     HaltedStepJson,
     InstancesJson,
@@ -36,9 +40,12 @@ from rho_notebook.service.wire_views import (
     ShownName,
     StepJson,
     StreamView,
+    UsageCountsJson,
+    UsageJson,
     WireEdge,
     WireLayout,
     WireNode,
+    deleted_json,
 )
 from rho_notebook.store.layout import VALUE_FILE
 
@@ -90,6 +97,8 @@ __all__ = [
     "NodeStatusJson",
     "StatusJson",
     "RunRowJson",
+    "UsageCountsJson",
+    "UsageJson",
     "AttemptJson",
     "NodeResultJson",
     "ResultJson",
@@ -258,10 +267,12 @@ class NodeStatusJson(TypedDict):
     """Script runs: how many step calls were answered from the journal (nothing ran)."""
     instances: NotRequired[InstancesJson]
     """An item graph's aggregate step: its instances ``STEP[i]``, counted by state."""
+    usage: NotRequired[UsageJson]
 
 
 class StatusJson(TypedDict):
-    """One durable snapshot of a run: ``status``."""
+    """One durable snapshot of a run: ``status``; ``usage`` (the run's and each node's): what its
+    model calls spent, present when it made or saved one (docs/usage.md)."""
 
     run_id: str
     plan_id: str
@@ -277,6 +288,8 @@ class StatusJson(TypedDict):
     """Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none)."""
     damage: NotRequired[str]
     """Lifecycle ``damaged`` only: what the journal contradicts (the nodes are its readable part)."""
+    usage: NotRequired[UsageJson]
+    budgets: NotRequired[list[BudgetJson]]
 
 
 def reused_from_json(record: NodeRecord) -> ReusedFromJson | None:
@@ -328,9 +341,12 @@ def node_order(state: RunState) -> list[str]:
     return sorted(state.nodes)
 
 
-def status_json(state: RunState, *, allowed: frozenset[str] | None = None) -> StatusJson:
+def status_json(
+    state: RunState, *, allowed: frozenset[str] | None = None, ledger: RunLedger | None = None
+) -> StatusJson:
     """One durable snapshot of a run: ``rho-notebook status --output json``. ``allowed``: the
-    nodes whose failure does not count (default: :func:`allowed_failures_of`)."""
+    nodes whose failure does not count (default: :func:`allowed_failures_of`); ``ledger``: what
+    it spent (default: from the journal, :func:`~rho_notebook.service.usage.run_ledger`)."""
     allowed = allowed_failures_of(state) if allowed is None else allowed
     nodes: dict[str, NodeStatusJson] = {}
     for name in node_order(state):
@@ -369,6 +385,8 @@ def status_json(state: RunState, *, allowed: frozenset[str] | None = None) -> St
         status["output"] = state.output
     if state.damage is not None:
         status["damage"] = state.damage
+    add_usage(status, state, ledger)
+    add_budgets(status, state)
     return status
 
 
@@ -415,6 +433,9 @@ class RunRowJson(TypedDict):
     next: NotRequired[str]
     """A run that waits for a person (``needs_recovery``, ``needs_decision``, ``waiting``): the
     command that moves it on (:func:`person_command`)."""
+    lineage: NotRequired[list[dict[str, str]]]
+    """A fork (docs/fork.md): ``[{"run", "node"}, ...]``, the run it was forked from and the node,
+    then that run's own origin for a fork of a fork, nearest first."""
 
 
 def run_row_json(state: RunState, manifest: RunManifest | RunFacts | None = None) -> RunRowJson:
@@ -478,6 +499,7 @@ class NodeResultJson(TypedDict):
     """Script runs: the step's kind, digest, facts, edges and recovery."""
     replayed: NotRequired[int]
     """Script runs: how many step calls were answered from the journal."""
+    usage: NotRequired[UsageJson]
 
 
 class ResultJson(TypedDict):
@@ -492,9 +514,10 @@ class ResultJson(TypedDict):
     """Lifecycle ``needs_decision`` only: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
     output: NotRequired[Any]
     """Script runs: the value the script emitted with ``emit_output`` (absent when it emitted none)."""
+    usage: NotRequired[UsageJson]
 
 
-def result_json(folder: RunFolder, state: RunState) -> ResultJson:
+def result_json(folder: RunFolder, state: RunState, *, ledger: RunLedger | None = None) -> ResultJson:
     """``rho-notebook result --output json`` (and ``rho.result(id).to_json()``)."""
     nodes: dict[str, NodeResultJson] = {}
     for name in node_order(state):
@@ -528,29 +551,8 @@ def result_json(folder: RunFolder, state: RunState) -> ResultJson:
         result["halted"] = halted_json(state)
     if state.output is not None:
         result["output"] = state.output
+    add_usage(result, state, ledger, run_folder=folder.path)
     return result
-
-
-class CancelJson(TypedDict):
-    """The answer to ``cancel``: the durable request and whether the owner acknowledged it."""
-
-    run_id: str
-    request_id: str | None
-    cancellation_state: Literal["acknowledged", "pending", "already_completed"]
-    lifecycle: str
-
-
-class DeletedJson(TypedDict):
-    """The answer to ``delete``: what was deleted."""
-
-    kind: Literal["run", "plan"]
-    id: str
-    deleted: bool
-
-
-def deleted_json(kind: Literal["run", "plan"], deleted_id: str) -> DeletedJson:
-    """The answer to ``delete`` (and each run ``prune`` deleted)."""
-    return {"kind": kind, "id": deleted_id, "deleted": True}
 
 
 class ValidateJson(TypedDict):

@@ -158,6 +158,9 @@ class DiffJson(TypedDict):
     """NEW's nodes a run started now would take from a stored success (``reuse = True``)."""
     will_launch: NotRequired[list[str]]
     """NEW's other nodes."""
+    runs: NotRequired[list[dict[str, str | None]]]
+    """Two runs of one fork lineage (docs/fork.md): per node ``{node, old_state, new_state,
+    old_value, new_value, how}`` (values as ``sha256:`` digests; ``how``: taken, edited, reused, launched)."""
 
 
 def diff_json(result: DiffResult) -> DiffJson:
@@ -187,4 +190,6 @@ def diff_json(result: DiffResult) -> DiffJson:
         answer["will_reuse"] = list(result.will_reuse)
     if result.will_launch is not None:
         answer["will_launch"] = list(result.will_launch)
+    if result.runs is not None:
+        answer["runs"] = [{**vars(node)} for node in result.runs]
     return answer

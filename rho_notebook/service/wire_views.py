@@ -26,6 +26,11 @@ __all__ = [
     "RunView",
     "StreamView",
     "Detail",
+    "CancelJson",
+    "DeletedJson",
+    "deleted_json",
+    "UsageCountsJson",
+    "UsageJson",
 ]
 
 
@@ -57,6 +62,56 @@ started). :func:`rho_notebook.service.wire.shown_state` is the rule."""
 
 
 # -- what the answers about runs and the views share ------------------------------------------
+
+
+class UsageCountsJson(TypedDict):
+    """What model calls spent (:class:`~rho_notebook.model.ledger.Usage`): tokens, calls, retries,
+    tool calls, wall time and the cost from the settings' ``prices``."""
+
+    input_tokens: int
+    output_tokens: int
+    """Reasoning tokens included."""
+    cached_tokens: int
+    reasoning_tokens: int
+    calls: int
+    retries: int
+    tool_calls: int
+    wall_seconds: float
+    """A node: its attempts' launch-to-end times; the run: first launch to last end."""
+    cost_usd: float | None
+    """None (never 0) when a call's ``provider/model`` has no price in settings."""
+
+
+class UsageJson(UsageCountsJson):
+    """The ``usage`` of a node or a run (present when the run made or saved a model call).
+    ``saved``: what a reused node, a step answered from the journal, or the run did not spend
+    again; ``by_key``: a node's calls by their ``key`` (an instance, a branch), the run's steps by
+    key prefix (a flow's module path, a fork branch)."""
+
+    saved: NotRequired[UsageCountsJson]
+    by_key: NotRequired[dict[str, UsageCountsJson]]
+
+
+class CancelJson(TypedDict):
+    """The answer to ``cancel``: the durable request and whether the owner acknowledged it."""
+
+    run_id: str
+    request_id: str | None
+    cancellation_state: Literal["acknowledged", "pending", "already_completed"]
+    lifecycle: str
+
+
+class DeletedJson(TypedDict):
+    """The answer to ``delete``: what was deleted."""
+
+    kind: Literal["run", "plan"]
+    id: str
+    deleted: bool
+
+
+def deleted_json(kind: Literal["run", "plan"], deleted_id: str) -> DeletedJson:
+    """The answer to ``delete`` (and each run ``prune`` deleted)."""
+    return {"kind": kind, "id": deleted_id, "deleted": True}
 
 
 class ReusedFromJson(TypedDict):
@@ -151,6 +206,8 @@ class NodeView(TypedDict):
     """Lifecycle ``needs_decision``: why the run stopped at this step (drawn "needs decision")."""
     instances: NotRequired[InstancesJson]
     """An item graph's aggregate step: its instances' counts and states."""
+    usage: NotRequired[UsageJson]
+    """What its model calls spent (the widget sends it once the node made or saved a call)."""
     v: int
     """Version: the tracker's change counter when this view last changed (newest wins)."""
 
@@ -174,6 +231,8 @@ class RunView(TypedDict, total=False):
     """Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
     output: Any
     """A script run's emitted output (absent when it emitted none)."""
+    usage: UsageJson
+    """What the run's model calls spent (the widget sends it once the run made or saved a call)."""
     v: int
 
 
@@ -191,6 +250,9 @@ class StreamView(TypedDict):
 
 
 class Detail(TypedDict, total=False):
+    """The node pane; ``spend``: what the node's model calls spent over every attempt, as ``status``
+    has it (and what a reused or replayed node saved), None when it made and saved none."""
+
     node: str
     kind: str
     state: str
@@ -206,6 +268,7 @@ class Detail(TypedDict, total=False):
     """answer.txt: the raw final answer of an agent node with an output schema."""
     usage: Any
     """usage.json of an agent attempt (provider, model, tokens, timings)."""
+    spend: UsageJson | None
     stdout: StreamView | None
     stderr: StreamView | None
     has_value: bool

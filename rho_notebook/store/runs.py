@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from rho_notebook.errors import NotFound, StoreError
 from rho_notebook.model.base import FrozenModel
@@ -51,7 +51,7 @@ from rho_notebook.store.files import (
 )
 from rho_notebook.store.graphs import load_graph, remember_graph
 from rho_notebook.store.ids import match_id
-from rho_notebook.store.journal import CHAINED, Watermark, read_journal, write_watermark
+from rho_notebook.store.journal import CHAINED, JournalWriter, Watermark, read_journal, write_watermark
 from rho_notebook.store.layout import (
     ANSWER_PROSE_FILE,
     ANSWER_TEXT_FILE,
@@ -62,6 +62,7 @@ from rho_notebook.store.layout import (
     VALUE_FILE,
     StoreLayout,
 )
+from rho_notebook.store.run_locks import OwnerLock
 
 __all__ = ["RunManifest", "RunFolder", "RunStore", "RUN_FORMAT", "ATTEMPT_ARTIFACTS", "node_folder"]
 
@@ -123,6 +124,9 @@ class RunManifest(FrozenModel):
     seed_from: str | None = None
     """``try``: the run whose successful attempts of ``seed_nodes`` this run takes instead of launching them."""
     seed_nodes: tuple[str, ...] = ()
+    forked_from: dict[str, str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A fork (docs/fork.md): ``{"run", "node"}``, the run it was forked from and the node it
+    starts at; set from the graph's fork record when the run is created. None for any other run."""
     executor: str = "local"
     """Where remotable attempts run (docs/distributed.md): ``local``, ``dask`` (a LocalCluster
     started by the owner) or ``dask=ADDRESS``; chosen at creation, kept by a resume that names no
@@ -344,6 +348,9 @@ class RunStore:
         return folder
 
     def create(self, manifest: RunManifest, graph: Graph) -> RunFolder:
+        if graph.fork is not None and manifest.forked_from is None:
+            lineage = {"run": graph.fork.source_run, "node": graph.fork.node}
+            manifest = manifest.model_copy(update={"forked_from": lineage})
         runs = self.layout.ensure(self.layout.runs)
         folder = RunFolder(runs / manifest.run_id)
         self.layout.ensure(folder.path)
@@ -399,6 +406,28 @@ class RunStore:
             msg = f"run {run_id} has no state.json yet"
             raise NotFound(msg) from None
         return data
+
+    def append_unowned(self, run_id: str, records: Callable[[], list[dict[str, Any]]]) -> bool:
+        """Append what ``records()`` gives to the journal of run ``run_id`` durably, holding its
+        owner lock so no owner runs it meanwhile (``records`` runs under the lock and may raise to
+        append nothing). False, with nothing called or written, when a live process owns the run."""
+        folder = self.folder(run_id)
+        lock = OwnerLock(folder.lock)
+        if not lock.try_acquire():
+            return False
+        try:
+            chosen = records()
+            if not chosen:
+                return True
+            journal = JournalWriter.open(folder.events, mark=folder.mark if self.manifest(run_id).chained else None)
+            try:
+                journal.append(chosen)
+                journal.sync()
+            finally:
+                journal.close()
+        finally:
+            lock.release()
+        return True
 
     def delete(self, run_id: str) -> None:
         folder = self.folder(run_id)

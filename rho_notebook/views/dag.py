@@ -156,6 +156,10 @@ async def read_run_view(service: Service, run: str) -> DagView:
     state = await service.status(run_id)
     graph = await service.run_graph(run_id)
     started, ended = run_times(journal.events)
-    return await asyncio.to_thread(
+    view = await asyncio.to_thread(
         dag_view, graph, state, started_at=started, ended_at=ended, version=state.last_seq, digest=state.graph_digest
     )
+    from rho_notebook.service.usage import add_view_spend  # what the model calls spent (docs/usage.md)
+
+    add_view_spend(view.nodes, view.run, state, home=service.layout.home)
+    return view

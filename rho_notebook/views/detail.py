@@ -18,14 +18,15 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rho_notebook.errors import NotFound, RhoError
 from rho_notebook.model.graph import CommandNode, Graph, ItemNode, Node, ShellNode
 from rho_notebook.model.run_state import NodeRecord
 from rho_notebook.model.state import NodeState
 from rho_notebook.service import Service
-from rho_notebook.service.wire import Detail, reused_from_json, step_json
+from rho_notebook.service.usage import node_spend
+from rho_notebook.service.wire import Detail, UsageJson, reused_from_json, step_json
 from rho_notebook.store.layout import ANSWER_PROSE_FILE, ANSWER_TEXT_FILE, INPUT_FILE, USAGE_FILE, VALUE_FILE
 from rho_notebook.store.runs import RunFolder
 from rho_notebook.views.artifacts import ANSWER_BYTES, PANE_BYTES, empty_stream, read_json, read_stream
@@ -229,7 +230,7 @@ def node_detail(
     the artifacts of the attempt in ``attempt_dir`` (none for a plan); for a reused attempt,
     ``source_dir`` (:func:`reused_source_dir`) holds what its own folder lacks. A script run's
     step (``graph.script`` set) has the pane of :func:`step_detail` (``halted``: why the run
-    stopped at it).
+    stopped at it). ``spend``: what the node's model calls spent (:func:`node_spend`).
 
     Raises
     ------
@@ -242,16 +243,21 @@ def node_detail(
             raise NotFound(msg)
         facts = (record.step or {}).get("facts") or {}
         limit = facts.get("max_output_bytes") if isinstance(facts, dict) else None
-        return step_detail(
+        detail = step_detail(
             name,
             record,
             attempt_dir=attempt_dir,
             max_output_bytes=limit if isinstance(limit, int) else graph.script.max_output_bytes,
             halted=halted,
         )
-    return load_detail(
-        node=graph.node(name), record=record or NodeRecord(), attempt_dir=attempt_dir, source_dir=source_dir
-    )
+    else:
+        detail = load_detail(
+            node=graph.node(name), record=record or NodeRecord(), attempt_dir=attempt_dir, source_dir=source_dir
+        )
+    if record is not None:
+        spend = node_spend(name, record, attempt_dir=attempt_dir, source_dir=source_dir)
+        detail["spend"] = cast("UsageJson | None", spend)
+    return detail
 
 
 async def reused_source_dir(service: Service, record: NodeRecord | None) -> Path | None:

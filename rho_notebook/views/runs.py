@@ -12,7 +12,7 @@ from rho_notebook.errors import NotFound
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import RunsQuery, Service
 from rho_notebook.service.wire import ResultJson, RunRowJson, allowed_failures_of, node_order, shown_state
-from rho_notebook.views.text import OUTPUT_CHARS, decision_lines, node_status_line, output_text
+from rho_notebook.views.text import OUTPUT_CHARS, decision_lines, node_status_line, output_text, usage_text
 
 __all__ = ["OUTPUT_CHARS", "workflow_runs", "latest_run", "run_choice_label", "run_show_text"]
 
@@ -68,6 +68,8 @@ def run_show_text(state: RunState, result: ResultJson) -> str:
         f"run {state.run_id} of workflow {state.workflow} · {state.lifecycle.value}{outcome} "
         "(from the store: nothing re-executed)"
     ]
+    if "usage" in result:  # the run made or saved a model call (docs/usage.md)
+        lines.append(f"usage {usage_text(result['usage'])}")
     allowed = allowed_failures_of(state)
     lines.extend(
         node_status_line(name, record, shown=shown_state(record, allowed=name in allowed))

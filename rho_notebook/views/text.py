@@ -12,6 +12,7 @@ The graph's model classes are imported by the functions that render them: a run'
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rho_notebook.model.run_state import NodeRecord, RunState
@@ -31,6 +32,9 @@ __all__ = [
     "provenance_text",
     "decision_lines",
     "output_text",
+    "usage_text",
+    "budget_lines",
+    "cost_text",
     "OUTPUT_CHARS",
 ]
 
@@ -125,17 +129,74 @@ def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> 
     lines = ["needs a decision: the run stopped at these steps"]
     for halted in state.halted:
         lines.append(f"  {halted.get('step', '')}: {halted.get('why', '')}")
+    budgets = [str(h.get("why", "")).split(": ", 1)[0].removeprefix("budget ") for h in state.halted]
+    if all(str(h.get("why", "")).startswith("budget ") for h in state.halted):  # runtime/budget.py halts
+        raises = " ".join(f"--raise-budget {name}=N" for name in dict.fromkeys(budgets))
+        lines.append("raise the budget (a script run may also --decide STEP=skip) and resume with:")
+        lines.append(f"  {command} {state.run_id} {raises}")
+        return lines
     decide = " ".join(f"--decide {halted.get('step', '')}=rerun|skip" for halted in state.halted)
     lines.append("decide (rerun: run the step once more; skip: go on with its stored result) and resume with:")
     lines.append(f"  {command} {state.run_id} {decide}")
     return lines
 
 
-def node_status_line(name: str, record: NodeRecord, *, shown: str | None = None) -> str:
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def cost_text(cost: float | None) -> str:
+    """``$0.000064``; ``cost unknown`` when a model has no price (never shown as 0)."""
+    return "cost unknown" if cost is None else f"${cost:.6f}"
+
+
+def usage_text(usage: Mapping[str, Any]) -> str:
+    """A ``usage`` object of the status JSON on one line: ``3 calls  36 in / 14 out tokens
+    1 retry  1 tool call  $0.000064  12.3 s``, then what a reused or replayed node saved."""
+    parts = [_plural(int(usage.get("calls", 0)), "call")]
+    parts.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+    for key, noun in (("cached_tokens", "cached"), ("reasoning_tokens", "reasoning")):
+        if usage.get(key):
+            parts.append(f"{usage[key]} {noun}")
+    for key, noun in (("retries", "retry"), ("tool_calls", "tool call")):
+        if usage.get(key):
+            parts.append(_plural(int(usage[key]), noun).replace("retrys", "retries"))
+    parts.append(cost_text(usage.get("cost_usd")))
+    if usage.get("wall_seconds"):
+        parts.append(f"{float(usage['wall_seconds']):.1f} s")
+    saved = usage.get("saved")
+    if isinstance(saved, Mapping):
+        tokens = int(saved.get("input_tokens", 0)) + int(saved.get("output_tokens", 0))
+        calls = _plural(int(saved.get("calls", 0)), "call")
+        parts.append(f"(saved {calls}, {tokens} tokens, {cost_text(saved.get('cost_usd'))})")
+    return "  ".join(parts)
+
+
+def budget_lines(budgets: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``status``'s budgets (its JSON's ``budgets``), one line each: ``budget     run: tokens 36 of
+    40, cost $0.000100 of $0.5, wall 600 s (set by run)``; empty when the run has none."""
+    lines = []
+    for budget in budgets:
+        parts = []
+        if budget.get("max_tokens") is not None:
+            parts.append(f"tokens {budget.get('spent_tokens', 0)} of {budget['max_tokens']}")
+        if budget.get("max_cost_usd") is not None:
+            parts.append(f"cost {cost_text(budget.get('spent_cost_usd'))} of ${budget['max_cost_usd']:g}")
+        if budget.get("max_wall_seconds") is not None:
+            parts.append(f"wall {budget['max_wall_seconds']:g} s (of executed time)")
+        scope = budget.get("node") or "run"
+        lines.append(f"budget     {scope}: {', '.join(parts)} (set by {budget.get('source') or 'unknown'})")
+    return lines
+
+
+def node_status_line(
+    name: str, record: NodeRecord, *, shown: str | None = None, usage: Mapping[str, Any] | None = None
+) -> str:
     """One node of ``status``: name, state as the run has it (``shown``, default: what the
     record alone says: ``waiting for approval``, ``failure (handled)``; pass the status JSON's
     ``shown`` for ``failure (allowed)``), attempt, exit code, the Dask worker it ran on, UNCERTAIN,
-    provenance, a script step's kind and replays, and reason."""
+    provenance, a script step's kind and replays, its model calls' ``usage`` (when it made or saved
+    one), and reason."""
     code = record.exit_code()
     current = record.current
     extra = f"  exit {code}" if code is not None else ""
@@ -150,5 +211,7 @@ def node_status_line(name: str, record: NodeRecord, *, shown: str | None = None)
     provenance = provenance_text(record)
     source = f"  {provenance}" if provenance else ""
     reason = f"  ({record.reason})" if record.reason else ""
+    if usage is not None and (usage.get("calls") or usage.get("saved")):
+        extra += f"  [{usage_text({k: v for k, v in usage.items() if k != 'wall_seconds'})}]"
     label = shown_label(shown if shown is not None else shown_state(record))
     return f"  {name:<24} {label:<13} attempt {record.attempt}{extra}{note}{source}{reason}"

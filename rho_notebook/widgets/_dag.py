@@ -10,7 +10,10 @@ on the kernel's main thread (construction and front-end message handlers).
 Messages, front end -> kernel: ``{"kind": "hello"}`` (answered with a ``snapshot``),
 ``{"kind": "select", "node": name}``, ``{"kind": "action", "action": "cancel" | "resume"}``,
 ``{"kind": "answer", "request": request_id, "values": {field: value}}`` (a human step's form
-submitted) and ``{"kind": "decline", "request": request_id}``.
+submitted), ``{"kind": "decline", "request": request_id}`` and ``{"kind": "fork", "id", "node",
+"value"?}`` / ``{"kind": "fork", "id", "node", "plan_id", "graph_digest"}`` ("fork from here" in the
+node pane: plan, then start the confirmed plan; each answered by one ``fork_answer`` message
+``{"id", "answer"}`` or ``{"id", "error"}``: see ``_fork.py``).
 Kernel -> front end: ``snapshot`` and ``patch`` (``nodes``, ``run``, ``detail``, ``output``,
 ``forms``: the pending form requests, each with the ``error`` of a refused answer, and ``layout``
 when a script run's layout grew: a new step is a new node).
@@ -43,6 +46,7 @@ from rho_notebook.views.layout import Layout
 from rho_notebook.views.picture import dag_bundle, picture_html, picture_metadata, run_subtitle
 from rho_notebook.views.svg import render_svg
 from rho_notebook.widgets._call import StaticViews
+from rho_notebook.widgets._fork import fork_reply
 from rho_notebook.widgets._parent import current_parent, guard_kernel_parent, owner_parent, send_comm_msg
 
 __all__ = ["DagWidget", "STATIC"]
@@ -53,6 +57,9 @@ _COPIED = ("nodes", "run", "detail", "graph_layout", "forms")
 
 Answer = Callable[[str, dict[str, Any] | None], None]
 """(request ID, the form's values) answers a human step's form; values None declines it."""
+
+Fork = Callable[[dict[str, Any]], dict[str, Any]]
+"""The front end's ``fork`` message -> the planned or started fork (raises RhoError when refused)."""
 
 
 class DagWidget(StaticViews, anywidget.AnyWidget):
@@ -80,6 +87,7 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         on_action: Callable[[str], None] | None = None,
         on_answer: Answer | None = None,
         lock: threading.RLock | None = None,
+        on_fork: Fork | None = None,
     ) -> None:
         """The widget of ``view`` (:func:`rho_notebook.views.dag.dag_view`); ``on_select(node)``
         loads a node's pane, ``on_action("cancel" | "resume")`` acts on the run,
@@ -91,6 +99,8 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         self._on_select = on_select
         self._on_action = on_action
         self._on_answer = on_answer
+        self.on_fork = on_fork
+        """The "fork from here" of the node pane (``_fork.py``); None: the front end's fork is refused."""
         self._display_ids: list[str] = []
         self.on_close: Callable[[], None] | None = None
         self.messages_sent = 0
@@ -188,6 +198,8 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
             if kind == "answer" and not isinstance(values, dict):
                 values = {}
             self._on_answer(str(content.get("request") or ""), values if kind == "answer" else None)
+        elif kind == "fork":
+            self.send({"kind": "fork_answer", **fork_reply(self.on_fork, content)})
 
     def select(self, name: str) -> None:
         """Select a node (empty string: none) and load its output pane."""
@@ -226,6 +238,11 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         :attr:`static_text` replaces the picture's text; without :attr:`static_svg` the SVG is
         left out (a run's display: its saved text stays what the cell said)."""
         views = self.picture()
+        timeline = getattr(self, "static_timeline", None)  # a stopped run's, set by widgets/_run.py
+        if timeline is not None:  # the final picture shows where the time went under the DAG
+            from rho_notebook.views.timeline_svg import with_timeline
+
+            views = with_timeline(views, timeline)
         if self.static_text is not None:
             views["text/plain"] = self.static_text
         if not self.static_svg:

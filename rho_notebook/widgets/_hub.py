@@ -19,9 +19,9 @@ another thread. Refresh re-reads the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from html import escape
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
@@ -31,6 +31,7 @@ from rho_notebook.service import RunsQuery, Service
 from rho_notebook.service.wire import RunRowJson
 from rho_notebook.views.text import decision_lines
 from rho_notebook.widgets._call import StaticViews, call
+from rho_notebook.widgets._fork import lineage_text
 
 __all__ = ["HubSession", "Hub", "unique_prefixes", "run_name", "needs_person", "SHORTEST_PREFIX"]
 
@@ -210,6 +211,9 @@ class Hub(StaticViews, widgets.VBox):  # type: ignore[misc]
         text = f"<code>{escape(row['lifecycle'])}</code> {escape(row['workflow'])}"
         if row["outcome"]:
             text += f" · {escape(row['outcome'])}"
+        lineage = lineage_text(cast("Mapping[str, Any]", row))
+        if lineage:
+            text += f" · <i class='rho-hub-lineage'>{escape(lineage)}</i>"
         command = row.get("next") or (f"rho-notebook status {run_id}" if needs_person(row) else None)
         if command:
             what = _WAITS_FOR.get(row["lifecycle"], "needs a person")

@@ -29,6 +29,7 @@ from rho_notebook.errors import RhoError
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import Consent, ResumeRun, Service, StoreLayout, default_runner
+from rho_notebook.service.usage import live_spend
 from rho_notebook.views.dag import (
     PANE_BYTES,
     Detail,
@@ -39,10 +40,12 @@ from rho_notebook.views.dag import (
     reused_source_dir,
     run_times,
 )
+from rho_notebook.views.timeline import TimelineJson, graph_needs, timeline_of
 from rho_notebook.widgets._approvals import form_view
 from rho_notebook.widgets._call import call
 from rho_notebook.widgets._dag import DagWidget
 from rho_notebook.widgets._feed import JournalWatch, RunFeed, RunHandleLike, follow_handle, join_feed, leave_feed
+from rho_notebook.widgets._fork import ForkAction
 from rho_notebook.widgets._throttle import DEFAULT_INTERVAL, Throttle, Timer
 
 __all__ = ["RunHandleLike", "RunController", "JournalWatch", "RunFeed", "follow_handle", "form_view"]
@@ -103,9 +106,11 @@ class RunController:
             ended_at=tracker.ended_at,
             digest=self.graph_digest,
         )
+        self._add_spend(tracker.state, view.nodes, view.run, known=None)
         self.widget = DagWidget(
             view, on_select=self._detail, on_action=self._action, on_answer=self._answer, lock=self.lock
         )
+        self.widget.on_fork = ForkAction(service, self.run_id)  # "fork from here" (_fork.py)
         self.widget.on_close = self.close
         self.widget.forms = self._pending_forms()
         with self.lock:
@@ -153,6 +158,7 @@ class RunController:
             self.widget.send_patch(patch)
         if lifecycle in _STOPPED and not self._finished:
             self._finished = True
+            self.widget.static_timeline = self.timeline()  # drawn under the final DAG (views/timeline_svg.py)
             self.widget.refresh_static()
         elif lifecycle not in _STOPPED:
             self._finished = False  # resumed (here or elsewhere): refresh again when it stops
@@ -171,6 +177,8 @@ class RunController:
                 forms = None
             layout = tracker.take_layout(digest=self.graph_digest)
             nodes, run = tracker.take()
+            if nodes:  # what the model calls spent (docs/usage.md): the changed nodes and the run
+                run = self._add_spend(tracker.state, nodes, run, known=widget.run.get("usage"))
             output_dirty, tracker.output_dirty = tracker.output_dirty, set()
             grown = widget.grow(layout) if layout is not None else None
             if nodes:
@@ -182,6 +190,17 @@ class RunController:
         found = {"layout": grown, "nodes": nodes or None, "run": run or None, "forms": forms}
         patch: dict[str, Any] = {key: value for key, value in found.items() if value is not None}
         return patch, selected, nodes, output_dirty, lifecycle
+
+    def _add_spend(self, state: RunState, nodes: Any, run: Any, *, known: Any) -> Any:
+        """Give changed node views their ``usage`` and the run view (the changed part ``run``, made
+        when None, returned) the run's when it differs from ``known``, once a call was made or saved."""
+        spent, total = live_spend(state, nodes, home=self.service.layout.home)
+        for name, usage in spent.items():
+            nodes[name] = {**nodes[name], "usage": usage}
+        if total is not None and total != known:
+            run = {} if run is None else run
+            run["usage"] = total
+        return run
 
     def _selected_patch(self, selected: str, nodes: dict[str, Any], output_dirty: set[str]) -> dict[str, Any]:
         """The selected node's pane when its view changed, else its new output when it has some."""
@@ -310,6 +329,13 @@ class RunController:
             threading.Thread(target=self._cancel, name=f"rho-cancel-{self.run_id[:8]}", daemon=True).start()
         elif action == "resume":
             self._resume()
+        elif action == "timeline":  # the Timeline tab asks (js/src/timeline.ts)
+            self.widget.send({"kind": "timeline", "timeline": dict(self.timeline())})
+
+    def timeline(self) -> TimelineJson:
+        """The run's timeline as its journal stands (:func:`rho_notebook.views.timeline.timeline_of`)."""
+        events = call(self.service.journal(self.run_id)).events
+        return timeline_of(self.run_id, events, needs=graph_needs(self.graph), live=self.service.is_owned(self.run_id))
 
     def _cancel(self) -> None:
         try:

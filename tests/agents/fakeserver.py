@@ -3,7 +3,9 @@
 It speaks whatever the script says: each request to ``/v1/chat/completions`` (OpenAI-compatible)
 or ``/v1/messages`` (Anthropic) takes the next :class:`Reply` (or calls a function of the request
 that returns one). Every request is recorded (path, headers, JSON body). A reply can be delayed or
-held until an event is set; while holding, the server notices when the client disconnects.
+held until an event is set; while holding, the server notices when the client disconnects. The
+server keeps its own count of the usage its successful replies reported (:meth:`ScriptedServer.totals`),
+which the ledger tests compare with what the run journaled.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class ScriptedServer:
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._holds: list[threading.Event] = []
+        self.served: list[dict[str, Any]] = []
+        """The ``usage`` object of every 200 reply actually sent, in order."""
 
     @property
     def url(self) -> str:
@@ -69,6 +73,27 @@ class ScriptedServer:
             hold.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def totals(self) -> dict[str, int]:
+        """What the server itself reported, in the ledger's terms: completed calls, every prompt
+        token (Anthropic's cache reads and writes added, as OpenAI counts them), cached, output and
+        reasoning tokens; and every request it received (``requests``, retried ones included)."""
+        found = dict.fromkeys(("calls", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens"), 0)
+        with self.arrived:
+            served, found["requests"] = list(self.served), len(self.requests)
+        for usage in served:
+            found["calls"] += 1
+            if "prompt_tokens" in usage:
+                found["input_tokens"] += usage["prompt_tokens"]
+                found["output_tokens"] += usage["completion_tokens"]
+                found["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                found["reasoning_tokens"] += (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
+            else:
+                read = usage.get("cache_read_input_tokens", 0)
+                found["input_tokens"] += usage["input_tokens"] + read + usage.get("cache_creation_input_tokens", 0)
+                found["output_tokens"] += usage["output_tokens"]
+                found["cached_tokens"] += read
+        return found
 
     def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
         with self.arrived:
@@ -120,6 +145,10 @@ class ScriptedServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     server.disconnected.set()
+                    return
+                if reply.status == 200 and isinstance(reply.body, dict) and isinstance(reply.body.get("usage"), dict):
+                    with server.arrived:
+                        server.served.append(reply.body["usage"])
 
             def _wait_or_disconnect(self, event: threading.Event | None, limit: float) -> bool:
                 """Wait for ``event`` (or ``limit`` seconds); True when the client went away first."""
@@ -153,7 +182,32 @@ class Wire:
         self.base = base
         """server URL -> the provider's base_url."""
 
-    def answer(self, text: str, *, tokens: tuple[int, int] = (11, 7), truncated: bool = False) -> Reply:
+    def usage(self, tokens: tuple[int, int], *, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+        """A ``usage`` object; ``cached`` and ``reasoning`` add the details a provider reports
+        (OpenAI ``prompt_tokens_details`` / ``completion_tokens_details``, Anthropic
+        ``cache_read_input_tokens``, which Anthropic counts apart from ``input_tokens``)."""
+        if self.name == "openai":
+            usage: dict[str, Any] = {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
+            if cached:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            if reasoning:
+                usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+            return usage
+        usage = {"input_tokens": tokens[0], "output_tokens": tokens[1]}
+        if cached:
+            usage["cache_read_input_tokens"] = cached
+        return usage
+
+    def answer(
+        self,
+        text: str,
+        *,
+        tokens: tuple[int, int] = (11, 7),
+        truncated: bool = False,
+        cached: int = 0,
+        reasoning: int = 0,
+    ) -> Reply:
+        usage = self.usage(tokens, cached=cached, reasoning=reasoning)
         if self.name == "openai":
             finish = "length" if truncated else "stop"
             return Reply(
@@ -163,7 +217,7 @@ class Wire:
                     "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
                     ],
-                    "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
+                    "usage": usage,
                 }
             )
         return Reply(
@@ -174,7 +228,7 @@ class Wire:
                 "model": "test-model",
                 "content": [{"type": "text", "text": text}],
                 "stop_reason": "max_tokens" if truncated else "end_turn",
-                "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+                "usage": usage,
             }
         )
 

@@ -305,6 +305,18 @@ def _zoom(dag: Any) -> float:
     return float(dag.get_attribute("data-zoom") or "nan")
 
 
+def _settled_zoom(page: Any, dag: Any) -> float:
+    """The DAG's zoom once it stops changing (a resize refits it an animation frame or two later)."""
+    last = _zoom(dag)
+    for _ in range(50):
+        page.wait_for_timeout(100)
+        now = _zoom(dag)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def _widen(page: Any, width: float) -> None:
     """Drag the splitter between the left area and the main area to `width` px from the page's left."""
     handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle:visible").first
@@ -375,7 +387,7 @@ def test_sidebar_layout_gives_the_selected_run_a_readable_dag(lab: Lab, page: An
     finished.first.wait_for(state="visible")
 
     # zoom: + and Ctrl+wheel scale the graph up, drag pans, fit shows it whole
-    before = _zoom(dag)
+    before = _settled_zoom(page, dag)  # the unfolded lists shrank the view: the DAG is fitted again first
     label_before = _label_px(dag)
     dag.locator(".rho-zoom-in").click()
     assert _zoom(dag) > before and _label_px(dag) > label_before

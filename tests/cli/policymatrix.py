@@ -9,7 +9,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -80,6 +80,41 @@ LAUNCHES: dict[str, Launch] = {
     ),
     "script": Launch("script process", "script_process.py", SCRIPT_NODE, "workflow_script", "script", script=True),
 }
+
+AGGREGATES: dict[str, Launch] = {
+    kind: Launch(f"item {kind} aggregate", f"aggregate_{kind}.graph.yaml", "target", f"workflow_{kind}", starts)
+    for kind, starts in (("command", "process"), ("agent", "model"), ("model", "model"))
+}
+"""An item ``aggregate`` step of each inner kind that launches (docs/graphs.md, "aggregate steps":
+"an aggregate is a launch of its inner kind"): each rule does to it what it does to the item step
+of that kind (its column of docs/approvals.md), with one decision for all its instances."""
+
+ELEMENTS = ({"n": 1, "text": "first"}, {"n": 2, "text": "second"}, {"n": 3, "text": "third"})
+"""The list every aggregate runs its inner step over (``tickets``, from a ``set`` step)."""
+
+INNER_STEPS = {
+    "command": """{kind: command, params: {argv: [echo, "={{ $json.n }}"]}}""",
+    "agent": """{kind: agent, params: {agent: worker, prompt: "=say {{ $json.text }}", access: mutating}}""",
+    "model": """{kind: model, params: {provider: local, model: test-model, prompt: "=say {{ $json.text }}"}}""",
+}
+
+
+def aggregate_source(kind: str) -> str:
+    """An item graph: a ``set`` step making the list, the aggregate ``target`` over it, an output."""
+    tickets = json.dumps(list(ELEMENTS))
+    return f"""\
+        name: a{kind}
+        steps:
+          - {{id: list, kind: set, params: {{fields: {{tickets: {tickets}}}}}}}
+          - id: target
+            kind: aggregate
+            params: {{over: tickets, max_items: 5, into: r, step: {INNER_STEPS[kind]}}}
+          - {{id: done, kind: output}}
+        edges:
+          - {{from: list, to: target}}
+          - {{from: target, to: done}}
+        """
+
 
 SOURCES: dict[str, str] = {
     "command.star": f"""\
@@ -169,6 +204,7 @@ SOURCES: dict[str, str] = {
                 return run_session_loop(session, self.agent, tools=[PROBE])
         """,
 }
+SOURCES.update({launch.source: aggregate_source(kind) for kind, launch in AGGREGATES.items()})
 
 
 def answer(request: Recorded) -> Reply:
@@ -291,6 +327,8 @@ class Home:
     hook_log: Path
     dask: str | None = None
     """``dask=ADDRESS`` of the module's cluster, for the Dask launch."""
+    history: list[Observed] = field(default_factory=list)
+    """Every run made so far, in order."""
 
     def run(self, launch: Launch, *, mode: str = "auto", decide: Decide | None = None) -> Observed:
         """Run ``launch``'s plan once; ``decide(request)`` answers each request (True: approve)."""
@@ -323,4 +361,6 @@ class Home:
         folder = service.run_store.folder(state.run_id)
         records = list(read_journal(folder.events).events)
         hooks = [json.loads(line) for line in self.hook_log.read_text().splitlines() if line.strip()]
-        return Observed(state, records, asked, hooks, len(self.server.requests) - before, mode)
+        observed = Observed(state, records, asked, hooks, len(self.server.requests) - before, mode)
+        self.history.append(observed)
+        return observed

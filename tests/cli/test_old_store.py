@@ -127,3 +127,65 @@ def test_a_script_run_killed_mid_step_replays_its_first_step_and_finishes(old_st
     assert effects("s2") == 2
     result = cli("result", run)
     assert '"first"' in result.stdout and '"second"' in result.stdout, result.stdout
+
+
+USAGE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old_usage_store.tar.gz"
+USAGE_ROOT = Path("/tmp/rho-notebook-old-usage")
+"""Agent and model-step runs written before issue 34 (tests/fixtures/make_old_usage_store.py):
+no ``model_called`` records; the agents' usage is in ``usage.json``."""
+
+
+@pytest.fixture
+def old_usage_store() -> Iterator[dict[str, Any]]:
+    shutil.rmtree(USAGE_ROOT, ignore_errors=True)
+    with tarfile.open(USAGE_FIXTURE) as tar:
+        tar.extractall(USAGE_ROOT, filter="tar")
+    yield json.loads((USAGE_ROOT / "runs.json").read_text())
+    shutil.rmtree(USAGE_ROOT, ignore_errors=True)
+
+
+def usage_of(run: str, *args: str) -> Any:
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(USAGE_ROOT / "home"), "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "rho_notebook", *args, run, "--output", "json"],
+        cwd=USAGE_ROOT / "ws",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+def test_runs_written_before_the_ledger_still_status_with_their_usage(old_usage_store: dict[str, Any]) -> None:
+    """Usage folded from ``usage.json`` (agents, one call per turn) and from a model step's journaled
+    record, where the journal has no ``model_called``; priced with today's price table."""
+    agents = old_usage_store["agents"]
+    events = (USAGE_ROOT / "home" / "workflows" / "runs" / agents / "events.jsonl").read_text()
+    assert '"model_called"' not in events
+    settings = USAGE_ROOT / "home" / "settings.json"
+    document = json.loads(settings.read_text())
+    document["prices"] = {"local/test-model": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+    settings.write_text(json.dumps(document))
+    state = usage_of(agents, "status")
+    assert state["lifecycle"] == "completed" and state["outcome"] == "success"
+    run = state["usage"]
+    assert [run["input_tokens"], run["output_tokens"]] == old_usage_store["agents_tokens"]
+    assert (run["calls"], run["retries"], run["tool_calls"]) == (3, 1, 1)
+    assert run["cost_usd"] == pytest.approx((36 + 2 * 14) / 1e6)
+    first = state["nodes"]["first"]["usage"]
+    assert (first["calls"], first["input_tokens"], first["output_tokens"]) == (2, 16, 10)
+    assert usage_of(agents, "result")["usage"]["calls"] == 3
+    # usage.json is what counts: an edited one shows (the journal's summary answers only without it)
+    usage_file = (
+        USAGE_ROOT / "home" / "workflows" / "runs" / agents / "nodes" / "first" / "attempts" / "1" / "usage.json"
+    )
+    usage = json.loads(usage_file.read_text())
+    usage_file.write_text(json.dumps({**usage, "input_tokens": 1000}))
+    assert usage_of(agents, "status")["nodes"]["first"]["usage"]["input_tokens"] == 1000
+    usage_file.unlink()
+    assert usage_of(agents, "status")["nodes"]["first"]["usage"]["input_tokens"] == 16
+    script = usage_of(old_usage_store["script"], "status")
+    assert [script["usage"]["input_tokens"], script["usage"]["output_tokens"]] == old_usage_store["script_tokens"]
+    assert script["nodes"]["ask"]["usage"]["calls"] == 1

@@ -10,6 +10,11 @@ cluster for the Dask attempts. One workspace, its plans, the model server and th
 the module; each cell copies the template store home, so approvals carried from one cell never
 reach another. The hook program acts only on the cell's launch (matched by the ``tool`` and
 ``node`` of its payload) and logs every payload, which shows the ``tool`` of every launch.
+
+An item ``aggregate`` step of each launching inner kind (command, mutating agent, model) gets
+every rule too: docs/graphs.md says it is a launch of its inner kind, so its expected cells are
+the tables' cells of the item step of that kind, and every decision on it (a hook's, a person's)
+lists all its instances' facts, in element order, before any instance starts.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import asyncio
 import json
 import shutil
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,8 @@ from rho_notebook.store.layout import StoreLayout
 from tests.agents.fakeserver import ScriptedServer
 from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.cli.policymatrix import (
+    AGGREGATES,
+    ELEMENTS,
     HOOK,
     LAUNCHES,
     SOURCES,
@@ -57,6 +64,8 @@ class Template:
     home: Path
     hook: Path
     plans: dict[str, str]
+    authority: dict[str, list[tuple[str, str, str]]]
+    """Launch source -> its plan's authority list, as (kind, value, detail)."""
 
 
 @pytest.fixture(scope="module")
@@ -82,17 +91,20 @@ def template(tmp_path_factory: pytest.TempPathFactory, server: ScriptedServer) -
     service = Service(layout=StoreLayout(home=home))
     workspace = Workspace(root=root)
     plans: dict[str, str] = {}
+    authority: dict[str, list[tuple[str, str, str]]] = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(KEY_ENV, SECRET)  # the provider's key, read from the environment (planning checks it)
-        for launch in LAUNCHES.values():
+        for launch in [*LAUNCHES.values(), *AGGREGATES.values()]:
             key = launch.source + (f"#{launch.flow}" if launch.flow else "")
             if key not in plans:
                 inputs = {"prompt": "go"} if launch.flow else None
                 planned = service.request_for(
                     root / launch.source, workspace=workspace, flow=launch.flow, inputs=inputs
                 )
-                plans[key] = asyncio.run(service.plan(planned)).plan_id
-        yield Template(root=root, home=home, hook=hook, plans=plans)
+                stored = asyncio.run(service.plan(planned))
+                plans[key] = stored.plan_id
+                authority[launch.source] = [(i.kind, i.value, i.detail) for i in stored.manifest.authority]
+        yield Template(root=root, home=home, hook=hook, plans=plans, authority=authority)
 
 
 @pytest.fixture(scope="module")
@@ -139,34 +151,40 @@ def test_cell(
     launch = LAUNCHES[launch_id]
     dask = request.getfixturevalue("dask_address") if launch.dask else None
     home = make_home(template, server, tmp_path, dask)
+    play(rule, launch, template, home, lambda row: EXPECTED[(row, launch_id)])
+
+
+def play(rule: str, launch: Launch, template: Template, home: Home, cell_of: Callable[[str], Cell]) -> None:
+    """Run the cell of ``rule`` for ``launch`` (``cell_of(ROW)``: its expected cell in row ROW of
+    the tables) and check it (``home.history`` holds the runs it made)."""
     if rule in ("1", "2", "3", "7"):  # a hook that lets everything through: it shows where hooks run
         configure(template, home, launch, event="before_tool_use", action="continue")
     if rule == "1":
         observed = home.run(launch, mode="plan")
-        check(EXPECTED[("1", launch_id)], launch, observed)
-        if EXPECTED[("1", launch_id)].how == "allowed":  # what plan mode allows still passes the hooks
+        check(cell_of("1"), launch, observed)
+        if cell_of("1").how == "allowed":  # what plan mode allows still passes the hooks
             assert [p for p in observed.hooks if p["node"] == launch.target and p["mode"] == "plan"]
     elif rule == "2":
         observed = home.run(launch, mode="supervised", decide=approve_all)
-        check(EXPECTED[("2", launch_id)], launch, observed)
+        check(cell_of("2"), launch, observed)
         if launch.script and launch.target != SCRIPT_NODE:  # the script process was asked first
             assert observed.seq(SCRIPT_NODE, "approval_decided", decision="approve") < observed.seq(
                 launch.target, "node_launched"
             )
     elif rule == "3":
         observed = home.run(launch, mode="supervised", decide=lambda r: r.node != launch.target)
-        check(EXPECTED[("3", launch_id)], launch, observed)
+        check(cell_of("3"), launch, observed)
         if launch.script and launch.target != SCRIPT_NODE:  # the person let the script process start
             observed.seq(SCRIPT_NODE, "approval_decided", decision="approve")
     elif rule in ("4", "5a", "5b", "6"):
         event = "after_tool_use" if rule == "6" else "before_tool_use"
         configure(template, home, launch, event=event, action=HOOK_ACTIONS[rule])
-        check(EXPECTED[(rule, launch_id)], launch, home.run(launch), rule=rule)
+        check(cell_of(rule), launch, home.run(launch), rule=rule)
     elif rule == "7":
         first = home.run(launch, mode="supervised", decide=approve_all)
         assert first.state.outcome == "success", first.summary()
         second = home.run(launch, mode="supervised", decide=approve_all)
-        check(EXPECTED[("7", launch_id)], launch, second, first_run=first.state.run_id)
+        check(cell_of("7"), launch, second, first_run=first.state.run_id)
         assert second.asked == [], second.summary()  # nobody was asked anything
         if launch.script:  # the script process carried too
             second.seq(SCRIPT_NODE, "approval_carried", from_run=first.state.run_id)
@@ -176,12 +194,87 @@ def test_cell(
         project.write_text(json.dumps({"hooks": hooks}))
         try:
             untrusted = home.run(launch)
-            check(EXPECTED[("8a", launch_id)], launch, untrusted)
+            check(cell_of("8a"), launch, untrusted)
             assert untrusted.hooks == [] and not [r for r in untrusted.records if r["kind"] == "hook_ran"]
             asyncio.run(home.service.trust(template.root))
-            check(EXPECTED[("8b", launch_id)], launch, home.run(launch), origin="project")
+            check(cell_of("8b"), launch, home.run(launch), origin="project")
         finally:
             project.unlink()
+
+
+@pytest.mark.parametrize("kind", list(AGGREGATES))
+@pytest.mark.parametrize("rule", RULES)
+def test_aggregate_cell(rule: str, kind: str, template: Template, server: ScriptedServer, tmp_path: Path) -> None:
+    """An item ``aggregate`` step is a launch of its inner kind (docs/graphs.md, "aggregate
+    steps"): each rule does to it what the tables say for the item step of that kind, with one
+    decision for the whole step whose facts list every instance's, in element order."""
+    launch = AGGREGATES[kind]
+    home = make_home(template, server, tmp_path, None)
+    play(rule, launch, template, home, lambda row: EXPECTED[(row, f"item-{kind}")])
+    assert home.history
+    for run in home.history:
+        check_instances(kind, launch, run)
+
+
+def test_an_aggregate_confirms_its_inner_launch(template: Template) -> None:
+    """The plan's authority list (what a person confirms before the first run) names what an
+    aggregate's instances may do: exactly what the item step of its inner kind names."""
+    for kind, launch in AGGREGATES.items():
+        listed = template.authority[launch.source]
+        assert listed == template.authority[LAUNCHES[f"item-{kind}"].source], (kind, listed)
+        expected = {
+            "command": ("capability", "process", "run frozen commands in the workspace"),
+            "agent": ("agent", "worker", "rho agent from builtin; tools: all; access: mutating"),
+            "model": ("capability", "model", "one completion from local/test-model"),
+        }[kind]
+        assert expected in listed, (kind, listed)
+    command = template.authority[AGGREGATES["command"].source]
+    assert [Path(value).name for kind, value, _ in command if kind == "executable"] == ["echo"], command
+
+
+def instance_facts(kind: str, element: dict[str, object]) -> dict[str, object]:
+    """The facts a person or a hook must see for the instance of ``element`` (a subset)."""
+    if kind == "command":
+        return {"argv": ["echo", str(element["n"])]}
+    if kind == "agent":
+        return {"agent": "worker", "access": "mutating", "prompt": f"say {element['text']}"}
+    return {"provider": "local", "model": "test-model", "prompt": f"say {element['text']}"}
+
+
+def check_instances(kind: str, launch: Launch, run: Observed) -> None:
+    """The aggregate's facts and instances in ``run``: every decision (a hook's, a person's) was on
+    the facts of all its instances; no instance starts before the decision, and then all of them
+    start, in element order; or none does, when the step was not let start."""
+    target, where = launch.target, run.summary()
+    requested = run.of(target, "approval_requested")
+    assert len(requested) <= 1, where  # one decision covers every instance
+    shown = [p["facts"] for p in run.hooks if p["node"] == target] + [r["facts"] for r in requested]
+    for facts in shown:
+        assert facts["kind"] == "aggregate" and facts["over"] == "tickets", facts
+        assert len(facts["instances"]) == len(ELEMENTS), facts
+        for instance, element in zip(facts["instances"], ELEMENTS, strict=True):
+            expected = instance_facts(kind, element)
+            assert {key: instance.get(key) for key in expected} == expected, facts
+        if kind == "command":
+            assert all(Path(i["executable"]).name == "echo" and i["sha256"] for i in facts["instances"]), facts
+    launched = run.of(target, "instance_launched")
+    if not started(launch, run):
+        assert launched == [] and run.requests == 0, where
+        return
+    assert [r["instance"] for r in launched] == list(range(len(ELEMENTS))), where
+    finished = run.of(target, "instance_finished")
+    assert [r["state"] for r in finished] == ["success"] * len(ELEMENTS), where
+    if kind == "command":
+        assert [r["value"] for r in finished] == [e["n"] for e in ELEMENTS], where
+    else:
+        assert run.requests >= len(ELEMENTS), where  # each instance asked the model
+    gate = [
+        r
+        for r in run.of(target)
+        if r["kind"] in ("approval_requested", "approval_decided", "approval_carried")
+        or (r["kind"] == "hook_ran" and r["hook_event"] == "before_tool_use")
+    ]
+    assert all(r["seq"] < launched[0]["seq"] for r in gate), where
 
 
 def check(

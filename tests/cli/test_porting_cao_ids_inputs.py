@@ -56,25 +56,8 @@ if not Path("go").exists():                           # the test's interruption 
     sys.exit(3)
 """
 
-SUMMARIZE = """\
-from rho_notebook.script import run_step, emit_output, get_inputs
-
-INPUTS = {
-    "target_file": {"type": "path", "required": True},
-    "max_points":  {"type": "int",  "required": False, "default": 3},
-    "verbose":     {"type": "bool", "required": False, "default": False},
-}
-
-inputs = get_inputs()                      # {} when nothing was declared; never raises
-target_file = inputs["target_file"]        # canonicalized absolute path
-max_points = inputs.get("max_points", 3)
-
-review = run_step(
-    "reviewer",
-    f"Summarize {target_file} in {max_points} bullet points. Return the summary only.",
-)
-emit_output({"summary": review.output})
-"""
+SUMMARIZE = (REPO / "docs" / "examples" / "porting" / "cao_summarize.py").read_text()
+"""The seed's ``summarize.py`` as docs/porting.md ports it, read from its file (one copy)."""
 
 
 @pytest.fixture

@@ -25,49 +25,17 @@ from tests.agents.fakeserver import OPENAI, Recorded, Reply, ScriptedServer
 from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.cli.flowhelp import echo, run_flow, system_of
 from tests.cli.runhelp import status
-from tests.conftest import Project
+from tests.conftest import REPO, Project
 
 ENV = {KEY_ENV: SECRET}
 
-REVIEWER = """\
----
-id: reviewer
-description: Summarizes one item; reads, never writes
-runtime: rho
-tools: []
----
-You summarize what you are given. Return the summary only.
-"""
-
-# docs/scripts.md "Compared with CAO's script tier": a step that fails returns a handle with `ok` False instead
-# of raising ShimError, so the per-unit `try/except` raises on `not h.ok` itself; a stop of the run
-# (our 409) is RunStopped, re-raised as the seed's warning asks. The provider argument
-# ("claude_code") is the agent's own setting here.
-FANOUT = """\
-from concurrent.futures import ThreadPoolExecutor
-from rho_notebook.script import run_step, emit_output, RunStopped
-
-some_items = ["gamma", "alpha", "beta"]
-
-
-def summarize(name):
-    try:
-        h = run_step("reviewer",
-                     f"Summarize {name}. Return the summary only.",
-                     step_id=f"summarize:{name}")   # STABLE, explicit step_id (required)
-        if not h.ok:
-            raise RuntimeError(h.message)
-        return name, h.output
-    except RunStopped:                                # a halt or divergence is not the item's
-        raise
-    except Exception as exc:                          # per-unit tolerance
-        return name, f"ERROR: {exc}"
-
-items = sorted(some_items)                            # sorted() -> stable item->step_id map
-with ThreadPoolExecutor(max_workers=2) as pool:       # 2 is a good default for claude_code
-    results = dict(pool.map(summarize, items))
-emit_output(results)
-"""
+PORTS = REPO / "docs" / "examples" / "porting"
+FANOUT = (PORTS / "cao_fanout.py").read_text()
+"""docs/porting.md's port of the seed's fan-out, read from its file (one copy): a step that fails
+returns a handle with ``ok`` False instead of raising ShimError (docs/scripts.md "Compared with
+CAO's script tier"), so the per-unit tolerance is ``if not h.ok``; a stop of the run (our 409) is
+RunStopped, re-raised as the seed's warning asks. The provider argument is the agent's own setting."""
+REVIEWER = (PORTS / "agents" / "reviewer.md").read_text()
 
 
 def answer(request: Recorded) -> Reply:
@@ -89,10 +57,8 @@ def server() -> Iterator[ScriptedServer]:
 def test_the_seeds_fan_out_with_a_failure_caught_per_item_completes_with_exit_0(
     project: Project, server: ScriptedServer
 ) -> None:
-    """Seed: cao-workflows.txt "Fan-out (concurrency)", the example whole. Adapted: imports from
-    rho_notebook.script, ``run_step(agent, prompt)`` without the provider, ``if not h.ok: raise``
-    in the ``try`` (our failed step returns a handle) and ``except RunStopped: raise`` (the seed's
-    "re-raise when .status == 409"), ``some_items`` given a value."""
+    """Seed: cao-workflows.txt "Fan-out (concurrency)", as docs/porting.md ports it (the items
+    from an input whose default is ``alpha beta gamma``), run as the page says it ends."""
     write_settings_for(project.home, server)
     project.write("agents/reviewer.md", REVIEWER)
     project.write("fanout.py", FANOUT)
@@ -155,7 +121,8 @@ def test_a_script_that_raises_after_the_failure_fails_and_the_failure_is_not_han
     threads called after it."""
     write_settings_for(project.home, server)
     project.write("agents/reviewer.md", REVIEWER)
-    strict = FANOUT.replace('return name, f"ERROR: {exc}"', "raise")
+    strict = FANOUT.replace('return name, f"ERROR: {h.message}"', "raise RuntimeError(h.message)")
+    assert strict != FANOUT
     project.write("strict.py", strict)
 
     ran = project.cli("run", "strict.py", "--yes", "--output", "jsonl", env=ENV)

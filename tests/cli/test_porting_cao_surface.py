@@ -2,10 +2,11 @@
 (/work/shared/seeds/cao-workflows.txt) through real ``rho-notebook`` subprocesses.
 
 The workflows are the seed's *Quick start* ``hello.py`` and *Parameterized workflows*
-``summarize.py``, adapted only where docs/scripts.md names a deliberate difference: they import
-``rho_notebook.script`` instead of ``cao_workflow``, and ``run_step`` names an agent of the
-workspace's catalog without CAO's provider argument (agents come from the agent catalog,
-docs/scripts.md "Compared with CAO's script tier"). The agents are answered by a local
+``summarize.py`` as docs/porting.md ports them, read from their files under docs/examples/porting/
+(one copy: the page shows those files byte for byte), adapted only where docs/scripts.md names a
+deliberate difference: they import ``rho_notebook.script`` instead of ``cao_workflow``, and
+``run_step`` names an agent of the workspace's catalog without CAO's provider argument (agents come
+from the agent catalog, docs/scripts.md "Compared with CAO's script tier"). The agents are answered by a local
 OpenAI-compatible server on 127.0.0.1.
 
 The commands are the seed's *CLI reference* rows with ``cao workflow`` replaced by
@@ -32,37 +33,10 @@ from tests.conftest import REPO, Project
 
 ENV = {KEY_ENV: SECRET}
 
-HELLO = """\
-from rho_notebook.script import run_step, emit_output
-
-# Step 1 - a developer writes a note.
-note = run_step("developer", "Write a one-line hello note. Return it only.")
-
-# Step 2 - a reviewer critiques it (read-only role: it READS and RETURNS).
-review = run_step("reviewer", f"Critique this note in one line: {note.output}")
-
-emit_output({"note": note.output, "review": review.output})
-"""
-
-SUMMARIZE = """\
-from rho_notebook.script import run_step, emit_output, get_inputs
-
-INPUTS = {
-    "target_file": {"type": "path", "required": True},
-    "max_points":  {"type": "int",  "required": False, "default": 3},
-    "verbose":     {"type": "bool", "required": False, "default": False},
-}
-
-inputs = get_inputs()                      # {} when nothing was declared; never raises
-target_file = inputs["target_file"]        # canonicalized absolute path
-max_points = inputs.get("max_points", 3)
-
-review = run_step(
-    "reviewer",
-    f"Summarize {target_file} in {max_points} bullet points. Return the summary only.",
-)
-emit_output({"summary": review.output})
-"""
+PORTS = REPO / "docs" / "examples" / "porting"
+HELLO = (PORTS / "cao_hello.py").read_text()
+SUMMARIZE = (PORTS / "cao_summarize.py").read_text()
+"""docs/porting.md's ports of the seed's ``hello.py`` and ``summarize.py``, read from their files."""
 
 AGENT = """\
 ---

@@ -1,163 +1,45 @@
-"""OpenRath workflow modules, written as the seed's workflow page writes them, run end to end
-(issue 33, points 7-9): the real CLI plans and runs them offline against a local OpenAI-compatible
-server on 127.0.0.1, every call a journaled step.
+"""OpenRath workflow modules run end to end (issue 33, points 7-9): the real CLI plans and runs
+them offline against a local OpenAI-compatible server on 127.0.0.1, every call a journaled step.
 
-The module texts are the seed's own examples (/work/shared/seeds/openrath-workflow.md; each
-constant names its section). Adapted, and why (docs/flows.md, "Differences from OpenRath"):
-
-* imports: ``rath.flow`` / ``rath.session`` / ``rath`` become ``rho_notebook.flow`` /
-  ``rho_notebook``;
-* the provider is the *name* ``"local"`` of the provider in settings (pointing at the test server),
-  where OpenRath passes ``Provider(api_key=..., model=...)``: credentials stay in settings;
-* a run instantiates ``--flow NAME`` with no arguments, so each module ends with an instance built
-  the way the seed builds it (``review = ReviewWorkflow("local")``);
-* a method the seed shows alone (``forward`` of the parallel example, the selector lines) sits in
-  a ``Workflow`` subclass that registers the agents it names.
+The review, parallel and selector modules are docs/porting.md's ports of the seed's examples,
+read from their files under docs/examples/porting/ (one copy: the page shows those files byte for
+byte, tests/unit/test_porting_docs.py), run as the page's console lines run them (``--flow
+ReviewWorkflow``: the class, built with no arguments, so on its default provider ``main``, which
+the settings here point at the test server). What the ports adapt, and why, is on that page and in
+docs/flows.md ("Differences from OpenRath"). The placement module below is the seed's "Module
+Tree And Provider Placement" lines in a class, with the provider a settings name.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
 from rho_notebook.flow.presets import SELECT_PROMPT
-from tests.agents.fakeserver import OPENAI, Recorded, Reply
+from tests.agents.fakeserver import OPENAI, Recorded, Reply, ScriptedServer
+from tests.agents.helpers import KEY_ENV, write_settings_for
 from tests.cli.flowhelp import ENV, Serve, kinds, result, run_flow, serve, setup, system_of
 from tests.cli.runhelp import status
-from tests.conftest import Project
+from tests.conftest import REPO, Project
 
 __all__ = ["serve"]
 
-REVIEW_SEED = '''\
-"""Seed, "Single-Agent To Multi-Agent"."""
-from rho_notebook.flow import AgentParam, Workflow
-from rho_notebook.flow import Session, run_session_loop
+PORTS = REPO / "docs" / "examples" / "porting"
+QUOTES = {"ACME": {"bid": 101.5, "ask": 102.0}}
 
 
-class ReviewWorkflow(Workflow):
-    def __init__(self, provider: str):
-        super().__init__()
-        self.writer = AgentParam(
-            Session.from_agent_prompt("Write a first draft."),
-            provider,
-        )
-        self.reviewer = AgentParam(
-            Session.from_agent_prompt("Review the draft and tighten it."),
-            provider,
-        )
+def port(project: Project, server: ScriptedServer, name: str) -> None:
+    """Copy the docs' port ``name`` (and the ports' ``tools/``) into the workspace, with settings
+    whose provider ``main`` (the ports' default) is ``server``, and the ``quotes.json`` the
+    parallel port's tool reads."""
+    shutil.copy(PORTS / name, project.root / name)
+    shutil.copytree(PORTS / "tools", project.root / "tools")
+    main = {"type": "openai", "base_url": OPENAI.base(server.url), "api_key_env": KEY_ENV}
+    write_settings_for(project.home, server, providers={"main": main}, default_provider="main")
+    project.write("quotes.json", json.dumps(QUOTES))
 
-    def forward(self, session: Session) -> Session:
-        draft = run_session_loop(
-            session,
-            self.writer.agent_session,
-            agent_provider=self.writer.provider,
-        )
-        return run_session_loop(
-            draft,
-            self.reviewer.agent_session,
-            agent_provider=self.reviewer.provider,
-        )
-
-
-review = ReviewWorkflow("local")
-'''
-
-SUPPORT_SEED = '''\
-"""Seed, "Dynamic Workflow Routing": the selector lines in a workflow's __init__ and forward."""
-from rho_notebook import flow
-from rho_notebook.flow import Session, Workflow
-
-
-class Support(Workflow):
-    def __init__(self, provider: str) -> None:
-        super().__init__()
-        self.selector = flow.Selector(provider)
-        self.triage = flow.Agent(
-            "Triage the request.",
-            provider,
-            description="Classify a new support request",
-        )
-        self.resolve = flow.Agent(
-            "Resolve the technical problem.",
-            provider,
-            description="Installation, configuration, or runtime errors",
-        )
-
-    def forward(self, session: Session) -> Session:
-        selector, triage, resolve = self.selector, self.triage, self.resolve
-        chosen = selector.forward(session, triage, resolve)
-        if not isinstance(chosen, flow.EmptyWorkflow):
-            session = chosen(session)
-        return session
-
-
-support = Support("local")
-'''
-
-TRADING_SEED = '''\
-"""Seed, "Session-Level Parallelism": its forward verbatim in a class registering its agents."""
-from concurrent.futures import ThreadPoolExecutor
-
-from rho_notebook.flow import AgentParam, Session, Tool, Workflow, run_session_loop
-
-market_tool = Tool("market", "Today's market data", argv=("echo", "market:"))
-
-
-class Trading(Workflow):
-    def __init__(self, provider: str) -> None:
-        super().__init__()
-        self.analyst = AgentParam(Session.from_agent_prompt("Analyst: read the market."), provider)
-        self.researcher_bear = AgentParam(Session.from_agent_prompt("Bear: argue the downside."), provider)
-        self.researcher_bull = AgentParam(Session.from_agent_prompt("Bull: argue the upside."), provider)
-        self.trader = AgentParam(Session.from_agent_prompt("Trader: decide."), provider)
-
-    def forward(self, session: Session) -> Session:
-        analysed = run_session_loop(
-            session,
-            self.analyst.agent_session,
-            agent_provider=self.analyst.provider,
-            tools=[market_tool],
-        )
-
-        bear_input = analysed.fork()
-        bull_input = analysed.fork()
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            bear_future = pool.submit(
-                run_session_loop,
-                bear_input,
-                self.researcher_bear.agent_session,
-                agent_provider=self.researcher_bear.provider,
-                tools=None,
-            )
-            bull_future = pool.submit(
-                run_session_loop,
-                bull_input,
-                self.researcher_bull.agent_session,
-                agent_provider=self.researcher_bull.provider,
-                tools=None,
-            )
-            bear_session = bear_future.result()
-            bull_session = bull_future.result()
-
-        def last_assistant_text(s: Session) -> str:
-            return s.text() or ""
-
-        trader_input = Session.from_user_message(
-            "Combine the two research branches.\\n\\n"
-            f"Bear branch:\\n{last_assistant_text(bear_session)}\\n\\n"
-            f"Bull branch:\\n{last_assistant_text(bull_session)}"
-        ).to("local")
-
-        return run_session_loop(
-            trader_input,
-            self.trader.agent_session,
-            agent_provider=self.trader.provider,
-            tools=None,
-        )
-
-
-trading = Trading("local")
-'''
 
 PLACEMENT_SEED = '''\
 """Seed, "Module Tree And Provider Placement": ``agent_param.to(provider=...)`` in __init__."""
@@ -177,21 +59,24 @@ class Placed(Workflow):
 
 
 def answer(request: Recorded) -> Reply:
-    """The router picks candidate 1; every other agent answers ``[its system prompt] last message``."""
+    """The router picks candidate 1; an agent offered tools calls the first once (``{"ticker":
+    "ACME"}``); every other call answers ``[its system prompt] last message``."""
     system = system_of(request)
     if system == SELECT_PROMPT:
         return OPENAI.answer("1")
+    offered = OPENAI.tool_names(request)
+    if offered and not any(m["role"] == "tool" for m in request.body["messages"]):
+        return OPENAI.tools(("c1", offered[0], {"ticker": "ACME"}))
     return OPENAI.answer(f"[{system}] {request.body['messages'][-1]['content']}")
 
 
-def test_the_seed_review_workflow_runs_with_agent_sessions(project: Project, serve: Serve) -> None:
+def test_the_review_port_runs_with_agent_sessions(project: Project, serve: Serve) -> None:
     """Point 7: ``Session.from_agent_prompt``, ``agent_session`` and
     ``run_session_loop(..., agent_provider=...)`` in a journaled run."""
     server = serve(answer)
-    setup(project, server)
-    project.write("review_seed.py", REVIEW_SEED)
+    port(project, server, "openrath_review.py")
 
-    code, run_id, shown = run_flow(project, "review_seed.py", "review", "Explain durable runs")
+    code, run_id, shown = run_flow(project, "openrath_review.py", "ReviewWorkflow", "Explain durable runs")
     assert code == 0, shown
     writer, reviewer = server.requests
     assert writer.body["messages"] == [
@@ -202,19 +87,20 @@ def test_the_seed_review_workflow_runs_with_agent_sessions(project: Project, ser
     output = result(project, run_id)["output"]
     assert output["text"] == "[Review the draft and tighten it.] [Write a first draft.] Explain durable runs"
     launched = kinds(project, run_id, "node_launched")
-    assert [r["node"] for r in launched] == ["review.writer#1", "review.reviewer#1"]
-    assert launched[1]["step"]["after"] == ["review.writer#1"]
+    assert [r["node"] for r in launched] == ["review_workflow.writer#1", "review_workflow.reviewer#1"]
+    assert launched[1]["step"]["after"] == ["review_workflow.writer#1"]
     assert status(project, run_id)["outcome"] == "success"
 
 
-def test_the_seed_selector_takes_its_provider_positionally_in_a_run(project: Project, serve: Serve) -> None:
+def test_the_selector_port_takes_its_provider_positionally_in_a_run(project: Project, serve: Serve) -> None:
     """Point 8: ``flow.Selector(provider)`` routes with the routing prompt on that provider (it
-    used to make ``"local"`` the system prompt, silently)."""
+    used to make the provider's name the system prompt, silently)."""
     server = serve(answer)
-    setup(project, server)
-    project.write("support_seed.py", SUPPORT_SEED)
+    port(project, server, "openrath_selector.py")
 
-    code, run_id, shown = run_flow(project, "support_seed.py", "support", "The installer fails with error 3")
+    code, run_id, shown = run_flow(
+        project, "openrath_selector.py", "SupportWorkflow", "The installer fails with error 3"
+    )
     assert code == 0, shown
     router, resolved = server.requests
     assert system_of(router) == SELECT_PROMPT
@@ -223,9 +109,12 @@ def test_the_seed_selector_takes_its_provider_positionally_in_a_run(project: Pro
     assert result(project, run_id)["output"]["text"] == (
         "[Resolve the technical problem.] The installer fails with error 3"
     )
-    assert sorted(status(project, run_id)["nodes"]) == ["support.resolve.agent#1", "support.selector.router#1"]
+    assert sorted(status(project, run_id)["nodes"]) == [
+        "support_workflow.resolve.agent#1",
+        "support_workflow.selector.router#1",
+    ]
 
-    checked = project.cli("validate", "support_seed.py", "--flow", "support", env=ENV)
+    checked = project.cli("validate", "openrath_selector.py", "--flow", "SupportWorkflow", env=ENV)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "selector (dynamic)" in checked.stdout
 
@@ -234,33 +123,40 @@ def test_an_ambiguous_positional_selector_fails_validate_saying_what_to_write(pr
     """Point 8: the old ``Selector(prompt, provider)`` order is refused where it is written."""
     server = serve(answer)
     setup(project, server)
-    project.write("old.py", SUPPORT_SEED.replace("flow.Selector(provider)", 'flow.Selector("Route it.", provider)'))
+    text = (PORTS / "openrath_selector.py").read_text()
+    assert text.count("flow.Selector(provider)") == 1
+    project.write("old.py", text.replace("flow.Selector(provider)", 'flow.Selector("Route it.", provider)'))
 
-    checked = project.cli("validate", "old.py", "--flow", "support", env=ENV)
+    checked = project.cli("validate", "old.py", "--flow", "SupportWorkflow", env=ENV)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     text = checked.stdout + checked.stderr
     assert "flow.compile" in text and "Selector takes one positional argument, the provider" in text
     assert server.requests == []
 
 
-def test_the_seed_parallel_branches_run_with_forks_and_session_to(project: Project, serve: Serve) -> None:
-    """Point 7: ``Session.to("local")``, agent sessions in a thread pool of forked branches."""
+def test_the_parallel_port_runs_forked_branches_a_tool_and_session_to(project: Project, serve: Serve) -> None:
+    """Point 7: ``Session.to("local")``, agent sessions in a thread pool of forked branches, and
+    the analyst's ``market_quotes`` tool run as a verified command step."""
     server = serve(answer)
-    setup(project, server)
-    project.write("trading_seed.py", TRADING_SEED)
+    port(project, server, "openrath_parallel.py")
 
-    code, run_id, shown = run_flow(project, "trading_seed.py", "trading", "Should we buy?")
+    code, run_id, shown = run_flow(project, "openrath_parallel.py", "TradingWorkflow", "Should we buy ACME?")
     assert code == 0, shown
     assert sorted(status(project, run_id)["nodes"]) == [
-        "trading.analyst#1",
-        "trading.researcher_bear/f1#1",
-        "trading.researcher_bull/f2#1",
-        "trading.trader#1",
+        "trading_workflow.analyst#1",
+        "trading_workflow.analyst#2",
+        "trading_workflow.analyst#3",
+        "trading_workflow.researcher_bear/f1#1",
+        "trading_workflow.researcher_bull/f2#1",
+        "trading_workflow.trader#1",
     ]
-    assert OPENAI.tool_names(server.requests[0]) == ["market"]
+    assert OPENAI.tool_names(server.requests[0]) == ["market_quotes"]
+    called = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(called) == 1 and json.loads(called[0]["content"]) == QUOTES["ACME"], called
     text = result(project, run_id)["output"]["text"]
-    assert text.startswith("[Trader: decide.] Combine the two research branches.")
-    assert "Bear branch:\n[Bear: argue the downside.] [Analyst: read the market.] Should we buy?" in text
+    assert text.startswith("[Decide the trade.] Combine the two research branches.")
+    assert "Bear branch:\n[Argue the bear case.] [Analyse the market.] " in text
+    assert "Bull branch:\n[Argue the bull case.] [Analyse the market.] " in text
 
 
 @pytest.mark.parametrize(("provider", "ok"), [("local", True), ("main", False)])

@@ -10,6 +10,8 @@ Forms, each through the real planning or step code, in process:
 - ``item-validate`` and ``item-plan``: ``validate`` and ``plan`` of a ``FILE.graph.yaml``, the
   interpreter named through a workspace symlink (``./tools/run-sh``) so that only the file it
   resolves to shows what it is (busybox applets go by name); data is ``"={{ $json.c }}"``.
+- ``aggregate-validate`` and ``aggregate-plan``: the same, each cell the inner command of an
+  ``aggregate`` step (its item is the element, so ``"={{ $json.c }}"`` reads the element's ``c``).
 - ``convert``: ``convert FILE.graph.yaml`` (by program name) refuses the data cells; the accepted
   cells convert to a workflow the Starlark planner accepts, with the data as ``output("ask", ["c"])``.
 - ``script``: a script's ``run_command`` step as the runner prepares it (``{"step": ...}`` data).
@@ -28,6 +30,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +100,7 @@ WRAPPERS: dict[str, Callable[[Argv], Argv]] = {
 }
 KINDS = ("code", "script", "literal", "after")
 REFUSED = ("code", "script")
-FORMS = ("starlark", "item-validate", "item-plan", "convert", "script", "flow")
+FORMS = ("starlark", "item-validate", "item-plan", "aggregate-validate", "aggregate-plan", "convert", "script", "flow")
 STAND_INS = ("time", "busybox", *(i.name for i in INTERPRETERS))
 
 
@@ -211,9 +214,10 @@ def starlark_results(bench: Bench, interpreter: Interpreter) -> dict[str, Any]:
 MAPPING = "={{ $json.c }}"
 
 
-def graph_text(cells: list[tuple[str, Argv]]) -> tuple[str, dict[str, int]]:
-    """An item graph: an agent step answering ``c``, then the cells' command steps in a chain; and
-    the line each cell is on."""
+def graph_text(cells: list[tuple[str, Argv]], *, aggregate: bool = False) -> tuple[str, dict[str, int]]:
+    """An item graph: an agent step answering ``c``, then the cells' command steps in a chain (with
+    ``aggregate``, aggregate steps over the list ``cs`` whose inner step is the cell's command);
+    and the line each cell is on."""
     lines = [
         "name: matrix",
         "steps:",
@@ -223,7 +227,12 @@ def graph_text(cells: list[tuple[str, Argv]]) -> tuple[str, dict[str, int]]:
     for number, (name, argv) in enumerate(cells):
         shown = json.dumps([MAPPING if p is DATA else p for p in argv])
         at[name] = len(lines) + 1
-        lines.append(f"  - {{id: {name}, kind: command, params: {{argv: {shown}, into: out{number}}}}}")
+        if aggregate:
+            inner = f"{{kind: command, params: {{argv: {shown}}}}}"
+            params = f"{{over: cs, max_items: 3, into: out{number}, step: {inner}}}"
+            lines.append(f"  - {{id: {name}, kind: aggregate, params: {params}}}")
+        else:
+            lines.append(f"  - {{id: {name}, kind: command, params: {{argv: {shown}, into: out{number}}}}}")
     lines.append("edges:")
     chain = ["ask", *(name for name, _ in cells)]
     lines += [f"  - {{from: {a}, to: {b}}}" for a, b in zip(chain, chain[1:], strict=False)]
@@ -249,12 +258,12 @@ def alias_groups(interpreter: Interpreter) -> list[list[tuple[str, Argv]]]:
     return [[c for c in cells if not c[0].startswith("busybox")], [c for c in cells if c[0].startswith("busybox")]]
 
 
-def item_validate_results(bench: Bench, interpreter: Interpreter) -> dict[str, Any]:
+def item_validate_results(bench: Bench, interpreter: Interpreter, *, aggregate: bool = False) -> dict[str, Any]:
     """``validate FILE.graph.yaml`` (:func:`lint_graph_file`, with the planner's search path as
     the process's PATH): by name, then against the files the names resolve to."""
     found: dict[str, Any] = {}
     for number, group in enumerate(alias_groups(interpreter)):
-        text, at = graph_text(group)
+        text, at = graph_text(group, aggregate=aggregate)
         if number == 0:
             assert lint_graph(text, display="m.graph.yaml")[1] == [], "the symlinked names must pass by name"
         path = bench.root / f"v{number}_{interpreter.name}.graph.yaml"
@@ -266,11 +275,11 @@ def item_validate_results(bench: Bench, interpreter: Interpreter) -> dict[str, A
     return found
 
 
-def item_plan_results(bench: Bench, interpreter: Interpreter) -> dict[str, Any]:
+def item_plan_results(bench: Bench, interpreter: Interpreter, *, aggregate: bool = False) -> dict[str, Any]:
     """``plan FILE.graph.yaml`` of the same documents."""
     found: dict[str, Any] = {}
     for group in alias_groups(interpreter):
-        text, at = graph_text(group)
+        text, at = graph_text(group, aggregate=aggregate)
         diagnostics = bench.plan(f"m_{interpreter.name}.graph.yaml", text)
         found.update({name: (d, at[name]) for name, d in by_cell(diagnostics, "step").items()})
     return found
@@ -364,6 +373,8 @@ def test_data_is_refused_where_it_would_be_code_and_accepted_after_a_static_prog
         "starlark": starlark_results,
         "item-validate": item_validate_results,
         "item-plan": item_plan_results,
+        "aggregate-validate": partial(item_validate_results, aggregate=True),
+        "aggregate-plan": partial(item_plan_results, aggregate=True),
         "convert": convert_results,
     }
     results = cached(bench, form, interpreter, lambda: computed[form](bench, spec)) if form in computed else {}

@@ -10,11 +10,14 @@ difference (docs/scripts.md, "Differences from CAO's script tier"). The scripts 
 for ``cao_workflow``, ``run_step(AGENT, PROMPT)`` for ``run_step(PROVIDER, PROFILE, PROMPT)``, and
 the step's options passed through ``**options``.
 
-Point 2, seed section "Fan-out (concurrency)": its ``step_id=f"summarize:{name}"`` lints clean,
-with the very grammar the shim applies, and a flow's built keys never meet it.
+Point 2, seed section "Fan-out (concurrency)": its ``step_id=f"summarize:{name}"`` lints clean
+(in docs/porting.md's port of the fan-out, docs/examples/porting/cao_fanout.py, read from its
+file), with the very grammar the shim applies, and a flow's built keys never meet it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -39,25 +42,8 @@ review = run_step("reviewer", f"Critique this note in one line: {note.output}", 
 emit_output({"note": note.output, "review": review.output})
 """
 
-FANOUT = """\
-from concurrent.futures import ThreadPoolExecutor
-from rho_notebook.script import run_step, emit_output
-
-some_items = ["b.md", "a.md"]
-
-
-def summarize(name):
-    h = run_step("reviewer",
-                 f"Summarize {name}. Return the summary only.",
-                 step_id=f"summarize:{name}")   # STABLE, explicit step_id (required)
-    return name, h.output
-
-
-items = sorted(some_items)                            # sorted() -> stable item->step_id map
-with ThreadPoolExecutor(max_workers=2) as pool:       # 2 is a good default for claude_code
-    results = dict(pool.map(summarize, items))
-emit_output(results)
-"""
+FANOUT = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "porting" / "cao_fanout.py").read_text()
+"""The seed's fan-out as docs/porting.md ports it, read from its file (one copy)."""
 
 
 def findings(text: str) -> list[tuple[str, str, int]]:

@@ -1,8 +1,10 @@
 """OpenRath's API shapes, written as the seed's workflow page writes them (issue 33, points 7-9).
 
-Every workflow below is the seed's own example code (/work/shared/seeds/openrath-workflow.md; the
-section is named in each test). What is adapted, everywhere, and why (docs/flows.md, "Differences
-from OpenRath"):
+The review, parallel, selector and preset-agent workflows are docs/porting.md's ports of the seed's
+examples, imported from their files under docs/examples/porting/ (one copy: the page shows those
+files byte for byte, tests/unit/test_porting_docs.py); the others are the seed's own example code
+(/work/shared/seeds/openrath-workflow.md; the section is named in each test). What is adapted,
+everywhere, and why (docs/flows.md, "Differences from OpenRath"):
 
 * imports: ``rath.flow`` / ``rath.session`` / ``rath`` become ``rho_notebook.flow`` /
   ``rho_notebook``;
@@ -15,11 +17,14 @@ from OpenRath"):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -37,6 +42,26 @@ from rho_notebook.flow import (
     use_providers,
 )
 from rho_notebook.flow.presets import SELECT_PROMPT
+
+PORTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "porting"
+
+
+def port(name: str) -> ModuleType:
+    """The docs' port ``docs/examples/porting/NAME.py``, imported from its file."""
+    spec = importlib.util.spec_from_file_location(f"porting_{name}", PORTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None, name
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ReviewWorkflow: Any = port("openrath_review").ReviewWorkflow
+"""Seed, "Single-Agent To Multi-Agent" (the provider a settings name, ``main`` by default)."""
+TradingWorkflow: Any = port("openrath_parallel").TradingWorkflow
+"""Seed, "Session-Level Parallelism": its ``forward`` verbatim, in a class that registers the
+agents it names (the seed shows the method alone), with a real command tool."""
+SupportWorkflow: Any = port("openrath_selector").SupportWorkflow
+"""Seed, "Dynamic Workflow Routing": its selector lines in a workflow's ``__init__`` and ``forward``."""
 
 
 @dataclass
@@ -113,33 +138,6 @@ def test_an_agent_session_with_conversation_in_it_is_refused() -> None:
         AgentParam(Session.from_user_message("hello"), "local")
 
 
-class ReviewWorkflow(Workflow):
-    """Seed, "Single-Agent To Multi-Agent", verbatim but for ``provider: str``."""
-
-    def __init__(self, provider: str):
-        super().__init__()
-        self.writer = AgentParam(
-            Session.from_agent_prompt("Write a first draft."),
-            provider,
-        )
-        self.reviewer = AgentParam(
-            Session.from_agent_prompt("Review the draft and tighten it."),
-            provider,
-        )
-
-    def forward(self, session: Session) -> Session:
-        draft = run_session_loop(
-            session,
-            self.writer.agent_session,
-            agent_provider=self.writer.provider,
-        )
-        return run_session_loop(
-            draft,
-            self.reviewer.agent_session,
-            agent_provider=self.reviewer.provider,
-        )
-
-
 class OurReview(Workflow):
     """The same flow in our own names (kept): ``run_session_loop(session, param)``."""
 
@@ -203,91 +201,27 @@ def test_agent_provider_places_one_call_and_a_bare_agent_session_is_an_unnamed_a
 
 
 def test_the_seed_preset_agent_takes_system_prompt_and_provider(model: Model) -> None:
-    """Seed, "Single-Agent To Multi-Agent", the preset ``flow.Agent`` (provider adapted)."""
-    agent = flow.Agent(
-        system_prompt="Answer clearly.",
-        provider="local",
-    )
+    """Seed, "Single-Agent To Multi-Agent", the preset ``flow.Agent`` (docs' openrath_agent.py)."""
+    agent = port("openrath_agent").agent
 
     user_session = Session.from_user_message("What is a session?")
     out = agent(user_session)
     assert out.text() == "[Answer clearly.] What is a session?"
-    assert [(c.key, c.provider) for c in model.calls] == [("agent.agent#1", "local")]
+    assert [(c.key, c.provider) for c in model.calls] == [("agent.agent#1", "main")]
     with pytest.raises(FlowError, match="system='...' or system_prompt='...'"):
         flow.Agent(system="a", system_prompt="b")
 
 
-class Trading(Workflow):
-    """Seed, "Session-Level Parallelism": its ``forward`` verbatim, in a class that registers the
-    agents it names (the seed shows the method alone); ``market_tool`` is a real command tool."""
-
-    def __init__(self, provider: str) -> None:
-        super().__init__()
-        self.analyst = AgentParam(Session.from_agent_prompt("Analyst: read the market."), provider)
-        self.researcher_bear = AgentParam(Session.from_agent_prompt("Bear: argue the downside."), provider)
-        self.researcher_bull = AgentParam(Session.from_agent_prompt("Bull: argue the upside."), provider)
-        self.trader = AgentParam(Session.from_agent_prompt("Trader: decide."), provider)
-
-    def forward(self, session: Session) -> Session:
-        analysed = run_session_loop(
-            session,
-            self.analyst.agent_session,
-            agent_provider=self.analyst.provider,
-            tools=[market_tool],
-        )
-
-        bear_input = analysed.fork()
-        bull_input = analysed.fork()
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            bear_future = pool.submit(
-                run_session_loop,
-                bear_input,
-                self.researcher_bear.agent_session,
-                agent_provider=self.researcher_bear.provider,
-                tools=None,
-            )
-            bull_future = pool.submit(
-                run_session_loop,
-                bull_input,
-                self.researcher_bull.agent_session,
-                agent_provider=self.researcher_bull.provider,
-                tools=None,
-            )
-            bear_session = bear_future.result()
-            bull_session = bull_future.result()
-
-        def last_assistant_text(s: Session) -> str:
-            return s.text() or ""
-
-        trader_input = Session.from_user_message(
-            "Combine the two research branches.\n\n"
-            f"Bear branch:\n{last_assistant_text(bear_session)}\n\n"
-            f"Bull branch:\n{last_assistant_text(bull_session)}"
-        ).to("local")
-
-        return run_session_loop(
-            trader_input,
-            self.trader.agent_session,
-            agent_provider=self.trader.provider,
-            tools=None,
-        )
-
-
-market_tool = flow.Tool("market", "Today's market data", argv=("echo", "market:"))
-
-
 def test_the_seed_parallel_branches_run_with_session_to_local(model: Model) -> None:
-    out = Trading("local")(Session.from_user_message("Should we buy?"))
-    assert sorted(model.keys) == sorted(
-        ["trading.analyst#1", "trading.researcher_bear/f1#1", "trading.researcher_bull/f2#1", "trading.trader#1"]
-    )
-    analyst = next(c for c in model.calls if c.key == "trading.analyst#1")
-    assert analyst.tools is not None and [t["name"] for t in analyst.tools] == ["market"]
+    out = TradingWorkflow("local")(Session.from_user_message("Should we buy?"))
+    keys = ["analyst#1", "researcher_bear/f1#1", "researcher_bull/f2#1", "trader#1"]
+    assert sorted(model.keys) == [f"trading_workflow.{key}" for key in keys]
+    analyst = next(c for c in model.calls if c.key == "trading_workflow.analyst#1")
+    assert analyst.tools is not None and [t["name"] for t in analyst.tools] == ["market_quotes"]
     trader = model.calls[-1]
-    assert trader.key == "trading.trader#1"
-    assert "Bear branch:\n[Bear: argue the downside.]" in trader.messages[-1]["content"]
-    assert out.text() is not None and out.text().startswith("[Trader: decide.] Combine the two research branches.")
+    assert trader.key == "trading_workflow.trader#1" and trader.provider == "local"
+    assert "Bear branch:\n[Argue the bear case.] [Analyse the market.] Should we buy?" in trader.messages[-1]["content"]
+    assert out.text() is not None and out.text().startswith("[Decide the trade.] Combine the two research branches.")
 
 
 def test_session_to_local_is_a_new_session_and_other_targets_or_a_spec_are_refused() -> None:
@@ -306,28 +240,13 @@ def test_session_to_local_is_a_new_session_and_other_targets_or_a_spec_are_refus
 
 
 def test_the_seed_selector_takes_the_provider_positionally(model: Model) -> None:
-    """Seed, "Dynamic Workflow Routing", verbatim but for the provider (a settings name)."""
-    provider = "local"
+    """Seed, "Dynamic Workflow Routing" (docs' openrath_selector.py), the provider a settings name."""
     session = Session.from_user_message("The installer fails with error 3")
-    model.answers["selector.router#1"] = "1"
+    model.answers["support_workflow.selector.router#1"] = "1"
 
-    selector = flow.Selector(provider)
-    triage = flow.Agent(
-        "Triage the request.",
-        provider,
-        description="Classify a new support request",
-    )
-    resolve = flow.Agent(
-        "Resolve the technical problem.",
-        provider,
-        description="Installation, configuration, or runtime errors",
-    )
+    session = SupportWorkflow("local")(session)
 
-    chosen = selector.forward(session, triage, resolve)
-    if not isinstance(chosen, flow.EmptyWorkflow):
-        session = chosen(session)
-
-    assert chosen is resolve
+    assert model.keys == ["support_workflow.selector.router#1", "support_workflow.resolve.agent#1"]
     router = model.calls[0]
     assert router.messages[0] == {"role": "system", "content": SELECT_PROMPT}  # not "local"
     assert router.provider == "local" and router.tools is None

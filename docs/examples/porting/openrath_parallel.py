@@ -6,7 +6,7 @@ from rho_notebook.flow import AgentParam, Session, Tool, Workflow, run_session_l
 market_tool = Tool(
     "market_quotes",
     "The latest quotes of the ticker named in the arguments, as JSON",
-    ["cat", "quotes.json"],
+    ["python3", "tools/market_quotes.py", "quotes.json"],  # the ticker's entry of quotes.json
 )
 
 

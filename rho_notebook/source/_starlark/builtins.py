@@ -31,8 +31,11 @@ schema = struct(null = _schema_null, bool = _schema_bool, integer = _schema_inte
                 stdout_json = _schema_stdout_json)
 condition = struct(equals = _cond_equals, is_one_of = _cond_is_one_of, all = _cond_all,
                    any = _cond_any, not_ = _cond_not, negate = _cond_not)
-def define(inputs = {}, build = None, **kwargs):
-    return {"__rho__": "define", "inputs": _check_define(inputs, type(build), kwargs, call_stack()), "build": build}
+def define(inputs = {}, build = None, budget = None, **kwargs):
+    checked = _check_define(inputs, type(build), kwargs, call_stack())
+    return {"__rho__": "define", "inputs": checked, "build": build, "budget": budget}
+def _rho_budgeted(graph, defined):
+    return dict(graph, budget = defined["budget"]) if defined.get("budget") != None and type(graph) == "dict" else graph
 """
 PRELUDE_SOURCE = _STRUCTS + EXACT_CONSTRUCTORS
 """The prelude of the exact mode: every argument crosses into Python value by value."""

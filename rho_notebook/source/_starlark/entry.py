@@ -25,7 +25,7 @@ DECLARED_SOURCE = """
 WORKFLOW["inputs"] if type(WORKFLOW) == "dict" and WORKFLOW.get("__rho__") == "define" else fail(
     "WORKFLOW must be the value of define(inputs = ..., build = ...)")
 """
-BUILD_SOURCE = f'WORKFLOW["build"]({INPUTS_GLOBAL})'
+BUILD_SOURCE = f'_rho_budgeted(WORKFLOW["build"]({INPUTS_GLOBAL}), WORKFLOW)'
 RESULT_GLOBAL = "_rho_build_result"
 FAST_BUILD_SOURCE = f"{RESULT_GLOBAL} = {BUILD_SOURCE}\n_rho_json({RESULT_GLOBAL})"
 """The fast mode's driver: build's result as one JSON text, or None when it is not JSON-exact."""

@@ -36,7 +36,7 @@ COMMON = frozenset(
 )
 """Arguments every node kind takes."""
 SPECIFIC = {
-    "agent": {"agent", "prompt", "access", "reuse"},
+    "agent": {"agent", "prompt", "access", "reuse", "budget"},
     "command": {"argv", "cwd"},
     "shell": {"executable", "arguments", "command", "cwd"},
     "approval": {"prompt"},

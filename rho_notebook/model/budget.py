@@ -1,0 +1,99 @@
+"""Budgets: a run's spending limits, and each node's, folded from its ``budget_set`` records.
+
+A budget is journaled (:class:`~rho_notebook.model.events.BudgetSet`) when a run starts with
+``--max-tokens`` / ``--max-cost`` / ``--max-wall`` or a workflow budget, and again on ``resume
+--raise-budget``, so a crash never resets it: whoever opens the run folds the same limits.
+
+The fold keeps :attr:`~rho_notebook.model.run_state.RunState.budgets`: scope (``""`` for the run,
+else a node or step name) -> ``{max_tokens, max_cost_usd, max_wall_seconds, source}``. A record
+replaces the limits it carries (a limit given as None becomes unlimited) and keeps the others, so a
+raise of one limit leaves the rest as they were.
+
+This module is imported by the status fold, so it stays standard-library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rho_notebook.model.events import BudgetSet
+    from rho_notebook.model.run_state import RunState
+
+__all__ = ["LIMITS", "NAMES", "RUN_SCOPE", "Limits", "fold_budget_set", "limits_of", "parse_budget"]
+
+LIMITS = ("max_tokens", "max_cost_usd", "max_wall_seconds")
+"""The limits of a budget, as ``budget_set`` records and ``RunState.budgets`` name them."""
+
+NAMES = {"tokens": "max_tokens", "cost": "max_cost_usd", "wall": "max_wall_seconds"}
+"""The short names of ``--raise-budget tokens=N|cost=USD|wall=S`` and ``budget = {...}``."""
+
+RUN_SCOPE = ""
+"""The scope of the run's own budget in ``RunState.budgets`` (other scopes are node names)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One scope's limits; None is unlimited."""
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_wall_seconds: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.max_tokens is None and self.max_cost_usd is None and self.max_wall_seconds is None
+
+    def fields(self) -> dict[str, Any]:
+        """The limits that are set, as ``budget_set`` fields."""
+        return {name: getattr(self, name) for name in LIMITS if getattr(self, name) is not None}
+
+
+def fold_budget_set(state: RunState, ev: BudgetSet) -> None:
+    """Fold one ``budget_set`` record into ``state.budgets``."""
+    scope = ev.get("node") or RUN_SCOPE
+    current = state.budgets.setdefault(scope, {})
+    for name in LIMITS:
+        if name in ev:
+            current[name] = ev.get(name)
+    current["source"] = ev.get("source", "")
+
+
+def limits_of(budgets: Mapping[str, Mapping[str, Any]], scope: str = RUN_SCOPE) -> Limits:
+    """The limits of ``scope`` in a folded ``RunState.budgets`` (none: unlimited)."""
+    found = budgets.get(scope) or {}
+    tokens = found.get("max_tokens")
+    cost = found.get("max_cost_usd")
+    wall = found.get("max_wall_seconds")
+    return Limits(
+        max_tokens=int(tokens) if isinstance(tokens, int | float) else None,
+        max_cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        max_wall_seconds=float(wall) if isinstance(wall, int | float) else None,
+    )
+
+
+def parse_budget(value: Mapping[str, Any], *, where: str) -> Limits:
+    """``budget = {"tokens": N, "cost": USD, "wall": S}`` (the short names, or the ``max_*`` ones)
+    as :class:`Limits`.
+
+    Raises
+    ------
+    ValueError
+        A key that is no limit, or a value that is not a number above 0; the message names ``where``.
+    """
+    out: dict[str, Any] = {}
+    for key, raw in value.items():
+        name = NAMES.get(key, key)
+        if name not in LIMITS:
+            msg = f"{where}: budget key {key!r} is not a limit; use tokens, cost or wall"
+            raise ValueError(msg)
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0 or raw != raw:
+            msg = f"{where}: budget {key} = {raw!r}: give a number above 0"
+            raise ValueError(msg)
+        if name == "max_tokens" and int(raw) != raw:
+            msg = f"{where}: budget {key} = {raw!r}: give a whole number of tokens"
+            raise ValueError(msg)
+        out[name] = int(raw) if name == "max_tokens" else float(raw)
+    return Limits(**out)

@@ -1,0 +1,42 @@
+"""``%workflow fork`` and ``rho.fork`` in a real IPython shell (issue 35, docs/fork.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rho_notebook as rho
+from tests.conftest import Project
+from tests.kernel.helpers import C, ok, usage_error, workflow_cell
+
+
+def chain() -> str:
+    return workflow_cell(
+        "chain",
+        f"""        command(name = "a", argv = ["echo", "1"], output = schema.stdout_json(schema.integer()), {C}),
+        command(name = "b", argv = ["echo", "2"], needs = ["a"], output = schema.stdout_json(schema.integer()), {C}),
+        command(name = "c", argv = ["echo", "3"], needs = ["b"], {C}),
+""",
+    )
+
+
+def test_fork_magic_and_api(ip: Any, ws: Project) -> None:
+    ok(ip, chain())
+    first, _ = ok(ip, "%workflow run chain --yes --wait")
+    source = first.data.run_id
+
+    state, captured = ok(ip, f"%workflow fork {source[:13]} --at b --value 20 --yes --wait")
+    assert f"taken from run {source[:13]}: a" in captured.stdout and "runs anew: c" in captured.stdout
+    forked = state.data
+    assert forked.outcome == "success"
+    assert forked.nodes["a"].current.reused_from is not None and forked.nodes["b"].current.reused_from is not None
+    assert "edited by" in forked.nodes["b"].current.message
+    assert forked.nodes["c"].current.reused_from is None  # launched anew
+    assert rho.result(forked.run_id).nodes["b"].output == 20
+
+    message = usage_error(ip, f"%workflow fork {source[:13]} --at b --value '\"x\"' --yes")
+    assert "b" in message and "integer" in message
+
+    handle = rho.fork(source, at="b", output=21, yes=True)
+    assert handle.wait(60).outcome == "success"
+    assert handle.result().nodes["b"].output == 21
+    assert handle.result().nodes["a"].output == 1  # taken from the source run

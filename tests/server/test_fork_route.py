@@ -1,0 +1,132 @@
+"""POST /rho/api/runs/<run>/fork through a real jupyter-server (issue 35, "fork from here").
+
+A completed chain a -> b -> c -> d (and ``side``, not downstream of c) is forked at c: a body
+without ``graph_digest`` only plans the fork and answers the derived plan's digest (no run is
+created); a value that does not match c's output schema is refused 400 naming the field, before
+anything starts; a wrong digest is refused 409; the confirmed digest starts the fork, whose d
+gets the edited value while a, b, c and side are not launched; ``runs`` rows carry the lineage.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from tests.conftest import star
+from tests.server.helpers import Store, body, wait_until
+
+C = "timeout_seconds = 60, max_output_bytes = 10000"
+
+CHAIN = star(f"""
+return workflow(name = "chain", nodes = [
+    command(name = "a", argv = ["echo", "a ran"], {C}),
+    command(name = "b", argv = ["echo", "b ran"], needs = ["a"], {C}),
+    command(name = "c", argv = ["echo", '{{"word": "two", "count": 2}}'], needs = ["b"],
+        output = schema.stdout_json(schema.record({{"word": schema.string(), "count": schema.integer()}})), {C}),
+    command(name = "d", argv = ["echo", "d got", output("c", ["word"])], needs = ["c"], {C}),
+    command(name = "side", argv = ["echo", "side ran"], needs = ["a"], {C}),
+])
+""")
+
+
+async def _finished(jp_fetch: Any, run_id: str) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        data: dict[str, Any] = body(await jp_fetch("rho", "api", "runs", run_id))
+        return data if data["lifecycle"] == "completed" else None
+
+    found: dict[str, Any] = await wait_until(done, timeout=60)
+    return found
+
+
+async def _completed_chain(jp_fetch: Any, store: Store) -> str:
+    plan = store.plan("chain", CHAIN)
+    response = await jp_fetch(
+        "rho", "api", "plans", plan.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})
+    )
+    run_id = str(body(response)["run_id"])
+    assert (await _finished(jp_fetch, run_id))["outcome"] == "success"
+    return run_id
+
+
+async def _fork(jp_fetch: Any, run_id: str, payload: dict[str, Any]) -> Any:
+    return await jp_fetch("rho", "api", "runs", run_id, "fork", method="POST", body=json.dumps(payload))
+
+
+async def _error(jp_fetch: Any, run_id: str, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    with pytest.raises(HTTPClientError) as caught:
+        await _fork(jp_fetch, run_id, payload)
+    response = caught.value.response
+    assert response is not None
+    return caught.value.code, json.loads(response.body.decode())
+
+
+def _launched(store: Store, run_id: str) -> list[str]:
+    path = store.project.home / "workflows" / "runs" / run_id / "events.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e["node"] for e in events if e["kind"] == "node_launched"]
+
+
+async def _run_ids(jp_fetch: Any) -> set[str]:
+    return {row["run_id"] for row in body(await jp_fetch("rho", "api", "runs"))}
+
+
+async def test_fork_is_planned_then_started_with_the_confirmed_digest(jp_fetch: Any, store: Store) -> None:
+    run_id = await _completed_chain(jp_fetch, store)
+    before = await _run_ids(jp_fetch)
+    edited = {"node": "c", "value": {"word": "seven", "count": 7}}
+
+    # refusals before anything starts: no node, a value that misses the schema (naming the field)
+    code, error = await _error(jp_fetch, run_id, {"value": 1})
+    assert code == 400 and error["rule"] == "bad_request" and "node" in error["message"]
+    code, error = await _error(jp_fetch, run_id, {"node": "c", "value": {"word": "seven", "count": "seven"}})
+    assert code == 400 and error["rule"] == "fork" and "count" in error["message"], error
+    assert await _run_ids(jp_fetch) == before
+
+    # planned only: the derived plan's digest, no run
+    planned = body(await _fork(jp_fetch, run_id, edited))
+    assert planned["graph_digest"].startswith("sha256:") and planned["forked_from"] == {"run": run_id, "node": "c"}
+    assert planned["taken"] == ["a", "b", "side"] and planned["anew"] == ["d"]
+    assert "run_id" not in planned
+    assert await _run_ids(jp_fetch) == before
+
+    # a digest that is not the derived plan's: 409, nothing created
+    confirm = {"node": "c", "plan_id": planned["plan_id"]}
+    code, error = await _error(jp_fetch, run_id, {**confirm, "graph_digest": "sha256:" + "0" * 64})
+    assert code == 409 and error["rule"] == "confirmation_required", error
+    # a digest without the planned plan's ID, or the plan of another node: 400
+    code, error = await _error(jp_fetch, run_id, {"node": "c", "graph_digest": planned["graph_digest"]})
+    assert code == 400 and "plan_id" in error["message"]
+    code, error = await _error(jp_fetch, run_id, {**confirm, "node": "d", "graph_digest": planned["graph_digest"]})
+    assert code == 400 and "not a fork of run" in error["message"]
+    assert await _run_ids(jp_fetch) == before
+
+    # confirmed: the fork starts; d gets the edited value, nothing else is launched
+    response = await _fork(jp_fetch, run_id, {**confirm, "graph_digest": planned["graph_digest"]})
+    assert response.code == 201
+    started = body(response)
+    fork_id = started["run_id"]
+    assert started["forked_from"] == {"run": run_id, "node": "c"} and fork_id not in before
+    assert (await _finished(jp_fetch, fork_id))["outcome"] == "success"
+    assert _launched(store, fork_id) == ["d"]
+    detail = body(await jp_fetch("rho", "api", "runs", fork_id, "nodes", "d"))
+    assert "d got seven" in detail["stdout"]["text"]
+    # c's pane in the fork: the edited value, said to be a person's edit (nothing launched)
+    pane_c = body(await jp_fetch("rho", "api", "runs", fork_id, "nodes", "c"))
+    assert pane_c["value"] == {"word": "seven", "count": 7} and "edited" in pane_c["reason"], pane_c
+    rows = {row["run_id"]: row for row in body(await jp_fetch("rho", "api", "runs"))}
+    assert rows[fork_id]["lineage"] == [{"run": run_id, "node": "c"}]
+    assert not rows[run_id].get("lineage")
+
+
+async def test_rerun_from_here_launches_the_node_and_what_follows(jp_fetch: Any, store: Store) -> None:
+    run_id = await _completed_chain(jp_fetch, store)
+    planned = body(await _fork(jp_fetch, run_id, {"node": "c"}))
+    assert planned["anew"] == ["c", "d"] and planned["taken"] == ["a", "b", "side"]
+    confirm = {"node": "c", "plan_id": planned["plan_id"], "graph_digest": planned["graph_digest"]}
+    response = await _fork(jp_fetch, run_id, confirm)
+    fork_id = body(response)["run_id"]
+    assert (await _finished(jp_fetch, fork_id))["outcome"] == "success"
+    assert sorted(_launched(store, fork_id)) == ["c", "d"]
