@@ -17,7 +17,6 @@ This module is imported by the status fold, so it stays standard-library only.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -41,35 +40,44 @@ __all__ = [
 COUNTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "calls", "retries", "tool_calls")
 """The additive counts of a tally and of :class:`Usage`."""
 
-_PER_CALL = {"input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "retries", "tool_calls"}
+_PER_CALL = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "retries", "tool_calls")
 
 
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if type(value) is int and value > 0 else 0  # bool is not int here: type(True) is bool
 
 
 def add_call(tally: Mapping[str, Any] | None, call: Mapping[str, Any]) -> dict[str, Any]:
     """``tally`` (None: empty) with one ``model_called`` record added; ``tally`` is not changed.
 
     A call with a ``key`` (a flow's module path, a fork branch, an instance) is also added to
-    ``by_key[key]``, so a node's spend rolls up by the keys inside it."""
-    out = _empty()  # copied by hand, not deepcopy: the run's fold calls this once per model call (bench/ledger_fold.py)
-    if tally is not None:
-        out = {**tally, "models": {model: list(tokens) for model, tokens in tally["models"].items()}}
+    ``by_key[key]``, so a node's spend rolls up by the keys inside it. Copied by hand, not
+    deep-copied: the run's fold calls this once per model call (bench/ledger_fold.py)."""
+    if tally is None:
+        out = _empty()
+        models: dict[str, list[int]] = out["models"]
+    else:
+        out = dict(tally)
+        models = out["models"] = {model: tokens[:] for model, tokens in tally["models"].items()}
         if "by_key" in tally:  # each key's tally is replaced, never changed, by the recursion below
-            out["by_key"] = copy.copy(tally["by_key"])
-    for name in _PER_CALL:
-        out[name] += _count(call.get(name))
+            out["by_key"] = dict(tally["by_key"])
+    get = call.get
+    counts = [_count(get(name)) for name in _PER_CALL]
+    for name, count in zip(_PER_CALL, counts, strict=True):
+        if count:
+            out[name] += count
     out["calls"] += 1
-    seconds = call.get("seconds")
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
-        out["call_seconds"] = round(out["call_seconds"] + float(seconds), 6)
-    model = f"{call.get('provider', '')}/{call.get('model', '')}"
-    tokens = out["models"].setdefault(model, [0, 0, 0])
-    tokens[0] += _count(call.get("input_tokens"))
-    tokens[1] += _count(call.get("output_tokens"))
-    tokens[2] += _count(call.get("cached_tokens"))
-    key = call.get("key")
+    seconds = get("seconds")
+    if type(seconds) in (int, float) and seconds > 0:
+        out["call_seconds"] = round(out["call_seconds"] + seconds, 6)
+    model = f"{get('provider', '')}/{get('model', '')}"
+    tokens = models.get(model)
+    if tokens is None:
+        tokens = models[model] = [0, 0, 0]
+    tokens[0] += counts[0]
+    tokens[1] += counts[1]
+    tokens[2] += counts[2]
+    key = get("key")
     if isinstance(key, str) and key:
         by_key = out.setdefault("by_key", {})
         by_key[key] = add_call(by_key.get(key), {k: v for k, v in call.items() if k != "key"})
