@@ -415,7 +415,7 @@ class RunDriver:
             return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=err.message)
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
-        refused = getattr(ctx.model_calls, "refused", None)
+        refused = ctx.model_calls.refused if isinstance(ctx.model_calls, AttemptSpend) else None
         if refused is not None:  # an executor that caught the refusal made no call either: a halt
             self._halted[node.name] = refused.message
             return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=refused.message)
