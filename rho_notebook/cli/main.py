@@ -7,19 +7,20 @@ output went away (``rho-notebook events RUN | head -2``: quietly, as a process k
 (the run goes on: :mod:`rho_notebook.cli.follow_verbs`). An error's code
 is its class's ``exit_code`` (:mod:`rho_notebook.errors`); every verb goes through
 :class:`rho_notebook.service.Service`. The verbs' arguments are declared in :mod:`.verbs`, and a
-verb's handler module is imported only when that verb runs (:func:`handler_of`). Warnings the package logs are printed to stderr as
-``rho-notebook: warning: ...``.
+verb's handler module is imported only when that verb runs (:func:`handler_of`). Warnings the
+package logs while a verb runs are printed to stderr as ``rho-notebook: warning: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rho_notebook.cli._args import JSON_HELP, JsonOutput, OutputChoice
@@ -133,22 +134,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Everything imported so far lives for the whole process: move it out of the collector's
     # way, which also makes interpreter exit (the last step of a cancelled run) ~60 ms faster.
     gc.freeze()
-    _warnings_to_stderr()
-    try:
-        code: int = handler(args)
-        sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
-        return code
-    except BrokenPipeError:
-        return _reader_gone()
-    except InvalidWorkflow as err:
-        for found in err.diagnostics():
-            print(found.render(), file=sys.stderr)
-        return err.exit_code
-    except RhoError as err:
-        print(f"rho-notebook: error[{err.rule}]: {err.message}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        return 130
+    with _warnings_to_stderr():
+        try:
+            code: int = handler(args)
+            sys.stdout.flush()  # inside the try: a reader that went away is noticed here, not at exit
+            return code
+        except BrokenPipeError:
+            return _reader_gone()
+        except InvalidWorkflow as err:
+            for found in err.diagnostics():
+                print(found.render(), file=sys.stderr)
+            return err.exit_code
+        except RhoError as err:
+            print(f"rho-notebook: error[{err.rule}]: {err.message}", file=sys.stderr)
+            return err.exit_code
+        except KeyboardInterrupt:
+            return 130
 
 
 class _StderrWarnings(logging.Handler):
@@ -159,11 +160,22 @@ class _StderrWarnings(logging.Handler):
         print(f"rho-notebook: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
 
 
-def _warnings_to_stderr() -> None:
-    """Install :class:`_StderrWarnings` on the package's logger, once per process."""
+@contextlib.contextmanager
+def _warnings_to_stderr() -> Iterator[None]:
+    """:class:`_StderrWarnings` on the package's logger while a verb runs, taken off when it
+    returns: ``main()`` called in a process that goes on (a test, a script) leaves logging as it
+    found it, and what the process logs later (a widget of a test that runs after) is not printed
+    as the CLI's."""
     log = logging.getLogger("rho_notebook")
-    if not any(isinstance(handler, _StderrWarnings) for handler in log.handlers):
-        log.addHandler(_StderrWarnings(logging.WARNING))
+    if any(isinstance(handler, _StderrWarnings) for handler in log.handlers):  # main() inside main()
+        yield
+        return
+    handler = _StderrWarnings(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def _reader_gone() -> int:

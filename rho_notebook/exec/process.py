@@ -49,6 +49,7 @@ __all__ = [
     "ProcessSpec",
     "Starter",
     "run_process",
+    "waited",
 ]
 
 KILL_CONFIRM_SECONDS = 5.0
@@ -223,6 +224,15 @@ class _Capture:
             self._delivery.cancel()
 
 
+def waited(si_code: int, si_status: int) -> tuple[ProcessKind, int | None, int | None, str]:
+    """``(kind, exit_code, signal, detail)`` of a child reaped with ``waitid`` (its si_code, si_status)."""
+    if si_code == os.CLD_EXITED:
+        return "exit", si_status, None, ""
+    if si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return "signal", None, si_status, ""
+    return "abnormal", None, None, f"unexpected wait status code {si_code}"
+
+
 class _Leader:
     """The child itself: exit observed through its pidfd and reaped with ``waitid(P_PIDFD)``."""
 
@@ -242,25 +252,16 @@ class _Leader:
 
     def _on_ready(self) -> None:
         try:
-            status = os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG)
+            if (status := os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG)) is None:
+                return
         except ChildProcessError:
             self.detail = (
                 "exit status unavailable: the process was reaped elsewhere "
                 "(SIGCHLD ignored, or another waitpid(-1) in this process)"
             )
-            self._proc.returncode = -1
         else:
-            if status is None:
-                return
-            if status.si_code == os.CLD_EXITED:
-                self.kind, self.exit_code = "exit", status.si_status
-                self._proc.returncode = status.si_status
-            elif status.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
-                self.kind, self.signal = "signal", status.si_status
-                self._proc.returncode = -status.si_status
-            else:
-                self.detail = f"unexpected wait status code {status.si_code}"
-                self._proc.returncode = -1
+            self.kind, self.exit_code, self.signal, self.detail = waited(status.si_code, status.si_status)
+        self._proc.returncode = -(self.signal or 1) if self.exit_code is None else self.exit_code
         self._loop.remove_reader(self._pidfd)
         if not self.exited.done():
             self.exited.set_result(None)

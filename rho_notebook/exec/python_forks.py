@@ -57,7 +57,7 @@ from typing import Any
 from rho_notebook.errors import LaunchError
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.launch import ProcessSpec, open_cwd, open_frozen, prepare_launch, spawn
-from rho_notebook.exec.process import Child, ProcessKind
+from rho_notebook.exec.process import Child, ProcessKind, waited
 from rho_notebook.oshelpers import signal_group
 from rho_notebook.source.pymodules import HARNESS_PATH
 
@@ -122,12 +122,7 @@ class Forked:
 
     def finish(self, si_code: int, si_status: int) -> None:
         """The server reaped the child with this ``waitid`` status."""
-        if si_code == os.CLD_EXITED:
-            self.kind, self.exit_code = "exit", si_status
-        elif si_code in (os.CLD_KILLED, os.CLD_DUMPED):
-            self.kind, self.signal = "signal", si_status
-        else:
-            self.detail = f"unexpected wait status code {si_code}"
+        self.kind, self.exit_code, self.signal, self.detail = waited(si_code, si_status)
         self._done()
 
     def lost(self, detail: str) -> None:

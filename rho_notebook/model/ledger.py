@@ -68,7 +68,7 @@ def add_call(tally: Mapping[str, Any] | None, call: Mapping[str, Any]) -> dict[s
             out[name] += count
     out["calls"] += 1
     seconds = get("seconds")
-    if type(seconds) in (int, float) and seconds > 0:
+    if isinstance(seconds, (int, float)) and type(seconds) is not bool and seconds > 0:
         out["call_seconds"] = round(out["call_seconds"] + seconds, 6)
     model = f"{get('provider', '')}/{get('model', '')}"
     tokens = models.get(model)

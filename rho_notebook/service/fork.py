@@ -37,6 +37,7 @@ from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import who_am_i
 from rho_notebook.runtime.replay import SourceValue, may_reuse, source_values
+from rho_notebook.runtime.script_fork import fork_script_record
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.requests import StartRun
 from rho_notebook.service.starting import create_run_of
@@ -274,10 +275,8 @@ def _script_fork(
     layout: StoreLayout, run_id: str, manifest: RunManifest, graph: Graph, *, at: str, value: Any, via: str
 ) -> ForkPlan:
     """A script or flow run: the record comes from :mod:`rho_notebook.runtime.script_fork`."""
-    from rho_notebook.runtime import script_fork
-
     edited = value is not UNSET
-    record: ForkRecord = script_fork.fork_script_record(
+    record: ForkRecord = fork_script_record(
         layout, run_id, graph, at=at, value=value if edited else None, has_value=edited, by=who_am_i(), via=via
     )
     plan = _store(layout, manifest, graph.model_copy(update={"fork": record}), None)

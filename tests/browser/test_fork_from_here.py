@@ -17,27 +17,10 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Lab
-from tests.browser.test_sidebar import _cli, _installed, _journal, _plan, _shot, _widen
-from tests.conftest import star
+from tests.browser.test_sidebar import _cli, _installed, _plan, _shot, _widen
+from tests.fork_chain import fork_chain, launched
 
 pytestmark = pytest.mark.browser
-
-C = "timeout_seconds = 120, max_output_bytes = 10000"
-
-CHAIN = star(f"""
-return workflow(name = "what-if", nodes = [
-    command(name = "a", argv = ["echo", "a ran"], {C}),
-    command(name = "b", argv = ["echo", "b ran"], needs = ["a"], {C}),
-    command(name = "c", argv = ["echo", '{{"word": "two", "count": 2}}'], needs = ["b"],
-        output = schema.stdout_json(schema.record({{"word": schema.string(), "count": schema.integer()}})), {C}),
-    command(name = "d", argv = ["echo", "d got", output("c", ["word"])], needs = ["c"], {C}),
-    command(name = "side", argv = ["echo", "side ran"], needs = ["a"], {C}),
-])
-""")
-
-
-def _launched(lab: Lab, run_id: str) -> list[str]:
-    return [e["node"] for e in _journal(lab, run_id) if e["kind"] == "node_launched"]
 
 
 def _stdout(lab: Lab, run_id: str, node: str) -> str:
@@ -46,7 +29,7 @@ def _stdout(lab: Lab, run_id: str, node: str) -> str:
 
 
 def _completed_chain(lab: Lab) -> str:
-    chain = _plan(lab, "what_if", CHAIN)
+    chain = _plan(lab, "what_if", fork_chain("what-if", timeout_seconds=120))
     ran = _cli(lab, "run", chain["plan_id"], "--yes", "--output", "jsonl")
     assert ran.returncode == 0, ran.stderr
     run_id = str(json.loads(ran.stdout.splitlines()[0])["run_id"])
@@ -127,7 +110,7 @@ def test_fork_from_here_in_the_sidebar_starts_a_fork_with_the_edited_value(lab: 
     assert "seven" in forked.locator(".rho-pane .rho-section-value").inner_text()
 
     # the fork: a, b, side taken and c edited (none launched); d launched once with the edited value
-    assert _launched(lab, fork_id) == ["d"]
+    assert launched(lab.home, fork_id) == ["d"]
     assert "d got seven" in _stdout(lab, fork_id, "d")
     manifest = json.loads((lab.home / "workflows" / "runs" / fork_id / "manifest.json").read_text())
     assert manifest["forked_from"] == {"run": run_id, "node": "c"}

@@ -15,21 +15,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tests.conftest import star
+from tests.fork_chain import fork_chain, launched
 from tests.server.helpers import Store, body, wait_until
-
-C = "timeout_seconds = 60, max_output_bytes = 10000"
-
-CHAIN = star(f"""
-return workflow(name = "chain", nodes = [
-    command(name = "a", argv = ["echo", "a ran"], {C}),
-    command(name = "b", argv = ["echo", "b ran"], needs = ["a"], {C}),
-    command(name = "c", argv = ["echo", '{{"word": "two", "count": 2}}'], needs = ["b"],
-        output = schema.stdout_json(schema.record({{"word": schema.string(), "count": schema.integer()}})), {C}),
-    command(name = "d", argv = ["echo", "d got", output("c", ["word"])], needs = ["c"], {C}),
-    command(name = "side", argv = ["echo", "side ran"], needs = ["a"], {C}),
-])
-""")
 
 
 async def _finished(jp_fetch: Any, run_id: str) -> dict[str, Any]:
@@ -42,7 +29,7 @@ async def _finished(jp_fetch: Any, run_id: str) -> dict[str, Any]:
 
 
 async def _completed_chain(jp_fetch: Any, store: Store) -> str:
-    plan = store.plan("chain", CHAIN)
+    plan = store.plan("chain", fork_chain())
     response = await jp_fetch(
         "rho", "api", "plans", plan.plan_id, "runs", method="POST", body=json.dumps({"graph_digest": plan.graph_digest})
     )
@@ -61,12 +48,6 @@ async def _error(jp_fetch: Any, run_id: str, payload: dict[str, Any]) -> tuple[i
     response = caught.value.response
     assert response is not None
     return caught.value.code, json.loads(response.body.decode())
-
-
-def _launched(store: Store, run_id: str) -> list[str]:
-    path = store.project.home / "workflows" / "runs" / run_id / "events.jsonl"
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [e["node"] for e in events if e["kind"] == "node_launched"]
 
 
 async def _run_ids(jp_fetch: Any) -> set[str]:
@@ -110,7 +91,7 @@ async def test_fork_is_planned_then_started_with_the_confirmed_digest(jp_fetch: 
     fork_id = started["run_id"]
     assert started["forked_from"] == {"run": run_id, "node": "c"} and fork_id not in before
     assert (await _finished(jp_fetch, fork_id))["outcome"] == "success"
-    assert _launched(store, fork_id) == ["d"]
+    assert launched(store.project.home, fork_id) == ["d"]
     detail = body(await jp_fetch("rho", "api", "runs", fork_id, "nodes", "d"))
     assert "d got seven" in detail["stdout"]["text"]
     # c's pane in the fork: the edited value, said to be a person's edit (nothing launched)
@@ -129,4 +110,4 @@ async def test_rerun_from_here_launches_the_node_and_what_follows(jp_fetch: Any,
     response = await _fork(jp_fetch, run_id, confirm)
     fork_id = body(response)["run_id"]
     assert (await _finished(jp_fetch, fork_id))["outcome"] == "success"
-    assert sorted(_launched(store, fork_id)) == ["c", "d"]
+    assert sorted(launched(store.project.home, fork_id)) == ["c", "d"]

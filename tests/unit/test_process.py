@@ -728,3 +728,18 @@ def test_spec_validation(workspace: Path) -> None:
         sh(workspace, "true", env={"A=B": "1"})
     with pytest.raises(ValueError, match="absolute"):
         sh(workspace, "true", cwd=Path("relative"))
+
+
+@pytest.mark.parametrize(
+    ("si_code", "si_status", "expected"),
+    [
+        (os.CLD_EXITED, 0, ("exit", 0, None, "")),
+        (os.CLD_EXITED, 3, ("exit", 3, None, "")),
+        (os.CLD_KILLED, signal.SIGKILL, ("signal", None, signal.SIGKILL, "")),
+        (os.CLD_DUMPED, signal.SIGSEGV, ("signal", None, signal.SIGSEGV, "")),
+        (os.CLD_STOPPED, signal.SIGSTOP, ("abnormal", None, None, f"unexpected wait status code {os.CLD_STOPPED}")),
+    ],
+)
+def test_one_decoding_of_a_wait_status_for_every_child(si_code: int, si_status: int, expected: tuple[Any, ...]) -> None:
+    # the launcher's children and the Python fork server's share process.waited
+    assert process.waited(si_code, si_status) == expected

@@ -18,20 +18,9 @@ from rho_notebook import widgets
 from rho_notebook.service import Service
 from rho_notebook.widgets._hub import Hub
 from rho_notebook.widgets._testing import RecordingComm
-from tests.conftest import Project, star, wait_journaled
+from tests.conftest import Project, wait_journaled
+from tests.fork_chain import fork_chain, launched
 from tests.widgets.helpers import comm_of, start_run, wait_for
-
-C = "timeout_seconds = 60, max_output_bytes = 10000"
-
-CHAIN = star(f"""
-return workflow(name = "chain", nodes = [
-    command(name = "a", argv = ["echo", "a ran"], {C}),
-    command(name = "b", argv = ["echo", "b ran"], needs = ["a"], {C}),
-    command(name = "c", argv = ["echo", '{{"word": "two", "count": 2}}'], needs = ["b"],
-        output = schema.stdout_json(schema.record({{"word": schema.string(), "count": schema.integer()}})), {C}),
-    command(name = "d", argv = ["echo", "d got", output("c", ["word"])], needs = ["c"], {C}),
-])
-""")
 
 
 @dataclass
@@ -52,17 +41,12 @@ def _ask(comm: RecordingComm, message: dict[str, Any]) -> dict[str, Any]:
     return _answers(comm)[message["id"]]
 
 
-def _events(project: Project, run_id: str) -> list[dict[str, Any]]:
-    path = project.home / "workflows" / "runs" / run_id / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _runs(project: Project) -> set[str]:
     return {p.name for p in (project.home / "workflows" / "runs").iterdir()}
 
 
 def test_fork_from_the_widget_pane(project: Project, comms: list[RecordingComm]) -> None:
-    project.write("chain.star", CHAIN)
+    project.write("chain.star", fork_chain())
     handle = start_run(project, project.plan("chain.star"))
     handle.start()
     handle.wait()
@@ -86,10 +70,8 @@ def test_fork_from_the_widget_pane(project: Project, comms: list[RecordingComm])
     started = _ask(comm, start)["answer"]
     fork_id = started["run_id"]
     assert fork_id not in before and started["graph_digest"] == planned["graph_digest"]
-    wait_journaled(project.home, fork_id, "run_completed", timeout=60)
-    events = _events(project, fork_id)
-    assert [e["node"] for e in events if e["kind"] == "node_launched"] == ["d"]
-    assert next(e for e in events if e["kind"] == "run_completed")["outcome"] == "success"
+    completed = wait_journaled(project.home, fork_id, "run_completed", timeout=60)
+    assert completed["outcome"] == "success" and launched(project.home, fork_id) == ["d"]
     attempt = project.service.attempt_dir(fork_id, "d", 1)
     assert "d got seven" in (attempt / "stdout").read_text()
     manifest = json.loads((project.home / "workflows" / "runs" / fork_id / "manifest.json").read_text())
@@ -106,7 +88,7 @@ def test_fork_from_the_widget_pane(project: Project, comms: list[RecordingComm])
 
 
 def test_a_plan_view_cannot_fork(project: Project, comms: list[RecordingComm]) -> None:
-    project.write("chain.star", CHAIN)
+    project.write("chain.star", fork_chain())
     view = widgets.graph_view(project.plan("chain.star"))
     comm = comm_of(comms, view)
     assert "cannot fork" in _ask(comm, {"id": "p1", "node": "c"})["error"]
