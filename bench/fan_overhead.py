@@ -1,6 +1,6 @@
 """Runner overhead of a wide fan of read-only no-op nodes against an asyncio loop with one fsync per tick.
 
-    PYTHONPATH=. python bench/fan_overhead.py [--samples 9] [--width 500] [--concurrency N] [--profile 10]
+    PYTHONPATH=. python bench/fan_overhead.py [--samples 9] [--width 500] [--concurrency N] [--profile 10] [--phases 10]
 
 Workloads (planning is done once up front and never timed; "run" = ``create_run`` + ``execute``
 in-process, with the durable journal on the temporary directory's filesystem, which is printed):
@@ -21,7 +21,9 @@ once per loop tick. Goal (issue 31 item 6): run <= 2x floor. Each figure is the 
 ``--samples`` samples, real runs and floors interleaved; the table also gives the journal fsyncs
 of one run (counted by wrapping ``os.fsync`` in this process), which should not grow with the
 width. ``--profile N`` then prints where the time of N more runs of (d) goes (cProfile, by own
-time and by cumulative time). Exit status 0 unless a run does not succeed.
+time and by cumulative time); ``--phases N`` prints the wall time N more runs of (d) spend in each
+of the runner's phases (bench/run_phases.py: no profiler overhead). Exit status 0 unless a run does
+not succeed.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.limit_corpus import graph_case, write_case  # noqa: E402
 from bench.run_overhead import NoopExecutor, RunFigures, fs_type, journal_floor, make_plan, run_once  # noqa: E402
+from bench.run_phases import timed_phases  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
+from rho_notebook.runtime import owner  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
@@ -100,12 +104,22 @@ def profile_runs(service: Service, plan: Plan, executors: Mapping[str, Executor]
         asyncio.run(execute_run(service.layout, run_id, resume=False, executors=executors))
 
 
+def phase_runs(service: Service, plan: Plan, executors: Mapping[str, Executor], count: int) -> str:
+    """The phase table of ``count`` runs of ``plan`` (looked up through ``owner``: timed_phases patches it)."""
+    with timed_phases() as phases:
+        for _ in range(count):
+            run_id = owner.create_run(service.layout, plan)
+            asyncio.run(owner.execute_run(service.layout, run_id, resume=False, executors=executors))
+    return phases.table(runs=count, nodes=len(plan.graph.nodes))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=9)
     parser.add_argument("--width", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=None, help="default: the width")
     parser.add_argument("--profile", type=int, default=0, help="then profile this many runs of (d)")
+    parser.add_argument("--phases", type=int, default=0, help="then time the phases of this many runs of (d)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rho-fan-") as tmp_name:
         tmp = Path(tmp_name)
@@ -143,6 +157,7 @@ def main() -> int:
                 f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.1f} ms" for k, v in series.items()), flush=True
             )
         where = fs_type(tmp)
+        phases = phase_runs(service, fan, {"python": noop}, args.phases) if args.phases else ""
         if args.profile:
             profile = cProfile.Profile()
             profile.runcall(profile_runs, service, fan, {"python": noop}, args.profile)
@@ -174,6 +189,9 @@ def main() -> int:
         f" --concurrency {args.concurrency}" if args.concurrency else ""
     )
     print(f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/fan_overhead.py {options}")
+    if phases:
+        print(f"\nphases of {args.phases} runs of (d) (wall time inside each; rows nest, see bench/run_phases.py):")
+        print(phases)
     if args.profile:
         print(f"\nprofile of {args.profile} runs of (d) (create_run + execute_run):")
         stats = pstats.Stats(profile)

@@ -39,13 +39,7 @@ class Diagnostic:
         return f"{prefix}error[{self.rule}]: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "message": self.message,
-            "file": self.file,
-            "line": self.line,
-            "column": self.column,
-        }
+        return {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line, "column": self.column}
 
 
 class RhoError(Exception):
@@ -576,6 +570,10 @@ class NotRegularFile(OSError):
 
 class UnavailableValue(Exception):
     """A template referenced an output that does not exist (the referenced node did not succeed)."""
+
+
+class UnlistableAggregate(UnavailableValue):
+    """An aggregate step's ``over`` is missing, not a list or over ``max_items``; the message says which."""
 
 
 class NoReuseKey(Exception):

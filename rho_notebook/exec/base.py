@@ -55,7 +55,7 @@ class ModelCalls(Protocol):
         ...
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Attempt:
     """Where one attempt of one operation runs: its folder, workspace, environment, cancel signal
     and callbacks. Operations (:mod:`rho_notebook.exec.command`, ``agent``, ``model``, ...) take
@@ -101,7 +101,7 @@ class Attempt:
             atomic_write(self.attempt_dir / name, data, durable=False)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class AttemptContext(Attempt):
     """One attempt of one node of a graph: the :class:`Attempt` plus the node, its upstream values
     and the run's graph (what a node executor turns into an operation)."""
@@ -122,7 +122,7 @@ class AttemptContext(Attempt):
     """An item graph's ``aggregate`` step: its instances in the journal (None for other nodes)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class AttemptResult:
     state: NodeState
     message: str = ""

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rho_notebook.errors import ItemTooLarge, RhoError, UnavailableValue
+from rho_notebook.errors import ItemTooLarge, RhoError, UnavailableValue, UnlistableAggregate
 from rho_notebook.exec.base import AttemptContext, AttemptResult
 from rho_notebook.exec.code import CodeOperation, run_code
 from rho_notebook.exec.command import frozen_process_facts, run_command
@@ -125,15 +125,21 @@ def command_argv(node: ItemNode, item: Any, run: RunContext) -> tuple[str, ...]:
 def item_launch_facts(node: ItemNode, graph: Graph, outputs: Any, run: RunContext) -> dict[str, Any]:
     """What a person or a hook decides on before a command or agent step starts: the exact
     process facts (as for a command node), or the agent and its resolved prompt. An aggregate's
-    are every instance's, in element order (one decision covers the step's instances)."""
+    are every instance's, in element order (one decision covers the step's instances).
+
+    Raises
+    ------
+    UnavailableValue
+        No in-edge delivered the step's item.
+    UnlistableAggregate
+        An aggregate's list cannot be iterated: the attempt fails before the gate, as it would
+        once admitted, and nobody is asked to approve no instance at all.
+    """
     item = input_item(node, graph, outputs)
     if node.step_kind != "aggregate":
         return _launch_facts(node, item, graph, run)
     inner = inner_node(node)
-    try:
-        elements = aggregate_elements(node, item)
-    except _StepFailed:
-        elements = []  # the attempt fails saying why, once admitted
+    elements = aggregate_elements(node, item)
     instances = [_launch_facts(inner, instance_item(inner, e), graph, run) for e in elements]
     return {"step": node.step, "kind": "aggregate", "over": node.params["over"], "instances": instances}
 
@@ -172,21 +178,24 @@ def aggregate_elements(node: ItemNode, item: Any) -> list[Any]:
 
     Raises
     ------
-    _StepFailed
+    UnlistableAggregate
         The field is missing or not a list, or it has more than ``max_items`` elements.
     """
     over, limit = node.params["over"], node.params["max_items"]
     found = lookup(item, parse_path(over))
     if found is MISSING or not isinstance(found, list):
-        shown = "missing" if found is MISSING else f"a {type(found).__name__}"
-        msg = f"aggregate step {node.name!r}: over {over!r} is {shown}, not a list"
-        raise _StepFailed(msg)
+        shown = "missing from" if found is MISSING else f"a {type(found).__name__} in"
+        msg = (
+            f"aggregate step {node.name!r}: over {over!r} is {shown} the item it receives, not a list; "
+            "put the list there in an earlier step or point over at the field that holds it"
+        )
+        raise UnlistableAggregate(msg)
     if len(found) > limit:
         msg = (
             f"aggregate step {node.name!r}: the list at {over!r} has {len(found)} elements, more than max_items "
             f"{limit}; raise max_items (at most 1000) or shorten the list"
         )
-        raise _StepFailed(msg)
+        raise UnlistableAggregate(msg)
     return found
 
 
@@ -333,8 +342,12 @@ class ItemExecutor:
         """Run the inner step once per element, in element order, each an instance ``STEP[i]``
         journaled before it starts (fsynced when it has effects outside the run) and when it ends;
         instances that succeeded in an earlier attempt are taken from the journal, not run again.
-        The first instance that does not succeed ends the step with its state."""
-        elements = aggregate_elements(node, item)
+        The first instance that does not succeed ends the step with its state; a list it cannot
+        iterate fails it (the gate, when it needed the launch facts, failed it first)."""
+        try:
+            elements = aggregate_elements(node, item)
+        except UnlistableAggregate as err:
+            return AttemptResult(state=NodeState.FAILURE, message=str(err))
         log = ctx.instances or InstanceLog()
         inner = inner_node(node)
         into, limit = node.params["into"], ctx.graph.items.item_bytes if ctx.graph and ctx.graph.items else 1 << 62

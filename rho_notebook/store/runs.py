@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from rho_notebook.store.files import (
     read_json,
     read_nofollow,
 )
-from rho_notebook.store.graphs import load_graph, remember_graph
+from rho_notebook.store.graphs import graph_file_bytes, load_graph, remember_graph
 from rho_notebook.store.ids import match_id
 from rho_notebook.store.journal import CHAINED, JournalWriter, Watermark, read_journal, write_watermark
 from rho_notebook.store.layout import (
@@ -347,28 +347,49 @@ class RunStore:
         check_no_symlink(folder.path, below=self.layout.home)
         return folder
 
-    def create(self, manifest: RunManifest, graph: Graph) -> RunFolder:
+    def create(self, manifest: RunManifest, graph: Graph, *, records: Sequence[dict[str, Any]]) -> RunFolder:
+        """Make the folder of a new run: its frozen ``graph``, its journal starting with
+        ``records`` (``run_created``, ...) and, last, its ``manifest``, which names the run.
+
+        graph.json, journal.mark and the journal are durable, and so are their folder entries,
+        before the manifest is written (a chained run without a watermark is damaged): the
+        journal's sync fsyncs it and its watermark, graph.json is fsynced, then their folder
+        once, not once per file (a directory fsync per file was a fifth of a small run's fsyncs;
+        a watermark fsynced at its creation, then again by the journal's first sync, another)."""
         if graph.fork is not None and manifest.forked_from is None:
             lineage = {"run": graph.fork.source_run, "node": graph.fork.node}
             manifest = manifest.model_copy(update={"forked_from": lineage})
-        runs = self.layout.ensure(self.layout.runs)
-        folder = RunFolder(runs / manifest.run_id)
-        self.layout.ensure(folder.path)
-        self.layout.ensure(folder.requests)
-        self.layout.ensure(folder.path / "nodes")
-        # graph.json and journal.mark are durable before the manifest names the run (a chained
-        # run without a watermark is damaged): both files fsynced, then their folder once, not
-        # once each (a directory fsync per file was a fifth of a small run's fsyncs)
-        written = [folder.graph]
-        atomic_write(folder.graph, graph.model_dump_json().encode() + b"\n", durable=False)
+        folder = self._new_folder(manifest.run_id)
+        atomic_write(folder.graph, graph_file_bytes(graph), durable=False)
         remember_graph(folder.graph, graph, manifest.graph_digest)  # the plan's graph, verified already
         if manifest.chained:
             write_watermark(folder.mark, Watermark(seq=0, h=""), durable=False)
-            written.append(folder.mark)
-        for path in written:
-            _fsync_file(path)
+        journal = JournalWriter.open(folder.events, mark=folder.mark if manifest.chained else None)
+        try:
+            journal.append(records)
+            journal.sync()
+        finally:
+            journal.close()
+        _fsync_file(folder.graph)
         fsync_dir(folder.path)
         atomic_write_json(folder.manifest, manifest.model_dump(mode="json"))
+        return folder
+
+    def _new_folder(self, run_id: str) -> RunFolder:
+        """The folder of a new run with its ``requests/`` and ``nodes/``. The runs folder is
+        checked as every store folder is (:meth:`~rho_notebook.store.layout.StoreLayout.ensure`);
+        below it, each folder is one ``mkdir`` (0700): a folder this call just made is private,
+        so nothing of another user can sit in it. One that exists already (a run ID given by
+        the caller and taken meanwhile, a folder planted by the same user) is checked as before."""
+        folder = RunFolder(self.layout.ensure(self.layout.runs) / run_id)
+        made = [folder.path, folder.path / "requests", folder.path / "nodes"]
+        for index, path in enumerate(made):
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                for rest in made[index:]:
+                    self.layout.ensure(rest)
+                break
         return folder
 
     def ids(self) -> list[str]:
@@ -381,17 +402,31 @@ class RunStore:
         return match_id(prefix, self.ids(), what="run")
 
     def manifest(self, run_id: str) -> RunManifest:
+        return self._manifest_in(self.folder(run_id), run_id, below=self.layout.home)
+
+    def graph(self, run_id: str, *, expected_digest: str) -> Graph:
+        return self._graph_in(self.folder(run_id), run_id, expected_digest=expected_digest, below=self.layout.home)
+
+    def owned(self, run_id: str) -> tuple[RunFolder, RunManifest, Graph]:
+        """What the owner of run ``run_id`` opens: its folder, its manifest and its frozen graph
+        (checked against the manifest's digest), as :meth:`folder`, :meth:`manifest` and
+        :meth:`graph` give them; the folder is checked from the store's home once, and each file
+        below it (not each path again from the home: a sixth of what an owner did before its loop)."""
         folder = self.folder(run_id)
-        check_no_symlink(folder.manifest, below=self.layout.home)
+        manifest = self._manifest_in(folder, run_id, below=folder.path)
+        graph = self._graph_in(folder, run_id, expected_digest=manifest.graph_digest, below=folder.path)
+        return folder, manifest, graph
+
+    def _manifest_in(self, folder: RunFolder, run_id: str, *, below: Path) -> RunManifest:
+        check_no_symlink(folder.manifest, below=below)
         try:
             return RunManifest.model_validate(read_json(folder.manifest))
         except FileNotFoundError:
             msg = f"run {run_id} has no manifest.json; the run store entry is incomplete"
             raise NotFound(msg) from None
 
-    def graph(self, run_id: str, *, expected_digest: str) -> Graph:
-        folder = self.folder(run_id)
-        graph, digest = load_graph(folder.graph, below=self.layout.home)
+    def _graph_in(self, folder: RunFolder, run_id: str, *, expected_digest: str, below: Path) -> Graph:
+        graph, digest = load_graph(folder.graph, below=below)
         if digest != expected_digest:
             msg = f"run {run_id}: graph.json digests to {digest}, not the confirmed {expected_digest}; refusing to use a modified graph"
             raise StoreError(msg)
