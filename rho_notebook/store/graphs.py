@@ -32,9 +32,10 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rho_notebook.errors import StoreError
 from rho_notebook.model.canonical import ENCODING_VERSION, MAGIC, encode, graph_digest
@@ -66,6 +67,7 @@ _outlines: OrderedDict[tuple[str, FileVersion], tuple[GraphOutline, str]] = Orde
 _dumped: OrderedDict[int, tuple[Graph, bytes]] = OrderedDict()
 _outlined_graphs: OrderedDict[int, tuple[Graph, GraphOutline]] = OrderedDict()
 _lock = threading.Lock()
+_Made = TypeVar("_Made")
 
 
 @dataclass(frozen=True)
@@ -81,18 +83,7 @@ class GraphOutline:
     def of(cls, graph: Graph) -> GraphOutline:
         """The outline of ``graph``; the last few graphs' are kept (keyed by the object, as
         :func:`graph_file_bytes` keys them): an owner outlines the graph it loaded at each open."""
-        key = id(graph)
-        with _lock:
-            known = _outlined_graphs.get(key)
-            if known is not None and known[0] is graph:
-                _outlined_graphs.move_to_end(key)
-                return known[1]
-        outline = cls._build(graph)
-        with _lock:
-            _outlined_graphs[key] = (graph, outline)
-            while len(_outlined_graphs) > DUMPED_GRAPHS:
-                _outlined_graphs.popitem(last=False)
-        return outline
+        return _of_graph(_outlined_graphs, graph, cls._build)
 
     @classmethod
     def _build(cls, graph: Graph) -> GraphOutline:
@@ -212,18 +203,28 @@ def graph_file_bytes(graph: Graph) -> bytes:
     frozen, so the bytes of the last few graphs are kept (keyed by the object, which the cache
     holds, so its ``id`` is never another's): each run of a plan copies its graph (a 500-node
     graph takes 1.7 ms to dump), and a notebook or a server runs the same plan again and again."""
+    return _of_graph(_dumped, graph, _file_bytes)
+
+
+def _file_bytes(graph: Graph) -> bytes:
+    return graph.model_dump_json().encode() + b"\n"
+
+
+def _of_graph(kept: OrderedDict[int, tuple[Graph, _Made]], graph: Graph, make: Callable[[Graph], _Made]) -> _Made:
+    """``make(graph)``, kept in ``kept`` for the last :data:`DUMPED_GRAPHS` graph objects: keyed by
+    the object's ``id``, and each entry holds its graph, so that ``id`` is never another graph's."""
     key = id(graph)
     with _lock:
-        known = _dumped.get(key)
+        known = kept.get(key)
         if known is not None and known[0] is graph:
-            _dumped.move_to_end(key)
+            kept.move_to_end(key)
             return known[1]
-    data = graph.model_dump_json().encode() + b"\n"
+    made = make(graph)
     with _lock:
-        _dumped[key] = (graph, data)
-        while len(_dumped) > DUMPED_GRAPHS:
-            _dumped.popitem(last=False)
-    return data
+        kept[key] = (graph, made)
+        while len(kept) > DUMPED_GRAPHS:
+            kept.popitem(last=False)
+    return made
 
 
 def remember_graph(path: Path, graph: Graph, digest: str) -> None:
