@@ -28,11 +28,10 @@ import os
 import re
 import stat
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from weakref import WeakKeyDictionary, finalize
+from weakref import WeakKeyDictionary, finalize, ref
 
 from rho_notebook.errors import StoreError
 from rho_notebook.store.files import ensure_private_dir
@@ -48,10 +47,12 @@ _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # --------------------------------------------------------------------------- in-process lock
 
 
-@dataclass(eq=False)
 class _Waiter:
-    exclusive: bool
-    future: asyncio.Future[None]
+    __slots__ = ("exclusive", "future")
+
+    def __init__(self, exclusive: bool, future: asyncio.Future[None]) -> None:
+        self.exclusive = exclusive
+        self.future = future
 
 
 class FairReadWriteLock:
@@ -93,23 +94,13 @@ class FairReadWriteLock:
         """Nobody holds the lock and nobody waits for it."""
         return not self._writing and self._readers == 0 and not self._queue
 
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[None]:
+    def read(self) -> AbstractAsyncContextManager[None]:
         """Hold the lock shared with other readers."""
-        await self._acquire(exclusive=False)
-        try:
-            yield
-        finally:
-            self._release(exclusive=False)
+        return _LocalHold(self, False)
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[None]:
+    def write(self) -> AbstractAsyncContextManager[None]:
         """Hold the lock alone."""
-        await self._acquire(exclusive=True)
-        try:
-            yield
-        finally:
-            self._release(exclusive=True)
+        return _LocalHold(self, True)
 
     def try_read(self) -> bool:
         """Take the lock shared now if that needs no wait (no writer holds it, nobody queues)."""
@@ -124,7 +115,26 @@ class FairReadWriteLock:
 
     def release_read(self) -> None:
         """Give back a shared hold taken by :meth:`try_read` or :meth:`acquire_read`."""
-        self._release(exclusive=False)
+        self._readers -= 1
+        if self._queue:  # (the common case, nobody waiting, skips the call)
+            self._wake()
+
+    def try_write(self) -> bool:
+        """Take the lock alone now if that needs no wait (nobody holds it, nobody queues)."""
+        if self._queue or self._writing or self._readers:
+            return False
+        self._writing = True
+        return True
+
+    async def acquire_write(self) -> None:
+        """Wait for the lock alone (pair with :meth:`release_write`; :meth:`write` does both)."""
+        await self._acquire(exclusive=True)
+
+    def release_write(self) -> None:
+        """Give back an exclusive hold taken by :meth:`try_write` or :meth:`acquire_write`."""
+        self._writing = False
+        if self._queue:
+            self._wake()
 
     def _can_grant(self, exclusive: bool) -> bool:
         if exclusive:
@@ -181,10 +191,37 @@ class FairReadWriteLock:
             head.future.set_result(None)
 
 
+class _LocalHold:
+    """One hold on a :class:`FairReadWriteLock` (what its ``read``/``write`` return): a plain
+    async context manager, since a generator one costs more than the lock itself. Uncontended,
+    entering takes the lock without suspending."""
+
+    __slots__ = ("_exclusive", "_held", "_lock")
+
+    def __init__(self, lock: FairReadWriteLock, exclusive: bool) -> None:
+        self._lock = lock
+        self._exclusive = exclusive
+        self._held = False
+
+    async def __aenter__(self) -> None:
+        lock, exclusive = self._lock, self._exclusive
+        if not (lock.try_write() if exclusive else lock.try_read()):
+            await (lock.acquire_write() if exclusive else lock.acquire_read())
+        self._held = True
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._held:
+            self._held = False
+            if self._exclusive:
+                self._lock.release_write()
+            else:
+                self._lock.release_read()
+
+
 # --------------------------------------------------------------------------- cross-process part
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class _Gate:
     """Everything one event loop shares about one lock file."""
 
@@ -205,8 +242,7 @@ class _Gate:
 _GATES: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Path, _Gate]] = WeakKeyDictionary()
 
 
-def _gate_for(lock_path: Path) -> _Gate:
-    loop = asyncio.get_running_loop()
+def _gate_for(loop: asyncio.AbstractEventLoop, lock_path: Path) -> _Gate:
     gates = _GATES.get(loop)
     if gates is None:
         gates = _GATES[loop] = {}
@@ -214,6 +250,21 @@ def _gate_for(lock_path: Path) -> _Gate:
     if gate is None:
         gate = gates[lock_path] = _Gate()
     return gate
+
+
+class _LoopGate(ref[asyncio.AbstractEventLoop]):
+    """A weak reference to an event loop that carries the gate of one lock file in that loop:
+    a :class:`CheckoutLock` caches the last one it used, so a node finds its gate with one
+    identity test instead of two lookups in :data:`_GATES` (a ``WeakKeyDictionary`` lookup makes
+    a weak reference per call). One object, so a thread swapping it never pairs the wrong two."""
+
+    __slots__ = ("gate",)
+    gate: _Gate
+
+
+def _forget_gate(cached: _LoopGate) -> None:
+    # the loop is gone: drop the gate with it, as _GATES does, so its finalizer closes the file
+    del cached.gate
 
 
 def _open_lock_file(path: Path) -> int:
@@ -245,6 +296,56 @@ async def _flock(fd: int, operation: int) -> None:
             return
 
 
+class _LockFile:
+    """One :class:`CheckoutLock`'s lock file: where it lies, and the gate it last used for it."""
+
+    __slots__ = ("cached", "locks_dir", "path", "store_root")
+
+    def __init__(self, locks_dir: Path, store_root: Path, path: Path) -> None:
+        self.locks_dir = locks_dir
+        self.store_root = store_root
+        self.path = path
+        self.cached: _LoopGate | None = None
+
+    def gate(self) -> _Gate:
+        """This event loop's gate on the file (shared by every :class:`CheckoutLock` of it)."""
+        loop = asyncio.get_running_loop()
+        cached = self.cached
+        if cached is not None and cached() is loop:
+            return cached.gate
+        gate = _gate_for(loop, self.path)
+        cached = _LoopGate(loop, _forget_gate)
+        cached.gate = gate
+        self.cached = cached
+        return gate
+
+    def fd(self, gate: _Gate) -> int:
+        """The gate's descriptor on the lock file, opened on first use."""
+        if gate.fd is None:
+            if not gate.dir_ready:
+                ensure_private_dir(self.locks_dir, below=self.store_root)
+                gate.dir_ready = True
+            gate.fd = _open_lock_file(self.path)
+            gate.closer = finalize(gate, os.close, gate.fd)
+        return gate.fd
+
+    async def enter_shared(self, gate: _Gate) -> None:
+        """Count one more reader of this process, taking ``LOCK_SH`` for the first."""
+        mutex = gate.shared_mutex
+        if not mutex.try_write():
+            await mutex.acquire_write()
+        try:
+            if gate.shared_users == 0:
+                fd = self.fd(gate)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:  # a writer of another process: poll without blocking the loop
+                    await _flock(fd, fcntl.LOCK_SH)
+            gate.shared_users += 1
+        finally:
+            mutex.release_write()
+
+
 class CheckoutLock:
     """Shared (read-only nodes) or exclusive (mutating nodes) access to one workspace checkout.
 
@@ -266,9 +367,9 @@ class CheckoutLock:
         if not _KEY.fullmatch(workspace_key):
             msg = f"workspace key {workspace_key!r} cannot name a lock file (use letters, digits, '.', '_', '-')"
             raise ValueError(msg)
-        self._locks_dir = Path(os.path.abspath(locks_dir))
-        self._store_root = Path(os.path.abspath(store_root)) if store_root else self._locks_dir.parent
-        self._path = self._locks_dir / f"{workspace_key}.lock"
+        locks_dir = Path(os.path.abspath(locks_dir))
+        root = Path(os.path.abspath(store_root)) if store_root else locks_dir.parent
+        self._file = _LockFile(locks_dir, root, locks_dir / f"{workspace_key}.lock")
 
     @classmethod
     def for_layout(cls, layout: StoreLayout, workspace_key: str) -> CheckoutLock:
@@ -278,44 +379,21 @@ class CheckoutLock:
     @property
     def path(self) -> Path:
         """The lock file."""
-        return self._path
+        return self._file.path
 
     def read(self) -> AbstractAsyncContextManager[None]:
         """Hold the checkout shared with other readers (in this and other processes)."""
-        return _SharedHold(self._path, self._enter_shared)
+        return _SharedHold(self._file)
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[None]:
-        """Hold the checkout alone (in this and other processes)."""
-        gate = _gate_for(self._path)
-        async with gate.local.write():
-            fd = self._lock_file(gate)
-            await _flock(fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-
-    async def _enter_shared(self, gate: _Gate) -> None:
-        async with gate.shared_mutex.write():
-            if gate.shared_users == 0:
-                await _flock(self._lock_file(gate), fcntl.LOCK_SH)
-            gate.shared_users += 1
-
-    def _lock_file(self, gate: _Gate) -> int:
-        """The gate's descriptor on the lock file, opened on first use."""
-        if gate.fd is None:
-            if not gate.dir_ready:
-                ensure_private_dir(self._locks_dir, below=self._store_root)
-                gate.dir_ready = True
-            gate.fd = _open_lock_file(self._path)
-            gate.closer = finalize(gate, os.close, gate.fd)
-        return gate.fd
+    def write(self) -> AbstractAsyncContextManager[None]:
+        """Hold the checkout alone (in this and other processes): ``LOCK_EX`` on the lock file is
+        taken on entering and dropped on leaving, every time, so other processes get their turn."""
+        return _ExclusiveHold(self._file)
 
     def close_idle(self) -> None:
         """Close this event loop's descriptor on the lock file unless someone holds or waits for
         the lock (the next node opens it again). Run owners call this when a run ends."""
-        gate = _GATES.get(asyncio.get_running_loop(), {}).get(self._path)
+        gate = _GATES.get(asyncio.get_running_loop(), {}).get(self._file.path)
         if gate is None or gate.closer is None or not gate.local.idle or gate.shared_users:
             return
         gate.closer()
@@ -328,37 +406,80 @@ class _SharedHold:
     three nested generator context managers were a tenth of such a node's cost. Uncontended
     (nobody writes or waits, this process already holds ``LOCK_SH``) entering only counts."""
 
-    __slots__ = ("_enter_shared", "_gate", "_path")
+    __slots__ = ("_file", "_gate")
 
-    def __init__(self, path: Path, enter_shared: Callable[[_Gate], Awaitable[None]]) -> None:
-        self._path = path
-        self._enter_shared = enter_shared
+    def __init__(self, file: _LockFile) -> None:
+        self._file = file
         self._gate: _Gate | None = None
 
     async def __aenter__(self) -> None:
-        gate = self._gate = _gate_for(self._path)
+        gate = self._file.gate()
         local = gate.local
         if local.try_read():
             if gate.shared_users and gate.shared_mutex.idle:
                 gate.shared_users += 1  # this process holds LOCK_SH already
+                self._gate = gate
                 return
         else:
             await local.acquire_read()
         try:
-            await self._enter_shared(gate)
+            await self._file.enter_shared(gate)
         except BaseException:
             local.release_read()
             raise
+        self._gate = gate
 
     async def __aexit__(self, *exc_info: object) -> None:
         gate = self._gate
         if gate is not None:
             self._gate = None
-            _leave_shared(gate)
-            gate.local.release_read()
+            gate.shared_users -= 1
+            try:
+                if gate.shared_users == 0 and gate.fd is not None:
+                    fcntl.flock(gate.fd, fcntl.LOCK_UN)
+            finally:
+                gate.local.release_read()
 
 
-def _leave_shared(gate: _Gate) -> None:
-    gate.shared_users -= 1
-    if gate.shared_users == 0 and gate.fd is not None:
-        fcntl.flock(gate.fd, fcntl.LOCK_UN)
+class _ExclusiveHold:
+    """One writer's hold on the checkout (what :meth:`CheckoutLock.write` returns), a plain async
+    context manager for the reason :class:`_SharedHold` is one. Uncontended (nobody in this
+    process holds or waits for the checkout, no other process holds the lock file) entering takes
+    the local lock and one non-blocking ``flock`` without suspending; only a contended ``flock``
+    polls with backoff."""
+
+    __slots__ = ("_fd", "_file", "_local")
+
+    def __init__(self, file: _LockFile) -> None:
+        self._file = file
+        self._local: FairReadWriteLock | None = None
+        self._fd = -1
+
+    async def __aenter__(self) -> None:
+        file = self._file
+        gate = file.gate()
+        local = gate.local
+        if not local.try_write():
+            await local.acquire_write()
+        try:
+            fd = gate.fd
+            if fd is None:
+                fd = file.fd(gate)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process holds it: poll without blocking the loop
+                await _flock(fd, fcntl.LOCK_EX)
+        except BaseException:  # cancelled while polling, or the file cannot be opened
+            local.release_write()
+            raise
+        self._fd = fd
+        self._local = local
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        local = self._local
+        if local is not None:
+            self._local = None
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                local.release_write()

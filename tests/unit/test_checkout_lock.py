@@ -260,16 +260,20 @@ def probe(path: Path, operation: int) -> bool:
     return True
 
 
-def lock_fds(layout: StoreLayout) -> int:
-    """How many of this process's descriptors are open on the test's lock file."""
-    path = str(CheckoutLock.for_layout(layout, KEY).path)
+def fds_on(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == path
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
         except OSError:  # closed while we looked
             continue
     return count
+
+
+def lock_fds(layout: StoreLayout) -> int:
+    """How many of this process's descriptors are open on the test's lock file."""
+    return fds_on(CheckoutLock.for_layout(layout, KEY).path)
 
 
 def test_lock_file_and_directory_are_private(layout: StoreLayout) -> None:
