@@ -46,18 +46,17 @@ from rho_notebook.errors import StoreError
 from rho_notebook.store._journal_lines import (
     READ_FLAGS,
     WRITE_FLAGS,
-    chained_line,
     damaged,
-    encode_record,
     h_of,
     open_nofollow,
     parse_record,
+    stamp_lines,
 )
 from rho_notebook.store.journal_integrity import (
     CHAINED,
     Watermark,
     check_journal,
-    mark_bytes,
+    mark_line,
     open_mark,
     read_watermark,
     write_watermark,
@@ -246,24 +245,19 @@ class JournalWriter:
         Not durable until :meth:`sync`.
         """
         fd = self._require_open()
-        stamped = _stamp(records, first_seq=self._last_seq + 1)
+        chained = self._mark is not None
+        data, stamped, last_h = stamp_lines(
+            records, first_seq=self._last_seq + 1, prev=self._last_h if chained else None
+        )
         if not stamped:
             return []
-        last_h = self._last_h
-        if self._mark is None:
-            data = "".join([encode_record(r) + "\n" for r in stamped]).encode()
-        else:
-            lines = []
-            closing = self._closing_kind
-            for record in stamped:
-                line, last_h = chained_line(last_h, record)
-                record["h"] = last_h
-                lines.append(line + "\n")
-                closing = closing or record.get("kind") in _DURABLE_MARK_KINDS
-            data = "".join(lines).encode()
-            self._closing_kind = closing
+        if chained and not self._closing_kind:
+            for record in records:
+                if record.get("kind") in _DURABLE_MARK_KINDS:
+                    self._closing_kind = True
+                    break
         self._write_all(fd, data)
-        self._last_seq = stamped[-1]["seq"]
+        self._last_seq += len(stamped)
         self._last_h = last_h
         self._size += len(data)
         self._dirty = True
@@ -295,7 +289,7 @@ class JournalWriter:
     def _write_mark(self, *, durable: bool) -> None:
         if self._mark_fd is None:
             return
-        data = mark_bytes(Watermark(seq=self._last_seq, h=self._last_h))
+        data = mark_line(self._last_seq, self._last_h)
         try:
             os.pwrite(self._mark_fd, data, 0)
             if durable:
@@ -378,13 +372,3 @@ def _check_same_file(path: Path, fd: int, other: int) -> None:
     if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
         msg = f"journal {path} was replaced while it was being opened; try again"
         raise StoreError(msg)
-
-
-def _stamp(records: Sequence[dict[str, Any]], *, first_seq: int) -> list[dict[str, Any]]:
-    stamped: list[dict[str, Any]] = []
-    for offset, record in enumerate(records):
-        if "seq" in record:
-            msg = "journal records must not carry 'seq'; the journal assigns it"
-            raise ValueError(msg)
-        stamped.append({"seq": first_seq + offset, **record})
-    return stamped

@@ -45,8 +45,19 @@ def _mark_check(seq: int, h: str) -> str:
 
 def mark_bytes(mark: Watermark) -> bytes:
     """The watermark as one fixed-size line (overwritten in place, within one disk sector)."""
-    text = ENCODER.encode({"seq": mark.seq, "h": mark.h, "c": _mark_check(mark.seq, mark.h)})
-    return text.ljust(_MARK_SIZE - 1).encode() + b"\n"
+    return mark_line(mark.seq, mark.h)
+
+
+def mark_line(seq: int, h: str) -> bytes:
+    """:func:`mark_bytes` of ``Watermark(seq, h)`` without making one (the writer's path, after every fsync)."""
+    c = _mark_check(seq, h)
+    if type(seq) is int and (not h or (h.isascii() and h.isalnum())):
+        # What ENCODER writes for these values (an int; a string no character of which JSON
+        # escapes), without the encoder it builds per call: 1.4 us instead of 4.3.
+        text = f'{{"seq":{seq},"h":"{h}","c":"{c}"}}'
+    else:
+        text = ENCODER.encode({"seq": seq, "h": h, "c": c})
+    return f"{text:<{_MARK_SIZE - 1}}\n".encode()
 
 
 def open_mark(path: Path) -> int:

@@ -242,7 +242,7 @@ FINDINGS: dict[str, str] = {
     "record-folder": "record RUN DIR where DIR is a file, lies under a file or has a name the OS refuses: "
     "FileExistsError, NotADirectoryError, OSError ENAMETOOLONG from service/record.py record_run",
     "approval-timeout": "run|resume --mode supervised --approval-timeout nan|inf: ValueError 'Out of range float "
-    "values are not JSON compliant' from the journal's encoder (store/journal.py _chained_line)",
+    "values are not JSON compliant' from the journal's encoder (store/_journal_lines.py stamp_lines)",
     "yaml-control": "a .graph.yaml holding a C0 or C1 control character (NUL, ESC, BEL, 0x87, 0x9f...): "
     "yaml.reader.ReaderError from planning/itemgraph.py _read, for validate, plan and convert (issue 28, item 2)",
     "graph-null": "plan|convert of a .graph.yaml whose document is null (`~`, `null`, a bare `---`): ValueError "
