@@ -17,7 +17,8 @@ in-process, with the durable journal on the temporary directory's filesystem, wh
 
 Floor of both: bench/run_overhead.py's asyncio loop over the same graph with the same
 concurrency (no-op tasks) that appends as many JSON lines as the real run journaled and fsyncs
-once per loop tick. Goal (issue 31 item 6): run <= 2x floor. Each figure is the median of
+once per loop tick; the heap built before the samples is frozen (``gc.freeze``), as an owner
+process freezes what it inherits. Goal (issue 31 item 6): run <= 2x floor. Each figure is the median of
 ``--samples`` samples, real runs and floors interleaved; the table also gives the journal fsyncs
 of one run (counted by wrapping ``os.fsync`` in this process), which should not grow with the
 width. ``--profile N`` then prints where the time of N more runs of (d) goes (cProfile, by own
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import pstats
 import statistics
@@ -137,6 +139,10 @@ def main() -> int:
             with counting_fsyncs() as count:  # one counted run each, not timed
                 counts[key] = run_once(service, plan, executors)
             fsyncs[key] = count[0]
+
+        # as a run's owner process does before it runs (runtime/detached._run_owner): what exists
+        # now is out of the collector's way, for the runs and the floors alike
+        gc.freeze()
 
         def real(key: str, plan: Plan, executors: Mapping[str, Executor]) -> Callable[[], float]:
             return lambda: run_once(service, plan, executors).seconds

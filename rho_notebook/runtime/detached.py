@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import gc
 import json
 import os
 import pickle
@@ -366,6 +367,10 @@ def _log(line: str) -> None:
 def _run_owner(layout: StoreLayout, run_id: str, options: OwnerOptions, reporter: _Reporter) -> int:
     """In the owner process: report the pid, own the run to its end; the process's exit code."""
     reporter.send({"pid": os.getpid()})
+    # What the owner inherited (the CLI's or the fork server's modules and objects) lives until it
+    # exits: out of the collector's way, a full collection during the run scans only the run's own
+    # objects (one cost 25 ms in a 500-node fan), and the inherited pages stay shared.
+    gc.freeze()
     return asyncio.run(_own(layout, run_id, options, reporter))
 
 

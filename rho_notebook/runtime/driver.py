@@ -36,23 +36,17 @@ from functools import partial
 from typing import Any
 
 from rho_notebook.errors import AttemptUncertain, BudgetExceeded, UnavailableValue, UnlistableAggregate
-from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor, render_template
+from rho_notebook.exec.base import AttemptContext, AttemptResult, Executor
 from rho_notebook.exec.cancel import CancelSignal
-from rho_notebook.exec.command import process_facts
-from rho_notebook.exec.item import item_launch_facts
-from rho_notebook.exec.python import python_facts
-from rho_notebook.model.agent import agent_launch_facts
+from rho_notebook.exec.launch_facts import node_launch_facts, rendered_part
 from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import (
     AgentNode,
     ApprovalNode,
-    CommandNode,
     Graph,
     ItemNode,
     Node,
-    PythonNode,
-    ShellNode,
     placement_of,
 )
 from rho_notebook.model.itemrun import InstanceLog, stalled_steps
@@ -76,7 +70,7 @@ from rho_notebook.runtime.replay import (
     split_launches,
 )
 from rho_notebook.runtime.reuse import ReuseKeys, Seed, look_up
-from rho_notebook.runtime.scheduler import Decision, Scheduler
+from rho_notebook.runtime.scheduler import Decision, OpenNeeds, Scheduler
 from rho_notebook.runtime.spend import AttemptSpend
 from rho_notebook.store.reuse import ReuseIndex
 
@@ -87,12 +81,6 @@ _DECIDED_KINDS = {NodeState.READY: EventKind.NODE_READY, NodeState.SKIPPED: Even
 
 _Ended = tuple[str, int, AttemptResult]
 """(node, attempt, result) of an attempt task."""
-
-
-def _rendered_part(node: Node) -> str:
-    if isinstance(node, AgentNode) or (isinstance(node, ItemNode) and node.slot == "agent"):
-        return "the prompt"
-    return "args" if isinstance(node, PythonNode) else "argv"
 
 
 def _failed(node: Node, number: int, state: NodeState, message: str) -> _Ended:
@@ -121,9 +109,10 @@ class RunDriver:
     run_id: str = field(init=False)
     graph: Graph = field(init=False)
     scheduler: Scheduler = field(init=False)
-    _tasks: dict[asyncio.Task[_Ended], str] = field(init=False, default_factory=dict)
-    _done: deque[asyncio.Task[_Ended]] = field(init=False, default_factory=deque)
-    """Attempt tasks that ended and were not yet journaled, in the order they ended."""
+    _tasks: dict[str, asyncio.Task[None]] = field(init=False, default_factory=dict)
+    """Node -> the task of its running attempt."""
+    _done: deque[_Ended | Exception | asyncio.CancelledError] = field(init=False, default_factory=deque)
+    """What attempts that ended and were not yet journaled returned (or raised), in the order they ended."""
     _uncertain: dict[str, str] = field(init=False, default_factory=dict)
     """Node -> why: remote attempts of this execution whose result is lost (AttemptUncertain)."""
     _halted: dict[str, str] = field(init=False, default_factory=dict)
@@ -134,6 +123,8 @@ class RunDriver:
     """Node -> reuse key computed when its current attempt launched (indexed if it succeeds)."""
     _index_pending: list[tuple[str, str, int]] = field(init=False, default_factory=list)
     """(key, node, attempt) of successes whose node_finished is journaled but maybe not yet fsynced."""
+    _open_needs: OpenNeeds = field(init=False)
+    """Which nodes a pass must look at (set when the loop starts)."""
     _gated: dict[tuple[LaunchKind, bool], bool] = field(init=False, default_factory=dict)
     """(launch kind, read-only agent) -> whether the gate has work for such a launch in this run
     (not :meth:`LaunchGate.passes`): asked once per kind, not per attempt."""
@@ -171,6 +162,7 @@ class RunDriver:
     async def _loop(self) -> None:
         ex = self.execution
         dirty: set[str] | None = None
+        self._open_needs = OpenNeeds(self.scheduler, ex.node_states)
         cancelling = False
         requests: list[str] = []
         while True:
@@ -187,9 +179,9 @@ class RunDriver:
                 launching=not cancelling and not self._halted,
                 dirty=dirty,
                 ready=ex.ready,
-                running=list(self._tasks.values()),
+                running=self._tasks.keys(),
             )
-            dirty = set()
+            narrowed, dirty = dirty is not None, set()
             launches = self._apply(decision, dirty)
             if launches:
                 self._launch(launches)
@@ -199,9 +191,10 @@ class RunDriver:
                     ex.finish_cancellation(requests)
                     return
                 if not decision.launches and not decision.decided:
-                    # nothing changed and nothing runs: every node is terminal (or blocked for good).
-                    # No O(nodes) "all terminal?" test here: after reused nodes this point is
-                    # reached once per node, and one more empty pass ends the run as well.
+                    if narrowed:  # one full pass before the end: OpenNeeds only narrows a pass
+                        dirty = None
+                        continue
+                    # nothing changed and nothing runs: every node is terminal (or blocked for good)
                     await self._end()
                     return
                 continue
@@ -213,7 +206,8 @@ class RunDriver:
 
     def _apply(self, decision: Decision, dirty: set[str]) -> list[str]:
         """Journal the scheduler's decisions and the launches that take a stored result (one
-        write); returns the launches left to start."""
+        write), and put in ``dirty`` the nodes their ends leave without an open need; returns
+        the launches left to start."""
         ex = self.execution
         run_id = self.run_id
         decided = [
@@ -231,10 +225,13 @@ class RunDriver:
             ex.emit(*decided, *stored)  # one journal write for the decisions and the reused nodes
             if decided:
                 failpoint("after_decisions_append")
+        for name, new_state, _ in decision.decided:
+            if new_state in TERMINAL_STATES:  # skipped or blocked in the pass
+                self._open_needs.ended(name, dirty)
         if taken:
             ex.wake.set()  # their children are decided next, even while other attempts run
             for name in taken:
-                dirty.update(self.scheduler.children[name])
+                self._open_needs.ended(name, dirty)
             launches = [name for name in launches if name not in taken]
         return launches
 
@@ -243,24 +240,35 @@ class RunDriver:
         write (group commit: not fsynced here; the next launch, approval request or completion
         makes them durable together, see the module docstring)."""
         records: list[dict[str, Any]] = []
-        children = self.scheduler.children
+        names = []
         while self._done:
-            attempt_task = self._done.popleft()
-            name = self._tasks.pop(attempt_task)
-            finished_name, number, result = attempt_task.result()
-            records.extend(self._finish(finished_name, number, result))
-            dirty.update(children[name])
+            ended = self._done.popleft()
+            if not isinstance(ended, tuple):
+                raise ended  # not an executor's error (_executed turns those into a failure): a bug
+            name, number, result = ended
+            del self._tasks[name]
+            names.append(name)
+            records.extend(self._finish(name, number, result))
         if records:
             self.execution.emit(*records)
             failpoint("after_finished_append")
+        states = self.execution.node_states
+        for name in names:
+            if states[name] in TERMINAL_STATES:  # not a halted or uncertain attempt's node
+                self._open_needs.ended(name, dirty)
 
     def _start_attempt(self, name: str, attempt: Coroutine[Any, Any, _Ended]) -> None:
-        task = asyncio.get_running_loop().create_task(attempt)
-        self._tasks[task] = name
-        task.add_done_callback(self._attempt_ended)
+        self._tasks[name] = asyncio.get_running_loop().create_task(self._reported(attempt))
 
-    def _attempt_ended(self, task: asyncio.Task[_Ended]) -> None:
-        self._done.append(task)
+    async def _reported(self, attempt: Coroutine[Any, Any, _Ended]) -> None:
+        """Run ``attempt`` and hand the loop what it returned or raised: from the attempt's own
+        task, a loop iteration sooner than a done callback would."""
+        ended: _Ended | Exception | asyncio.CancelledError
+        try:
+            ended = await attempt
+        except (Exception, asyncio.CancelledError) as err:
+            ended = err
+        self._done.append(ended)
         self.execution.wake.set()
 
     # -- launches --------------------------------------------------------------------------------------
@@ -297,21 +305,6 @@ class RunDriver:
             number = ex.state.nodes[name].attempt
             self._start_attempt(name, self._attempt(self.graph_nodes[name], number, cancel, resume_request=request_id))
         ex.state.refresh_waiting()
-
-    def _launch_facts(self, node: Node, run_fields: Mapping[str, Any]) -> dict[str, Any]:
-        """What a person or a hook decides on before this node starts; ``run_fields`` are the
-        attempt context's (an item step's facts and its parameters resolve against the same people)."""
-        if isinstance(node, (CommandNode, ShellNode)):
-            return process_facts(node, self._output)
-        if isinstance(node, PythonNode):
-            return python_facts(node, self.graph, self._output)
-        if isinstance(node, ItemNode):
-            run = RunContext(self.run_id, **run_fields)
-            return item_launch_facts(node, self.graph, self._output, run)
-        if isinstance(node, AgentNode):
-            prompt = render_template(node.prompt, self._output)
-            return agent_launch_facts(self.graph.agent(node.agent), access=node.access, prompt=prompt)
-        return {}
 
     def _context(self, node: Node, number: int, cancel: asyncio.Event, resume_request: str | None) -> AttemptContext:
         """What an executor gets for attempt ``number`` of ``node``: only the hooks its kind uses
@@ -386,7 +379,7 @@ class RunDriver:
         """
         gate = self.execution.gate
         if gate.needs_facts(launch) or (isinstance(node, AgentNode) and gate.policy(launch) is not LaunchDecision.DENY):
-            return self._launch_facts(node, run_fields)
+            return node_launch_facts(node, self.graph, self._output, RunContext(self.run_id, **run_fields))
         return None
 
     async def _attempt(
@@ -411,7 +404,7 @@ class RunDriver:
         try:
             facts = self._gate_facts(node, launch, ctx.run_fields)
         except UnavailableValue as err:  # an aggregate's unlistable list is the whole reason: nothing to render
-            shown = str(err) if isinstance(err, UnlistableAggregate) else f"cannot render {_rendered_part(node)}: {err}"
+            shown = str(err) if isinstance(err, UnlistableAggregate) else f"cannot render {rendered_part(node)}: {err}"
             return _failed(node, number, NodeState.FAILURE, shown)
         refusal = await gate.admit(launch, facts, cancel=cancel, resume_request=resume_request)
         if refusal is not None:

