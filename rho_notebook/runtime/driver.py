@@ -406,6 +406,9 @@ class RunDriver:
         except UnavailableValue as err:  # an aggregate's unlistable list is the whole reason: nothing to render
             shown = str(err) if isinstance(err, UnlistableAggregate) else f"cannot render {rendered_part(node)}: {err}"
             return _failed(node, number, NodeState.FAILURE, shown)
+        if facts is not None and facts.get("instances") == [] and isinstance(node, ItemNode):
+            # an aggregate over an empty list starts nothing: nobody is asked, no hook reads it
+            return node.name, number, (await self._executed(executor, ctx))[0]
         refusal = await gate.admit(launch, facts, cancel=cancel, resume_request=resume_request)
         if refusal is not None:
             return _failed(node, number, refusal.state, refusal.message)
