@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
+import warnings
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -80,8 +81,8 @@ def _main_runner() -> asyncio.Runner:
     global _runner
     if _runner is None:
         _runner = asyncio.Runner()
-        atexit.unregister(_close)  # once, however often release_threads ended a runner
-        atexit.register(_close)
+        atexit.unregister(_close_at_exit)  # once, however often release_threads ended a runner
+        atexit.register(_close_at_exit)
     return _runner
 
 
@@ -91,6 +92,19 @@ def _close() -> None:
     runner, _runner = _runner, None
     if runner is not None:
         runner.close()
+
+
+def _close_at_exit() -> None:
+    """:func:`_close` as the interpreter exits. A Ctrl-C meanwhile (a shell sends it to the whole
+    pipeline, e.g. while the close waits for a worker thread) ends the close quietly, without a
+    traceback or a warning about the interrupted shutdown: the process is ending anyway."""
+    try:
+        _close()
+    except KeyboardInterrupt:
+        warnings.filterwarnings("ignore", message=_UNAWAITED_SHUTDOWN, category=RuntimeWarning)
+
+
+_UNAWAITED_SHUTDOWN = "coroutine 'BaseEventLoop.shutdown_default_executor' was never awaited"
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
