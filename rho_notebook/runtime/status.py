@@ -206,6 +206,10 @@ def journal_state(
     return state
 
 
+_OWNED = frozenset({Lifecycle.RUNNING, Lifecycle.CANCELLING, Lifecycle.WAITING})
+"""Lifecycles in which the run's owner holds its lock."""
+
+
 def load_state(layout: StoreLayout, run_id: str, *, facts: RunFacts | None = None) -> RunState:
     """The current durable state: the journal folded from the start (status never takes ownership).
 
@@ -214,7 +218,11 @@ def load_state(layout: StoreLayout, run_id: str, *, facts: RunFacts | None = Non
     damaged. ``facts``: the run's manifest, when the caller read it already (the run list).
     """
     state = journal_state(layout, run_id, facts=facts)
-    if state.lifecycle in (Lifecycle.RUNNING, Lifecycle.CANCELLING, Lifecycle.WAITING):
-        if not OwnerLock.is_held(layout.checked_run_dir(run_id) / "mutation.lock"):
+    if state.lifecycle in _OWNED and not OwnerLock.is_held(layout.checked_run_dir(run_id) / "mutation.lock"):
+        # An owner journals the run's end, then unlocks: one that ended cleanly between the read
+        # and the probe shows its end now. Only a run still live after the free lock was seen
+        # lost its owner.
+        state = journal_state(layout, run_id, facts=facts)
+        if state.lifecycle in _OWNED:
             state.lifecycle = Lifecycle.NEEDS_RECOVERY
     return state
