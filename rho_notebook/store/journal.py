@@ -182,6 +182,8 @@ class JournalWriter:
         self._last_seq = tail.last_seq
         self._last_h = tail.last_h
         self._size = tail.valid_end
+        self._held: list[bytes] = []
+        """Lines appended ``later``, not written yet (:meth:`flush`)."""
         self._repaired_bytes = repaired_bytes
         self._dirty = repaired_bytes > 0
         self.fsync_count = 0
@@ -238,11 +240,15 @@ class JournalWriter:
     def closed(self) -> bool:
         return self._fd is None
 
-    def append(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def append(self, records: Sequence[dict[str, Any]], *, later: bool = False) -> list[dict[str, Any]]:
         """Append ``records`` as one write; return copies carrying their assigned ``seq``.
 
         Nothing is written if any record cannot be encoded. Records must not carry ``seq``.
-        Not durable until :meth:`sync`.
+        Not durable until :meth:`sync`. With ``later`` the lines are held and written by the
+        next append without it, :meth:`flush` or :meth:`sync`, in the same write (a scheduler
+        turn's records as one write): a process killed before then loses them, as it would have
+        a moment earlier, before they were made. A failed write of held lines closes the writer
+        (records already handed out cannot be taken back).
         """
         fd = self._require_open()
         chained = self._mark is not None
@@ -256,12 +262,19 @@ class JournalWriter:
                 if record.get("kind") in _DURABLE_MARK_KINDS:
                     self._closing_kind = True
                     break
-        self._write_all(fd, data)
+        if later:
+            self._held.append(data)
+        else:
+            self._write_out(fd, data)
         self._last_seq += len(stamped)
         self._last_h = last_h
-        self._size += len(data)
         self._dirty = True
         return stamped
+
+    def flush(self) -> None:
+        """Write the lines :meth:`append` holds (``later``), if any: before the owner waits."""
+        if self._held:
+            self._write_out(self._require_open(), b"")
 
     def sync(self) -> None:
         """fsync the journal if anything was written (or repaired) since the last sync; then
@@ -273,6 +286,8 @@ class JournalWriter:
         :data:`MARK_DURABLE_SECONDS`: a durable rename per launch doubled its cost.
         """
         fd = self._require_open()
+        if self._held:
+            self._write_out(fd, b"")
         if not self._dirty:
             return
         os.fsync(fd)
@@ -328,6 +343,21 @@ class JournalWriter:
             msg = f"journal writer for {self._path} is closed; open it again with JournalWriter.open"
             raise StoreError(msg)
         return self._fd
+
+    def _write_out(self, fd: int, data: bytes) -> None:
+        """Write the held lines and then ``data`` (one write)."""
+        held, self._held = self._held, []
+        if held:
+            data = b"".join((*held, data))
+        try:
+            self._write_all(fd, data)
+        except StoreError:
+            if held and self._fd is not None:  # lines handed out were not written: nothing may follow them
+                self._fd = None
+                os.close(fd)
+                self._close_mark()
+            raise
+        self._size += len(data)
 
     def _write_all(self, fd: int, data: bytes) -> None:
         """One ``write(2)`` for the batch, looping only on a partial write.

@@ -109,6 +109,57 @@ def test_missing_directory_is_a_store_error(tmp_path: Path) -> None:
         JournalWriter.open(tmp_path / "nope" / "events.jsonl")
 
 
+def test_lines_appended_later_are_written_with_the_next_write(journal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    with JournalWriter.open(journal) as writer:
+        held = writer.append([ev("finished")], later=True)
+        assert seqs(held) == [1] and writer.last_seq == 1
+        assert journal.read_bytes() == b"" and writes == []
+        assert seqs(writer.append([ev("ready"), ev("launched")], later=True)) == [2, 3]
+        assert seqs(writer.append([ev("started")])) == [4]  # one write: the held lines, then this one
+        assert len(writes) == 1
+        assert [e["kind"] for e in read_journal(journal).events] == ["finished", "ready", "launched", "started"]
+
+
+def test_flush_and_sync_write_held_lines(journal: Path) -> None:
+    with JournalWriter.open(journal) as writer:
+        writer.flush()  # nothing held: nothing written
+        assert journal.read_bytes() == b""
+        writer.append([ev("a")], later=True)
+        writer.flush()
+        assert read_journal(journal).last_seq == 1
+        writer.append([ev("b")], later=True)
+        writer.sync()
+        assert read_journal(journal).last_seq == 2 and writer.fsync_count == 1
+        writer.append([ev("c")], later=True)
+    assert [e["kind"] for e in read_journal(journal).events] == ["a", "b", "c"]  # close writes and syncs
+
+
+def test_a_failed_write_of_held_lines_closes_the_writer(journal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = JournalWriter.open(journal)
+    writer.append([ev("a")])
+    writer.append([ev("b")], later=True)
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(StoreError, match="No space left"):
+        writer.append([ev("c")])
+    monkeypatch.undo()
+    assert writer.closed  # record b was handed out as seq 2: nothing may be written after it
+    with pytest.raises(StoreError, match="closed"):
+        writer.append([ev("d")])
+    assert [e["kind"] for e in read_journal(journal).events] == ["a"]
+
+
 # --------------------------------------------------------------------------- fsync counting
 
 
