@@ -10,9 +10,10 @@ Durability contract:
 - ``node_launched`` and everything before it is fsynced before the attempt's process starts, so
   after a crash every attempt that may have run is known (and becomes uncertain if unfinished).
   A remote attempt (``remote``, exec/dask.py) is submitted from its task, after that fsync too.
-- Group commit: one scheduler turn journals the attempts that ended since the last turn (one
-  write), its decisions (one write) and its launches (one write), then fsyncs once before any of
-  those launches starts; a turn without launches fsyncs nothing. So neither a finish nor a
+- Group commit: one scheduler turn journals the attempts that ended since the last turn, its
+  decisions and its launches with one write (the first two are held by the journal until the
+  launches, or until the loop waits), then fsyncs once before any of those launches starts; a
+  turn without launches fsyncs nothing. So neither a finish nor a
   launch costs an fsync of its own: the records that are not launches (process_started,
   node_finished, decisions) become durable with the next launch (whose node may read their
   values), a person being asked, a cancel acknowledgement or the completion. A turn that only
@@ -186,6 +187,7 @@ class RunDriver:
             if launches:
                 self._launch(launches)
             if not self._tasks:
+                ex.journal.flush()  # the turn's records, before anything is awaited
                 if cancelling or requests:
                     await self._settle()
                     ex.finish_cancellation(requests)
@@ -198,6 +200,7 @@ class RunDriver:
                     await self._end()
                     return
                 continue
+            ex.journal.flush()
             ex.snapshot()
             if not self._done and not ex.wake.is_set():
                 await ex.wake.wait()  # an attempt ended, a poke, or the rescan timer
@@ -222,9 +225,9 @@ class RunDriver:
         if launches and (self._keys is not None or self.seeded):
             taken, stored = self._take_stored(launches)
         if decided or stored:
-            ex.emit(*decided, *stored)  # one journal write for the decisions and the reused nodes
+            ex.emit(*decided, *stored, later=True)  # written with the turn's launches, or before it waits
             if decided:
-                failpoint("after_decisions_append")
+                failpoint("after_decisions_append", first=ex.journal.flush)
         for name, new_state, _ in decision.decided:
             if new_state in TERMINAL_STATES:  # skipped or blocked in the pass
                 self._open_needs.ended(name, dirty)
@@ -250,8 +253,8 @@ class RunDriver:
             names.append(name)
             records.extend(self._finish(name, number, result))
         if records:
-            self.execution.emit(*records)
-            failpoint("after_finished_append")
+            self.execution.emit(*records, later=True)
+            failpoint("after_finished_append", first=self.execution.journal.flush)
         states = self.execution.node_states
         for name in names:
             if states[name] in TERMINAL_STATES:  # not a halted or uncertain attempt's node

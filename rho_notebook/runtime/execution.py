@@ -187,8 +187,9 @@ class Execution:
 
     # -- journaling ---------------------------------------------------------------------------------
 
-    def emit(self, *records: dict[str, Any]) -> None:
-        """Append ``records`` (one write), fold them into the state and pass them to ``on_event``."""
+    def emit(self, *records: dict[str, Any], later: bool = False) -> None:
+        """Append ``records`` (one write; ``later``: held for the turn's next write, see
+        :meth:`JournalWriter.append`), fold them into the state and pass them to ``on_event``."""
         state, node_states, exit_codes, ready, on_event = (
             self.state,
             self.node_states,
@@ -197,7 +198,7 @@ class Execution:
             self.on_event,
         )
         nodes = state.nodes
-        for record in self.journal.append(records):
+        for record in self.journal.append(records, later=later):
             apply(state, record)
             name = record.get("node")
             if name is not None and name in node_states:  # what track() does, inline: once per record

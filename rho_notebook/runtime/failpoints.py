@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 __all__ = ["FAILPOINTS", "failpoint", "rearm"]
 
@@ -40,11 +41,15 @@ def rearm() -> None:
     _failpoint_counts.clear()
 
 
-def failpoint(name: str) -> None:
-    """Kill this process when ``name`` is the armed point and it was reached its N-th time."""
+def failpoint(name: str, *, first: Callable[[], object] | None = None) -> None:
+    """Kill this process when ``name`` is the armed point and it was reached its N-th time,
+    after calling ``first`` (what the point is defined to follow, when the process does it a
+    little later otherwise: writing the journal lines it holds)."""
     point, _, count = _ARMED
     if point != name:
         return
     _failpoint_counts[name] = _failpoint_counts.get(name, 0) + 1
     if _failpoint_counts[name] >= int(count or 1):
+        if first is not None:
+            first()
         os.kill(os.getpid(), signal.SIGKILL)

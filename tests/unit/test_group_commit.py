@@ -202,3 +202,37 @@ def test_attempts_that_end_while_another_runs_cost_no_fsync_each(
     few = _run_slow_and_quick(project, monkeypatch, 1)
     many = _run_slow_and_quick(project, monkeypatch, 8)
     assert many.fsyncs == few.fsyncs
+
+
+@dataclass
+class Quick:
+    async def execute(self, ctx: AttemptContext) -> AttemptResult:
+        await asyncio.sleep(0)
+        return AttemptResult(state=NodeState.SUCCESS)
+
+
+def _run_chain(project: Project, monkeypatch: pytest.MonkeyPatch, length: int) -> Disk:
+    names = [f"c{i:02d}" for i in range(length)]
+    nodes = [_node(name, names[index - 1 : index]) for index, name in enumerate(names)]
+    project.write("noop.py", "def noop():\n    return None\n")
+    project.write("wf.star", star(f'return workflow(name = "chain", nodes = [{", ".join(nodes)}])'))
+    layout = StoreLayout(home=project.home)
+    run_id = create_run(layout, project.plan("wf.star"))
+    disk = Disk()
+    disk.install(monkeypatch)
+    disk.counting = True
+    state = asyncio.run(execute_run(layout, run_id, resume=False, executors={"python": Quick()}))
+    disk.counting = False
+    assert state.outcome == "success", state
+    return disk
+
+
+def test_a_turn_journals_the_ended_attempt_its_decisions_and_its_launch_with_one_write(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a chain each turn ends one attempt, makes the next node ready and launches it: one
+    journal write and one fsync per node, not a write per kind of record."""
+    short = _run_chain(project, monkeypatch, 3)
+    long = _run_chain(project, monkeypatch, 9)
+    assert long.journal_writes - short.journal_writes == 6
+    assert long.fsyncs - short.fsyncs == 6
