@@ -185,12 +185,17 @@ def _run_slow_and_quick(project: Project, monkeypatch: pytest.MonkeyPatch, quick
     limits = f'{{"total": {quick + 1}, "command": {quick + 1}, "checkout_readers": {quick + 1}}}'
     project.write("noop.py", "def noop():\n    return None\n")
     project.write("wf.star", star(f'return workflow(name = "w", nodes = [{", ".join(nodes)}], concurrency = {limits})'))
+    return _counted_run(project, monkeypatch, SlowAndQuick(quick))
+
+
+def _counted_run(project: Project, monkeypatch: pytest.MonkeyPatch, executor: Any) -> Disk:
+    """What a successful run of wf.star with ``executor`` for its Python nodes asked of the disk."""
     layout = StoreLayout(home=project.home)
     run_id = create_run(layout, project.plan("wf.star"))
     disk = Disk()
     disk.install(monkeypatch)
     disk.counting = True
-    state = asyncio.run(execute_run(layout, run_id, resume=False, executors={"python": SlowAndQuick(quick)}))
+    state = asyncio.run(execute_run(layout, run_id, resume=False, executors={"python": executor}))
     disk.counting = False
     assert state.outcome == "success", state
     return disk
@@ -216,15 +221,7 @@ def _run_chain(project: Project, monkeypatch: pytest.MonkeyPatch, length: int) -
     nodes = [_node(name, names[index - 1 : index]) for index, name in enumerate(names)]
     project.write("noop.py", "def noop():\n    return None\n")
     project.write("wf.star", star(f'return workflow(name = "chain", nodes = [{", ".join(nodes)}])'))
-    layout = StoreLayout(home=project.home)
-    run_id = create_run(layout, project.plan("wf.star"))
-    disk = Disk()
-    disk.install(monkeypatch)
-    disk.counting = True
-    state = asyncio.run(execute_run(layout, run_id, resume=False, executors={"python": Quick()}))
-    disk.counting = False
-    assert state.outcome == "success", state
-    return disk
+    return _counted_run(project, monkeypatch, Quick())
 
 
 def test_a_turn_journals_the_ended_attempt_its_decisions_and_its_launch_with_one_write(
