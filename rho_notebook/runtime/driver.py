@@ -186,8 +186,8 @@ class RunDriver:
             launches = self._apply(decision, dirty)
             if launches:
                 self._launch(launches)
+            ex.journal.flush()  # the turn's records (held since its start), before anything is awaited
             if not self._tasks:
-                ex.journal.flush()  # the turn's records, before anything is awaited
                 if cancelling or requests:
                     await self._settle()
                     ex.finish_cancellation(requests)
@@ -200,7 +200,6 @@ class RunDriver:
                     await self._end()
                     return
                 continue
-            ex.journal.flush()
             ex.snapshot()
             if not self._done and not ex.wake.is_set():
                 await ex.wake.wait()  # an attempt ended, a poke, or the rescan timer

@@ -286,8 +286,7 @@ class JournalWriter:
         :data:`MARK_DURABLE_SECONDS`: a durable rename per launch doubled its cost.
         """
         fd = self._require_open()
-        if self._held:
-            self._write_out(fd, b"")
+        self.flush()
         if not self._dirty:
             return
         os.fsync(fd)
@@ -353,9 +352,7 @@ class JournalWriter:
             self._write_all(fd, data)
         except StoreError:
             if held and self._fd is not None:  # lines handed out were not written: nothing may follow them
-                self._fd = None
-                os.close(fd)
-                self._close_mark()
+                self._refuse_appends(fd)
             raise
         self._size += len(data)
 
@@ -378,9 +375,13 @@ class JournalWriter:
             os.ftruncate(fd, self._size)
         except OSError:
             # The tail stays torn; the next open() repairs it. Refuse further appends meanwhile.
-            self._fd = None
-            os.close(fd)
-            self._close_mark()
+            self._refuse_appends(fd)
+
+    def _refuse_appends(self, fd: int) -> None:
+        """Close the journal (``fd``) and its watermark: every later call raises "closed"."""
+        self._fd = None
+        os.close(fd)
+        self._close_mark()
 
 
 def _scan_and_repair(path: Path, fd: int) -> tuple[_Tail, int]:
