@@ -1,5 +1,5 @@
 """``python -m rho_notebook`` is the ``rho-notebook`` command."""
 
-from rho_notebook.cli.main import main
+from rho_notebook.cli.main import command
 
-raise SystemExit(main())
+command()

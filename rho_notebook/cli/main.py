@@ -19,9 +19,10 @@ import gc
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rho_notebook.cli._args import JSON_HELP, JsonOutput, OutputChoice
 from rho_notebook.cli.fork_verbs import declare_fork
@@ -31,6 +32,7 @@ from rho_notebook.errors import InvalidWorkflow, RhoError
 from rho_notebook.service.flags import VerbParser
 
 __all__ = [
+    "command",
     "main",
     "build_parser",
     "handler_of",
@@ -150,6 +152,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return err.exit_code
         except KeyboardInterrupt:
             return 130
+
+
+def command() -> NoReturn:
+    """The ``rho-notebook`` command (and ``python -m rho_notebook``): :func:`main`, then exit with
+    its code. Once the verb is done the process is only ending, and a Ctrl-C then (a shell sends it
+    to a whole pipeline, ``run ... | head -1``, perhaps just as a closed pipe ended the verb) has
+    nothing left to stop: it is ignored, where Python would print a traceback from wherever the
+    exit was (joining a worker thread, an atexit handler). One that ends :func:`main` on its way out
+    (after a verb's own handlers are off) exits 130, quietly. :func:`main` itself, called in a
+    process that goes on, leaves the signal's handler alone."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 class _StderrWarnings(logging.Handler):
