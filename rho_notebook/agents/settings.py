@@ -147,6 +147,11 @@ class AgentSettings(FrozenModel):
             return "no settings file (create $RHO_NOTEBOOK_HOME/settings.json)"
         return ", ".join(self.sources)
 
+    def provider_kinds(self) -> dict[str, str]:
+        """``{provider name: type}``: the table a flow checks ``.to(provider=...)`` against
+        (:func:`rho_notebook.flow.use_providers`)."""
+        return {name: entry.type for name, entry in self.providers.items()}
+
     def price_table(self) -> dict[str, Price]:
         """``prices`` as the ledger reads them (``provider/model`` -> :class:`~rho_notebook.model.ledger.Price`)."""
         return {

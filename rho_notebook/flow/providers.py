@@ -6,7 +6,9 @@ providers live in settings (docs/providers.md), and this package cannot read the
 flow's own interpreter with the standard library only. So the host that knows settings tells this
 layer the provider names and their kinds, as a table ``{name: kind}``:
 
-* in-process, with :func:`use_providers` (a kernel, a test, any Python host);
+* in-process, with :func:`use_providers` (a test, any Python host): a table, or a function that
+  reads it at each check (a kernel with the extension loaded reads settings there, so a provider
+  added to settings is known at the next ``.to``);
 * in a subprocess, through the environment variable :data:`PROVIDERS_VARIABLE`, holding the table
   as a JSON object.
 
@@ -21,7 +23,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 from rho_notebook.flow._errors import FlowError
 
@@ -32,32 +35,48 @@ PROVIDERS_VARIABLE = "RHO_FLOW_PROVIDERS"
 KINDS = ("openai", "anthropic")
 """The provider kinds this installation speaks (settings' ``type``)."""
 
+ProviderSource: TypeAlias = "dict[str, str] | Callable[[], Mapping[str, str] | None]"
+"""What :func:`use_providers` installs: a table, or a function returning the current one (None
+when it cannot be read: then a name is kept unchecked, as with no table)."""
+
 _LOCK = threading.Lock()
-_table: dict[str, str] | None = None
+_table: ProviderSource | None = None
 
 
-def use_providers(table: Mapping[str, str] | None) -> dict[str, str] | None:
-    """Install the provider table ``{name: kind}`` of this process (None removes it); the previous one.
+def use_providers(table: Mapping[str, str] | Callable[[], Mapping[str, str] | None] | None) -> ProviderSource | None:
+    """Install the provider table ``{name: kind}`` of this process (None removes it); the previous
+    one (give it back to :func:`use_providers` to restore it). ``table`` may also be a function
+    called at each check for the current table (what a kernel installs: settings can change while
+    it runs); a table it returns is checked as an installed one is.
 
-    An installed table takes precedence over :data:`PROVIDERS_VARIABLE`."""
+    An installed table takes precedence over :data:`PROVIDERS_VARIABLE`.
+
+    Raises
+    ------
+    TypeError
+        ``table`` is not a mapping of text to text (nor a function, nor None).
+    """
     global _table
-    checked: dict[str, str] | None = None
-    if table is not None:
-        if not isinstance(table, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in table.items()
-        ):
-            msg = f"use_providers takes a mapping of provider name to kind (text to text), or None; got {table!r:.80}"
-            raise TypeError(msg)
-        checked = dict(table)
+    installed: ProviderSource | None = table if table is None or callable(table) else _checked(table)
     with _LOCK:
-        previous, _table = _table, checked
+        previous, _table = _table, installed
     return previous
 
 
 def known_providers() -> dict[str, str] | None:
-    """The provider table of this process (a copy), or None when no host gave one."""
+    """The provider table of this process (a copy), or None when no host gave one (or the
+    installed function could not read it).
+
+    Raises
+    ------
+    TypeError
+        The installed function returned something other than a mapping of text to text.
+    """
     with _LOCK:
         installed = _table
+    if callable(installed):
+        current = installed()
+        return None if current is None else _checked(current)
     if installed is not None:
         return dict(installed)
     text = os.environ.get(PROVIDERS_VARIABLE)
@@ -72,6 +91,14 @@ def known_providers() -> dict[str, str] | None:
         msg = f"${PROVIDERS_VARIABLE} must be a JSON object of provider name to kind"
         raise FlowError(msg)
     return {str(k): v for k, v in data.items()}
+
+
+def _checked(table: object) -> dict[str, str]:
+    """``table`` as a plain dict, when it is a mapping of provider name to kind (text to text)."""
+    if not isinstance(table, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        msg = f"use_providers takes a mapping of provider name to kind (text to text), or None; got {table!r:.80}"
+        raise TypeError(msg)
+    return dict(table)
 
 
 def resolve_provider(name: str, *, where: str) -> str:

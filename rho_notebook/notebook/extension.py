@@ -7,9 +7,10 @@ For every kernel, add it to an IPython profile (``ipython profile create`` then
 
 Loading registers the magics (:mod:`rho_notebook.notebook.magics`) over one new
 :class:`~rho_notebook.notebook.session.NotebookSession`, a completion matcher for ``%workflow``
-lines and ``%%workflow`` headers, and the in-memory model backend of flows called outside a run
-(:mod:`rho_notebook.notebook._flowbackend`). Unloading removes exactly those (the backend only if
-it is still the one installed). Nothing is started: the background runner thread starts with the
+lines and ``%%workflow`` headers, and for flows called outside a run the in-memory model backend
+(:mod:`rho_notebook.notebook._flowbackend`) and the provider table ``.to(provider=...)`` is checked
+against (read from settings at each check). Unloading removes exactly those (the backend and the
+table only if they are still the ones installed). Nothing is started: the background runner thread starts with the
 first plan, run or in-memory flow call.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from rho_notebook import flow
 from rho_notebook.errors import RhoError
+from rho_notebook.flow.providers import ProviderSource
 from rho_notebook.notebook._flowbackend import memory_backend
 from rho_notebook.notebook.completion import CompletionSource, complete_line, newest_first
 from rho_notebook.notebook.session import NotebookSession
@@ -36,21 +38,36 @@ _shadowed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 @dataclass(frozen=True)
 class _Installed:
-    """The flow backend loading installed, and the one it replaced (given back on unload)."""
+    """The flow backend and provider table loading installed, and those they replaced (given
+    back on unload)."""
 
     backend: flow.Backend
     previous: flow.Backend | None
+    providers: ProviderSource
+    previous_providers: ProviderSource | None
 
 
 def _install_backend(session: NotebookSession) -> _Installed:
     backend = memory_backend(service=lambda: session.service, workspace=session.workspace)
-    return _Installed(backend=backend, previous=flow.use_backend(backend))
+
+    def providers() -> dict[str, str] | None:  # read at each check: settings may change meanwhile
+        return session.service.provider_kinds(session.workspace())
+
+    return _Installed(
+        backend=backend,
+        previous=flow.use_backend(backend),
+        providers=providers,
+        previous_providers=flow.use_providers(providers),
+    )
 
 
 def _uninstall_backend(installed: _Installed) -> None:
     current = flow.use_backend(installed.previous)
     if current is not installed.backend:  # someone installed another since: keep theirs
         flow.use_backend(current)
+    table = flow.use_providers(installed.previous_providers)
+    if table is not installed.providers:
+        flow.use_providers(table)
 
 
 def _completion_source(session: NotebookSession) -> CompletionSource:

@@ -276,9 +276,8 @@ async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenGraph, 
     settings = await asyncio.to_thread(
         load_settings, request.user_home, request.workspace.root, trusted=request.workspace_trusted
     )
-    providers = {name: entry.type for name, entry in settings.providers.items()}
     manifest = await asyncio.to_thread(
-        compile_flow, frozen.graph, display=display, cwd=request.workspace.root, providers=providers
+        compile_flow, frozen.graph, display=display, cwd=request.workspace.root, providers=settings.provider_kinds()
     )
 
     def check() -> list[Finding]:

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from rho_notebook.agents.redact import Redactor
-from rho_notebook.agents.settings import load_settings
+from rho_notebook.agents.settings import AgentSettings, load_settings
+from rho_notebook.errors import SettingsError, StoreError
 from rho_notebook.exec.model import ask, model_call
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.layout import StoreLayout
 
-__all__ = ["CompletionJson", "complete", "complete_in"]
+__all__ = ["CompletionJson", "complete", "complete_in", "provider_kinds_in"]
 
 
 class CompletionJson(TypedDict):
@@ -45,11 +46,24 @@ async def complete_in(
 ) -> CompletionJson:
     """:func:`complete` with the user's settings of ``layout`` and, when it is trusted, the
     settings of ``workspace`` (None: the one around the current directory)."""
-    ws = workspace if workspace is not None else await asyncio.to_thread(find_workspace)
-    trusted = await asyncio.to_thread(TrustStore(layout).is_trusted, ws)
-    return await complete(
-        messages, home=layout.home, workspace=ws.root, trusted=trusted, provider=provider, model=model, tools=tools
-    )
+    settings = await asyncio.to_thread(_settings_in, layout, workspace)
+    return await _complete(settings, messages, provider=provider, model=model, tools=tools, environ=None)
+
+
+def provider_kinds_in(layout: StoreLayout, workspace: Workspace) -> dict[str, str] | None:
+    """The providers :func:`complete_in` can call in ``workspace`` (``{name: type}``), read now;
+    None when the settings cannot be read (the call itself then says why)."""
+    try:
+        return _settings_in(layout, workspace).provider_kinds()
+    except (SettingsError, StoreError):
+        return None
+
+
+def _settings_in(layout: StoreLayout, workspace: Workspace | None) -> AgentSettings:
+    """The user's settings of ``layout`` merged with ``workspace``'s when it is trusted (None: the
+    workspace around the current directory)."""
+    ws = workspace if workspace is not None else find_workspace()
+    return load_settings(layout.home, ws.root, trusted=TrustStore(layout).is_trusted(ws))
 
 
 async def complete(
@@ -76,6 +90,18 @@ async def complete(
         The credential is not set, or the request failed.
     """
     settings = load_settings(home, workspace, trusted=trusted)
+    return await _complete(settings, messages, provider=provider, model=model, tools=tools, environ=environ)
+
+
+async def _complete(
+    settings: AgentSettings,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    provider: str | None,
+    model: str | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+    environ: Mapping[str, str] | None,
+) -> CompletionJson:
     call = model_call(
         settings,
         messages=list(messages),

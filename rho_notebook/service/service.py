@@ -301,6 +301,13 @@ class Service:
             self.layout, messages, workspace=workspace, provider=provider, model=model, tools=tools
         )
 
+    def provider_kinds(self, workspace: Workspace) -> dict[str, str] | None:
+        """The providers :meth:`complete` can call in ``workspace``, ``{name: type}``, read from
+        settings now (None when they cannot be read): the table a flow called in a kernel checks
+        ``.to(provider=...)`` against (:func:`rho_notebook.flow.use_providers`). Not a coroutine:
+        two small reads, made by the thread that places the flow."""
+        return parts.completion.provider_kinds_in(self.layout, workspace)
+
     def can_run(self, kind: str) -> bool:
         """Whether a run started here can execute nodes of ``kind`` (``command``, ``shell``,
         ``agent``, ``approval``): this installation has an executor for it. Whether an agent

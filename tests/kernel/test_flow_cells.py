@@ -331,6 +331,35 @@ def test_a_workflow_called_in_a_plain_cell_runs_in_memory(ip: Any, ws: Project, 
     assert len(server.requests) == 3
 
 
+def test_a_placement_in_a_plain_cell_is_checked_against_the_settings_of_that_moment(
+    ip: Any, ws: Project, local: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As OpenRath's ``.to`` reads the provider's configuration, ``.to(provider=...)`` in a kernel
+    fails at that line for a name settings do not define, and knows a provider added meanwhile."""
+    from rho_notebook.flow.providers import known_providers
+
+    monkeypatch.delenv("RHO_FLOW_PROVIDERS", raising=False)
+    local([])  # settings.json: provider "local"
+    ok(ip, "from rho_notebook.flow import AgentParam\nparam = AgentParam(system='Write.', provider='local')")
+    refused = ip.run_cell("param.to(provider='mian')").error_in_exec
+    assert type(refused).__name__ == "FlowError"
+    assert "provider 'mian' is not defined in settings (providers: local)" in str(refused)
+    assert ip.user_ns["param"].provider == "local"  # the refused placement changed nothing
+
+    settings_file = ws.home / "settings.json"
+    settings = json.loads(settings_file.read_text())
+    settings["providers"]["mian"] = dict(settings["providers"]["local"])
+    settings_file.write_text(json.dumps(settings))
+    ok(ip, "placed = param.to(provider='mian').provider")
+    assert ip.user_ns["placed"] == "mian"
+
+    ip.run_line_magic("unload_ext", "rho_notebook")  # unloading takes the table away again
+    try:
+        assert known_providers() is None
+    finally:
+        ip.run_line_magic("load_ext", "rho_notebook")
+
+
 def test_a_flow_cell_is_held_as_a_script_module_and_exported(ip: Any, ws: Project, local: Any) -> None:
     from rho_notebook.notebook.extension import current_session
 

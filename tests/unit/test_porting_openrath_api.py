@@ -311,6 +311,34 @@ def test_without_a_provider_table_a_name_is_kept_for_validate(monkeypatch: pytes
         use_providers(previous)
 
 
+def test_a_provider_table_read_at_each_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose settings may change installs a function; it is called at each check, and
+    None from it (settings unreadable) leaves a name unchecked."""
+    monkeypatch.delenv("RHO_FLOW_PROVIDERS", raising=False)
+    current: dict[str, str] | None = {"local": "openai"}
+    calls = []
+
+    def table() -> dict[str, str] | None:
+        calls.append(1)
+        return current
+
+    previous = use_providers(table)
+    try:
+        with pytest.raises(FlowError, match=r"provider 'main' is not defined in settings \(providers: local\)"):
+            AgentParam(system="x").to(provider="main")
+        current = {"local": "openai", "main": "anthropic"}
+        assert AgentParam(system="x").to(provider="main").provider == "main"
+        current = None
+        assert AgentParam(system="x").to(provider="anything").provider == "anything"
+        assert len(calls) == 3
+        current = {"local": 1}  # type: ignore[dict-item]
+        with pytest.raises(TypeError, match="mapping of provider name to kind"):
+            AgentParam(system="x").to(provider="local")
+        assert use_providers(previous) is table
+    finally:
+        use_providers(previous)
+
+
 # -- point 7: compile() -------------------------------------------------------------------------------
 
 
