@@ -10,8 +10,8 @@ Loading registers the magics (:mod:`rho_notebook.notebook.magics`) over one new
 lines and ``%%workflow`` headers, and for flows called outside a run the in-memory model backend
 (:mod:`rho_notebook.notebook._flowbackend`) and the provider table ``.to(provider=...)`` is checked
 against (read from settings at each check). Unloading removes exactly those (the backend and the
-table only if they are still the ones installed). Nothing is started: the background runner thread starts with the
-first plan, run or in-memory flow call.
+table only if they are still the ones installed). Nothing is started: the background runner
+thread starts with the first plan, run or in-memory flow call.
 """
 
 from __future__ import annotations

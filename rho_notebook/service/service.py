@@ -247,11 +247,8 @@ class Service:
     # -- starting and resuming --------------------------------------------------------------------
 
     async def create_run(self, request: StartRun) -> tuple[Plan, str]:
-        """Check consent for the plan's digest and create (not start) a run: (plan, run ID).
-
-        Raises ConfirmationRequired: The consent does not cover the plan's graph digest; PlanError: The plan
-        was never stored (it came from ``validate``).
-        """
+        """Check consent for the plan's digest and create (not start) a run: (plan, run ID). Raises
+        ConfirmationRequired: The consent does not cover its digest; PlanError: it came from ``validate``."""
         plan = await self.load_plan(request.plan)
         return plan, await self.create_run_of(plan, request)
 
@@ -302,10 +299,8 @@ class Service:
         )
 
     def provider_kinds(self, workspace: Workspace) -> dict[str, str] | None:
-        """The providers :meth:`complete` can call in ``workspace``, ``{name: type}``, read from
-        settings now (None when they cannot be read): the table a flow called in a kernel checks
-        ``.to(provider=...)`` against (:func:`rho_notebook.flow.use_providers`). Not a coroutine:
-        two small reads, made by the thread that places the flow."""
+        """``{name: type}`` of the providers :meth:`complete` can call in ``workspace``, read now (None:
+        unreadable settings); what a kernel's flows check ``.to(provider=...)`` against. Not a coroutine."""
         return parts.completion.provider_kinds_in(self.layout, workspace)
 
     def can_run(self, kind: str) -> bool:
@@ -490,9 +485,7 @@ class Service:
     def delete(self, target: str, *, include_plans: bool = True) -> DeletedJson:
         """Delete a run that no owner holds, or (when no run matches) a saved plan.
 
-        Raises RunRefused: The run is live: an owner holds it (cancel it first); NotFound: Nothing matches
-        ``target``.
-        """
+        Raises RunRefused: The run is live: an owner holds it (cancel it first); NotFound: Nothing matches."""
         return _deleted(parts.maintenance.delete(self.layout, target, include_plans=include_plans))
 
     @_in_thread
