@@ -37,7 +37,7 @@ from rho_notebook.flow.presets import (
     run_session_loop,
     select_session,
 )
-from rho_notebook.flow.providers import PROVIDERS_VARIABLE, use_providers
+from rho_notebook.flow.providers import PROVIDERS_VARIABLE, ProviderSource, use_providers
 from rho_notebook.flow.session import Message, Session, ToolCall
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "AgentResource",
     "DynamicNode",
     "use_providers",
+    "ProviderSource",
     "PROVIDERS_VARIABLE",
     "use_backend",
     "Backend",

@@ -28,7 +28,7 @@ from typing import TypeAlias
 
 from rho_notebook.flow._errors import FlowError
 
-__all__ = ["KINDS", "PROVIDERS_VARIABLE", "known_providers", "resolve_provider", "use_providers"]
+__all__ = ["KINDS", "PROVIDERS_VARIABLE", "ProviderSource", "known_providers", "resolve_provider", "use_providers"]
 
 PROVIDERS_VARIABLE = "RHO_FLOW_PROVIDERS"
 """Environment variable holding ``{name: kind}`` as JSON for a flow subprocess."""

@@ -22,7 +22,6 @@ from typing import Any
 
 from rho_notebook import flow
 from rho_notebook.errors import RhoError
-from rho_notebook.flow.providers import ProviderSource
 from rho_notebook.notebook._flowbackend import memory_backend
 from rho_notebook.notebook.completion import CompletionSource, complete_line, newest_first
 from rho_notebook.notebook.session import NotebookSession
@@ -43,8 +42,8 @@ class _Installed:
 
     backend: flow.Backend
     previous: flow.Backend | None
-    providers: ProviderSource
-    previous_providers: ProviderSource | None
+    providers: flow.ProviderSource
+    previous_providers: flow.ProviderSource | None
 
 
 def _install_backend(session: NotebookSession) -> _Installed:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypedDict
 
 from rho_notebook.agents.redact import Redactor
@@ -47,7 +46,7 @@ async def complete_in(
     """:func:`complete` with the user's settings of ``layout`` and, when it is trusted, the
     settings of ``workspace`` (None: the one around the current directory)."""
     settings = await asyncio.to_thread(_settings_in, layout, workspace)
-    return await _complete(settings, messages, provider=provider, model=model, tools=tools, environ=None)
+    return await complete(settings, messages, provider=provider, model=model, tools=tools)
 
 
 def provider_kinds_in(layout: StoreLayout, workspace: Workspace) -> dict[str, str] | None:
@@ -67,18 +66,15 @@ def _settings_in(layout: StoreLayout, workspace: Workspace | None) -> AgentSetti
 
 
 async def complete(
+    settings: AgentSettings,
     messages: Sequence[Mapping[str, Any]],
     *,
-    home: Path,
-    workspace: Path | None,
-    trusted: bool,
     provider: str | None = None,
     model: str | None = None,
     tools: Sequence[Mapping[str, Any]] | None = None,
-    environ: Mapping[str, str] | None = None,
 ) -> CompletionJson:
-    """One model response to ``messages`` from ``provider``/``model`` (None: the settings'
-    defaults, as ``run_model``), with settings read from ``home`` (and ``workspace`` when trusted).
+    """One model response to ``messages`` from ``provider``/``model`` (None: the defaults of
+    ``settings``, as ``run_model``), with the credentials of this process's environment.
 
     Raises
     ------
@@ -89,19 +85,6 @@ async def complete(
     AgentFailure, ProviderError
         The credential is not set, or the request failed.
     """
-    settings = load_settings(home, workspace, trusted=trusted)
-    return await _complete(settings, messages, provider=provider, model=model, tools=tools, environ=environ)
-
-
-async def _complete(
-    settings: AgentSettings,
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    provider: str | None,
-    model: str | None,
-    tools: Sequence[Mapping[str, Any]] | None,
-    environ: Mapping[str, str] | None,
-) -> CompletionJson:
     call = model_call(
         settings,
         messages=list(messages),
@@ -110,7 +93,7 @@ async def _complete(
         tools=None if tools is None else list(tools),
     )
     redactor = Redactor()
-    completion = await ask(call, environ=os.environ if environ is None else environ, redactor=redactor)
+    completion = await ask(call, environ=os.environ, redactor=redactor)
     return {
         "text": redactor.text(completion.message.content),
         "tool_calls": [
