@@ -23,8 +23,9 @@ process freezes what it inherits. Goal (issue 31 item 6): run <= 2x floor. Each 
 of one run (counted by wrapping ``os.fsync`` in this process), which should not grow with the
 width. ``--profile N`` then prints where the time of N more runs of (d) goes (cProfile, by own
 time and by cumulative time); ``--phases N`` prints the wall time N more runs of (d) spend in each
-of the runner's phases (bench/run_phases.py: no profiler overhead). Exit status 0 unless a run does
-not succeed.
+of the runner's phases (bench/run_phases.py: no profiler overhead), and as many runs of (c) (a
+chain in effect: one node per scheduler turn, so it shows what a turn costs). Exit status 0
+unless a run does not succeed.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ def main() -> int:
             )
         where = fs_type(tmp)
         phases = phase_runs(service, fan, {"python": noop}, args.phases) if args.phases else ""
+        layered_phases = phase_runs(service, layered, {"command": noop}, args.phases) if args.phases else ""
         if args.profile:
             profile = cProfile.Profile()
             profile.runcall(profile_runs, service, fan, {"python": noop}, args.profile)
@@ -198,6 +200,8 @@ def main() -> int:
     if phases:
         print(f"\nphases of {args.phases} runs of (d) (wall time inside each; rows nest, see bench/run_phases.py):")
         print(phases)
+        print(f"\nphases of {args.phases} runs of (c) (one node per scheduler turn: each turn fsyncs):")
+        print(layered_phases)
     if args.profile:
         print(f"\nprofile of {args.profile} runs of (d) (create_run + execute_run):")
         stats = pstats.Stats(profile)

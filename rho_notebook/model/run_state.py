@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rho_notebook.model.budget import fold_budget_set
 from rho_notebook.model.ledger import add_call
-from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.model.state import Lifecycle, NodeState, node_state
 
 if TYPE_CHECKING:  # types only: status folds a journal without the graph's models or the record types
     from rho_notebook.model.events import (
@@ -143,7 +143,7 @@ class NodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "state": self.state.value,
+            "state": self.state._value_,  # the member's value, read directly: .value is a descriptor call
             "reason": self.reason,
             "attempt": self.attempt,
             "exit_code": self.exit_code(),
@@ -162,7 +162,7 @@ class NodeRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeRecord:
         return cls(
-            state=NodeState(data["state"]),
+            state=node_state(data["state"]),
             reason=data.get("reason", ""),
             attempts=[AttemptRecord.from_json(a) for a in data.get("attempts", [])],
             step=data.get("step"),
@@ -415,7 +415,7 @@ def _node_finished(state: RunState, ev: NodeFinished) -> None:
     node = state.nodes.get(ev.get("node", ""))
     if node is None:
         return
-    node.state = NodeState(ev["state"])
+    node.state = node_state(ev["state"])
     node.reason = ev.get("message", "")
     attempt = _attempt(state, ev)
     if attempt is not None:

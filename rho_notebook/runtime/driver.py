@@ -491,7 +491,7 @@ class RunDriver:
                 self.run_id,
                 node=name,
                 attempt=number,
-                state=result.state.value,
+                state=result.state._value_,  # as event() reads it
                 exit=result.exit,
                 message=result.message,
                 **({"step_value": result.value} if journaled else {}),  # value.json is a copy (AttemptResult)

@@ -260,6 +260,22 @@ def test_finish_for_unknown_attempt_still_sets_node_state() -> None:
     assert state.nodes["check"].current is not None and state.nodes["check"].current.state is None
 
 
+@pytest.mark.parametrize("value", [member.value for member in S])
+def test_a_finished_node_takes_the_journaled_state_member(value: str) -> None:
+    j = Journal()
+    state = replay(
+        fresh(), [j("node_launched", "check", attempt=1), j("node_finished", "check", attempt=1, state=value)]
+    )
+    assert state.nodes["check"].state is S(value)
+
+
+def test_a_finished_node_with_a_state_no_member_has_is_refused() -> None:
+    j = Journal()
+    state = replay(fresh(), [j("node_launched", "check", attempt=1)])
+    with pytest.raises(ValueError, match="'done' is not a valid NodeState"):
+        apply(state, j("node_finished", "check", attempt=1, state="done"))
+
+
 def test_events_for_unknown_nodes_are_ignored() -> None:
     j = Journal()
     before = fresh()
