@@ -29,14 +29,14 @@ from rho_notebook.notebook.session import NotebookSession
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "current_session"]
 
 _MAGIC_NAMES = {"line": ("workflow",), "cell": ("workflow", "star", "py", "script", "flow", "agent")}
-_loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any, _Installed]] = weakref.WeakKeyDictionary()
+_loaded: weakref.WeakKeyDictionary[Any, tuple[Any, Any, _FlowHooks]] = weakref.WeakKeyDictionary()
 """shell -> (magics, matcher, flow backend) of this extension (weak: a discarded shell takes its session along)."""
 _shadowed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 """shell -> IPython's own ``%%script`` cell magic, which ``%%script NAME`` replaces until unloaded."""
 
 
 @dataclass(frozen=True)
-class _Installed:
+class _FlowHooks:
     """The flow backend and provider table loading installed, and those they replaced (given
     back on unload)."""
 
@@ -46,13 +46,13 @@ class _Installed:
     previous_providers: flow.ProviderSource | None
 
 
-def _install_backend(session: NotebookSession) -> _Installed:
+def _install_flow_hooks(session: NotebookSession) -> _FlowHooks:
     backend = memory_backend(service=lambda: session.service, workspace=session.workspace)
 
     def providers() -> dict[str, str] | None:  # read at each check: settings may change meanwhile
         return session.service.provider_kinds(session.workspace())
 
-    return _Installed(
+    return _FlowHooks(
         backend=backend,
         previous=flow.use_backend(backend),
         providers=providers,
@@ -60,7 +60,7 @@ def _install_backend(session: NotebookSession) -> _Installed:
     )
 
 
-def _uninstall_backend(installed: _Installed) -> None:
+def _uninstall_flow_hooks(installed: _FlowHooks) -> None:
     current = flow.use_backend(installed.previous)
     if current is not installed.backend:  # someone installed another since: keep theirs
         flow.use_backend(current)
@@ -140,7 +140,7 @@ def load_ipython_extension(ipython: Any) -> None:
     completer = getattr(ipython, "Completer", None)
     if completer is not None:
         completer.custom_matchers.append(matcher)
-    _loaded[ipython] = (magics, matcher, _install_backend(session))
+    _loaded[ipython] = (magics, matcher, _install_flow_hooks(session))
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -150,7 +150,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         return
     magics, matcher, installed = found
     magics.release()
-    _uninstall_backend(installed)
+    _uninstall_flow_hooks(installed)
     manager = ipython.magics_manager
     for kind, names in _MAGIC_NAMES.items():
         table = manager.magics[kind]

@@ -438,16 +438,6 @@ class RunStore:
             raise StoreError(msg)
         return graph
 
-    def read_state(self, run_id: str) -> dict[str, Any]:
-        folder = self.folder(run_id)
-        check_no_symlink(folder.state, below=self.layout.home)
-        try:
-            data: dict[str, Any] = read_json(folder.state)
-        except FileNotFoundError:
-            msg = f"run {run_id} has no state.json yet"
-            raise NotFound(msg) from None
-        return data
-
     def append_unowned(self, run_id: str, records: Callable[[], list[dict[str, Any]]]) -> bool:
         """Append what ``records()`` gives to the journal of run ``run_id`` durably, holding its
         owner lock so no owner runs it meanwhile (``records`` runs under the lock and may raise to
