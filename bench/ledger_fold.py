@@ -8,7 +8,7 @@ The same plan (``bench.limit_corpus.graph_case``: 750 nodes, 7,500 edges) is run
 :class:`~rho_notebook.runtime.spend.AttemptSpend`, which journals each ``model_called`` record
 durably) and succeeds without a process: the runs differ in nothing but whether the journal's
 ``model_called`` records are folded into the run's state (the ledger's fold,
-:func:`rho_notebook.model.ledger.add_call`), so the ratio is the fold's share and nothing else.
+:func:`rho_notebook.model.tally.add_call`), so the ratio is the fold's share and nothing else.
 Runs with and without the fold are interleaved; each figure is the median of ``--samples``.
 Whole runs are noisy (their journal's fsyncs, the machine's other work), so the fold is also timed
 alone on the same run: its journal folded (every record once, as the owner folds it while it runs)

@@ -59,6 +59,7 @@ from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
+from rho_notebook.model.tally import may_have_spent
 from rho_notebook.service import (
     ApprovalRequest,
     Consent,
@@ -70,7 +71,7 @@ from rho_notebook.service import (
 )
 from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
-from rho_notebook.service.usage import may_have_spent, run_ledger
+from rho_notebook.service.usage import run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowTools", "build_server", "serve_stdio"]

@@ -1,94 +1,35 @@
-"""The ledger: what a run's model calls spent, folded from the journal alone.
+"""The ledger: what a run's model calls spent, priced from the tallies the journal's fold keeps.
 
-Each completed model call is journaled as a ``model_called`` record
-(:class:`~rho_notebook.model.events.ModelCalled`). :func:`add_call` folds one into its attempt's
-*tally* (plain JSON, kept in :attr:`~rho_notebook.model.run_state.AttemptRecord.usage` and so in
-the state snapshot): token and call counts, plus the tokens of each ``provider/model`` so a cost can
-be computed later from whatever prices the reader has. A tally never holds a cost: prices are
-settings, not facts of the run, and a changed price table re-prices old runs.
-
-:class:`Usage` is what readers show (``status``, ``result``, the widget, MCP): the counts, the wall
+Each attempt's *tally* (:mod:`rho_notebook.model.tally`: token and call counts, plus the tokens of
+each ``provider/model``) holds no cost: prices are settings, not facts of the run, and a changed
+price table re-prices old runs. :class:`Usage` is what readers show (``status``, ``result``, the widget, MCP): the counts, the wall
 time and ``cost_usd``, which is None (never 0) as soon as one call's model has no price.
 A reused attempt made no calls, so it counts zero new spend; a step answered from the journal on
 resume keeps the tally of the attempt that made the call, so a replayed resume adds zero.
 
-This module is imported by the status fold, so it stays standard-library only.
+Standard library only, like the fold; the fold itself (``status``, ``runs``) does not import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from rho_notebook.model.tally import COUNTS, count_of
 
 if TYPE_CHECKING:
     from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState
 
 __all__ = [
-    "COUNTS",
     "Price",
     "Usage",
-    "add_call",
     "attempt_usage",
     "node_usage",
     "run_usage",
     "seconds_between",
     "tally_usage",
 ]
-
-COUNTS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "calls", "retries", "tool_calls")
-"""The additive counts of a tally and of :class:`Usage`."""
-
-_PER_CALL = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "retries", "tool_calls")
-
-
-def _count(value: Any) -> int:
-    return value if type(value) is int and value > 0 else 0  # bool is not int here: type(True) is bool
-
-
-def add_call(tally: Mapping[str, Any] | None, call: Mapping[str, Any]) -> dict[str, Any]:
-    """``tally`` (None: empty) with one ``model_called`` record added; ``tally`` is not changed.
-
-    A call with a ``key`` (a flow's module path, a fork branch, an instance) is also added to
-    ``by_key[key]``, so a node's spend rolls up by the keys inside it. Copied by hand, not
-    deep-copied: the run's fold calls this once per model call (bench/ledger_fold.py)."""
-    if tally is None:
-        out = _empty()
-        models: dict[str, list[int]] = out["models"]
-    else:
-        out = dict(tally)
-        models = out["models"] = {model: tokens[:] for model, tokens in tally["models"].items()}
-        if "by_key" in tally:  # each key's tally is replaced, never changed, by the recursion below
-            out["by_key"] = dict(tally["by_key"])
-    get = call.get
-    counts = [_count(get(name)) for name in _PER_CALL]
-    for name, count in zip(_PER_CALL, counts, strict=True):
-        if count:
-            out[name] += count
-    out["calls"] += 1
-    seconds = get("seconds")
-    if isinstance(seconds, (int, float)) and type(seconds) is not bool and seconds > 0:
-        out["call_seconds"] = round(out["call_seconds"] + seconds, 6)
-    model = f"{get('provider', '')}/{get('model', '')}"
-    tokens = models.get(model)
-    if tokens is None:
-        tokens = models[model] = [0, 0, 0]
-    tokens[0] += counts[0]
-    tokens[1] += counts[1]
-    tokens[2] += counts[2]
-    key = get("key")
-    if isinstance(key, str) and key:
-        by_key = out.setdefault("by_key", {})
-        by_key[key] = add_call(by_key.get(key), {k: v for k, v in call.items() if k != "key"})
-    return out
-
-
-def _empty() -> dict[str, Any]:
-    tally: dict[str, Any] = dict.fromkeys(COUNTS, 0)
-    tally["call_seconds"] = 0.0
-    tally["models"] = {}
-    return tally
 
 
 @dataclass(frozen=True)
@@ -154,7 +95,7 @@ def tally_usage(tally: Mapping[str, Any] | None, prices: Mapping[str, Price], *,
             cost = None
             break
         cost = (cost or 0.0) + price.cost(input_tokens, output_tokens, cached_tokens)
-    counts = {name: _count(tally.get(name)) for name in COUNTS}
+    counts = {name: count_of(tally.get(name)) for name in COUNTS}
     return Usage(**counts, wall_seconds=wall_seconds, cost_usd=cost)
 
 
@@ -162,6 +103,8 @@ def seconds_between(start: str | None, end: str | None) -> float:
     """Seconds from ISO time ``start`` to ``end`` (0 when either is missing or unreadable)."""
     if not start or not end:
         return 0.0
+    from datetime import datetime  # here: only a reader that shows spend calls this
+
     try:
         return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
     except ValueError:

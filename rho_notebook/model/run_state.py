@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rho_notebook.model.budget import fold_budget_set
-from rho_notebook.model.ledger import add_call
 from rho_notebook.model.state import Lifecycle, NodeState, node_state
+from rho_notebook.model.tally import add_call
 
 if TYPE_CHECKING:  # types only: status folds a journal without the graph's models or the record types
     from rho_notebook.model.events import (

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rho_notebook.errors import RhoError
-from rho_notebook.model.ledger import COUNTS, Price, Usage, add_call, attempt_usage, tally_usage
+from rho_notebook.model.ledger import Price, Usage, attempt_usage, tally_usage
+from rho_notebook.model.tally import COUNTS, add_call, may_have_spent
 from rho_notebook.store.layout import USAGE_FILE, StoreLayout, default_home
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ __all__ = [
     "cached_prices",
     "live_spend",
     "load_prices",
-    "may_have_spent",
     "node_spend",
     "run_ledger",
 ]
@@ -64,8 +64,6 @@ _FLOW_KEY = re.compile(
     r"(?P<path>[a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?:/(?P<branch>f[0-9]+(?:\.[0-9]+)*))?#[0-9]+"
 )
 _STEP_PREFIX = re.compile(r"^([^:\[]+)[:\[]")
-_CALLING = ("agent", "model")
-"""Exit kinds of attempts that call models (an old run's spend is in their summaries)."""
 
 
 @dataclass(frozen=True)
@@ -384,18 +382,6 @@ def add_view_spend(nodes: Mapping[str, Any], run: Any, state: RunState, *, home:
         nodes[name]["usage"] = usage
     if total is not None and isinstance(run, dict):
         run["usage"] = total
-
-
-def may_have_spent(state: RunState) -> bool:
-    """Whether an attempt of the run made a model call or reused a node that may have (a cheap
-    look before building the ledger: a command-only run has neither)."""
-    for record in state.nodes.values():
-        for attempt in record.attempts:
-            if attempt.usage is not None or attempt.reused_from is not None:
-                return True
-            if attempt.exit is not None and attempt.exit.get("kind") in _CALLING:
-                return True
-    return False
 
 
 def _build(state: RunState, reader: _Reader) -> RunLedger:

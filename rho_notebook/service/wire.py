@@ -25,8 +25,7 @@ from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.lazy import lazy_face
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.service.budget_view import BudgetJson, add_budgets
-from rho_notebook.service.usage import RunLedger, add_usage
+from rho_notebook.service.spend_view import BudgetJson, add_spend
 from rho_notebook.service.wire_views import (
     CancelJson,
     DeletedJson,
@@ -51,6 +50,7 @@ from rho_notebook.store.layout import VALUE_FILE
 
 if TYPE_CHECKING:
     from rho_notebook.runtime.status import RunFacts
+    from rho_notebook.service.usage import RunLedger
     from rho_notebook.service.wire_plans import (
         DiffJson,
         DiffSideJson,
@@ -385,8 +385,7 @@ def status_json(
         status["output"] = state.output
     if state.damage is not None:
         status["damage"] = state.damage
-    add_usage(status, state, ledger)
-    add_budgets(status, state)
+    add_spend(status, state, ledger)
     return status
 
 
@@ -551,7 +550,7 @@ def result_json(folder: RunFolder, state: RunState, *, ledger: RunLedger | None 
         result["halted"] = halted_json(state)
     if state.output is not None:
         result["output"] = state.output
-    add_usage(result, state, ledger, run_folder=folder.path)
+    add_spend(result, state, ledger, run_folder=folder.path, budgets=False)
     return result
 
 

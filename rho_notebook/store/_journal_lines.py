@@ -17,8 +17,6 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from rho_notebook.errors import NotRegularFile, StoreError
 from rho_notebook.oshelpers import open_regular_nofollow
 
@@ -85,6 +83,8 @@ def stamp_lines(
     ValueError, TypeError
         A value JSON cannot hold (nothing is returned: the caller writes all lines or none).
     """
+    import orjson  # here, not at the top: only a writer needs it, and it imports uuid and platform
+
     c_encode, sha256, dumps = _C_ENCODE, hashlib.sha256, orjson.dumps
     lines: list[bytes] = []
     stamped: list[dict[str, Any]] = []

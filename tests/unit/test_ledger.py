@@ -1,8 +1,9 @@
 """The ledger folded from ``model_called`` records: counts, per-model prices, unknown price never 0."""
 
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.ledger import Price, add_call, node_usage, run_usage, tally_usage
+from rho_notebook.model.ledger import Price, node_usage, run_usage, tally_usage
 from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState, apply
+from rho_notebook.model.tally import add_call
 
 
 def _call(**fields: object) -> dict[str, object]:

@@ -3,8 +3,9 @@ prefix, what a replayed step saved, the old-run fallbacks, and the rows of ``rho
 
 from __future__ import annotations
 
-from rho_notebook.model.ledger import Price, add_call
+from rho_notebook.model.ledger import Price
 from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState
+from rho_notebook.model.tally import add_call
 from rho_notebook.service.usage import attempt_tally, key_prefixes, run_ledger
 
 PRICES = {"local/m": Price(input_per_mtok=1.0, output_per_mtok=2.0)}

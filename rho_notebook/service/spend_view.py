@@ -1,6 +1,9 @@
-"""The budgets ``status`` shows while a run has one: each scope's limits and what is spent against them.
+"""What a run spent, as ``status`` and ``result`` show it: its usage and its budgets.
 
-A run's budgets are folded from its ``budget_set`` records (:mod:`rho_notebook.model.budget`); what
+:func:`add_spend` gives an answer its ``usage`` objects when the run made or saved a model call
+(built by :mod:`rho_notebook.service.usage`, which is imported only then: ``status`` and ``runs``
+of a command-only run start without the ledger's builder) and, for ``status``, the budgets it
+shows while a run has one: each scope's limits and what is spent against them. A run's budgets are folded from its ``budget_set`` records (:mod:`rho_notebook.model.budget`); what
 is spent comes from the ``usage`` objects the same answer already carries (the ledger,
 :mod:`rho_notebook.service.usage`), so ``status`` prices nothing twice. The run's own budget counts
 the run's spend, a node's (or a script step's) that node's, over all its attempts. The wall limit
@@ -11,14 +14,20 @@ that limit without a spend.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NotRequired
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict  # (pydantic's wire schema needs it on Python < 3.12)
 
 from rho_notebook.model.budget import RUN_SCOPE, limits_of
 from rho_notebook.model.run_state import RunState
+from rho_notebook.model.tally import may_have_spent
 
-__all__ = ["BudgetJson", "add_budgets"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rho_notebook.service.usage import RunLedger
+
+__all__ = ["BudgetJson", "add_budgets", "add_spend"]
 
 
 class BudgetJson(TypedDict):
@@ -35,6 +44,25 @@ class BudgetJson(TypedDict):
     """Input plus output tokens spent so far in its scope."""
     spent_cost_usd: float | None
     """The cost spent so far in its scope; None when a model has no price (never shown as 0)."""
+
+
+def add_spend(
+    answer: Any,
+    state: RunState,
+    ledger: RunLedger | None = None,
+    *,
+    run_folder: Path | None = None,
+    budgets: bool = True,
+) -> None:
+    """Give a ``status`` (``budgets``) or ``result`` answer (``nodes`` by name) what the run spent:
+    :func:`~rho_notebook.service.usage.add_usage` when ``ledger`` is given or the run may have
+    spent (:func:`~rho_notebook.model.ledger.may_have_spent`), then :func:`add_budgets`."""
+    if ledger is not None or may_have_spent(state):
+        from rho_notebook.service.usage import add_usage
+
+        add_usage(answer, state, ledger, run_folder=run_folder)
+    if budgets:
+        add_budgets(answer, state)
 
 
 def add_budgets(answer: Any, state: RunState) -> None:
