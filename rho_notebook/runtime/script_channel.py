@@ -21,7 +21,11 @@ The server is a plain :class:`asyncio.BufferedProtocol` (the loop reads into one
 connection, not into a fresh 256 KiB one per read): a request its handler answers at once (a
 replayed step: the handler returns a dict) is answered inside ``buffer_updated``, with no task and
 no extra turn of the loop; one that needs waiting (the handler returns an awaitable) runs as a task, and the
-connection reads nothing more until its answer is written, so answers keep the order of requests.
+connection serves nothing more until its answer is written, so answers keep the order of requests.
+Meanwhile it goes on reading (the shim sends nothing before its answer anyway; pausing and resuming
+the socket per step was two ``epoll_ctl`` calls and ~0.1 ms of a script step, bench/
+script_overhead.py) until it holds :data:`MAX_HELD_BYTES` unserved bytes: a client that keeps
+sending is then not read until its answer is written.
 
 A run folder can sit deeper than a socket address allows (108 bytes on Linux). The socket is then
 bound and reached through the owner's descriptor of the ``script`` folder
@@ -42,7 +46,7 @@ from typing import Any
 
 from rho_notebook.store.files import ensure_private_dir
 
-__all__ = ["MAX_REQUEST_BYTES", "Answer", "ChannelHandler", "ScriptChannel", "encode_answer"]
+__all__ = ["MAX_HELD_BYTES", "MAX_REQUEST_BYTES", "Answer", "ChannelHandler", "ScriptChannel", "encode_answer"]
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """Largest request line (a step's prompt or an emitted value travels in one)."""
@@ -58,6 +62,8 @@ ChannelHandler = Callable[[dict[str, Any]], Answer | Awaitable[Answer] | None]
 is known at once, else an awaitable of it; None for a notice, a line the client does not wait on
 (nothing is written back)."""
 
+MAX_HELD_BYTES = MAX_REQUEST_BYTES
+"""Unserved bytes a connection holds while one of its requests is answered before it stops reading."""
 _READ_BYTES = 64 * 1024
 """Size of a connection's read buffer (a longer request arrives in several reads)."""
 
@@ -164,6 +170,8 @@ class _Connection(asyncio.BufferedProtocol):
         """Done when the client closed its end (or the connection was lost)."""
         self._done = False
         """Refused, malformed or ended: nothing more is read or answered."""
+        self._paused = False
+        """Reading is paused: :data:`MAX_HELD_BYTES` arrived while a request was being answered."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -183,7 +191,11 @@ class _Connection(asyncio.BufferedProtocol):
         if self._done:
             return
         self._buffer += self._read[:nbytes]
-        self._serve()
+        if self._waiting is None:
+            self._serve()
+        elif len(self._buffer) > MAX_HELD_BYTES and self._transport is not None and not self._paused:
+            self._transport.pause_reading()  # resumed once the awaited answer is written
+            self._paused = True
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -226,8 +238,6 @@ class _Connection(asyncio.BufferedProtocol):
             else:
                 self._waiting = asyncio.ensure_future(answer)
                 self._waiting.add_done_callback(self._answered)
-                if self._transport is not None:
-                    self._transport.pause_reading()  # nothing more is read until this is answered
 
     def _answered(self, task: asyncio.Future[Answer]) -> None:
         self._waiting = None
@@ -238,8 +248,10 @@ class _Connection(asyncio.BufferedProtocol):
         else:
             answer = task.result()
         self._write(answer, True)
-        if self._transport is not None and not self._done:
-            self._transport.resume_reading()
+        if self._paused:
+            self._paused = False
+            if self._transport is not None and not self._done:
+                self._transport.resume_reading()
         self._serve()
 
     def _refuse(self, message: str) -> None:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rho_notebook.store.journal import read_journal
 from tests.cli.runhelp import kill_owner, status, wait_for_event
 from tests.conftest import REPO, Project
@@ -448,6 +450,76 @@ def test_the_channel_answers_requests_sent_together_in_order_whether_answered_at
             assert answers[1]["error"] == "invalid" and "newline" in answers[1]["message"]
             assert rest == b""
         finally:
+            await channel.close()
+
+    asyncio.run(main())
+
+
+def test_a_connection_holds_a_bounded_amount_while_its_request_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a request waits for its answer the connection goes on reading (no pause per step) and
+    serves nothing; past MAX_HELD_BYTES it stops reading until the answer is written, then serves
+    what it held in order."""
+    import asyncio
+    import socket
+
+    from rho_notebook.runtime import script_channel
+
+    monkeypatch.setattr(script_channel, "MAX_HELD_BYTES", 4096)
+
+    async def main() -> None:
+        release = asyncio.Event()
+        seen: list[int] = []
+
+        def handler(request: dict[str, Any]) -> dict[str, Any] | Any:
+            seen.append(request["n"])
+            if request["n"] == 0:
+
+                async def later() -> dict[str, Any]:
+                    await release.wait()
+                    return {"ok": True, "n": 0}
+
+                return later()
+            return {"ok": True, "n": request["n"]}
+
+        run_folder = tmp_path / "run"
+        run_folder.mkdir(mode=0o700)
+        channel = script_channel.ScriptChannel(run_folder, handler)
+        await channel.start()
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.connect(channel.address)
+            sock.setblocking(False)
+
+            def line(n: int, pad: int = 0) -> bytes:
+                return (json.dumps({"token": channel.token, "n": n, "pad": "x" * pad}) + "\n").encode()
+
+            loop = asyncio.get_running_loop()
+            await loop.sock_sendall(sock, line(0))
+            while not seen:
+                await asyncio.sleep(0.01)
+            (connection,) = channel.connections
+            transport = connection._transport
+            assert transport is not None
+            await loop.sock_sendall(sock, line(1))
+            await asyncio.sleep(0.05)
+            assert seen == [0] and transport.is_reading(), "read while waiting, not served"
+            await loop.sock_sendall(sock, line(2, pad=8192))
+            for _ in range(100):
+                if not transport.is_reading():
+                    break
+                await asyncio.sleep(0.01)
+            assert not transport.is_reading(), "past MAX_HELD_BYTES: not read until answered"
+            assert seen == [0]
+            release.set()
+            data = b""
+            while data.count(b"\n") < 3:
+                data += await loop.sock_recv(sock, 65536)
+            assert [json.loads(x)["n"] for x in data.splitlines()] == [0, 1, 2], "in the order they were sent"
+            assert seen == [0, 1, 2] and transport.is_reading()
+        finally:
+            sock.close()
             await channel.close()
 
     asyncio.run(main())
