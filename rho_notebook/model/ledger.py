@@ -2,8 +2,9 @@
 
 Each attempt's *tally* (:mod:`rho_notebook.model.tally`: token and call counts, plus the tokens of
 each ``provider/model``) holds no cost: prices are settings, not facts of the run, and a changed
-price table re-prices old runs. :class:`Usage` is what readers show (``status``, ``result``, the widget, MCP): the counts, the wall
-time and ``cost_usd``, which is None (never 0) as soon as one call's model has no price.
+price table re-prices old runs. :class:`Usage` is what readers show (``status``, ``result``, the
+widget, MCP): the counts, the wall time and ``cost_usd``, which is None (never 0) as soon as one
+call's model has no price.
 A reused attempt made no calls, so it counts zero new spend; a step answered from the journal on
 resume keeps the tally of the attempt that made the call, so a replayed resume adds zero.
 
