@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,6 @@ from hypothesis import strategies as st
 from rho_notebook.model import events as events_module
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.state import NodeState
-from rho_notebook.store import _journal_lines as journal_lines
 from rho_notebook.store._journal_lines import stamp_lines
 from rho_notebook.store.journal import JournalWriter, Watermark, check_journal, write_watermark
 from rho_notebook.store.journal_integrity import mark_bytes
@@ -199,13 +199,13 @@ def test_every_record_is_written_as_the_reference_encoding_whichever_encoder_wri
 
 def test_plain_records_take_the_fast_encoder_and_others_the_reference_one(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
-    real = journal_lines.orjson.dumps
+    real = orjson.dumps
 
     def counting(value: object) -> bytes:
         calls.append(value)
         return real(value)
 
-    monkeypatch.setattr(journal_lines.orjson, "dumps", counting)
+    monkeypatch.setattr(orjson, "dumps", counting)
     stamp_lines([RECORDS[0], RECORDS[1]], first_seq=1, prev="")
     assert len(calls) == 2
     stamp_lines([RECORDS[3], {"x": 1.5}, {"x": NodeState.SUCCESS}], first_seq=1, prev="")
