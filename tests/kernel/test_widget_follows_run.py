@@ -102,7 +102,8 @@ def test_a_widget_follows_its_run_through_cli_cancels_and_rho_resume(ws: Project
 
 def test_the_widgets_own_resume_shows_the_resumed_run_at_once(ws: Project) -> None:
     """After the Resume button the run view is the resumed run's as soon as the resume returns
-    (the records the resumed owner journaled before the view followed it are not dropped)."""
+    (its run_started is folded), and it then shows the resumed attempt: the records the resumed
+    owner journaled before the view followed it are not dropped."""
     ws.write("wf.star", WORKFLOW)
 
     async def scenario() -> None:
@@ -124,7 +125,9 @@ def test_the_widgets_own_resume_shows_the_resumed_run_at_once(ws: Project) -> No
                 "print(json.dumps({'lifecycle': state.lifecycle.value, 'message': view.run.get('message', ''),\n"
                 "                  'long': state.nodes['long'].attempt}))"
             )
-            assert clicked["lifecycle"] == "running" and clicked["long"] == 2, clicked
+            # the resume returns once run_started is folded (RunHandle.begin); the owner's first
+            # launch is its next write, which may come a moment later: the view then shows it
+            assert clicked["lifecycle"] == "running" and clicked["long"] in (1, 2), clicked
             await _running(k, 2)
             # every view of the run follows the new execution, not only the one clicked
             shared = await k.json(
