@@ -232,7 +232,7 @@ def _ended(service: Service, state: RunState, *, graph: Graph, output: str) -> i
             file=sys.stderr,
         )
     if output == "json":
-        print(json.dumps(status_json(state)))
+        print(json.dumps(status_json(state, layout=service.layout)))
     elif output == "text":
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
             steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted if graph.script is not None)
@@ -270,14 +270,14 @@ def run_wait(args: argparse.Namespace) -> int:
     if detach.signum is not None:
         return _detached(run_id, detach, what="waiting for")
     if timed_out:
-        return _still_going(run_sync(service.status(run_id)), timeout=args.timeout, output=args.output)
+        return _still_going(service, run_sync(service.status(run_id)), timeout=args.timeout, output=args.output)
     return _ended(service, state, graph=graph, output=args.output)
 
 
-def _still_going(state: RunState, *, timeout: float, output: str) -> int:
+def _still_going(service: Service, state: RunState, *, timeout: float, output: str) -> int:
     """``wait --timeout``: the time is up and the run goes on; its lifecycle, exit 3."""
     if output == "json":
-        print(json.dumps(status_json(state)))
+        print(json.dumps(status_json(state, layout=service.layout)))
     else:
         print(
             f"run {state.run_id}  {state.lifecycle.value} after {timeout:g} s; it goes on "

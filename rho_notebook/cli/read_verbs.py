@@ -16,7 +16,6 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.model.tally import may_have_spent
 from rho_notebook.service import Service, glance
 from rho_notebook.service.listing import RunsQuery
 from rho_notebook.service.wire import status_json
@@ -26,9 +25,7 @@ from rho_notebook.views.text import budget_lines, decision_lines, node_status_li
 __all__ = ["run_status", "run_cancel", "run_runs", "run_result", "run_events", "run_logs", "run_plans"]
 
 if TYPE_CHECKING:
-    from rho_notebook.model.run_state import RunState
     from rho_notebook.service import Stream
-    from rho_notebook.service.usage import RunLedger
 
 T = TypeVar("T")
 
@@ -40,21 +37,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return bridge(coro)
 
 
-def _ledger(state: RunState, service: Service) -> RunLedger | None:
-    """What run ``state`` spent; None for a command-only run, whose ``status`` then does not even
-    import the ledger's builder (bench/cli_start.py)."""
-    if not may_have_spent(state):
-        return None
-    from rho_notebook.service.usage import run_ledger
-
-    return run_ledger(state, layout=service.layout)
-
-
 def run_status(args: argparse.Namespace) -> int:
     service = Service.default()
     layout = service.layout
     state = glance.status(layout, args.run)
-    data = status_json(state, ledger=_ledger(state, service))
+    data = status_json(state, layout=layout)
     if args.output == "json":
         print(json.dumps(data, indent=2))
         return 0

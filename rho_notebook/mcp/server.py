@@ -59,7 +59,6 @@ from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
-from rho_notebook.model.tally import may_have_spent
 from rho_notebook.service import (
     ApprovalRequest,
     Consent,
@@ -71,7 +70,6 @@ from rho_notebook.service import (
 )
 from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
-from rho_notebook.service.usage import run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
 
 __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
@@ -249,8 +247,7 @@ class WorkflowTools:
 
     async def workflow_status(self, args: StatusArgs, client: str | None) -> Any:
         state = await self.service.status(args.run_id)
-        spent = may_have_spent(state)  # else no ledger: a command-only run's answer is as it was
-        return status_json(state, ledger=run_ledger(state, layout=self.service.layout) if spent else None)
+        return status_json(state, layout=self.service.layout)
 
     async def workflow_wait(self, args: WaitArgs, client: str | None) -> Any:
         """Poll the durable state until the run settles (ends, or waits for a person) or time runs out."""
@@ -264,7 +261,7 @@ class WorkflowTools:
             if settled or loop.time() >= deadline:
                 break
             await asyncio.sleep(_WAIT_POLL_SECONDS)
-        answer: dict[str, Any] = {**status_json(state), "timed_out": not settled}
+        answer: dict[str, Any] = {**status_json(state, layout=self.service.layout), "timed_out": not settled}
         person = await self._person_needed(state)
         if person:
             answer["person"] = person

@@ -392,7 +392,7 @@ class WorkflowVerbs:
     def _verb_status(self, args: Any) -> Report | None:
         state = api.status(args.run)
         if args.output == "json":
-            print(json.dumps(status_json(state), indent=2))
+            print(json.dumps(status_json(state, layout=api.service().layout), indent=2))
             return None
         return status_report(state)
 

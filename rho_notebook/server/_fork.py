@@ -113,4 +113,4 @@ class ForkHandler(RhoHandler):
         state = await service.status(run_id)
         self.set_header("Location", url_path_join(self.base_url, API_PREFIX, "runs", run_id))
         lineage = {"run": planned.source_run, "node": planned.node}
-        self.send_json({**status_json(state), "forked_from": lineage}, status=201)
+        self.send_json({**status_json(state, layout=service.layout), "forked_from": lineage}, status=201)

@@ -113,7 +113,7 @@ class PlanRunsHandler(RhoHandler):
         await self.offload(self.ctx.start, run_id)
         state = await service.status(run_id)
         self.set_header("Location", url_path_join(self.base_url, API_PREFIX, "runs", run_id))
-        self.send_json(status_json(state), status=201)
+        self.send_json(status_json(state, layout=service.layout), status=201)
 
 
 class RunsHandler(RhoHandler):
@@ -137,7 +137,7 @@ class RunHandler(RhoHandler):
     @authorized
     async def get(self, run: str) -> None:
         state = await self.ctx.service.status(run)
-        data: dict[str, Any] = dict(status_json(state))
+        data: dict[str, Any] = dict(status_json(state, layout=self.ctx.service.layout))
         data.update(last_seq=state.last_seq, updated_at=state.updated_at, cancel_pending=list(state.cancel_pending))
         self.send_json(data)
 
@@ -261,7 +261,7 @@ class ResumeHandler(RhoHandler):
         service = self.ctx.service
         run_id = await service.check_resume(ResumeRun(run=run, consent=_consent(body), recover_uncertain=recover))
         await self.offload(self.ctx.start, run_id, resume=True, recover_uncertain=recover)
-        self.send_json(status_json(await service.status(run_id)))
+        self.send_json(status_json(await service.status(run_id), layout=service.layout))
 
 
 class CompareHandler(RhoHandler):

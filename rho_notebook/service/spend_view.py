@@ -25,7 +25,7 @@ from rho_notebook.model.tally import may_have_spent
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rho_notebook.service.usage import RunLedger
+    from rho_notebook.store.layout import StoreLayout
 
 __all__ = ["BudgetJson", "add_budgets", "add_spend"]
 
@@ -49,18 +49,20 @@ class BudgetJson(TypedDict):
 def add_spend(
     answer: Any,
     state: RunState,
-    ledger: RunLedger | None = None,
     *,
+    layout: StoreLayout | None = None,
     run_folder: Path | None = None,
     budgets: bool = True,
 ) -> None:
     """Give a ``status`` (``budgets``) or ``result`` answer (``nodes`` by name) what the run spent:
-    :func:`~rho_notebook.service.usage.add_usage` when ``ledger`` is given or the run may have
-    spent (:func:`~rho_notebook.model.ledger.may_have_spent`), then :func:`add_budgets`."""
-    if ledger is not None or may_have_spent(state):
+    when the run may have spent (:func:`~rho_notebook.model.tally.may_have_spent`; else the
+    ledger's builder is not even imported), :func:`~rho_notebook.service.usage.add_usage` with the
+    run's store ``layout`` (or the store holding ``run_folder``), then :func:`add_budgets`. The one
+    place every front end's ``status`` and ``result`` learn what a run spent."""
+    if may_have_spent(state):
         from rho_notebook.service.usage import add_usage
 
-        add_usage(answer, state, ledger, run_folder=run_folder)
+        add_usage(answer, state, layout=layout, run_folder=run_folder)
     if budgets:
         add_budgets(answer, state)
 

@@ -166,16 +166,18 @@ def _usage_json(usage: Usage, saved: Usage | None, by_key: Mapping[str, Usage]) 
     return data
 
 
-def add_usage(answer: Any, state: RunState, ledger: RunLedger | None = None, *, run_folder: Path | None = None) -> None:
+def add_usage(
+    answer: Any, state: RunState, *, layout: StoreLayout | None = None, run_folder: Path | None = None
+) -> None:
     """Give a ``status`` or ``result`` answer (``nodes`` by name) its ``usage`` objects: one per
     node and one for the run, when the run made or saved a model call (a command-only run's answer
-    stays as it was). ``ledger`` default: :func:`run_ledger` of ``state``, with the store of
-    ``run_folder`` (a run's folder) when given. Its one caller,
+    stays as it was). The ledger is :func:`run_ledger` of ``state`` with the store ``layout``, or
+    the one holding ``run_folder`` (a run's folder). Its one caller,
     :func:`~rho_notebook.service.spend_view.add_spend`, has already looked whether the run may
     have spent (:func:`~rho_notebook.model.tally.may_have_spent`) before importing this module."""
-    if ledger is None:
-        layout = StoreLayout(home=run_folder.parents[2]) if run_folder is not None else None
-        ledger = run_ledger(state, layout=layout)
+    if layout is None and run_folder is not None:
+        layout = StoreLayout(home=run_folder.parents[2])
+    ledger = run_ledger(state, layout=layout)
     if not ledger.spent:
         return
     for name, entry in answer["nodes"].items():

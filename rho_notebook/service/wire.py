@@ -50,7 +50,6 @@ from rho_notebook.store.layout import VALUE_FILE
 
 if TYPE_CHECKING:
     from rho_notebook.runtime.status import RunFacts
-    from rho_notebook.service.usage import RunLedger
     from rho_notebook.service.wire_plans import (
         DiffJson,
         DiffSideJson,
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
         plan_summary_json,
     )
     from rho_notebook.service.wire_types import WIRE_TYPES, ApprovalJson, approval_json
+    from rho_notebook.store.layout import StoreLayout
     from rho_notebook.store.runs import RunFolder, RunManifest
 
 _PLANS = "DiffJson DiffSideJson NodeChangeJson PlanJson PlanSummaryJson diff_json plan_json plan_summary_json"
@@ -342,11 +342,12 @@ def node_order(state: RunState) -> list[str]:
 
 
 def status_json(
-    state: RunState, *, allowed: frozenset[str] | None = None, ledger: RunLedger | None = None
+    state: RunState, *, allowed: frozenset[str] | None = None, layout: StoreLayout | None = None
 ) -> StatusJson:
     """One durable snapshot of a run: ``rho-notebook status --output json``. ``allowed``: the
-    nodes whose failure does not count (default: :func:`allowed_failures_of`); ``ledger``: what
-    it spent (default: from the journal, :func:`~rho_notebook.service.usage.run_ledger`)."""
+    nodes whose failure does not count (default: :func:`allowed_failures_of`); ``layout``: the
+    run's store, whose usage files and prices say what it spent (default: its journal alone,
+    priced by this process's settings)."""
     allowed = allowed_failures_of(state) if allowed is None else allowed
     nodes: dict[str, NodeStatusJson] = {}
     for name in node_order(state):
@@ -385,7 +386,7 @@ def status_json(
         status["output"] = state.output
     if state.damage is not None:
         status["damage"] = state.damage
-    add_spend(status, state, ledger)
+    add_spend(status, state, layout=layout)
     return status
 
 
@@ -516,7 +517,7 @@ class ResultJson(TypedDict):
     usage: NotRequired[UsageJson]
 
 
-def result_json(folder: RunFolder, state: RunState, *, ledger: RunLedger | None = None) -> ResultJson:
+def result_json(folder: RunFolder, state: RunState) -> ResultJson:
     """``rho-notebook result --output json`` (and ``rho.result(id).to_json()``)."""
     nodes: dict[str, NodeResultJson] = {}
     for name in node_order(state):
@@ -550,7 +551,7 @@ def result_json(folder: RunFolder, state: RunState, *, ledger: RunLedger | None 
         result["halted"] = halted_json(state)
     if state.output is not None:
         result["output"] = state.output
-    add_spend(result, state, ledger, run_folder=folder.path, budgets=False)
+    add_spend(result, state, run_folder=folder.path, budgets=False)
     return result
 
 

@@ -221,6 +221,10 @@ def test_a_reused_node_counts_zero_and_shows_what_it_saved(project: Project, ser
     assert saved["cost_usd"] == pytest.approx(36e-6)
     assert (state["usage"]["calls"], state["usage"]["input_tokens"]) == (1, 20)
     assert state["usage"]["saved"]["calls"] == 2
+    # every front end's status prices the run in its own store: `wait --output json` (as the REST
+    # API, MCP and %workflow status) answers what `status` does, the reused node's saving included
+    waited = json.loads(project.cli("wait", again, "--output", "json").stdout)
+    assert waited["nodes"]["first"]["usage"] == reused["usage"] and waited["usage"] == state["usage"]
     line = next(line for line in project.cli("status", again).stdout.splitlines() if line.strip().startswith("first"))
     assert "(saved 2 calls, 26 tokens, $0.000036)" in line
     from rho_notebook.views.detail import read_node_detail
