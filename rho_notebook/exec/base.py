@@ -22,7 +22,6 @@ from rho_notebook.model.itemrun import InstanceLog
 from rho_notebook.model.reference import MISSING, OutputRef, Template, render_value, walk_path
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
-from rho_notebook.store.files import atomic_write
 
 __all__ = [
     "Attempt",
@@ -63,9 +62,9 @@ class Attempt:
 
     run_id: str
     attempt: int
-    attempt_dir: Path
-    """Where the attempt's artifacts go. It may not exist yet: await :meth:`directory` before
-    writing into it yourself, or hand non-durable copies to :meth:`write_later`."""
+    files: AttemptFiles
+    """The attempt's directory (:attr:`attempt_dir`): the run's, created lazily, or one the caller
+    made (:meth:`AttemptFiles.made <rho_notebook.store.artifacts.AttemptFiles.made>`)."""
     workspace: Path
     identities: Mapping[str, FileIdentity]
     environment: EnvironmentPolicy
@@ -78,27 +77,26 @@ class Attempt:
     """Where model calls report their spend and ask the budgets first (None: not recorded, e.g.
     a call outside a run)."""
     source_environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    files: AttemptFiles | None = None
-    """The run's lazily created attempt directory; None when the caller made ``attempt_dir``."""
     verified: VerifiedHandles | None = None
     """The run's kept verified descriptors of frozen files; None verifies every path from scratch."""
 
+    @property
+    def attempt_dir(self) -> Path:
+        """Where the attempt's artifacts go. It may not exist yet: await :meth:`directory` before
+        writing into it yourself, or hand non-durable copies to :meth:`write_later`."""
+        return self.files.path
+
     async def directory(self) -> Path:
         """``attempt_dir``, created if it was not yet."""
-        if self.files is not None:
-            return await self.files.ready()
-        return self.attempt_dir
+        return await self.files.ready()
 
     def has_directory(self) -> bool:
         """Whether ``attempt_dir`` exists or is being created (something was written there)."""
-        return self.files is None or self.files.prepared
+        return self.files.prepared
 
     def write_later(self, name: str, data: bytes) -> None:
         """Store a non-durable artifact (one the journal also records) without waiting for it."""
-        if self.files is not None:
-            self.files.write_later(name, data)
-        else:
-            atomic_write(self.attempt_dir / name, data, durable=False)
+        self.files.write_later(name, data)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -56,6 +56,7 @@ from rho_notebook.model.schema import (
     validate_value,
 )
 from rho_notebook.model.state import NodeState
+from rho_notebook.store.artifacts import AttemptFiles
 from rho_notebook.store.files import atomic_write, ensure_private_dir, json_bytes
 from rho_notebook.store.layout import ANSWER_PROSE_FILE, INPUT_FILE, VALUE_FILE
 
@@ -395,7 +396,7 @@ class ItemExecutor:
         await asyncio.to_thread(ensure_private_dir, own, below=folder)
         item = instance_item(inner, element)
         atomic_write(own / INPUT_FILE, json_bytes(item), durable=False)
-        sub = dataclasses.replace(ctx, node=inner, attempt_dir=own, files=None, instances=None)
+        sub = dataclasses.replace(ctx, node=inner, files=AttemptFiles.made(own), instances=None)
         try:
             return await self._step(sub, inner, item, run)
         except _StepFailed as err:

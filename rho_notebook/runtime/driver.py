@@ -313,14 +313,13 @@ class RunDriver:
         (model calls for agents and item steps, asking a person for approval nodes and item steps)."""
         ex = self.execution
         name = node.name
-        files = ex.artifacts.files(ex.folder.attempt_dir(name, number))
+        files = ex.artifacts.attempt_files(partial(ex.folder.attempt_dir, name, number))
         item = isinstance(node, ItemNode)
         calls = item or isinstance(node, AgentNode)
         return AttemptContext(
             run_id=self.run_id,
             node=node,
             attempt=number,
-            attempt_dir=files.path,
             files=files,
             workspace=ex.workspace,
             identities=ex.identities,

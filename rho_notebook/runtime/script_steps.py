@@ -461,6 +461,7 @@ class StepRunner:
             raise TypeError(msg)
         if files is None:
             await asyncio.to_thread(_make_dir, attempt_dir)
+            files = AttemptFiles.made(attempt_dir)
         elif not isinstance(operation, ProcessOperation):
             await files.ready()  # agents and models write into it themselves
         if prepared.budget is not None:  # the step's own budget, checked as a node's (runtime/step_budget.py)
@@ -468,7 +469,6 @@ class StepRunner:
         attempt = Attempt(
             run_id=self.run_id,
             attempt=int(attempt_dir.name) if attempt_dir.name.isdigit() else 1,
-            attempt_dir=attempt_dir,
             workspace=self.workspace,
             identities=prepared.identities,
             environment=self.graph.environment,

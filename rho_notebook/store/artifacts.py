@@ -78,7 +78,13 @@ class ArtifactWriter:
             await asyncio.to_thread(self.close)
 
     def files(self, path: Path) -> AttemptFiles:
-        return AttemptFiles(path, self)
+        """The attempt directory ``path``, created by this writer on first use."""
+        return AttemptFiles(self, path=path)
+
+    def attempt_files(self, locate: Callable[[], Path]) -> AttemptFiles:
+        """The attempt directory ``locate()`` names, worked out on first use (a launch whose
+        attempt writes nothing never builds its path) and created by this writer on first write."""
+        return AttemptFiles(self, locate=locate)
 
 
 def _nothing() -> None:
@@ -86,38 +92,68 @@ def _nothing() -> None:
 
 
 class AttemptFiles:
-    """An attempt's directory, created on first use by the run's writer thread."""
+    """An attempt's directory: where it is (worked out on first use when given as ``locate``) and,
+    with a ``writer``, created on first use by the run's writer thread; without one (:meth:`made`)
+    the caller made it and copies are written at once."""
 
-    def __init__(self, path: Path, writer: ArtifactWriter) -> None:
-        self.path = path
+    __slots__ = ("_locate", "_made", "_path", "_writer")
+
+    def __init__(
+        self, writer: ArtifactWriter | None, *, path: Path | None = None, locate: Callable[[], Path] | None = None
+    ) -> None:
+        if (path is None) == (locate is None):
+            msg = "AttemptFiles needs either a path or a way to locate it"
+            raise TypeError(msg)
+        self._path = path
+        self._locate = locate
         self._writer = writer
         self._made: Future[Any] | None = None
 
+    @classmethod
+    def made(cls, path: Path) -> AttemptFiles:
+        """The directory ``path``, which the caller has made already."""
+        return cls(None, path=path)
+
+    @property
+    def path(self) -> Path:
+        path = self._path
+        if path is None:
+            assert self._locate is not None
+            path = self._path = self._locate()
+        return path
+
     @property
     def prepared(self) -> bool:
-        return self._made is not None
+        """Whether the directory exists or is being created (something was written there)."""
+        return self._writer is None or self._made is not None
 
     def prepare(self) -> None:
         """Start creating the directory now (idempotent); nothing waits for it."""
-        if self._made is None:
+        if self._made is None and self._writer is not None:
             self._made = self._writer.submit(ensure_private_dir, self.path, below=self._writer.below)
 
     async def ready(self) -> Path:
         """The directory, once it exists (raises StoreError if it cannot be created)."""
         self.prepare()
-        assert self._made is not None
-        await asyncio.wrap_future(self._made)
+        if self._made is not None:
+            await asyncio.wrap_future(self._made)
         return self.path
 
     def write_later(self, name: str, data: bytes) -> None:
-        """Write ``name`` atomically but not durably, after the directory exists; returns at once.
-        Nothing is written when the directory could not be made (say, a symlink was planted)."""
+        """Write ``name`` atomically but not durably, after the directory exists; returns at once
+        (a directory the caller made: written now). Nothing is written when the directory could
+        not be made (say, a symlink was planted)."""
+        writer = self._writer
+        if writer is None:
+            atomic_write(self.path / name, data, durable=False)
+            return
         self.prepare()
         made = self._made
         assert made is not None
+        path = self.path / name
 
         def write() -> None:
             made.result()  # done already (the writer runs jobs in order); re-raises its failure
-            atomic_write(self.path / name, data, durable=False)
+            atomic_write(path, data, durable=False)
 
-        self._writer.submit(write)
+        writer.submit(write)

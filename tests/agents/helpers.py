@@ -19,6 +19,7 @@ from rho_notebook.model.condition import UNAVAILABLE
 from rho_notebook.model.graph import AgentNode, EnvironmentPolicy, Graph
 from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import EnumSchema, RecordSchema, Schema, StringSchema
+from rho_notebook.store.artifacts import AttemptFiles
 from tests.agents.fakeserver import OPENAI, ScriptedServer, Wire
 
 SECRET = "sk-test-0123456789-SECRET-abcdef"
@@ -124,7 +125,7 @@ class Runner:
                 run_id="run-1",
                 node=node,
                 attempt=1,
-                attempt_dir=attempt_dir,
+                files=AttemptFiles.made(attempt_dir),
                 workspace=self.workspace,
                 identities={},
                 environment=EnvironmentPolicy(),

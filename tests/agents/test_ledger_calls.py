@@ -23,6 +23,7 @@ from rho_notebook.model.graph import AgentNode, EnvironmentPolicy, Graph
 from rho_notebook.model.ledger import Price
 from rho_notebook.model.reference import Template
 from rho_notebook.model.state import NodeState
+from rho_notebook.store.artifacts import AttemptFiles
 from tests.agents.fakeserver import ANTHROPIC, OPENAI, ScriptedServer, Wire
 from tests.agents.helpers import KEY_ENV, SECRET, definition, install_fake_claude, settings_for
 
@@ -74,7 +75,7 @@ def attempt(
             run_id="run-1",
             node=node,
             attempt=1,
-            attempt_dir=folder,
+            files=AttemptFiles.made(folder),
             workspace=workspace,
             identities={},
             environment=EnvironmentPolicy(),
