@@ -1,11 +1,12 @@
 """The run benchmarks of two checkouts, interleaved in one measurement run: is one slower?
 
-    python bench/compare_trees.py --base /tmp/base [--head .] [--samples 5] [--bench NAME ...]
+    python bench/compare_trees.py --base /tmp/base [--head .] [--samples 5] [--inner 1] [--bench NAME ...]
 
 ``--base`` is a second worktree (``git worktree add /tmp/base main``). Each sample runs each of
-bench/run_overhead.py, script_overhead.py, item_graph.py and reuse.py once (``--samples 1``) in
-each tree, alternating which tree goes first, with the interpreter running this script and the
-tree on PYTHONPATH. Each bench's figures are ratios against a baseline it measures in the same
+bench/run_overhead.py, script_overhead.py, fan_overhead.py, item_graph.py and reuse.py once
+(``--samples`` ``--inner``, default 1: the bench's own first sample is used, or the median of its
+``--inner`` samples for the fan, whose runs last milliseconds) in each tree, alternating which tree
+goes first, with the interpreter running this script and the tree on PYTHONPATH. Each bench's figures are ratios against a baseline it measures in the same
 process (a ``/bin/true`` floor, a command node, one Python launch), so machine noise that hits
 both cancels; the table compares each ratio's median in head with its median in base, and the
 exit status is 1 when any is more than ``--tolerance`` (default 5 %) worse.
@@ -30,6 +31,16 @@ def sample_line(text: str) -> Figures:
     """``sample 1: key value [ms]  key value ...`` as a dict."""
     line = next(line for line in text.splitlines() if line.startswith("sample 1:"))
     return {key: float(value) for key, value in re.findall(r"([a-z_]+) " + NUMBER, line.split(":", 1)[1])}
+
+
+def sample_medians(text: str) -> Figures:
+    """The median of each key over every ``sample N:`` line."""
+    lines = [line.split(":", 1)[1] for line in text.splitlines() if re.match(r"sample [0-9]+:", line)]
+    series: dict[str, list[float]] = {}
+    for line in lines:
+        for key, value in re.findall(r"([a-z_]+) " + NUMBER, line):
+            series.setdefault(key, []).append(float(value))
+    return {key: statistics.median(values) for key, values in series.items()}
 
 
 def labelled(text: str, labels: dict[str, str]) -> Figures:
@@ -62,6 +73,11 @@ def script_overhead(text: str) -> Figures:
     }
 
 
+def fan_overhead(text: str) -> Figures:
+    f = sample_medians(text)
+    return {"fan/floor": f["d"] / f["d_floor"], "layered/floor": f["c"] / f["c_floor"]}
+
+
 def item_graph(text: str) -> Figures:
     f = labelled(
         text, {"command": r"command node \(true\)", "set": r"set step \(inline\)", "code": r"code step \(worker\)"}
@@ -85,15 +101,17 @@ def reuse(text: str) -> Figures:
 BENCHES: dict[str, Callable[[str], Figures]] = {
     "run_overhead": run_overhead,
     "script_overhead": script_overhead,
+    "fan_overhead": fan_overhead,
     "item_graph": item_graph,
     "reuse": reuse,
 }
 
 
-def measure(tree: Path, bench: str) -> Figures:
+def measure(tree: Path, bench: str, inner: int) -> Figures:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    samples = str(inner if bench == "fan_overhead" else 1)
     done = subprocess.run(
-        [sys.executable, str(tree / "bench" / f"{bench}.py"), "--samples", "1"],
+        [sys.executable, str(tree / "bench" / f"{bench}.py"), "--samples", samples],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -111,6 +129,7 @@ def main() -> int:
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--head", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--inner", type=int, default=1, help="samples per run of fan_overhead.py (their median)")
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--bench", action="append", choices=sorted(BENCHES), help="only these (repeatable)")
     args = parser.parse_args()
@@ -121,7 +140,7 @@ def main() -> int:
         order = ["base", "head"] if index % 2 == 0 else ["head", "base"]
         for bench in benches:
             for side in order:
-                for key, value in measure(trees[side], bench).items():
+                for key, value in measure(trees[side], bench, args.inner).items():
                     series.setdefault((bench, key, side), []).append(value)
         print(f"sample {index + 1}/{args.samples} done", flush=True)
     worse = 0
