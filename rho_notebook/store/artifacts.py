@@ -116,6 +116,7 @@ class AttemptFiles:
 
     @property
     def path(self) -> Path:
+        """Where the directory is (located on the first look, then kept)."""
         path = self._path
         if path is None:
             assert self._locate is not None
