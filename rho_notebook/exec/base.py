@@ -24,6 +24,7 @@ from rho_notebook.model.state import NodeState
 from rho_notebook.store.artifacts import AttemptFiles
 
 __all__ = [
+    "JOURNALED_VALUE_BYTES",
     "Attempt",
     "AttemptContext",
     "AttemptResult",
@@ -52,6 +53,13 @@ class ModelCalls(Protocol):
         ``run_id``, ``node`` and ``attempt`` (provider, model, input_tokens, output_tokens,
         cached_tokens?, reasoning_tokens?, retries, tool_calls, seconds, key?)."""
         ...
+
+
+JOURNALED_VALUE_BYTES = 4096
+"""A success's value up to this size as JSON is journaled with its ``node_finished`` (the record's
+``step_value``: Python nodes, item steps, script steps) and its ``value.json`` is a copy written
+without an fsync: the journal's fsync, which follows anyway, makes the value durable. Readers that
+find no copy (lost in a crash) take the record's (``RunFolder.journaled_step_value``)."""
 
 
 @dataclass(kw_only=True, slots=True)

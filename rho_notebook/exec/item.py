@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rho_notebook.errors import ItemTooLarge, RhoError, UnavailableValue, UnlistableAggregate
-from rho_notebook.exec.base import AttemptContext, AttemptResult
+from rho_notebook.exec.base import JOURNALED_VALUE_BYTES, AttemptContext, AttemptResult
 from rho_notebook.exec.code import CodeOperation, run_code
 from rho_notebook.exec.command import frozen_process_facts, run_command
 from rho_notebook.exec.human import HumanOperation, ask_person, form_field
@@ -311,8 +311,13 @@ class ItemExecutor:
             return AttemptResult(
                 state=NodeState.FAILURE, message=err.message, exit=result.exit, artifacts=result.artifacts
             )
-        folder = await ctx.directory()
-        await asyncio.to_thread(atomic_write, folder / VALUE_FILE, json_bytes(result.value))  # 0600, no-follow
+        data = json_bytes(result.value)
+        if result.value is not None and len(data) <= JOURNALED_VALUE_BYTES:
+            ctx.write_later(VALUE_FILE, data)  # a copy: the value is journaled with node_finished
+            result.journal_value = True
+        else:
+            folder = await ctx.directory()
+            await asyncio.to_thread(atomic_write, folder / VALUE_FILE, data)  # 0600, no-follow
         result.artifacts["value"] = VALUE_FILE
         return result
 

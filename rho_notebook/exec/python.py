@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rho_notebook.errors import PlanError, RhoError, UnavailableValue
-from rho_notebook.exec.base import AttemptContext, AttemptResult, output_value
+from rho_notebook.exec.base import JOURNALED_VALUE_BYTES, AttemptContext, AttemptResult, output_value
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.launch import ProcessSpec
 from rho_notebook.exec.process import Child, Starter
@@ -77,12 +77,6 @@ __all__ = [
 layout names the other attempt files, this one belongs to the Python operation."""
 _LAST_LINE_CHARS = 500
 """A stderr line longer than this is left out of the failure message (it is in the stderr log)."""
-JOURNALED_VALUE_BYTES = 4096
-"""A value up to this size as the harness encoded it is journaled with ``node_finished`` (the
-record's ``step_value``, as a script step's small value is) and its ``value.json`` written as a
-copy without an fsync: the journal's fsync, which follows anyway, makes it durable. Written before
-the attempt ends, the copy is there unless the machine crashed; readers then take the record's
-(``RunFolder.journaled_step_value``)."""
 _SENT_REQUEST_BYTES = 32 * 1024
 """A request up to this size goes to a forked attempt with the fork (its file is written meanwhile);
 a larger one is written first and read from the file (a fork request is one socket message, and

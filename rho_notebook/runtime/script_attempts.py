@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rho_notebook.errors import BudgetExceeded, RhoError
+from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
 from rho_notebook.exec.cancel import CancelSignal
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.state import NodeState
@@ -54,7 +55,7 @@ _JOURNALED_ARGS = 16 * 1024
 
 _EMPTY: dict[str, Any] = {"output": None, "value": None}
 
-INLINE_VALUE_BYTES = 4096
+INLINE_VALUE_BYTES = JOURNALED_VALUE_BYTES
 """Largest ``value.json`` (as stored) of a success journaled inline with its ``node_finished``."""
 STEP_VALUE_FIELD = "step_value"
 """The ``node_finished`` field holding a success's ``{"output", "value"}`` when it is small (see the

@@ -480,3 +480,36 @@ def test_a_steps_files_are_private(project: Project) -> None:
     attempt = folder.attempt_dir("init", state.nodes["init"].attempt)
     modes = {path.name: path.stat().st_mode & 0o777 for path in attempt.iterdir()}
     assert modes["value.json"] == 0o600 and modes["input.json"] == 0o600, modes
+
+
+ONE = """\
+name: one
+inputs:
+  text: {type: string}
+steps:
+  - {id: mark, kind: set, params: {fields: {seen: mark}}}
+"""
+
+
+def test_a_small_item_is_journaled_with_its_step_and_its_copy_written(project: Project) -> None:
+    """As a Python node's (exec/base.JOURNALED_VALUE_BYTES): a step's item of at most 4 KiB travels
+    in its ``node_finished``, its ``value.json`` a copy made without waiting; a bigger one is
+    written durably and not journaled. Both read back the same, and a lost copy is recovered."""
+    from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
+    from rho_notebook.service.wire import result_json
+    from rho_notebook.store.journal_reader import read_journal
+
+    for text, journaled in (("hi", True), ("y" * JOURNALED_VALUE_BYTES, False)):
+        state = run_graph(project, ONE, {"text": text})
+        assert state.outcome == "success", states(state)
+        folder = project.service.run_store.folder(state.run_id)
+        finished = next(r for r in read_journal(folder.events).events if r["kind"] == "node_finished")
+        item = output_of(project, state, "mark")
+        assert item == {"text": text, "seen": "mark"}
+        assert finished.get("step_value") == (item if journaled else None)
+        copy = folder.attempt_dir("mark", 1) / "value.json"
+        assert copy.stat().st_mode & 0o777 == 0o600
+    small = run_graph(project, ONE, {"text": "again"})
+    folder = project.service.run_store.folder(small.run_id)
+    (folder.attempt_dir("mark", 1) / "value.json").unlink()  # lost in a crash: readers take the record's
+    assert result_json(folder, small)["nodes"]["mark"]["output"] == {"text": "again", "seen": "mark"}
