@@ -98,8 +98,11 @@ def test_run_view_follows_a_run_to_its_final_states(
 
 
 def test_patches_are_rate_limited(project: Project, comms: list[RecordingComm]) -> None:
+    # each node holds the checkout ~5 ms, so the run lasts several patch intervals (0.1 s) however
+    # fast the machine launches: a run of `true` nodes could end within one (one patch, no gap)
     nodes = ", ".join(
-        f'command(name = "n{i:03d}", argv = ["true"], timeout_seconds = 10, max_output_bytes = 100)' for i in range(120)
+        f'command(name = "n{i:03d}", argv = ["sleep", "0.005"], timeout_seconds = 10, max_output_bytes = 100)'
+        for i in range(120)
     )
     project.write(
         "wide.star",
