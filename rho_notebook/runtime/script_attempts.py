@@ -5,10 +5,10 @@ when they are small enough to check a later replay offer from) is fsynced BEFORE
 starts (one fsync, as a graph node's launch); a journaled success always has its value
 (``{"output", "value"}``):
 
-* a small one (``value.json`` at most :data:`INLINE_VALUE_BYTES`) travels in the ``node_finished``
-  record itself (:data:`STEP_VALUE_FIELD`), which becomes durable with the next launch's fsync as
-  every record does (group commit, :mod:`rho_notebook.runtime.driver`); its ``value.json`` is a
-  copy the run's artifact writer makes, atomically but not durably, without anyone waiting (as a
+* a small one (``value.json`` at most :data:`~rho_notebook.exec.base.JOURNALED_VALUE_BYTES`)
+  travels in the ``node_finished`` record itself (:data:`STEP_VALUE_FIELD`), which becomes
+  durable with the next launch's fsync as every record does (group commit,
+  :mod:`rho_notebook.runtime.driver`); its ``value.json`` is a copy the run's artifact writer makes, atomically but not durably, without anyone waiting (as a
   node's ``stdout`` and ``exit.json`` are). A replay reads the copy, and the record when the copy
   is gone or torn (a machine that stopped before writing it back:
   :mod:`rho_notebook.runtime.script_values`). So a step waits on the fsyncs a command node waits
@@ -47,7 +47,7 @@ from rho_notebook.store.layout import VALUE_FILE
 if TYPE_CHECKING:
     from rho_notebook.runtime.script_fork import PlannedFork
 
-__all__ = ["INLINE_VALUE_BYTES", "STEP_VALUE_FIELD", "QuickSteps", "StepAttempts", "StepEnd", "Steps"]
+__all__ = ["STEP_VALUE_FIELD", "QuickSteps", "StepAttempts", "StepEnd", "Steps"]
 
 _JOURNALED_ARGS = 16 * 1024
 """Largest step arguments (as JSON characters) journaled with the launch; a step with bigger ones
@@ -55,8 +55,6 @@ _JOURNALED_ARGS = 16 * 1024
 
 _EMPTY: dict[str, Any] = {"output": None, "value": None}
 
-INLINE_VALUE_BYTES = JOURNALED_VALUE_BYTES
-"""Largest ``value.json`` (as stored) of a success journaled inline with its ``node_finished``."""
 STEP_VALUE_FIELD = "step_value"
 """The ``node_finished`` field holding a success's ``{"output", "value"}`` when it is small (see the
 module docstring)."""
@@ -254,9 +252,9 @@ async def _store_value(attempt_dir: Path, files: AttemptFiles | None, payload: d
     Otherwise the file is written durably before ``node_finished``; with ``files`` its folder is
     made first, without them the caller made it.
     """
-    if inline and files is not None and _within(payload, INLINE_VALUE_BYTES) is not None:
+    if inline and files is not None and _within(payload, JOURNALED_VALUE_BYTES) is not None:
         data = json_bytes(payload, compact=True)  # (indented JSON takes the slow pure-Python encoder)
-        if len(data) <= INLINE_VALUE_BYTES:
+        if len(data) <= JOURNALED_VALUE_BYTES:
             files.write_later(VALUE_FILE, data)
             return True
     if files is not None:

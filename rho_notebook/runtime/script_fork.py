@@ -39,13 +39,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from rho_notebook.errors import ForkRefused, RhoError
+from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.fork import ForkEdit, ForkRecord, TakenAttempt, canonical_json, edit_of, value_digest
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import Lifecycle, NodeState
-from rho_notebook.runtime.script_attempts import INLINE_VALUE_BYTES, STEP_VALUE_FIELD
+from rho_notebook.runtime.script_attempts import STEP_VALUE_FIELD
 from rho_notebook.runtime.status import journal_state
 from rho_notebook.store.files import atomic_write_json, ensure_private_dir, read_nofollow
 from rho_notebook.store.layout import VALUE_FILE, StoreLayout
@@ -356,7 +357,7 @@ def _write_value(folder: RunFolder, key: str, payload: dict[str, Any]) -> dict[s
     one is written durably, before the journal refers to it."""
     attempt_dir = folder.attempt_dir(key, 1)
     ensure_private_dir(attempt_dir, below=folder.path)
-    small = len(canonical_json(payload).encode()) <= INLINE_VALUE_BYTES
+    small = len(canonical_json(payload).encode()) <= JOURNALED_VALUE_BYTES
     atomic_write_json(attempt_dir / VALUE_FILE, payload, durable=not small)
     return {STEP_VALUE_FIELD: payload} if small else {}
 

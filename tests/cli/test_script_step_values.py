@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rho_notebook.runtime.script_attempts import INLINE_VALUE_BYTES, STEP_VALUE_FIELD
+from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
+from rho_notebook.runtime.script_attempts import STEP_VALUE_FIELD
 from tests.cli.runhelp import status
 from tests.cli.test_script_runs import effects, kinds, resume, run, write_script
 from tests.conftest import Project
 
 BODY = f"""\
 small = sh("echo ran >> effects/small.log; echo one", step_id="small")
-big = sh("echo ran >> effects/big.log; head -c {INLINE_VALUE_BYTES + 100} /dev/zero | tr '\\\\0' x", step_id="big")
+big = sh("echo ran >> effects/big.log; head -c {JOURNALED_VALUE_BYTES + 100} /dev/zero | tr '\\\\0' x", step_id="big")
 silent = run_command(["true"], step_id="silent", timeout_seconds=60, max_output_bytes=100)
 failed = sh("echo ran >> effects/failed.log; echo no >&2; [ -f go ] || exit 4", step_id="failed")
 if not Path("go").exists():
@@ -53,7 +54,7 @@ def test_a_small_success_is_journaled_with_its_node_finished_and_copied_to_its_v
         assert STEP_VALUE_FIELD not in records[key]
         assert (attempt_dir(project, run_id, key) / "value.json").is_file()
     big = json.loads((attempt_dir(project, run_id, "big") / "value.json").read_text())
-    assert len(big["output"]) == INLINE_VALUE_BYTES + 100
+    assert len(big["output"]) == JOURNALED_VALUE_BYTES + 100
     failed = json.loads((attempt_dir(project, run_id, "failed") / "value.json").read_text())
     assert failed["value"] == {"exit_code": 4, "stdout": "", "stderr": "no\n"}
 
@@ -76,7 +77,7 @@ def test_a_replay_whose_value_copy_is_gone_or_torn_answers_from_the_journal(proj
     assert [r["value"] for r in kinds(project, run_id, "script_output")] == [
         {
             "small": "one\n",
-            "big": INLINE_VALUE_BYTES + 100,
+            "big": JOURNALED_VALUE_BYTES + 100,
             "silent": {"exit_code": 0, "stdout": "", "stderr": ""},
             "replayed": [True, True],
         }
