@@ -5,15 +5,15 @@ when they are small enough to check a later replay offer from) is fsynced BEFORE
 starts (one fsync, as a graph node's launch); a journaled success always has its value
 (``{"output", "value"}``):
 
-* a small one (``value.json`` at most :data:`~rho_notebook.exec.base.JOURNALED_VALUE_BYTES`)
-  travels in the ``node_finished`` record itself (:data:`STEP_VALUE_FIELD`), which becomes
-  durable with the next launch's fsync as every record does (group commit,
-  :mod:`rho_notebook.runtime.driver`); its ``value.json`` is a copy the run's artifact writer makes, atomically but not durably, without anyone waiting (as a
-  node's ``stdout`` and ``exit.json`` are). A replay reads the copy, and the record when the copy
-  is gone or torn (a machine that stopped before writing it back:
-  :mod:`rho_notebook.runtime.script_values`). So a step waits on the fsyncs a command node waits
-  on, and on none for its value file (two before, each a journal commit of the filesystem that
-  the next launch's fsync then waited behind).
+* a small one (``value.json`` at most :data:`~rho_notebook.exec.base.JOURNALED_VALUE_BYTES`) travels
+  in the ``node_finished`` record itself (:data:`STEP_VALUE_FIELD`), which becomes durable with the
+  next launch's fsync as every record does (group commit, :mod:`rho_notebook.runtime.driver`); its
+  ``value.json`` is a copy the run's artifact writer makes, atomically but not durably, without
+  anyone waiting (as a node's ``stdout`` and ``exit.json`` are). A replay reads the copy, and the
+  record when the copy is gone or torn (a machine that stopped before writing it back:
+  :mod:`rho_notebook.runtime.script_values`). So a step waits on the fsyncs a command node waits on,
+  and on none for its value file (two before, each a journal commit of the filesystem that the next
+  launch's fsync then waited behind).
 * a bigger one, a failure's, and any value of a step runner other than :class:`StepRunner` (a
   recording) is written to ``value.json`` durably before ``node_finished`` is journaled.
 
