@@ -29,8 +29,11 @@ cold as above; ``<run>/python/forkserver.log`` holds the server's stderr and why
 The harness writes the JSON-encoded return value to ``result.json``; it is read back (bounded by
 ``max_output_bytes``), validated against the node's schema and stored as ``value.json`` (durably;
 a small value is journaled with the attempt's end instead, see :data:`JOURNALED_VALUE_BYTES`). Without
-a schema the value is stored as well, so ``result`` shows what the function returned. stdout and
-stderr are the node's logs, as for commands.
+a schema the value is stored as well, so ``result`` shows what the function returned. A fork
+writes it to a memory file of this process instead (:class:`_ForkStart`), and ``result.json`` is
+a copy written by the attempt's writer: a fork that got its request needs no attempt folder
+before it starts, so making one (three directories, on a slow disk a millisecond or more) is not
+in the way of the attempt. stdout and stderr are the node's logs, as for commands.
 """
 
 from __future__ import annotations
@@ -61,11 +64,14 @@ from rho_notebook.store.layout import REQUEST_FILE, RESULT_FILE, VALUE_FILE
 __all__ = [
     "JOURNALED_VALUE_BYTES",
     "PythonExecutor",
+    "checked_result",
     "frozen_runtime",
+    "journaled_value",
     "materialise",
     "module_path",
     "node_request",
     "python_facts",
+    "read_memory_result",
     "read_result",
     "render_args",
     "store_result",
@@ -173,13 +179,59 @@ def read_result(path: Path, limit: int) -> bytes | int | None:
         os.close(fd)
 
 
+def read_memory_result(fd: int, limit: int) -> bytes | int | None:
+    """:func:`read_result` of a memory file a forked child wrote its result to: nothing written
+    (no JSON text is empty) is an absent result."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None
+    if size > limit:
+        return size
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def checked_result(node: PythonNode, raw: bytes | int | None) -> tuple[str, Any, bool]:
+    """What the harness wrote (:func:`read_result`), checked: one JSON value of at most
+    ``max_output_bytes`` that matches the node's schema. Returns (why the attempt fails, "" when it
+    succeeds; the value; whether there is a result file to keep)."""
+    if raw is None:
+        return f"exited with code 0 before {node.function}() returned (did it call sys.exit?)", None, False
+    if isinstance(raw, int):
+        return (
+            f"the return value of {node.function}() is {raw} bytes as JSON, "
+            f"more than max_output_bytes={node.max_output_bytes}", None, False,
+        )  # fmt: skip
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"{RESULT_FILE} is not one JSON value ({err})", None, True
+    if node.output is not None:
+        problems = validate_value(node.output, value)
+        if problems:
+            return "output does not match the schema: " + "; ".join(problems[:5]), None, True
+    return "", value, True
+
+
+def journaled_value(value: Any, raw: bytes, *, journal: bool) -> bool:
+    """Whether a value is journaled with the attempt's end (its ``value.json`` then a copy): with
+    ``journal``, one of at most :data:`JOURNALED_VALUE_BYTES` as JSON that is not null."""
+    return journal and value is not None and len(raw) <= JOURNALED_VALUE_BYTES
+
+
 def store_result(folder: Path, node: PythonNode, *, journal: bool = False) -> tuple[str, Any, bool, bool]:
-    """Read the attempt's ``result.json``, check it (size, one JSON value, the node's schema) and
-    store the value as ``value.json``; one worker-thread job for all of it. With ``journal``, a
-    value of at most :data:`JOURNALED_VALUE_BYTES` (not null) is to be journaled with the attempt's
-    end, and its ``value.json`` is a copy written without an fsync; any other value is written
-    durably. Returns (why the attempt fails, "" when it succeeds; the value; whether
-    ``result.json`` was there to keep; whether the value is to be journaled)."""
+    """Read the attempt's ``result.json``, check it (:func:`checked_result`) and store the value
+    as ``value.json``; one worker-thread job for all of it. With ``journal``, a value of at most
+    :data:`JOURNALED_VALUE_BYTES` (not null) is to be journaled with the attempt's end, and its
+    ``value.json`` is a copy written without an fsync; any other value is written durably.
+    Returns (why the attempt fails, "" when it succeeds; the value; whether ``result.json`` was
+    there to keep; whether the value is to be journaled)."""
     stored = _store(folder, node, read_result(folder / RESULT_FILE, node.max_output_bytes), journal=journal)
     return stored if stored is not None else ("", None, True, False)  # (not reached: None only if quick)
 
@@ -195,22 +247,11 @@ def store_small_result(folder: Path, node: PythonNode) -> tuple[str, Any, bool, 
 def _store(
     folder: Path, node: PythonNode, raw: bytes | int | None, *, journal: bool, quick: bool = False
 ) -> tuple[str, Any, bool, bool] | None:
-    if raw is None:
-        return f"exited with code 0 before {node.function}() returned (did it call sys.exit?)", None, False, False
-    if isinstance(raw, int):
-        return (
-            f"the return value of {node.function}() is {raw} bytes as JSON, "
-            f"more than max_output_bytes={node.max_output_bytes}", None, False, False,
-        )  # fmt: skip
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        return f"{RESULT_FILE} is not one JSON value ({err})", None, True, False
-    if node.output is not None:
-        problems = validate_value(node.output, value)
-        if problems:
-            return "output does not match the schema: " + "; ".join(problems[:5]), None, True, False
-    journaled = journal and value is not None and len(raw) <= JOURNALED_VALUE_BYTES
+    problem, value, returned = checked_result(node, raw)
+    if problem:
+        return problem, None, returned, False
+    assert isinstance(raw, bytes)  # checked_result fails every other reading
+    journaled = journaled_value(value, raw, journal=journal)
     if quick and not journaled:
         return None
     atomic_write_json(folder / VALUE_FILE, value, durable=not journaled)
@@ -222,20 +263,29 @@ def _last_line(data: bytes) -> str:
     return lines[-1] if lines and len(lines[-1]) <= _LAST_LINE_CHARS else ""
 
 
-class _RequestFirst:
-    """A fork starter that sees to the attempt's ``request.json``: written before a cold launch or a
-    fork that reads it; written later (by the attempt's writer, in order with its other files)
-    when the fork got its bytes, or when nothing was started."""
+class _ForkStart:
+    """A fork starter that sees to the attempt's files.
 
-    def __init__(self, ctx: AttemptContext, fork: Starter, request: bytes, *, sent: bool) -> None:
+    ``request.json``: written before a cold launch or a fork that reads it; written later (by the
+    attempt's writer, in order with its other files) when the fork got its bytes, or when nothing
+    was started. The result: a fork writes it to the memory file ``result_fd`` (the attempt
+    closes it, :meth:`close`), so a fork that got its request needs no attempt folder before it
+    starts; a cold launch (no server could serve) writes ``result.json`` into the folder, made
+    before it starts."""
+
+    def __init__(self, ctx: AttemptContext, fork: Starter, request: bytes, *, sent: bool, result_fd: int) -> None:
         self.ctx = ctx
         self.fork = fork
         self.request = request
         self.sent = sent
+        self.result_fd = result_fd
         self.written = False
+        self.forked = False
+        """Whether a fork started (its result is then in ``result_fd``, not in ``result.json``)."""
 
     async def write(self) -> None:
-        await asyncio.to_thread(atomic_write, self.ctx.attempt_dir / REQUEST_FILE, self.request, durable=False)
+        folder = await self.ctx.directory()
+        await asyncio.to_thread(atomic_write, folder / REQUEST_FILE, self.request, durable=False)
         self.written = True
 
     def write_later(self) -> None:
@@ -243,6 +293,9 @@ class _RequestFirst:
         if not self.written:
             self.ctx.write_later(REQUEST_FILE, self.request)
             self.written = True
+
+    def close(self) -> None:
+        os.close(self.result_fd)
 
     async def __call__(
         self, spec: ProcessSpec, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
@@ -254,10 +307,11 @@ class _RequestFirst:
         except BaseException:
             self.write_later()
             raise
-        if child is None:  # a cold launch follows, which reads the file
+        if child is None:  # a cold launch follows, which reads the file and writes result.json
             if not self.written:
                 await self.write()
         else:
+            self.forked = True
             self.write_later()
         return child
 
@@ -279,11 +333,12 @@ class PythonExecutor:
 
     def _starter(
         self, ctx: AttemptContext, graph: Graph, folder: Path, argv: tuple[str, ...], request: bytes
-    ) -> _RequestFirst | None:
+    ) -> _ForkStart | None:
         """The run's fork server as a starter of this attempt; None (launch cold) without one.
 
         The attempt's ``request.json`` (``request``) is written by the starter: before a cold launch
-        (which reads it), while a fork runs (the fork gets the bytes with its request)."""
+        (which reads it), while a fork runs (the fork gets the bytes with its request); a fork
+        writes its result to a memory file of the starter's (:class:`_ForkStart`)."""
         if not self.fork_server or ctx.verified is None:
             return None
         run = folder.parent
@@ -300,14 +355,15 @@ class PythonExecutor:
         modules_dir = str(folder / "modules")
         paths = (modules_dir, *frozen_runtime(graph).sys_path)
         sent = len(request) <= _SENT_REQUEST_BYTES
+        result_fd = os.memfd_create(RESULT_FILE, os.MFD_CLOEXEC)
         job = ForkJob(
             argv=argv[2:], modules_dir=modules_dir, modules=digests, paths=paths,
-            site_dirs=frozen_runtime(graph).site_dirs, request=request if sent else None,
+            site_dirs=frozen_runtime(graph).site_dirs, request=request if sent else None, result_fd=result_fd,
         )  # fmt: skip
         fork = servers.starter(
             job, harness=folder / "_rho_harness.py", harness_sha256=frozen_runtime(graph).harness_sha256, runtime=key
         )
-        return _RequestFirst(ctx, fork, request, sent=sent)
+        return _ForkStart(ctx, fork, request, sent=sent, result_fd=result_fd)
 
     def _end_run(self, run: Path) -> None:
         """The run's verified handles closed (its end): stop its fork servers."""
@@ -336,11 +392,12 @@ class PythonExecutor:
             args = render_args(node, ctx.outputs)
         except UnavailableValue as err:
             return AttemptResult(state=NodeState.FAILURE, message=f"cannot render args: {err}")
+        start: _ForkStart | None = None
         try:
             runtime = frozen_runtime(graph)
             request = node_request(node, graph, args)
             folder = await self._python_folder(ctx, graph)
-            attempt = await ctx.directory()
+            attempt = ctx.attempt_dir  # made before a launch that needs it (_ForkStart), else while it runs
             argv = (
                 runtime.interpreter.file.path,
                 "-I",
@@ -352,8 +409,11 @@ class PythonExecutor:
             request_bytes = json_bytes(request)  # what atomic_write_json writes
             start = self._starter(ctx, graph, folder, argv, request_bytes)
             if start is None:
+                attempt = await ctx.directory()
                 await asyncio.to_thread(atomic_write, attempt / REQUEST_FILE, request_bytes, durable=False)
         except (RhoError, KeyError, OSError) as err:
+            if start is not None:
+                start.close()
             if isinstance(err, OSError):
                 message = f"cannot prepare the Python node's files: {err}"
             else:
@@ -369,15 +429,22 @@ class PythonExecutor:
             max_output_bytes=node.max_output_bytes,
             output=node.output,
         )
-        result = await supervise(
-            ctx, operation, judge=self.judge, kill_grace_seconds=self.kill_grace_seconds, start=start
-        )
+        judge = self.judge if start is None else functools.partial(self.judge, forked=start)
+        try:
+            result = await supervise(
+                ctx, operation, judge=judge, kill_grace_seconds=self.kill_grace_seconds, start=start
+            )
+        finally:
+            if start is not None:
+                start.close()
         if start is not None:  # (a run cancelled before the launch never called it)
             start.write_later()
         result.artifacts["request"] = REQUEST_FILE
         return result
 
-    async def judge(self, ended: Ended) -> AttemptResult:
+    async def judge(self, ended: Ended, *, forked: _ForkStart | None = None) -> AttemptResult:
+        """The attempt's result from its exit and what it returned: ``result.json`` in its folder,
+        or the memory file of ``forked`` when a fork ran it (copied to ``result.json`` then)."""
         ctx = ended.ctx
         if not isinstance(ctx, AttemptContext) or not isinstance(ctx.node, PythonNode):
             msg = "PythonExecutor judges Python nodes only"
@@ -387,11 +454,15 @@ class PythonExecutor:
         if code != 0:
             last = _last_line(ended.stderr.tail)
             return ended.failure(f"exited with code {code}" + (f": {last}" if last else ""))
-        folder = await ended.ctx.directory()
-        stored = store_small_result(folder, node) if self.journal_values else None  # no thread for a small value
-        if stored is None:
-            stored = await asyncio.to_thread(store_result, folder, node, journal=self.journal_values)
-        problem, value, returned, journaled = stored
+        if forked is not None and forked.forked:
+            raw = read_memory_result(forked.result_fd, node.max_output_bytes)
+            problem, value, returned, journaled = await self._store_memory(ctx, node, raw)
+        else:
+            folder = await ctx.directory()
+            stored = store_small_result(folder, node) if self.journal_values else None  # no thread for a small value
+            if stored is None:
+                stored = await asyncio.to_thread(store_result, folder, node, journal=self.journal_values)
+            problem, value, returned, journaled = stored
         if returned:
             ended.artifacts["result"] = RESULT_FILE
         if problem:
@@ -400,3 +471,24 @@ class PythonExecutor:
         success = ended.success(value)
         success.journal_value = journaled
         return success
+
+    async def _store_memory(
+        self, ctx: AttemptContext, node: PythonNode, raw: bytes | int | None
+    ) -> tuple[str, Any, bool, bool]:
+        """:func:`store_result` of a result read from memory: ``result.json`` and a journaled
+        value's ``value.json`` are copies handed to the attempt's writer; any other value is
+        written durably before the attempt ends."""
+        problem, value, returned = checked_result(node, raw)
+        if returned:
+            assert isinstance(raw, bytes)
+            ctx.write_later(RESULT_FILE, raw)
+        if problem:
+            return problem, None, returned, False
+        assert isinstance(raw, bytes)
+        journaled = journaled_value(value, raw, journal=self.journal_values)
+        if journaled:
+            ctx.write_later(VALUE_FILE, json_bytes(value))
+        else:
+            folder = await ctx.directory()
+            await asyncio.to_thread(atomic_write_json, folder / VALUE_FILE, value)
+        return "", value, True, journaled

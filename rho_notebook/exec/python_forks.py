@@ -95,6 +95,10 @@ class ForkJob:
     request: bytes | None = None
     """The harness's request (the bytes of ``argv[2]``'s file) sent with the fork, read by the
     child from memory: the file may then be written while the attempt runs. None: the file is read."""
+    result_fd: int | None = None
+    """A memory file of the caller's that the child writes its result to instead of ``argv[3]``'s
+    file (whose folder then need not exist yet); None: the file. A server that cannot do that
+    does not serve a job that asks for it (:meth:`ForkServer.launch` answers None)."""
 
 
 def server_key(spec: ProcessSpec, *, harness_sha256: str, runtime: str = "") -> tuple[str, ...]:
@@ -191,6 +195,8 @@ class ForkServer:
         self._abandoned: set[int] = set()
         self.failure: str | None = None
         """Why the server no longer serves (None while it does)."""
+        self.memory_results = False
+        """Whether its children can write their result to a memory file (:attr:`ForkJob.result_fd`)."""
         self._loop.add_reader(sock.fileno(), self._on_readable)
 
     @classmethod
@@ -228,6 +234,7 @@ class ForkServer:
             if answer.get("op") != "ready":
                 msg = f"the fork server did not start: {answer.get('message', answer)}"
                 raise LaunchError(msg)
+            server.memory_results = answer.get("results") is True
         except BaseException as err:
             server.close()
             if isinstance(err, (TimeoutError, OSError)):
@@ -253,8 +260,10 @@ class ForkServer:
         Raises :class:`~rho_notebook.errors.VerificationError` when the interpreter or the working
         directory fails verification (nothing was started), and
         :class:`~rho_notebook.errors.LaunchError` when the server ended after the request was sent.
+        A job with a :attr:`~ForkJob.result_fd` is served only by a server whose children can write
+        there (:attr:`memory_results`).
         """
-        if self.failure is not None:
+        if self.failure is not None or (job.result_fd is not None and not self.memory_results):
             return None
         fd = await open_frozen(spec.executable.file, spec, handles)
         try:
@@ -271,8 +280,9 @@ class ForkServer:
         if job.request is not None:
             message["request"] = job.request.decode("utf-8")
         cwd_fd = open_cwd(spec, handles)
+        fds = (stdout_fd, stderr_fd, cwd_fd) if job.result_fd is None else (stdout_fd, stderr_fd, cwd_fd, job.result_fd)
         try:
-            answer = self._ask(ident, message, (stdout_fd, stderr_fd, cwd_fd))
+            answer = self._ask(ident, message, fds)
         except OSError:
             return None
         finally:

@@ -14,7 +14,8 @@ Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
 - owner -> ``{"op": "hello", "harness": PATH, "sha256": DIGEST, "paths": [...]}``: the server
   reads the harness copy, checks its digest (the plan's), loads it as a module, lists the import
   folders ``paths`` into ``sys.path_importer_cache`` (nothing is imported) and answers
-  ``{"op": "ready", "pid", "python"}`` (or ``{"op": "error", "message"}`` and exits 3). With
+  ``{"op": "ready", "pid", "python", "results"}`` (or ``{"op": "error", "message"}`` and exits 3;
+  ``results``: whether its children can write their result to a memory file, below). With
   ``"site_dirs": [...], "modules_dir", "modules"`` it also adds the site directories to ``paths``
   as the harness would (``site.addsitedir``: ``.pth`` files read, their ``import`` lines run, with
   ``modules_dir``'s frozen modules importable only verified) and keeps what that did to ``sys.path``
@@ -22,16 +23,20 @@ Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
   ``sys.path`` is the same then gets that ``sys.path`` when its harness adds the same folder,
   without reading the ``.pth`` files again; any other child adds it itself.
 - owner -> ``{"op": "fork", "id", "argv", "env", "modules_dir", "modules": {relpath: digest}}``
-  with descriptors (stdout, stderr, cwd): the server hands it to a child forked ahead of it (a
-  spare, :class:`_Server`), which leads its own session before the server answers (so the whole
-  group can be signalled as soon as the owner knows the pid), takes the descriptors as fds 1, 2
-  and its working directory, replaces its environment with ``env`` and calls the harness's
-  ``main(argv)`` (with ``"request"``, the request's JSON text: ``argv[2]`` names a memory file of
-  that text instead of the file, which the owner may still be writing; ``sys.argv`` is ``argv``),
-  importing frozen modules only through a finder that checks each source's digest
-  (:class:`_VerifiedFinder`). The server answers ``{"op": "started", "id", "pid"}`` with a pidfd
-  of the child, then reaps it and sends ``{"op": "exit", "id", "si_code", "si_status"}``. A
-  request it cannot serve answers ``{"op": "refused", "id", "message"}``.
+  with descriptors (stdout, stderr, cwd, and optionally a result file): the server hands it to a
+  child forked ahead of it (a spare, :class:`_Server`), which leads its own session before the
+  server answers (so the whole group can be signalled as soon as the owner knows the pid), takes
+  the descriptors as fds 1, 2 and its working directory, replaces its environment with ``env``
+  and calls the harness's ``main(argv)`` (with ``"request"``, the request's JSON text: ``argv[2]``
+  names a memory file of that text instead of the file, which the owner may still be writing;
+  ``sys.argv`` is ``argv``), importing frozen modules only through a finder that checks each
+  source's digest (:class:`_VerifiedFinder`). With a fourth descriptor (a memory file of the
+  owner's, offered only when ``ready`` said ``"results": true``) the harness writes the result
+  there instead of to ``argv[3]``, which then need not exist: the owner makes the attempt's
+  folder while the attempt runs instead of before it starts. The server answers ``{"op":
+  "started", "id", "pid"}`` with a pidfd of the child, then reaps it and sends ``{"op": "exit",
+  "id", "si_code", "si_status"}``. A request it cannot serve answers ``{"op": "refused", "id",
+  "message"}``.
 - end of file on the socket (the owner closed it, or died): the server exits; children still
   running are the owner's to stop (they lead their own groups).
 
@@ -66,7 +71,8 @@ _MAX_MESSAGE = 1 << 20
 _MAX_FDS = 8
 _BUFFER = bytearray(_MAX_MESSAGE)
 """One receive buffer (a fresh 1 MiB per message would be an mmap and munmap each time)."""
-_FORK_FDS = 3
+_FORK_FDS = (3, 4)
+"""stdout, stderr, cwd and, optionally, the owner's memory file for the result."""
 
 
 def _send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
@@ -211,17 +217,40 @@ def _request_file(text: str) -> str:
     return f"/proc/self/fd/{fd}"
 
 
+def _writes_results(harness: types.ModuleType) -> bool:
+    """Whether the harness writes its result through ``_write_atomically(path, text)``, which a
+    child can then point at the owner's memory file (:func:`_memory_result`)."""
+    return callable(getattr(harness, "_write_atomically", None))
+
+
+def _memory_result(harness: types.ModuleType, fd: int, path: str) -> None:
+    """Make this child's harness write ``path`` (its RESULT_JSON) to the owner's memory file ``fd``."""
+    write_file = harness._write_atomically  # noqa: SLF001 - the harness's one writer, see _writes_results
+    os.set_inheritable(fd, False)  # the node's own subprocesses must not get it
+
+    def write(target: str, text: str) -> None:
+        if target != path:
+            write_file(target, text)
+            return
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data) :]
+
+    setattr(harness, "_write_atomically", write)  # noqa: B010 - a module attribute mypy cannot see
+
+
 def _child(
     request: dict[str, Any], fds: list[int], harness: types.ModuleType, memo: _SiteMemo | None
 ) -> Callable[[], int]:
     """In the forked child: the attempt, to run once the server's stack is left."""
-    stdout, stderr, cwd = fds
+    stdout, stderr, cwd = fds[:3]
+    result = fds[3:]
 
     def attempt() -> int:
         os.dup2(stdout, 1)
         os.dup2(stderr, 2)
         os.fchdir(cwd)
-        for fd in fds:
+        for fd in fds[:3]:
             os.close(fd)
         env = request["env"]
         os.environ.clear()
@@ -232,6 +261,8 @@ def _child(
             memo.active = {k: v for k, v in env.items() if k != _PER_NODE} == memo.env
         if isinstance(request.get("request"), str) and len(argv) == 4:
             argv[2] = _request_file(request["request"])
+        if result and len(argv) == 4:
+            _memory_result(harness, result[0], argv[3])
         sys.meta_path.insert(0, _VerifiedFinder(request["modules_dir"], request["modules"]))
         sys.modules["__main__"] = harness
         code: int = harness.main(argv)
@@ -313,7 +344,7 @@ class _Server:
             self._leave()
             request, fds = _receive(theirs)
             theirs.close()
-            if request is None or len(fds) != _FORK_FDS:
+            if request is None or len(fds) not in _FORK_FDS:
                 os._exit(0)
             return _child(request, fds, self.harness, self.memo)
         theirs.close()
@@ -325,7 +356,7 @@ class _Server:
         ident = request.get("id")
         spare, self.spare = self.spare, None
         try:
-            if request.get("op") != "fork" or len(fds) != _FORK_FDS:
+            if request.get("op") != "fork" or len(fds) not in _FORK_FDS:
                 self.spare = spare
                 _send(self.sock, {"op": "refused", "id": ident, "message": "not a fork request"})
                 return
@@ -387,7 +418,9 @@ def main(argv: list[str]) -> int:
     if paths:  # lists each folder into sys.path_importer_cache, which every fork inherits; imports nothing
         importlib.machinery.PathFinder.find_spec("_rho_forkserver_no_such_module_", paths)
     gc.freeze()  # a collection in a child then leaves the server's objects (and their pages) alone
-    _send(sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
+    _send(
+        sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "results": _writes_results(harness)}
+    )
     attempt = _Server(sock, harness, memo).serve()
     if attempt is None:
         return 0
