@@ -43,9 +43,10 @@ sys.path.insert(0, str(REPO))
 from bench.limit_corpus import graph_case, write_case  # noqa: E402
 from bench.run_overhead import make_plan  # noqa: E402
 from rho_notebook.exec.base import AttemptContext, AttemptResult  # noqa: E402
-from rho_notebook.model import run_state  # noqa: E402
+from rho_notebook.model import run_fold  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
-from rho_notebook.model.run_state import NodeRecord, RunState, replay  # noqa: E402
+from rho_notebook.model.run_fold import replay  # noqa: E402
+from rho_notebook.model.run_state import NodeRecord, RunState  # noqa: E402
 from rho_notebook.model.state import NodeState  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.runtime.status import load_state  # noqa: E402
@@ -55,7 +56,7 @@ from rho_notebook.service.wire import status_json  # noqa: E402
 from rho_notebook.store.journal import read_journal  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
 
-FOLDS = run_state._FOLDS  # noqa: SLF001 -- the bench switches one fold off and on again
+FOLDS = run_fold._FOLDS  # noqa: SLF001 -- the bench switches one fold off and on again
 KIND = "model_called"
 
 

@@ -3,7 +3,7 @@
 The face imports on first use (:func:`rho_notebook.lazy.lazy_face`): ``from rho_notebook.model
 import RunState`` loads the run state and what it needs, not every model module. The journal's
 record kinds are typed in :mod:`rho_notebook.model.events` and folded by
-:mod:`rho_notebook.model.run_state`.
+:mod:`rho_notebook.model.run_fold` into :mod:`rho_notebook.model.run_state`.
 """
 
 from rho_notebook.lazy import lazy_face
@@ -43,8 +43,8 @@ _FACE = {
     "RunState": "run_state",
     "NodeRecord": "run_state",
     "AttemptRecord": "run_state",
-    "apply": "run_state",
-    "replay": "run_state",
+    "apply": "run_fold",
+    "replay": "run_fold",
 }
 __getattr__, __dir__ = lazy_face(__name__, _FACE)
 __all__ = sorted(_FACE)

@@ -7,7 +7,7 @@ one ``TypedDict`` below, tagged by its ``kind`` (a ``Literal``); :data:`JournalE
 union, discriminated by ``kind``, and :data:`EVENT_TYPES` maps a tag to its type.
 
 The types cost nothing at run time: a record stays the plain dict that :func:`event` builds and
-the journal writes (the JSON on disk is unchanged), and :func:`rho_notebook.model.run_state.apply`
+the journal writes (the JSON on disk is unchanged), and :func:`rho_notebook.model.run_fold.apply`
 dispatches on the tag. :func:`event_problems` checks a record read from elsewhere against its
 type (keys only: the journal's own reader already checked ``seq`` and the chain).
 """

@@ -35,7 +35,8 @@ from rho_notebook.model.budget import RUN_SCOPE, Limits, limits_of
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ItemNode
 from rho_notebook.model.ledger import Price, Usage, node_usage, run_usage
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.store.journal_reader import read_journal

@@ -38,7 +38,8 @@ from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.identity import FileIdentity
-from rho_notebook.model.run_state import NodeRecord, RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import ApprovalDecision, ApprovalRequest, facts_digest, read_request, write_request
 from rho_notebook.policy.carried import CarriedApprovals, carries

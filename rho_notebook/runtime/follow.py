@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rho_notebook.model.events import EventKind
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.runtime.status import load_state
 from rho_notebook.store.journal_reader import JournalTail

@@ -25,7 +25,8 @@ from rho_notebook.exec.base import Executor
 from rho_notebook.model.events import EventKind, event, now_iso
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.policy.approvals import ApprovalRequest, who_am_i
 from rho_notebook.policy.hooks import load_hooks

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rho_notebook.errors import StoreError
-from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.store.files import check_no_symlink, read_json
 from rho_notebook.store.graphs import GraphOutline, load_outline

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.events import EventKind
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.runtime.cancel import CancelResult, request_cancel

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rho_notebook.model.graph import Graph
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.service.wire import NodeView, allowed_failures_of
 from rho_notebook.views.layout import Layout, layout_of
 from rho_notebook.views.state import (

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from rho_notebook.errors import RhoError
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.service import Service, StateMirror, StoreLayout
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.widgets._call import call

@@ -13,7 +13,8 @@ from rho_notebook.errors import ArgumentError, BudgetExceeded
 from rho_notebook.model.budget import Limits, limits_of
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.ledger import Price
-from rho_notebook.model.run_state import NodeRecord, RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.runtime.budget import BudgetGuard, budget_records, executed_seconds, is_budget_halt
 from rho_notebook.service.flags import parse_budgets
 

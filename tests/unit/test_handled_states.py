@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.service.wire import allowed_failures_of, shown_state, status_json
 from rho_notebook.views.state import node_views
 from rho_notebook.views.text import node_status_line

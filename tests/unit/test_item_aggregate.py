@@ -8,7 +8,8 @@ from __future__ import annotations
 from rho_notebook.exec.passes import passed_item
 from rho_notebook.model.itemrun import InstanceLog, instance_key
 from rho_notebook.model.mapping import RunContext
-from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.planning.itemgraph import lint_graph
 
 AGGREGATE = """\

@@ -20,7 +20,8 @@ from rho_notebook.model.mapping import (
     run_people,
     with_people,
 )
-from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import NodeRecord, RunState
 
 ITEM: dict[str, Any] = {
     "score": 70,

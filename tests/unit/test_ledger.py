@@ -2,7 +2,8 @@
 
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.ledger import Price, node_usage, run_usage, tally_usage
-from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState
 from rho_notebook.model.tally import add_call
 
 

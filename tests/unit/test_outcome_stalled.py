@@ -15,7 +15,8 @@ from typing import Any, get_args
 import pytest
 
 from rho_notebook.cli.follow_verbs import exit_for
-from rho_notebook.model.run_state import NodeRecord, RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState, Outcome, workflow_outcome
 from rho_notebook.service.wire import OutcomeName, ResultJson, outcome_name, run_row_json, status_json
 from rho_notebook.views.dag import run_view_of

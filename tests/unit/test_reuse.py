@@ -34,7 +34,8 @@ from rho_notebook.model.graph import (
     PythonRuntime,
 )
 from rho_notebook.model.reference import OutputRef, Template
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.runtime.recovery import recovery_events
 from rho_notebook.runtime.reuse import ReuseKeys, may_reuse, predict_reuse, reusable, reuse_key

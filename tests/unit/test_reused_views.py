@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.model.run_state import NodeRecord, RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.service.wire import status_json
 from rho_notebook.views.dag import RunTracker, load_detail, node_views
 from rho_notebook.views.text import node_status_line, provenance_text

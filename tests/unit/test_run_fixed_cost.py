@@ -24,7 +24,8 @@ import pytest
 
 from rho_notebook.errors import StoreError
 from rho_notebook.model.events import EventKind, event, now_iso
-from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.runtime import status
 from rho_notebook.runtime.execution import snapshot_bytes

@@ -18,7 +18,8 @@ from rho_notebook.model.graph import (
     SchedulerLimits,
 )
 from rho_notebook.model.reference import Template
-from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState, apply, replay
+from rho_notebook.model.run_fold import apply, replay
+from rho_notebook.model.run_state import AttemptRecord, NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 
 S = NodeState

@@ -1,6 +1,6 @@
 """The pure step-call decision of script runs (runtime/replay.py): one test per rule.
 
-Histories are built from real journal folds (model/run_state.apply) where the record shape matters,
+Histories are built from real journal folds (model/run_fold.apply) where the record shape matters,
 and directly otherwise.
 """
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.runtime.replay import (
     NEVER_SETTLED,
     UNREADABLE,

@@ -18,7 +18,8 @@ import pytest
 
 from rho_notebook.errors import NotFound
 from rho_notebook.model.graph import Graph, ScriptSpec
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.service.wire import result_json, status_json
 from rho_notebook.store.runs import RunFolder
 from rho_notebook.views.dag import RunTracker, dag_view, node_detail, node_views, run_view_of

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.model.run_state import NodeRecord, RunState, replay
+from rho_notebook.model.run_fold import replay
+from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.service.wire import (
     SHOWN_ORDER,

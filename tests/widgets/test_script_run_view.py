@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rho_notebook import widgets
-from rho_notebook.model.run_state import RunState, apply
+from rho_notebook.model.run_fold import apply
+from rho_notebook.model.run_state import RunState
 from rho_notebook.service import Service
 from rho_notebook.store.journal import JournalWriter
 from rho_notebook.widgets._run import RunController
