@@ -7,7 +7,9 @@ the frozen interpreter is launched exactly as a cold attempt is (its verified de
 ``-I``, the first attempt's environment and working directory) running
 ``rho_notebook/source/_py_forkserver.py``, which imports only the standard library and the
 harness (from the run's verified copy, its digest checked against the plan's). Each attempt is
-then one fork of that server; the server's docstring gives the wire protocol.
+then one fork of that server, made ahead of it: the server offers each spare child it forked,
+and an attempt sends its request straight to the spare, so that it starts without a round trip
+through the server (the server's docstring gives the wire protocol).
 
 Per attempt (:meth:`ForkServer.launch`), as a cold launch would:
 
@@ -22,15 +24,16 @@ Per attempt (:meth:`ForkServer.launch`), as a cold launch would:
   ``/proc/PID/environ`` stays the server's start environment, so servers are not shared across
   ``RHO_RUN_ID``\\s, by which recovery finds a dead owner's processes) and leads its own session
   and process group before its pid is known here, so timeout and cancel stop the whole group as
-  for any process; its pidfd comes with the ``started`` answer (signals cannot hit a recycled pid);
+  for any process; its pidfd comes with the server's offer (signals cannot hit a recycled pid);
 - the server reaps the child (only a parent can) and reports its status; every frozen module is
   imported from the bytes whose digest is the plan's (a changed module fails the attempt).
 
 Where a server cannot serve, :meth:`ForkServer.launch` and :meth:`ForkServers.starter` answer None
 and the caller launches cold, as before: a server that failed to start (the reason goes to its
 log), an interpreter replaced since, another interpreter, harness, distribution set or locale
-(servers are keyed by them), a platform without pidfds or a Python older than 3.9. Nothing is
-ever launched cold after a fork request was sent, so no attempt can run twice.
+(servers are keyed by them), a platform without pidfds or a Python older than 3.9, a spare that
+died before its request or a fork that failed. Nothing is ever launched cold after a request
+reached a spare, so no attempt can run twice.
 
 Lifetime: a :class:`ForkServers` belongs to whoever owns the attempts (the run's Python executor,
 closed with the run's verified handles; a Dask worker per process). :meth:`ForkServer.close`
@@ -42,8 +45,8 @@ from __future__ import annotations
 
 import array
 import asyncio
+import collections
 import dataclasses
-import itertools
 import json
 import os
 import select
@@ -164,6 +167,21 @@ class Forked:
             os.close(fd)
 
 
+@dataclass
+class _Offered:
+    """A spare the server offered: a forked child that leads its own session and waits for one
+    request on its socket (closing that socket unused makes it exit)."""
+
+    ident: int
+    pid: int
+    pidfd: int
+    sock: socket.socket
+
+    def close(self) -> None:
+        self.sock.close()
+        os.close(self.pidfd)
+
+
 def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     fds: list[int] = []
     for level, kind, payload in ancillary:
@@ -188,11 +206,14 @@ class ForkServer:
         self._pidfd = pidfd
         self._interpreter = interpreter
         """(st_dev, st_ino) of the interpreter the server runs."""
-        self._ids = itertools.count(1)
-        self._waiting: dict[Any, asyncio.Future[Any]] = {}
-        """Request id (``hello`` for the start) -> the answer it waits for."""
+        self._hello: asyncio.Future[dict[str, Any]] | None = None
+        """The answer to ``hello`` while the start waits for it."""
+        self._spares: collections.deque[_Offered] = collections.deque()
+        """Spares the server offered that no attempt took yet."""
+        self._takers: collections.deque[asyncio.Future[_Offered | None]] = collections.deque()
+        """Launches waiting for a spare (None: none will come, launch cold)."""
         self._children: dict[int, Forked] = {}
-        self._abandoned: set[int] = set()
+        """Spare id -> the attempt it runs."""
         self.failure: str | None = None
         """Why the server no longer serves (None while it does)."""
         self.memory_results = False
@@ -229,7 +250,8 @@ class ForkServer:
             }
             if job is not None and job.site_dirs:
                 hello.update(site_dirs=list(job.site_dirs), modules_dir=job.modules_dir, modules=dict(job.modules))
-            ready = server._ask("hello", hello, ())
+            ready = server._hello = server._loop.create_future()
+            server._send(hello)
             answer = await asyncio.wait_for(ready, START_SECONDS)
             if answer.get("op") != "ready":
                 msg = f"the fork server did not start: {answer.get('message', answer)}"
@@ -243,25 +265,27 @@ class ForkServer:
             raise
         return server
 
-    def _ask(self, ident: Any, message: dict[str, Any], fds: tuple[int, ...]) -> asyncio.Future[Any]:
-        """Send ``message`` (with ``fds``); the future gets the answer. OSError: nothing was sent."""
-        waiting = self._loop.create_future()
-        data = json.dumps(message, separators=(",", ":")).encode()
-        self._sock.sendmsg([data], _rights(fds) if fds else [], socket.MSG_DONTWAIT)
-        self._waiting[ident] = waiting
-        return waiting
+    def _send(self, message: dict[str, Any]) -> None:
+        """Send ``message`` to the server (OSError: nothing was sent)."""
+        self._sock.sendmsg([json.dumps(message, separators=(",", ":")).encode()], [], socket.MSG_DONTWAIT)
+
+    def _more(self) -> None:
+        """Ask the server for the next spare (a server gone meanwhile is :meth:`_lost`'s)."""
+        try:
+            self._send({"op": "more"})
+        except OSError:
+            pass
 
     async def launch(
         self, spec: ProcessSpec, job: ForkJob, *, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
     ) -> Forked | None:
-        """Fork ``job`` as ``spec``'s attempt with its output on the given pipes; None when this
-        server cannot serve it (nothing was started: launch cold).
+        """Start ``job`` as ``spec``'s attempt with its output on the given pipes, in the spare the
+        server offered (waiting for one if none is there); None when this server cannot serve it
+        (nothing was started: launch cold). A job with a :attr:`~ForkJob.result_fd` is served
+        only by a server whose children can write there (:attr:`memory_results`).
 
         Raises :class:`~rho_notebook.errors.VerificationError` when the interpreter or the working
-        directory fails verification (nothing was started), and
-        :class:`~rho_notebook.errors.LaunchError` when the server ended after the request was sent.
-        A job with a :attr:`~ForkJob.result_fd` is served only by a server whose children can write
-        there (:attr:`memory_results`).
+        directory fails verification (nothing was started).
         """
         if self.failure is not None or (job.result_fd is not None and not self.memory_results):
             return None
@@ -272,28 +296,48 @@ class ForkServer:
             os.close(fd)
         if (st.st_dev, st.st_ino) != self._interpreter:
             return None
-        ident = next(self._ids)
+        spare = await self._spare()
+        if spare is None:
+            return None
         message = {
-            "op": "fork", "id": ident, "argv": list(job.argv), "env": spec.env,
+            "op": "fork", "argv": list(job.argv), "env": spec.env,
             "modules_dir": job.modules_dir, "modules": dict(job.modules),
         }  # fmt: skip
         if job.request is not None:
             message["request"] = job.request.decode("utf-8")
-        cwd_fd = open_cwd(spec, handles)
+        try:
+            cwd_fd = open_cwd(spec, handles)
+        except BaseException:
+            self._spares.appendleft(spare)  # not used: the next attempt takes it
+            raise
         fds = (stdout_fd, stderr_fd, cwd_fd) if job.result_fd is None else (stdout_fd, stderr_fd, cwd_fd, job.result_fd)
         try:
-            answer = self._ask(ident, message, fds)
-        except OSError:
+            data = json.dumps(message, separators=(",", ":")).encode()
+            spare.sock.sendmsg([data], _rights(fds), socket.MSG_DONTWAIT)
+        except OSError:  # the spare is gone (or the request does not fit): nothing started
+            spare.close()
+            self._more()
             return None
         finally:
             os.close(cwd_fd)
+        spare.sock.close()
+        self._more()
+        child = self._children[spare.ident] = Forked(self._loop, spare.pid, spare.pidfd)
+        return child
+
+    async def _spare(self) -> _Offered | None:
+        """The next spare the server offers (None: it will offer none)."""
+        if self._spares:
+            return self._spares.popleft()
+        if self.failure is not None:
+            return None
+        taker: asyncio.Future[_Offered | None] = self._loop.create_future()
+        self._takers.append(taker)
         try:
-            started = await answer
-        except asyncio.CancelledError:
-            self._waiting.pop(ident, None)
-            self._abandoned.add(ident)
-            raise
-        return started if isinstance(started, Forked) else None
+            return await taker
+        finally:
+            if taker in self._takers:
+                self._takers.remove(taker)
 
     def _on_readable(self) -> None:
         while True:
@@ -313,46 +357,54 @@ class ForkServer:
             self._answer(json.loads(data), fds)
 
     def _answer(self, message: dict[str, Any], fds: list[int]) -> None:
-        op, ident = message.get("op"), int(message.get("id") or 0)
-        if op == "started" and len(fds) == 1:
-            child = self._children[ident] = Forked(self._loop, int(message["pid"]), fds[0])
-            if ident in self._abandoned:  # its launch was cancelled while the fork was under way
-                self._abandoned.discard(ident)
-                child.kill()
-                signal_group(child.pid, signal.SIGKILL)
-                child.release()
-            self._resolve(ident, child)
+        op = message.get("op")
+        if op == "spare" and len(fds) == 2:
+            self._offered(_Offered(int(message["id"]), int(message["pid"]), fds[0], socket.socket(fileno=fds[1])))
             return
         for fd in fds:
             os.close(fd)
         if op == "exit":
+            ident = int(message["id"])
             finished = self._children.pop(ident, None)
             if finished is not None:
                 finished.finish(int(message["si_code"]), int(message["si_status"]))
-        elif op == "refused":
-            self._abandoned.discard(ident)
-            self._resolve(ident, str(message.get("message", "refused")))
-        else:  # "ready" or "error": the answer to hello
-            self._resolve("hello", message)
+                return
+            for spare in self._spares:  # it died unused: drop it, ask for another
+                if spare.ident == ident:
+                    self._spares.remove(spare)
+                    spare.close()
+                    self._more()
+                    break
+        elif op == "no_spare":
+            self._give(None)
+        elif self._hello is not None and not self._hello.done():  # "ready" or "error": the answer to hello
+            self._hello.set_result(message)
 
-    def _resolve(self, ident: Any, answer: Any) -> None:
-        waiting = self._waiting.pop(ident, None)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(answer)
+    def _offered(self, spare: _Offered) -> None:
+        if not self._give(spare):
+            self._spares.append(spare)
+
+    def _give(self, spare: _Offered | None) -> bool:
+        """Hand ``spare`` to the first launch waiting for one; False when none waits."""
+        while self._takers:
+            taker = self._takers.popleft()
+            if not taker.done():
+                taker.set_result(spare)
+                return True
+        return False
 
     def _lost(self, why: str) -> None:
-        """The server is gone: nothing more is served; waiting launches fail, running children are stopped."""
+        """The server is gone: nothing more is served; waiting launches launch cold, spares are
+        dropped, running children are stopped."""
         if self.failure is None:
             self.failure = why
         self._loop.remove_reader(self._sock.fileno())
-        for ident, waiting in list(self._waiting.items()):
-            if not waiting.done():
-                if ident == "hello":
-                    waiting.set_result({"op": "error", "message": why})
-                else:
-                    msg = f"{why} before it reported the start of this attempt (it may have started)"
-                    waiting.set_exception(LaunchError(msg))
-        self._waiting.clear()
+        if self._hello is not None and not self._hello.done():
+            self._hello.set_result({"op": "error", "message": why})
+        while self._give(None):
+            pass
+        while self._spares:
+            self._spares.popleft().close()
         for child in self._children.values():
             child.lost(f"exit status unknown: {why} while the attempt ran; its process group was stopped")
         self._children.clear()

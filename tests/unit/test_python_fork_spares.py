@@ -1,0 +1,114 @@
+"""The fork server offers spare children ahead of requests, and an attempt starts in one without a
+round trip through the server (issue 31): an attempt starts while the server cannot run at all,
+a spare that died unused is replaced, and closing the server leaves no spare behind.
+
+Real interpreters, forks and signals (the helpers of tests/unit/test_python_forkserver.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from rho_notebook.exec.process import ProcessResult, run_process
+from rho_notebook.exec.python_forks import ForkServer, ForkServers
+from tests.unit.test_python_forkserver import PROBE, Job, alive, sha, wait_gone
+
+INTERPRETER = Path(os.path.realpath(sys.executable))
+
+
+async def _discard(chunk: bytes) -> None:
+    pass
+
+
+async def _offered(server: ForkServer, seconds: float = 30.0) -> list[int]:
+    """The pids of the spares ``server`` offered, once it offered one."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not server._spares:  # noqa: SLF001 - what the server offered is what this test is about
+        assert asyncio.get_running_loop().time() < deadline, "no spare was offered"
+        await asyncio.sleep(0.01)
+    return [spare.pid for spare in server._spares]  # noqa: SLF001
+
+
+def _job(tmp_path: Path) -> Job:
+    job = Job(tmp_path / "py", INTERPRETER, {"nodes/probe.py": PROBE})
+    job.request("nodes.probe", "probe")
+    return job
+
+
+async def _server(servers: ForkServers, job: Job, cwd: Path) -> ForkServer:
+    harness = job.root / "_rho_harness.py"
+    server = await servers.server(
+        job.spec(cwd), handles=None, harness=harness, harness_sha256=sha(harness.read_bytes())
+    )
+    assert server is not None
+    return server
+
+
+async def _run(servers: ForkServers, job: Job, cwd: Path, pids: list[int]) -> ProcessResult:
+    async def started(pid: int) -> None:
+        pids.append(pid)
+
+    harness = job.root / "_rho_harness.py"
+    start = servers.starter(job.fork_job(), harness=harness, harness_sha256=sha(harness.read_bytes()))
+    return await run_process(
+        job.spec(cwd), stdout_sink=_discard, stderr_sink=_discard, cancel=asyncio.Event(), on_started=started,
+        start=start,
+    )  # fmt: skip
+
+
+def test_an_attempt_starts_in_an_offered_spare_while_the_server_is_stopped(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+
+    async def go() -> tuple[list[int], list[int], ProcessResult, int]:
+        servers = ForkServers(log=tmp_path / "log")
+        try:
+            server = await _server(servers, job, tmp_path)
+            offered = await _offered(server)
+            os.kill(server.pid, signal.SIGSTOP)  # the server can neither answer nor fork now
+            try:
+                pids: list[int] = []
+                running = asyncio.ensure_future(_run(servers, job, tmp_path, pids))
+                for _ in range(3000):  # started without the server: the spare has the request
+                    if pids and (job.root / "result.json").exists():
+                        break
+                    await asyncio.sleep(0.01)
+                assert pids, "the attempt did not start while the server was stopped"
+            finally:
+                os.kill(server.pid, signal.SIGCONT)  # it reaps the child and reports its exit
+            result = await asyncio.wait_for(running, 30)
+            return offered, pids, result, server.pid
+        finally:
+            servers.close()
+
+    offered, pids, result, server_pid = asyncio.run(go())
+    assert result.kind == "exit" and result.exit_code == 0
+    assert pids == offered[:1], "the attempt ran in the spare the server had offered"
+    assert Path(job.root / "result.json").read_text().count(f'"ppid": {server_pid}') == 1, "forked by the server"
+
+
+def test_a_spare_that_died_unused_is_replaced_and_close_leaves_none(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+
+    async def go() -> tuple[int, list[int], ProcessResult, list[int]]:
+        servers = ForkServers(log=tmp_path / "log")
+        try:
+            server = await _server(servers, job, tmp_path)
+            (first,) = await _offered(server)
+            os.kill(first, signal.SIGKILL)
+            assert wait_gone(first)
+            pids: list[int] = []
+            result = await asyncio.wait_for(_run(servers, job, tmp_path, pids), 30)
+            spares = await _offered(server)  # the next one, offered after the attempt took its spare
+            return first, pids, result, spares
+        finally:
+            servers.close()
+
+    first, pids, result, spares = asyncio.run(go())
+    assert result.kind == "exit" and result.exit_code == 0
+    assert pids and pids[0] != first
+    assert all(wait_gone(pid) for pid in spares), "closing the server ends its unused spares"
+    assert not any(alive(pid) for pid in (first, *pids))
