@@ -212,6 +212,8 @@ class ForkServer:
         """Spares the server offered that no attempt took yet."""
         self._takers: collections.deque[asyncio.Future[_Offered | None]] = collections.deque()
         """Launches waiting for a spare (None: none will come, launch cold)."""
+        self._asked = 1
+        """Spares asked for and not offered yet (the first comes unasked)."""
         self._children: dict[int, Forked] = {}
         """Spare id -> the attempt it runs."""
         self.failure: str | None = None
@@ -269,12 +271,15 @@ class ForkServer:
         """Send ``message`` to the server (OSError: nothing was sent)."""
         self._sock.sendmsg([json.dumps(message, separators=(",", ":")).encode()], [], socket.MSG_DONTWAIT)
 
-    def _more(self) -> None:
-        """Ask the server for the next spare (a server gone meanwhile is :meth:`_lost`'s)."""
-        try:
-            self._send({"op": "more"})
-        except OSError:
-            pass
+    def _top_up(self, *, ahead: bool = True) -> None:
+        """Ask the server for as many spares as launches wait for, and (``ahead``) one more for
+        the next launch (a server gone meanwhile is :meth:`_lost`'s)."""
+        while self.failure is None and self._asked + len(self._spares) < len(self._takers) + ahead:
+            try:
+                self._send({"op": "more"})
+            except OSError:
+                return
+            self._asked += 1
 
     async def launch(
         self, spec: ProcessSpec, job: ForkJob, *, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
@@ -316,12 +321,12 @@ class ForkServer:
             spare.sock.sendmsg([data], _rights(fds), socket.MSG_DONTWAIT)
         except OSError:  # the spare is gone (or the request does not fit): nothing started
             spare.close()
-            self._more()
+            self._top_up()
             return None
         finally:
             os.close(cwd_fd)
         spare.sock.close()
-        self._more()
+        self._top_up()
         child = self._children[spare.ident] = Forked(self._loop, spare.pid, spare.pidfd)
         return child
 
@@ -333,8 +338,14 @@ class ForkServer:
             return None
         taker: asyncio.Future[_Offered | None] = self._loop.create_future()
         self._takers.append(taker)
+        self._top_up()
         try:
             return await taker
+        except asyncio.CancelledError:
+            given = taker.result() if taker.done() and not taker.cancelled() else None
+            if given is not None:  # given just before the cancel: the next launch takes it
+                self._offered(given)
+            raise
         finally:
             if taker in self._takers:
                 self._takers.remove(taker)
@@ -359,6 +370,7 @@ class ForkServer:
     def _answer(self, message: dict[str, Any], fds: list[int]) -> None:
         op = message.get("op")
         if op == "spare" and len(fds) == 2:
+            self._asked -= 1
             self._offered(_Offered(int(message["id"]), int(message["pid"]), fds[0], socket.socket(fileno=fds[1])))
             return
         for fd in fds:
@@ -373,10 +385,12 @@ class ForkServer:
                 if spare.ident == ident:
                     self._spares.remove(spare)
                     spare.close()
-                    self._more()
+                    self._top_up()
                     break
-        elif op == "no_spare":
+        elif op == "no_spare":  # the fork failed: one waiting launch goes cold, none is asked for ahead
+            self._asked -= 1
             self._give(None)
+            self._top_up(ahead=False)
         elif self._hello is not None and not self._hello.done():  # "ready" or "error": the answer to hello
             self._hello.set_result(message)
 

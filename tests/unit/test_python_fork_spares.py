@@ -112,3 +112,36 @@ def test_a_spare_that_died_unused_is_replaced_and_close_leaves_none(tmp_path: Pa
     assert pids and pids[0] != first
     assert all(wait_gone(pid) for pid in spares), "closing the server ends its unused spares"
     assert not any(alive(pid) for pid in (first, *pids))
+
+
+def test_a_launch_cancelled_while_waiting_for_a_spare_leaves_it_to_the_next(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+
+    async def go() -> tuple[ProcessResult, ProcessResult, list[int]]:
+        servers = ForkServers(log=tmp_path / "log")
+        try:
+            server = await _server(servers, job, tmp_path)
+            await _offered(server)
+            os.kill(server.pid, signal.SIGSTOP)  # it can fork no next spare (nor report an exit) now
+            try:
+                taking: list[int] = []
+                took = asyncio.ensure_future(_run(servers, job, tmp_path, taking))  # takes the offered spare
+                while not taking:
+                    await asyncio.sleep(0.01)
+                waiting = asyncio.ensure_future(_run(servers, job, tmp_path, []))
+                await asyncio.sleep(0.3)
+                assert not waiting.done() and not server._spares, "it waits for a spare"  # noqa: SLF001
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
+            finally:
+                os.kill(server.pid, signal.SIGCONT)
+            first = await asyncio.wait_for(took, 30)
+            pids: list[int] = []
+            second = await asyncio.wait_for(_run(servers, job, tmp_path, pids), 30)
+            return first, second, pids
+        finally:
+            servers.close()
+
+    first, second, pids = asyncio.run(go())
+    assert first.kind == second.kind == "exit" and first.exit_code == second.exit_code == 0
+    assert len(pids) == 1 and wait_gone(pids[0])
