@@ -187,14 +187,8 @@ def read_memory_result(fd: int, limit: int) -> bytes | int | None:
         return None
     if size > limit:
         return size
-    chunks, offset = [], 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
+    os.lseek(fd, 0, os.SEEK_SET)  # the child wrote through the same open file: its position is at the end
+    return read_fd(fd)
 
 
 def checked_result(node: PythonNode, raw: bytes | int | None) -> tuple[str, Any, bool]:
