@@ -3,7 +3,8 @@
     python bench/compare_trees.py --base /tmp/base [--head .] [--samples 5] [--inner 1] [--bench NAME ...]
 
 ``--base`` is a second worktree (``git worktree add /tmp/base main``). Each sample runs each of
-bench/run_overhead.py, script_overhead.py, fan_overhead.py, item_graph.py and reuse.py once
+bench/run_overhead.py, script_overhead.py, fan_overhead.py, item_graph.py, reuse.py and
+python_nodes.py once
 (``--samples`` ``--inner``, default 1: the bench's own first sample is used, or the median of its
 ``--inner`` samples for the fan, whose runs last milliseconds) in each tree, alternating which tree
 goes first, with the interpreter running this script and the tree on PYTHONPATH. Each bench's figures are ratios against a baseline it measures in the same
@@ -98,12 +99,18 @@ def reuse(text: str) -> Figures:
     return {"first run/launch": f["run1"] / f["launch"], "reused run/launch": f["run2"] / f["launch"]}
 
 
+def python_nodes(text: str) -> Figures:
+    f = sample_line(text)
+    return {"python node/command node": f["python"] / f["command"]}
+
+
 BENCHES: dict[str, Callable[[str], Figures]] = {
     "run_overhead": run_overhead,
     "script_overhead": script_overhead,
     "fan_overhead": fan_overhead,
     "item_graph": item_graph,
     "reuse": reuse,
+    "python_nodes": python_nodes,
 }
 
 

@@ -72,6 +72,8 @@ START_SECONDS = 30.0
 """How long a server may take to start and load the harness before it is given up (cold launches)."""
 _STOP_SECONDS = 2.0
 _RECEIVE_BYTES = 64 * 1024
+_AHEAD = 1
+"""Spares asked for ahead of the launches waiting for one."""
 _STARTUP_ENV = ("LANG", "LANGUAGE", "TZ", "RHO_RUN_ID")
 """Variables (besides ``LC_*``) a server serves only attempts that agree on: the interpreter reads
 the locale at start (its streams' encoding would differ from a cold start's), and
@@ -202,6 +204,8 @@ class ForkServer:
     def __init__(self, sock: socket.socket, *, pid: int, pidfd: int, interpreter: tuple[int, int]) -> None:
         self._loop = asyncio.get_running_loop()
         self._sock = sock
+        self._demand = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        """The demand counter the server reads when it wakes: spares asked for (module docstring)."""
         self.pid = pid
         self._pidfd = pidfd
         self._interpreter = interpreter
@@ -253,7 +257,7 @@ class ForkServer:
             if job is not None and job.site_dirs:
                 hello.update(site_dirs=list(job.site_dirs), modules_dir=job.modules_dir, modules=dict(job.modules))
             ready = server._hello = server._loop.create_future()
-            server._send(hello)
+            server._send(hello, (server._demand,))
             answer = await asyncio.wait_for(ready, START_SECONDS)
             if answer.get("op") != "ready":
                 msg = f"the fork server did not start: {answer.get('message', answer)}"
@@ -267,19 +271,28 @@ class ForkServer:
             raise
         return server
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
         """Send ``message`` to the server (OSError: nothing was sent)."""
-        self._sock.sendmsg([json.dumps(message, separators=(",", ":")).encode()], [], socket.MSG_DONTWAIT)
+        data = json.dumps(message, separators=(",", ":")).encode()
+        self._sock.sendmsg([data], _rights(fds) if fds else [], socket.MSG_DONTWAIT)
 
-    def _top_up(self, *, ahead: bool = True) -> None:
-        """Ask the server for as many spares as launches wait for, and (``ahead``) one more for
-        the next launch (a server gone meanwhile is :meth:`_lost`'s)."""
-        while self.failure is None and self._asked + len(self._spares) < len(self._takers) + ahead:
-            try:
-                self._send({"op": "more"})
-            except OSError:
-                return
-            self._asked += 1
+    def _top_up(self, *, ahead: int = _AHEAD) -> None:
+        """Ask the server for as many spares as launches wait for, and ``ahead`` more for the next
+        launches, by adding to its demand counter; wake it only when no child of it runs (whose
+        exit would wake it)."""
+        wanted = len(self._takers) + ahead - self._asked - len(self._spares)
+        if self.failure is None and wanted > 0:
+            os.eventfd_write(self._demand, wanted)
+            self._asked += wanted
+            if not self._children:
+                self._wake()
+
+    def _wake(self) -> None:
+        """Wake the server, which then reads its demand counter: a launch waits for a spare."""
+        try:
+            self._send({"op": "wake"})
+        except OSError:  # the server is gone: _lost's
+            pass
 
     async def launch(
         self, spec: ProcessSpec, job: ForkJob, *, handles: VerifiedHandles | None, stdout_fd: int, stderr_fd: int
@@ -326,8 +339,8 @@ class ForkServer:
         finally:
             os.close(cwd_fd)
         spare.sock.close()
-        self._top_up()
         child = self._children[spare.ident] = Forked(self._loop, spare.pid, spare.pidfd)
+        self._top_up()
         return child
 
     async def _spare(self) -> _Offered | None:
@@ -339,6 +352,7 @@ class ForkServer:
         taker: asyncio.Future[_Offered | None] = self._loop.create_future()
         self._takers.append(taker)
         self._top_up()
+        self._wake()  # even when the spares asked for before cover it: the server may not have read them
         try:
             return await taker
         except asyncio.CancelledError:
@@ -390,7 +404,9 @@ class ForkServer:
         elif op == "no_spare":  # the fork failed: one waiting launch goes cold, none is asked for ahead
             self._asked -= 1
             self._give(None)
-            self._top_up(ahead=False)
+            self._top_up(ahead=0)
+            if self._takers:
+                self._wake()  # (it is awake now, but may have read the demand before this)
         elif self._hello is not None and not self._hello.done():  # "ready" or "error": the answer to hello
             self._hello.set_result(message)
 
@@ -431,6 +447,7 @@ class ForkServer:
             return
         self._lost("the fork server was closed")
         self._sock.close()
+        os.close(self._demand)
         _reap(self._pidfd)
 
 

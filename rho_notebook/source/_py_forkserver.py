@@ -21,12 +21,17 @@ Protocol: one JSON object per message, descriptors as ``SCM_RIGHTS``.
   ``modules_dir``'s frozen modules importable only verified) and keeps what that did to ``sys.path``
   (:class:`_SiteMemo`): a child whose environment is the server's (but for ``RHO_NODE``) and whose
   ``sys.path`` is the same then gets that ``sys.path`` when its harness adds the same folder,
-  without reading the ``.pth`` files again; any other child adds it itself.
+  without reading the ``.pth`` files again; any other child adds it itself. Its one descriptor
+  is the owner's demand counter (below); without it the server forks only its first spare.
 - server -> ``{"op": "spare", "id", "pid"}`` with a pidfd of the spare and the spare's socket:
   a child forked ahead of any request (:class:`_Server`), which leads its own session before it
   is offered (so the whole group can be signalled as soon as the owner has it). The first comes
-  after ``ready``; the owner asks for each next one with ``{"op": "more"}`` (after using one, or
-  dropping one it could not use). ``{"op": "no_spare", "message"}``: the fork failed.
+  after ``ready``; the owner asks for each next one (after using one, or dropping one it could not
+  use) by adding 1 to the counter of the eventfd it passed with ``hello`` (the *demand*). Adding
+  wakes nobody: the server reads the counter whenever it wakes anyway (at a child's exit, above
+  all), so a fork never competes with the start of the attempt whose launch asked for it. A
+  launch that has to wait for a spare sends ``{"op": "wake"}``. ``{"op": "no_spare",
+  "message"}``: the fork failed.
 - owner -> spare's socket: ``{"op": "fork", "argv", "env", "modules_dir", "modules": {relpath:
   digest}}`` with descriptors (stdout, stderr, cwd, and optionally a result file). The spare takes
   the descriptors as fds 1, 2 and its working directory, replaces its environment with ``env``
@@ -103,6 +108,14 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
             os.close(fd)
         return {"op": "truncated"}, []
     return json.loads(_BUFFER[:size]), fds
+
+
+def _take_demand(fd: int) -> int:
+    """The spares the owner added to its demand counter (a non-blocking eventfd) since the last read."""
+    try:
+        return int.from_bytes(os.read(fd, 8), sys.byteorder)
+    except BlockingIOError:
+        return 0
 
 
 def _load_harness(path: str, sha256: str) -> types.ModuleType:
@@ -300,15 +313,20 @@ class _Server:
     The server forks a spare child and, once the spare leads its own session, offers it to the
     owner: ``{"op": "spare", "id", "pid"}`` with a pidfd of it and the spare's socket. The owner
     sends an attempt's request straight to the spare (no round trip through the server: the
-    attempt starts while the server sleeps) and asks for the next spare with ``{"op": "more"}``;
-    it asks as well for each spare it could not use. A request thus waits neither for a fork nor
+    attempt starts while the server sleeps) and asks for the next spare through its demand
+    counter, read here each time the server wakes (see the module docstring); it asks as well for
+    each spare it could not use. A request thus waits neither for a fork nor
     for a new process's first time slice (3-6 ms measured on a busy machine) nor for the server
     to wake (0.3-0.5 ms on a two-processor VM, and as much again for its answer). The server
     reaps every spare it forked and reports its end: ``{"op": "exit", "id", "si_code",
     "si_status"}`` (a spare that never got a request ends when the owner closes its socket)."""
 
-    def __init__(self, sock: socket.socket, harness: types.ModuleType, memo: _SiteMemo | None) -> None:
+    def __init__(
+        self, sock: socket.socket, harness: types.ModuleType, memo: _SiteMemo | None, demand: int | None = None
+    ) -> None:
         self.sock = sock
+        self.demand = demand
+        """The owner's demand counter (an eventfd), or None."""
         self.harness = harness
         self.memo = memo
         self.poller = select.poll()
@@ -324,6 +342,8 @@ class _Server:
     def serve(self) -> Callable[[], int] | None:
         """Serve until end of file (None); in a forked child, its attempt."""
         while True:
+            if self.demand is not None:
+                self.wanted += _take_demand(self.demand)
             if self.forking is None and self.wanted:
                 attempt = self._prefork()
                 if attempt is not None:
@@ -340,15 +360,11 @@ class _Server:
                     self._reap(fd)
 
     def _message(self) -> bool:
-        """Take one message from the owner; False at end of file."""
+        """Take one message from the owner (``wake``: the loop reads the demand); False at end of file."""
         message, fds = _receive(self.sock)
         for fd in fds:
             os.close(fd)
-        if message is None:
-            return False
-        if message.get("op") == "more":
-            self.wanted += 1
-        return True
+        return message is not None
 
     def _prefork(self) -> Callable[[], int] | None:
         """Fork the next spare (None here); in the spare, its attempt once its request came."""
@@ -403,17 +419,20 @@ class _Server:
             _send(self.sock, {"op": "exit", "id": ident, "si_code": status.si_code, "si_status": status.si_status})
 
     def _leave(self) -> None:
-        """In a child: drop the server's socket and the other children's pidfds."""
+        """In a child: drop the server's socket, its demand counter and the other children's pidfds."""
         for pidfd in self.children:
             os.close(pidfd)
         self.children.clear()
         self.sock.close()
+        if self.demand is not None:
+            os.close(self.demand)
 
 
 def main(argv: list[str]) -> int:
     os.close(int(argv[1]))
     sock = socket.socket(fileno=int(argv[2]))
     hello, fds = _receive(sock)
+    demand = fds.pop(0) if hello is not None and fds else None
     for fd in fds:
         os.close(fd)
     if hello is None:
@@ -435,7 +454,7 @@ def main(argv: list[str]) -> int:
     _send(
         sock, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "results": _writes_results(harness)}
     )
-    attempt = _Server(sock, harness, memo).serve()
+    attempt = _Server(sock, harness, memo, demand).serve()
     if attempt is None:
         return 0
     _end(attempt)

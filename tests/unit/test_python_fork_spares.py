@@ -145,3 +145,60 @@ def test_a_launch_cancelled_while_waiting_for_a_spare_leaves_it_to_the_next(tmp_
     first, second, pids = asyncio.run(go())
     assert first.kind == second.kind == "exit" and first.exit_code == second.exit_code == 0
     assert len(pids) == 1 and wait_gone(pids[0])
+
+
+WAIT_FOR_GO = """\
+import os, time
+
+def wait(go):
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.path.exists(go)
+"""
+
+
+def _server_children(pid: int) -> set[int]:
+    """The live children of ``pid`` (each /proc/N/stat's parent field; the process name may hold spaces)."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            children.add(int(stat.parent.name))
+    return children
+
+
+def test_the_next_spare_is_forked_when_the_running_attempt_ends_not_while_it_starts(tmp_path: Path) -> None:
+    """A launch asks for the next spare through the server's demand counter, which does not wake
+    it: the fork (and the new spare's first steps) happens when the attempt's exit wakes the
+    server, not while the attempt starts beside it on a machine with few processors."""
+    go = tmp_path / "go"
+    job = Job(tmp_path / "py", INTERPRETER, {"nodes/wait.py": WAIT_FOR_GO})
+    job.request("nodes.wait", "wait", go=str(go))
+
+    async def main() -> tuple[list[int], set[int], int, ProcessResult, list[int]]:
+        servers = ForkServers(log=tmp_path / "log")
+        try:
+            server = await _server(servers, job, tmp_path)
+            await _offered(server)
+            pids: list[int] = []
+            running = asyncio.ensure_future(_run(servers, job, tmp_path, pids))
+            while not pids:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # ample time to fork and offer a spare, had the launch woken it
+            offered_meanwhile = len(server._spares)  # noqa: SLF001 - what the server offered is the point
+            children = _server_children(server.pid)
+            go.touch()
+            result = await asyncio.wait_for(running, 30)
+            after = await _offered(server)
+            return pids, children, offered_meanwhile, result, after
+        finally:
+            servers.close()
+
+    pids, children, offered_meanwhile, result, after = asyncio.run(main())
+    assert result.kind == "exit" and result.exit_code == 0 and job.result() is True
+    assert offered_meanwhile == 0 and children == set(pids), "no spare was forked while the attempt ran"
+    assert after and after[0] not in pids, "the next spare came once the attempt ended"
