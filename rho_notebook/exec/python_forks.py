@@ -43,7 +43,6 @@ file), so no server outlives its owner.
 
 from __future__ import annotations
 
-import array
 import asyncio
 import collections
 import dataclasses
@@ -58,13 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import LaunchError
+from rho_notebook.exec.forked import Forked, Offered, received_fds, rights
 from rho_notebook.exec.handles import VerifiedHandles
 from rho_notebook.exec.launch import ProcessSpec, open_cwd, open_frozen, prepare_launch, spawn
-from rho_notebook.exec.process import Child, ProcessKind, waited
+from rho_notebook.exec.process import Child
 from rho_notebook.oshelpers import signal_group
 from rho_notebook.source.pymodules import HARNESS_PATH
 
-__all__ = ["FORKSERVER_PATH", "ForkJob", "ForkServer", "ForkServers", "Forked", "server_key"]
+__all__ = ["FORKSERVER_PATH", "ForkJob", "ForkServer", "ForkServers", "server_key"]
 
 FORKSERVER_PATH = HARNESS_PATH.with_name("_py_forkserver.py")
 """The server script, run by the frozen interpreter from a descriptor of this file."""
@@ -116,90 +116,6 @@ def server_key(spec: ProcessSpec, *, harness_sha256: str, runtime: str = "") -> 
     return (file.path, file.sha256, harness_sha256, runtime, json.dumps(startup))
 
 
-class Forked:
-    """One forked attempt as :func:`~rho_notebook.exec.process.run_process` supervises it (a
-    :class:`~rho_notebook.exec.process.Child`): its exit arrives from the server."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, pid: int, pidfd: int) -> None:
-        self.pid = pid
-        """The child's pid, also its process-group and session id."""
-        self._pidfd = pidfd
-        self._released = False
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.kind: ProcessKind = "abnormal"
-        self.exit_code: int | None = None
-        self.signal: int | None = None
-        self.detail = ""
-
-    def finish(self, si_code: int, si_status: int) -> None:
-        """The server reaped the child with this ``waitid`` status."""
-        self.kind, self.exit_code, self.signal, self.detail = waited(si_code, si_status)
-        self._done()
-
-    def lost(self, detail: str) -> None:
-        """The server is gone before it reported the exit: stop the group, status unknown."""
-        if self.exited.done():
-            return
-        self.kill()
-        signal_group(self.pid, signal.SIGKILL)
-        self.detail = detail
-        self._done()
-
-    def _done(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-        if self._released:
-            self._close()
-
-    def kill(self) -> None:
-        if self.exited.done() or self._pidfd < 0:
-            return
-        try:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def release(self) -> None:
-        """Close the pidfd once the exit is known (at once, or when it arrives)."""
-        self._released = True
-        if self.exited.done():
-            self._close()
-
-    def _close(self) -> None:
-        fd, self._pidfd = self._pidfd, -1
-        if fd >= 0:
-            os.close(fd)
-
-
-@dataclass
-class _Offered:
-    """A spare the server offered: a forked child that leads its own session and waits for one
-    request on its socket (closing that socket unused makes it exit)."""
-
-    ident: int
-    pid: int
-    pidfd: int
-    sock: socket.socket
-
-    def close(self) -> None:
-        self.sock.close()
-        os.close(self.pidfd)
-
-
-def _received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
-    fds: list[int] = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            numbers = array.array("i")
-            numbers.frombytes(payload[: len(payload) - len(payload) % numbers.itemsize])
-            fds.extend(numbers)
-    return fds
-
-
-def _rights(fds: tuple[int, ...]) -> list[tuple[int, int, array.array[int]]]:
-    return [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-
-
 class ForkServer:
     """One running fork server (see the module docstring); made by :meth:`start`."""
 
@@ -214,9 +130,9 @@ class ForkServer:
         """(st_dev, st_ino) of the interpreter the server runs."""
         self._hello: asyncio.Future[dict[str, Any]] | None = None
         """The answer to ``hello`` while the start waits for it."""
-        self._spares: collections.deque[_Offered] = collections.deque()
+        self._spares: collections.deque[Offered] = collections.deque()
         """Spares the server offered that no attempt took yet."""
-        self._takers: collections.deque[asyncio.Future[_Offered | None]] = collections.deque()
+        self._takers: collections.deque[asyncio.Future[Offered | None]] = collections.deque()
         """Launches waiting for a spare (None: none will come, launch cold)."""
         self._asked = 1
         """Spares asked for and not offered yet (the first comes unasked)."""
@@ -276,7 +192,7 @@ class ForkServer:
     def _send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
         """Send ``message`` to the server (OSError: nothing was sent)."""
         data = json.dumps(message, separators=(",", ":")).encode()
-        self._sock.sendmsg([data], _rights(fds) if fds else [], socket.MSG_DONTWAIT)
+        self._sock.sendmsg([data], rights(fds) if fds else [], socket.MSG_DONTWAIT)
 
     def _top_up(self, *, ahead: int = _AHEAD) -> None:
         """Ask the server for as many spares as launches wait for, and ``ahead`` more for the next
@@ -333,7 +249,7 @@ class ForkServer:
         fds = (stdout_fd, stderr_fd, cwd_fd) if job.result_fd is None else (stdout_fd, stderr_fd, cwd_fd, job.result_fd)
         try:
             data = json.dumps(message, separators=(",", ":")).encode()
-            spare.sock.sendmsg([data], _rights(fds), socket.MSG_DONTWAIT)
+            spare.sock.sendmsg([data], rights(fds), socket.MSG_DONTWAIT)
         except OSError:  # the spare is gone (or the request does not fit): nothing started
             spare.close()
             self._top_up()
@@ -345,13 +261,13 @@ class ForkServer:
         self._top_up()
         return child
 
-    async def _spare(self) -> _Offered | None:
+    async def _spare(self) -> Offered | None:
         """The next spare the server offers (None: it will offer none)."""
         if self._spares:
             return self._spares.popleft()
         if self.failure is not None:
             return None
-        taker: asyncio.Future[_Offered | None] = self._loop.create_future()
+        taker: asyncio.Future[Offered | None] = self._loop.create_future()
         self._takers.append(taker)
         self._top_up()
         self._wake()  # even when the spares asked for before cover it: the server may not have read them
@@ -377,7 +293,7 @@ class ForkServer:
             except OSError as err:
                 self._lost(f"the fork server's socket failed ({err})")
                 return
-            fds = _received_fds(ancillary)
+            fds = received_fds(ancillary)
             if not data:
                 self._lost("the fork server exited")
                 return
@@ -387,7 +303,7 @@ class ForkServer:
         op = message.get("op")
         if op == "spare" and len(fds) == 2:
             self._asked -= 1
-            self._offered(_Offered(int(message["id"]), int(message["pid"]), fds[0], socket.socket(fileno=fds[1])))
+            self._offered(Offered(int(message["id"]), int(message["pid"]), fds[0], socket.socket(fileno=fds[1])))
             return
         for fd in fds:
             os.close(fd)
@@ -412,11 +328,11 @@ class ForkServer:
         elif self._hello is not None and not self._hello.done():  # "ready" or "error": the answer to hello
             self._hello.set_result(message)
 
-    def _offered(self, spare: _Offered) -> None:
+    def _offered(self, spare: Offered) -> None:
         if not self._give(spare):
             self._spares.append(spare)
 
-    def _give(self, spare: _Offered | None) -> bool:
+    def _give(self, spare: Offered | None) -> bool:
         """Hand ``spare`` to the first launch waiting for one; False when none waits."""
         while self._takers:
             taker = self._takers.popleft()
