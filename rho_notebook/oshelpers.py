@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -153,6 +154,14 @@ def lstat_components(root: Path, parts: Iterable[str]) -> Iterator[tuple[Path, o
 
 
 # -- process groups ----------------------------------------------------------------------------------
+
+
+def kill_pidfd(pidfd: int) -> None:
+    """SIGKILL the process behind ``pidfd`` (which cannot be a recycled pid); one gone already is skipped."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def signal_group(pgid: int, sig: int) -> None:

@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 
 from rho_notebook.exec.process import ProcessKind, waited
-from rho_notebook.oshelpers import signal_group
+from rho_notebook.oshelpers import kill_pidfd, signal_group
 
 __all__ = ["Forked", "Offered", "received_fds", "rights"]
 
@@ -59,12 +59,8 @@ class Forked:
             self._close()
 
     def kill(self) -> None:
-        if self.exited.done() or self._pidfd < 0:
-            return
-        try:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if not self.exited.done() and self._pidfd >= 0:
+            kill_pidfd(self._pidfd)
 
     def release(self) -> None:
         """Close the pidfd once the exit is known (at once, or when it arrives)."""
@@ -94,6 +90,8 @@ class Offered:
 
 
 def received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors ``SCM_RIGHTS`` brought in a message's ancillary data. The server has its
+    own copy: it runs from its file in the node's interpreter, with the standard library only."""
     fds: list[int] = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:

@@ -38,7 +38,7 @@ from rho_notebook.exec.launch import platform_problem as _platform_problem
 from rho_notebook.exec.launch import prepare_launch as _prepare
 from rho_notebook.exec.launch import spawn as _spawn
 from rho_notebook.model.base import FrozenModel
-from rho_notebook.oshelpers import group_exists, live_group_members, signal_group
+from rho_notebook.oshelpers import group_exists, kill_pidfd, live_group_members, signal_group
 
 __all__ = [
     "KILL_CONFIRM_SECONDS",
@@ -269,12 +269,8 @@ class _Leader:
             os.close(self._pidfd)
 
     def kill(self) -> None:
-        if self.exited.done():
-            return
-        try:
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if not self.exited.done():
+            kill_pidfd(self._pidfd)
 
     def release(self) -> None:
         """Close the pidfd once reaped; until then keep it registered to reap in the background."""
