@@ -184,6 +184,7 @@ def test_the_next_spare_is_forked_when_the_running_attempt_ends_not_while_it_sta
         try:
             server = await _server(servers, job, tmp_path)
             await _offered(server)
+            await asyncio.sleep(0.2)  # the server has read its (empty) demand and sleeps
             pids: list[int] = []
             running = asyncio.ensure_future(_run(servers, job, tmp_path, pids))
             while not pids:
