@@ -215,6 +215,34 @@ def test_a_forked_attempt_sees_what_a_cold_launch_sees(tmp_path: Path, interpret
     assert wait_gone(server_pid), "close() stops the server"
 
 
+def test_each_attempt_of_one_server_sees_exactly_its_own_environment(tmp_path: Path, interpreter: Path) -> None:
+    """The server's start environment is the first attempt's; a later attempt that drops a variable,
+    adds one and changes one sees exactly its own (the server's key only covers the locale)."""
+    job = Job(tmp_path / "py", interpreter, {"nodes/probe.py": PROBE})
+    job.request("nodes.probe", "probe")
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    first = {**PATH_ENV, "DROPPED": "1", "CHANGED": "before"}
+    second = {**PATH_ENV, "RHO_NODE": "m", "ADDED": "2", "CHANGED": "after"}
+
+    async def two() -> tuple[Any, Any]:
+        servers = ForkServers(log=tmp_path / "log")
+        try:
+            seen = []
+            for env in (first, second):
+                outcome = await attempt(job.spec(cwd, env=env), servers=servers, job=job)
+                assert outcome.result.kind == "exit" and outcome.result.exit_code == 0, outcome.stderr
+                seen.append(job.result())
+            return seen[0], seen[1]
+        finally:
+            servers.close()
+
+    one, other = asyncio.run(two())
+    assert one["ppid"] == other["ppid"] != os.getpid(), "both were forked from one server"
+    assert one["env"] == first
+    assert other["env"] == second
+
+
 def test_exit_status_atexit_threads_and_output_end_as_in_a_cold_interpreter(tmp_path: Path, interpreter: Path) -> None:
     module = textwrap.dedent(
         """
