@@ -91,8 +91,13 @@ def _send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = (
 
 
 def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    """One message and its descriptors; (None, []) at end of file."""
-    size, ancillary, flags, _ = sock.recvmsg_into([_BUFFER], socket.CMSG_SPACE(_MAX_FDS * 4))
+    """One message and its descriptors; (None, []) at end of file. A peer that closed its end with
+    messages of ours unread (the owner dropping its spares at a run's end) resets the connection
+    instead: the end all the same."""
+    try:
+        size, ancillary, flags, _ = sock.recvmsg_into([_BUFFER], socket.CMSG_SPACE(_MAX_FDS * 4))
+    except ConnectionResetError:
+        return None, []
     fds: list[int] = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -351,23 +356,32 @@ class _Server:
 
     def serve(self) -> Callable[[], int] | None:
         """Serve until end of file (None); in a forked child, its attempt."""
-        while True:
-            if self.demand is not None:
-                self.wanted += _take_demand(self.demand)
-            if self.forking is None and self.wanted:
-                attempt = self._prefork()
-                if attempt is not None:
-                    return attempt
-            for fd, _ in self.poller.poll():
-                if fd == self.sock.fileno():
-                    if not self._message():
-                        if self.forking is not None:
-                            self.forking.close()
-                        return None
-                elif self.forking is not None and fd == self.forking.ready:
-                    self._offer(self.forking)
-                else:
-                    self._reap(fd)
+        try:
+            while True:
+                if self.demand is not None:
+                    self.wanted += _take_demand(self.demand)
+                if self.forking is None and self.wanted:
+                    attempt = self._prefork()
+                    if attempt is not None:
+                        return attempt
+                for fd, _ in self.poller.poll():
+                    if fd == self.sock.fileno():
+                        if not self._message():
+                            self._stop()
+                            return None
+                    elif self.forking is not None and fd == self.forking.ready:
+                        self._offer(self.forking)
+                    else:
+                        self._reap(fd)
+        except (BrokenPipeError, ConnectionResetError):  # the owner closed its end: as at end of file
+            self._stop()
+            return None
+
+    def _stop(self) -> None:
+        """The owner is gone: drop the spare being forked (offered ones end at end of file)."""
+        if self.forking is not None:
+            self.forking.close()
+            self.forking = None
 
     def _message(self) -> bool:
         """Take one message from the owner (``wake``: the loop reads the demand); False at end of file."""

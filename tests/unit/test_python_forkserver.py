@@ -359,7 +359,9 @@ def test_nodes_of_a_run_share_one_server_that_ends_with_the_run(project: Project
     assert len(parents) == 1 and os.getpid() not in parents, "forked from one server, not started by the owner"
     assert all(sid == pid for _, sid, pid in values)
     assert not alive(parents.pop()), "the server stopped when the run ended"
-    assert (run / "python" / "forkserver.log").stat().st_mode & 0o777 == 0o600
+    log = run / "python" / "forkserver.log"
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert "Traceback" not in log.read_text(), "the server ends quietly when the run closes its socket"
 
 
 def test_cancel_stops_the_whole_forked_group(tmp_path: Path, interpreter: Path) -> None:
