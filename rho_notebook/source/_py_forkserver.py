@@ -213,7 +213,7 @@ class _Namespaces:
                 continue
             try:
                 spec = _spec_of(name)
-            except ImportError:  # a file the plan did not freeze: a child's import says so
+            except Exception:  # noqa: BLE001 - an unfrozen file, a failing finder: a child's import meets it
                 continue
             if spec is not None and spec.origin is None and spec.submodule_search_locations is not None:
                 self.specs[name] = spec

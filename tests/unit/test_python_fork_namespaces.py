@@ -86,6 +86,24 @@ def test_a_package_of_that_name_further_on_the_path_wins_as_in_an_import(tmp_pat
     assert "nodes" not in sys.modules, "finding imports nothing"
 
 
+class _Failing:
+    """A finder (one a ``.pth`` file installed, say) that fails for every name."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        raise RuntimeError(f"cannot look for {name}")
+
+
+@pytest.mark.usefixtures("isolated_imports")
+def test_a_lookup_that_fails_leaves_the_package_to_the_child(tmp_path: Path) -> None:
+    root = tmp_path / "modules"
+    modules = _frozen(root, {"nodes/step.py": STEP, "unfrozen/step.py": STEP})
+    (root / "unfrozen" / "__init__.py").write_text("")  # on disk, not frozen: the verified finder refuses it
+    sys.meta_path.insert(0, _Failing())
+    assert _found([str(root)], root, modules).specs == {}, "the server starts all the same"
+    del sys.meta_path[0]
+    assert sorted(_found([str(root)], root, modules).specs) == ["nodes"]
+
+
 @pytest.mark.usefixtures("isolated_imports")
 def test_a_child_gets_them_only_with_the_path_they_were_found_for(tmp_path: Path) -> None:
     root = tmp_path / "modules"
