@@ -205,28 +205,20 @@ class _Namespaces:
     ms of a forked child's 2 ms; the spec is built once. (A nested one's spec needs its parent
     imported, so a child looks for it itself.)"""
 
-    def __init__(self, path: tuple[str, ...], modules: dict[str, str]) -> None:
+    def __init__(self, path: tuple[str, ...], modules_dir: str, modules: dict[str, str]) -> None:
         self.path = path
+        self.frozen = (modules_dir, modules)
+        """The modules folder and frozen modules they were found for."""
         self.specs: dict[str, Any] = {}
         for name in sorted({relative.split("/")[0] for relative in modules if "/" in relative}):
             if name + "/__init__.py" in modules:
                 continue
             try:
-                spec = _spec_of(name)
+                spec = importlib.util.find_spec(name)  # a top-level name: nothing is imported
             except Exception:  # noqa: BLE001 - an unfrozen file, a failing finder: a child's import meets it
                 continue
             if spec is not None and spec.origin is None and spec.submodule_search_locations is not None:
                 self.specs[name] = spec
-
-
-def _spec_of(name: str) -> Any:
-    """The spec ``sys.meta_path``'s finders give the top-level ``name`` (asked as an import asks them)."""
-    for finder in sys.meta_path:
-        find = getattr(finder, "find_spec", None)
-        spec = find(name, None) if find is not None else None
-        if spec is not None:
-            return spec
-    return None
 
 
 _PER_NODE = "RHO_NODE"
@@ -244,13 +236,12 @@ class _SiteMemo:
         self.results: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         """(folder, ``sys.path`` before) -> ``sys.path`` after adding it."""
         self.active = False
-        self.frozen: tuple[str, dict[str, str]] = ("", {})
-        """The modules folder and frozen modules the namespaces were found for."""
         self.namespaces: _Namespaces | None = None
 
     def known(self, modules_dir: str, modules: dict[str, str]) -> _Namespaces | None:
         """The namespace packages found in the server, for a child that may use them."""
-        return self.namespaces if self.active and (modules_dir, modules) == self.frozen else None
+        found = self.namespaces
+        return found if self.active and found is not None and (modules_dir, modules) == found.frozen else None
 
     def record(self, paths: list[str], site_dirs: list[str], modules_dir: str, modules: dict[str, str]) -> list[str]:
         """Add ``site_dirs`` to ``paths`` as the harness does, remember each step; returns the path."""
@@ -263,8 +254,7 @@ class _SiteMemo:
                 before = tuple(sys.path)
                 self.original(folder)
                 self.results[(folder, before)] = list(sys.path)
-            self.frozen = (modules_dir, modules)
-            self.namespaces = _Namespaces(tuple(sys.path), modules)
+            self.namespaces = _Namespaces(tuple(sys.path), modules_dir, modules)
             return list(sys.path)
         finally:
             sys.path[:] = saved

@@ -50,7 +50,7 @@ def _found(path: list[str], root: Path, modules: dict[str, str]) -> server._Name
     sys.path[:] = path
     sys.meta_path.insert(0, server._VerifiedFinder(str(root), modules))
     try:
-        return server._Namespaces(tuple(path), modules)
+        return server._Namespaces(tuple(path), str(root), modules)
     finally:
         del sys.meta_path[0]
 
@@ -119,8 +119,7 @@ def test_a_child_gets_them_only_with_the_path_they_were_found_for(tmp_path: Path
 def test_the_memo_gives_them_to_a_child_of_the_same_modules_and_environment(tmp_path: Path) -> None:
     memo = server._SiteMemo()
     modules = {"nodes/step.py": _digest(STEP)}
-    memo.frozen = (str(tmp_path), modules)
-    memo.namespaces = server._Namespaces((), {})
+    memo.namespaces = server._Namespaces((), str(tmp_path), modules)
     assert memo.known(str(tmp_path), dict(modules)) is None, "an environment other than the server's"
     memo.active = True
     assert memo.known(str(tmp_path), dict(modules)) is memo.namespaces
