@@ -1,6 +1,6 @@
 """A chain of Python nodes against a chain of ``true`` command nodes, in the same store and run.
 
-    PYTHONPATH=. python bench/python_nodes.py [--samples 9]
+    PYTHONPATH=. python bench/python_nodes.py [--samples 9] [--budget 5]
 
 Workloads (planned once up front, never timed; "run" = ``create_run`` + ``execute_run``
 in-process, with the durable journal on the temporary directory's filesystem, which is printed):
@@ -17,7 +17,11 @@ in-process, with the durable journal on the temporary directory's filesystem, wh
 
 Goal (issue 31, item 3): (b) <= 3x (a) per node. Each figure is the median of ``--samples``
 samples; the workloads are interleaved within each sample, and the median of the per-sample
-ratios (b)/(a) is printed as well (steadier on a shared machine). Exit status 0 when the goal is met and
+ratios (b)/(a) is printed as well (steadier on a shared machine). ``--budget N`` then runs (a) and
+(b) N more times each, alternated, and prints where a node's wall time goes in processor time
+(bench/cpu_budget.py): the run's event loop, the owner's other threads (its writer), the child
+processes (the fork server and its attempts, or the ``true`` processes), the loop's wait for a
+processor, and how many processors all of them kept busy. Exit status 0 when the goal is met and
 every run succeeds.
 """
 
@@ -33,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
 from bench.run_overhead import chain_source, fs_type, make_plan, run_once, spread  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.exec.python import PythonExecutor  # noqa: E402
@@ -70,7 +75,9 @@ WORKFLOW = define(inputs = {{}}, build = build)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=9)
+    parser.add_argument("--budget", type=int, default=0, help="runs of (a) and (b) to split into processor time")
     args = parser.parse_args()
+    budgets: dict[str, list[CpuBudget]] = {"command": [], "python": []}
     with tempfile.TemporaryDirectory(prefix="rho-pynodes-") as tmp_name:
         tmp = Path(tmp_name)
         service = Service(layout=StoreLayout(home=tmp / "home"))
@@ -98,6 +105,11 @@ def main() -> int:
             print(
                 f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in series.items()), flush=True
             )
+        for _ in range(args.budget):
+            for key, plan in (("command", commands), ("python", pythons)):
+                with CpuBudget.measure() as budget:
+                    run_once(service, plan)
+                budgets[key].append(budget)
         where = fs_type(tmp)
     per_node = {k: statistics.median(v) * 1000 / CHAIN for k, v in series.items()}
     floor = per_node["command"]
@@ -116,7 +128,15 @@ def main() -> int:
     print(f"median of the per-sample ratios (b)/(a), each sample's runs back to back: {paired:.2f}x")
     met = per_node["python"] <= GOAL * floor
     print(f"goal (b) <= {GOAL:g}x (a): {'met' if met else 'NOT met'}")
-    print(f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/python_nodes.py --samples {args.samples}")
+    if args.budget:
+        print(f"\nwhere a node's time goes, median of {args.budget} runs of each (ms per node; bench/cpu_budget.py)")
+        print(HEADER)
+        print(row("(a) command node of true", budgets["command"], CHAIN))
+        print(row("(b) Python node, fork server", budgets["python"], CHAIN))
+    print(
+        f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/python_nodes.py --samples {args.samples}"
+        + (f" --budget {args.budget}" if args.budget else "")
+    )
     return 0 if met else 1
 
 
