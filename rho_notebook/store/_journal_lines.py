@@ -19,6 +19,7 @@ from typing import Any
 
 from rho_notebook.errors import NotRegularFile, StoreError
 from rho_notebook.oshelpers import open_regular_nofollow
+from rho_notebook.store._plain_json import plain_values
 
 ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _C_ENCODE = (
@@ -95,7 +96,7 @@ def stamp_lines(
             raise ValueError(msg)
         new = {"seq": seq, **record}
         body: bytes | None = None
-        if _plain_values(record):
+        if plain_values(record):
             try:
                 body = dumps(new)
             except orjson.JSONEncodeError:  # an integer past 64 bits
@@ -111,29 +112,6 @@ def stamp_lines(
         seq += 1
     lines.append(b"")  # so that the join ends the last line with its newline too
     return b"\n".join(lines), stamped, prev or ""
-
-
-def _plain_values(record: dict[str, Any]) -> bool:
-    """Whether every value in ``record`` is a string, an integer, a boolean, None, or a list or
-    a dict with string keys of such values (the types orjson and json encode alike)."""
-    for value in record.values():
-        kind = type(value)
-        if kind is str or kind is int or value is None or kind is bool:
-            continue
-        if not _plain(value):
-            return False
-    return True
-
-
-def _plain(value: Any) -> bool:
-    kind = type(value)
-    if kind is str or kind is int or value is None or kind is bool:
-        return True
-    if kind is dict:
-        return all(type(key) is str and _plain(item) for key, item in value.items())
-    if kind is list:
-        return all(_plain(item) for item in value)
-    return False
 
 
 def verify_chain(line: bytes, record: dict[str, Any], prev: str) -> str | None:
