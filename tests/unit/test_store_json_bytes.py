@@ -94,12 +94,10 @@ def test_a_lone_surrogate_fails_as_before() -> None:
 
 
 def test_a_plain_value_is_encoded_without_json_and_any_other_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rho_notebook.store import files
-
     def refuse(*args: Any, **kwargs: Any) -> str:
         raise AssertionError("json.dumps was called")
 
-    monkeypatch.setattr(files.json, "dumps", refuse)
+    monkeypatch.setattr(json, "dumps", refuse)  # the module json_bytes calls
     request = {"function": "step", "args": {"i": 5, "prev": None}, "modules": {"nodes/step.py": "sha256:ab"}}
     assert json_bytes(request).startswith(b'{\n  "args": {\n    "i": 5,')
     assert json_bytes(request, compact=True).startswith(b'{"args":{"i":5,')
