@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 SCHEDSTAT = Path("/proc/thread-self/schedstat")
 
@@ -78,11 +79,6 @@ HEADER = f"{'workload':34} {'wall':>7} {'loop cpu':>9} {'loop waits':>11} {'thre
 
 def row(label: str, budgets: list[CpuBudget], per: int) -> str:
     """One line of medians over ``budgets``, each figure in ms per ``per`` (a node of a chain)."""
-
-    def median(values: list[float]) -> float:
-        ordered = sorted(values)
-        middle = len(ordered) // 2
-        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
     def ms(values: list[float]) -> str:
         return f"{median(values) * 1000 / per:.2f}"
