@@ -63,7 +63,7 @@ class CpuBudget:
         yield budget
         budget.wall = time.perf_counter() - wall
         budget.thread = time.thread_time() - thread
-        budget.threads = time.process_time() - process - budget.thread
+        budget.threads = max(0.0, time.process_time() - process - budget.thread)  # the clocks' grain
         budget.children = _children_seconds() - children
         after = _waited_ns()
         budget.waiting = None if waited is None or after is None else (after - waited) / 1e9
