@@ -1,7 +1,7 @@
 """Script-run overhead: 200 command steps of ``true`` in a script, the same 200 as a graph run and as
 bare ``subprocess.run`` calls, and the replay of those 200 steps on resume, all in one run.
 
-    PYTHONPATH=. python bench/script_overhead.py [--samples 5]
+    PYTHONPATH=. python bench/script_overhead.py [--samples 5] [--budget 5]
 
 The store lives in a temporary directory (set TMPDIR to measure another filesystem). Planning is done
 once up front and never timed; every run is ``create_run`` + ``execute_run`` in this process (the
@@ -32,6 +32,13 @@ Goals, both on the step span (interpreter start excluded):
 * issue 16: a replayed step costs less than 5 % of an executed one, i.e. replayed span per step
   < 0.05 x executed span per step.
 
+``--budget N`` then runs the executed script and the graph N more times each, alternated, and
+prints where a step's wall time goes in processor time (bench/cpu_budget.py, per step of the whole
+run, the script interpreter's start included): the run's event loop, the owner's other threads
+(its writer, which makes each step's attempt folder and ``value.json`` copy), the child processes
+(the script's interpreter and every ``true``), the loop's wait for a processor, and how many
+processors all of them kept busy.
+
 Exit status 0 when both goals are met, 1 when one is not, 2 when a run does not end as expected.
 """
 
@@ -52,6 +59,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
@@ -124,13 +132,19 @@ def timed_run(layout: StoreLayout, run_id: str, *, resume: bool, kind: str, outc
     return Timed(seconds, stamps)
 
 
-def script_pair(service: Service, plan: Plan, go: Path) -> tuple[Timed, Timed]:
-    """Execute the script run (it fails at the end), then resume it with ``go`` present (replay)."""
+def script_executed(service: Service, plan: Plan, go: Path) -> tuple[str, Timed]:
+    """Create and execute the script run without ``go`` (it fails at the end): (its ID, its timing)."""
     go.unlink(missing_ok=True)
     began = time.perf_counter()
     run_id = create_run(service.layout, plan)
     executed = timed_run(service.layout, run_id, resume=False, kind="node_finished", outcome="failure")
     executed.seconds = time.perf_counter() - began
+    return run_id, executed
+
+
+def script_pair(service: Service, plan: Plan, go: Path) -> tuple[Timed, Timed]:
+    """Execute the script run (it fails at the end), then resume it with ``go`` present (replay)."""
+    run_id, executed = script_executed(service, plan, go)
     go.write_text("")
     replayed = timed_run(service.layout, run_id, resume=True, kind="step_replayed", outcome="success")
     return executed, replayed
@@ -154,7 +168,9 @@ def true_floor() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--budget", type=int, default=0, help="runs of each to split into processor time")
     args = parser.parse_args()
+    budgets: dict[str, list[CpuBudget]] = {"script": [], "graph": []}
     series: dict[str, list[float]] = {
         key: []
         for key in (
@@ -192,6 +208,13 @@ def main() -> int:
                 f"sample {index}: " + "  ".join(f"{key} {values[-1] * 1e3:.3f}" for key, values in series.items()),
                 flush=True,
             )
+        for _ in range(args.budget):
+            with CpuBudget.measure() as budget:
+                script_executed(service, script, go)
+            budgets["script"].append(budget)
+            with CpuBudget.measure() as budget:
+                graph_run(service, chain)
+            budgets["graph"].append(budget)
     m = {key: statistics.median(values) for key, values in series.items()}
     ratio = m["replay_span"] / m["script_span"]
     print(f"\nmedian of {args.samples} samples, ms per step ({STEPS} steps of `true`)")
@@ -211,6 +234,11 @@ def main() -> int:
         f"replayed / executed (step span, interpreter start excluded): {ratio * 100:.2f} % "
         f"(goal < {GOAL * 100:.0f} %): {'met' if met else 'NOT met'}"
     )
+    if args.budget:
+        print(f"\nwhere a step's time goes, median of {args.budget} runs of each (ms per step; bench/cpu_budget.py)")
+        print(HEADER)
+        print(row("script run, executed", budgets["script"], STEPS))
+        print(row("graph run (chain of command nodes)", budgets["graph"], STEPS))
     return 0 if met and step_met else 1
 
 
