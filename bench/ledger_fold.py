@@ -16,8 +16,12 @@ and its snapshot serialised, with and without the ``model_called`` fold; the dif
 share of the run's time without the fold, is what the goal is checked against.
 
 It also times reading the finished run as ``status`` does (fold the journal, build the status
-JSON) with the ledger (the fold plus :func:`rho_notebook.service.usage.run_ledger` and the
-``usage`` objects) and without (the fold off, no ledger).
+JSON) with the ledger (the fold plus the ``usage`` objects ``status_json`` adds for a run that
+made calls, :func:`rho_notebook.service.spend_view.add_spend`) and without (the fold off, so no
+call is seen and no ledger built).
+
+The driver gives a spend recorder only to the node kinds that call models (agents, item steps);
+while the bench runs, its command nodes get one too, made as the driver makes an agent's.
 
 The executor's calls take no time, so the run is as short as a 750-node run can be and the ratio
 is the worst case; with real model calls (hundreds of milliseconds each) the fold's share is
@@ -36,6 +40,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -48,10 +53,11 @@ from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.model.run_fold import replay  # noqa: E402
 from rho_notebook.model.run_state import NodeRecord, RunState  # noqa: E402
 from rho_notebook.model.state import NodeState  # noqa: E402
+from rho_notebook.runtime import driver  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
+from rho_notebook.runtime.spend import AttemptSpend  # noqa: E402
 from rho_notebook.runtime.status import load_state  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
-from rho_notebook.service.usage import run_ledger  # noqa: E402
 from rho_notebook.service.wire import status_json  # noqa: E402
 from rho_notebook.store.journal import read_journal  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
@@ -77,6 +83,32 @@ class CallingExecutor:
         return AttemptResult(state=NodeState.SUCCESS)
 
 
+_CONTEXT = driver.RunDriver._context  # noqa: SLF001
+
+
+def _context_with_spend(
+    self: driver.RunDriver, node: Any, number: int, cancel: asyncio.Event, resume_request: str | None
+) -> AttemptContext:
+    """The driver gives a spend recorder only to the kinds that call models (agents, item steps);
+    the bench's command nodes get one too, made as the driver makes an agent's."""
+    ctx = _CONTEXT(self, node, number, cancel, resume_request)
+    ex = self.execution
+    ctx.model_calls = AttemptSpend(
+        self.run_id, node.name, number, ex.state, ex.emit, ex.journal.sync, guard=ex.spend_guard
+    )
+    return ctx
+
+
+@contextmanager
+def spend_for_commands() -> Iterator[None]:
+    """Command attempts get a spend recorder while this holds (see :func:`_context_with_spend`)."""
+    driver.RunDriver._context = _context_with_spend  # type: ignore[method-assign]  # noqa: SLF001
+    try:
+        yield
+    finally:
+        driver.RunDriver._context = _CONTEXT  # type: ignore[method-assign]  # noqa: SLF001
+
+
 @contextmanager
 def fold(enabled: bool) -> Iterator[None]:
     """The ledger's fold on (as shipped) or off (``model_called`` records journaled, not folded)."""
@@ -90,7 +122,7 @@ def fold(enabled: bool) -> Iterator[None]:
 
 
 def run_once(layout: StoreLayout, plan: Plan, calls: int, *, ledger: bool) -> tuple[float, str]:
-    with fold(ledger):
+    with fold(ledger), spend_for_commands():
         began = time.perf_counter()
         run_id = create_run(layout, plan)
         state = asyncio.run(execute_run(layout, run_id, resume=False, executors={"command": CallingExecutor(calls)}))
@@ -121,9 +153,9 @@ def read_once(layout: StoreLayout, run_id: str, *, ledger: bool) -> float:
     with fold(ledger):
         began = time.perf_counter()
         state = load_state(layout, run_id)
-        answer = status_json(state, ledger=run_ledger(state, layout=layout, prices={}) if ledger else None)
+        answer = status_json(state, layout=layout)  # its usage only when the fold kept a call
         seconds = time.perf_counter() - began
-    if ledger and answer["usage"]["calls"] == 0:
+    if ledger and not answer.get("usage", {}).get("calls"):
         raise SystemExit("the ledger counted no call")
     return seconds
 
