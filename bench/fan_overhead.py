@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.limit_corpus import graph_case, write_case  # noqa: E402
-from bench.run_overhead import NoopExecutor, RunFigures, fs_type, journal_floor, make_plan, run_once  # noqa: E402
+from bench.run_overhead import NoopExecutor, RunFigures, journal_floor, make_plan, run_once, store_place  # noqa: E402
 from bench.run_phases import timed_phases  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
@@ -163,7 +163,7 @@ def main() -> int:
             print(
                 f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.1f} ms" for k, v in series.items()), flush=True
             )
-        where = fs_type(tmp)
+        where = store_place(tmp)
         phases = phase_runs(service, fan, {"python": noop}, args.phases) if args.phases else ""
         layered_phases = phase_runs(service, layered, {"command": noop}, args.phases) if args.phases else ""
         if args.profile:

@@ -59,7 +59,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.run_overhead import chain_source, fs_type, make_plan  # noqa: E402
+from bench.run_overhead import chain_source, make_plan, store_place  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.model.run_state import RunState  # noqa: E402
 from rho_notebook.runtime.owner import create_run  # noqa: E402
@@ -273,7 +273,7 @@ def main() -> int:
         one = make_plan(service, tmp / "one", {"wf.star": chain_source(1)})
         chain = make_plan(service, tmp / "chain", {"wf.star": chain_source(args.chain)})
         figures = measure(service, one, chain, args.samples)
-        where = fs_type(tmp)
+        where = store_place(tmp)
     report(figures, chain=args.chain, samples=args.samples, where=where)
     print(
         f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/owner_start.py "

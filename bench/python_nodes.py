@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
-from bench.run_overhead import chain_source, fs_type, make_plan, run_once, spread  # noqa: E402
+from bench.run_overhead import chain_source, make_plan, run_once, spread, store_place  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.exec.python import PythonExecutor  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
@@ -110,7 +110,7 @@ def main() -> int:
                 with CpuBudget.measure() as budget:
                     run_once(service, plan)
                 budgets[key].append(budget)
-        where = fs_type(tmp)
+        where = store_place(tmp)
     per_node = {k: statistics.median(v) * 1000 / CHAIN for k, v in series.items()}
     floor = per_node["command"]
     print(f"\nmedian of {args.samples} samples, chains of {CHAIN}; store on {where}")

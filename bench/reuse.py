@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
 from bench.limit_corpus import graph_case  # noqa: E402
+from bench.run_overhead import store_place  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.model.run_state import RunState  # noqa: E402
 from rho_notebook.service import Consent, Service, StartRun  # noqa: E402
@@ -171,13 +172,14 @@ def main() -> int:
             folder = Path(tmp) / f"sample-{index + 1}"
             folder.mkdir()
             samples.append(asyncio.run(_sample(folder, budgets)))
+        where = store_place(Path(tmp))
 
     def median(key: str) -> float:
         return statistics.median(s[key] for s in samples)
 
     launch, run1, plan2, run2 = median("launch"), median("run1"), median("plan2"), median("run2")
     goal = 10 * launch + plan2
-    print(f"samples                          {args.samples}")
+    print(f"samples                          {args.samples}; stores on {where}")
     print(f"one Python node launch (run)     {launch * 1000:9.1f} ms   (baseline, same store)")
     print(f"first run: plan                  {median('plan1') * 1000:9.1f} ms")
     print(f"first run: run ({NODES} launches)  {run1 * 1000:9.1f} ms")

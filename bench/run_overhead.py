@@ -179,6 +179,30 @@ def fs_type(path: Path) -> str:
     return f"{kind} (mounted at {best})"
 
 
+def file_creation_us(folder: Path, count: int = 50) -> float:
+    """Median microseconds to create an empty file in a new subfolder of ``folder`` (the files stay).
+
+    A run creates files (its folder, snapshots, attempt folders and their copies) where its floors
+    create none, so what a creation costs at the moment moves the ratios. On ext4 without a journal
+    it grows with the inodes deleted in the same block group in the last minutes, which the
+    kernel's allocator walks past one by one: on the development VM 30 us in a quiet folder and
+    0.3-1.3 ms in a ``/tmp`` that tests and benches had just filled and emptied."""
+    place = folder / f"creation-probe-{time.monotonic_ns()}"
+    place.mkdir()
+    spent: list[float] = []
+    for index in range(count):
+        began = time.perf_counter()
+        fd = os.open(place / f"f{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        spent.append(time.perf_counter() - began)
+        os.close(fd)
+    return statistics.median(spent) * 1e6
+
+
+def store_place(path: Path) -> str:
+    """Where a bench's store lives: its file system, and what creating a file there costs now."""
+    return f"{fs_type(path)}; an empty file created there in {file_creation_us(path):.0f} us (median of 50)"
+
+
 def spread(values: list[float], scale: float) -> str:
     return f"{min(values) * scale:.2f}-{max(values) * scale:.2f}"
 
@@ -220,7 +244,7 @@ def main() -> int:
             print(
                 f"sample {index + 1}: " + "  ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in series.items()), flush=True
             )
-        where = fs_type(tmp)
+        where = store_place(tmp)
     m = {k: statistics.median(v) for k, v in series.items()}
     per_node_a, per_node_floor = m["a"] * 1000 / CHAIN, m["a_floor"] * 1000 / CHAIN
 

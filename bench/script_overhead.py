@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
+from bench.run_overhead import store_place  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
@@ -215,9 +216,10 @@ def main() -> int:
             with CpuBudget.measure() as budget:
                 graph_run(service, chain)
             budgets["graph"].append(budget)
+        where = store_place(tmp)
     m = {key: statistics.median(values) for key, values in series.items()}
     ratio = m["replay_span"] / m["script_span"]
-    print(f"\nmedian of {args.samples} samples, ms per step ({STEPS} steps of `true`)")
+    print(f"\nmedian of {args.samples} samples, ms per step ({STEPS} steps of `true`); store on {where}")
     print(f"{'':34} {'wall':>9} {'step span':>10}")
     print(f"{'script run, executed':34} {m['script_wall'] * 1e3:9.3f} {m['script_span'] * 1e3:10.3f}")
     print(f"{'graph run (chain of command nodes)':34} {m['graph_wall'] * 1e3:9.3f} {m['graph_span'] * 1e3:10.3f}")
