@@ -70,7 +70,7 @@ from mcp.shared.exceptions import MCPError
 
 from rho_notebook.cli.main import build_parser, main
 from rho_notebook.mcp.server import build_server
-from rho_notebook.mcp.tools import TOOLS
+from rho_notebook.mcp.tools import MAX_WAIT_SECONDS, TOOLS
 from rho_notebook.service import Service, StoreLayout, Workspace, default_runner
 from tests.conftest import REPO, Project, star
 
@@ -1491,6 +1491,12 @@ TOOL_VALUES: dict[str, st.SearchStrategy[Any]] = {
 TOOL_FIELDS = {spec.name: {k: f.is_required() for k, f in spec.args.model_fields.items()} for spec in TOOLS}
 
 
+def _waits_by_design(timeout: Any) -> bool:
+    """Whether ``workflow_wait`` takes ``timeout`` and may then wait longer than a call's bound."""
+    number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+    return number and CALL_SECONDS < timeout <= MAX_WAIT_SECONDS
+
+
 @st.composite
 def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """A tool (rarely one that does not exist), its required arguments (rarely one left out), some of
@@ -1506,8 +1512,10 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
             arguments[key] = draw(TOOL_VALUES[key])
     if draw(st.integers(0, 5)) == 0:
         arguments[draw(st.sampled_from(["approve", "yes", "recover_uncertain", "", "\x00"]))] = draw(json_values)
-    if name == "workflow_wait" and "timeout_seconds" not in arguments:
-        arguments["timeout_seconds"] = 0.1  # the default, 30 s, on a run that does not settle is a wait by design
+    if name == "workflow_wait" and _waits_by_design(arguments.get("timeout_seconds", 30.0)):
+        # the default, 30 s, or another valid timeout longer than a call's bound (31 from SMALL_SECONDS,
+        # out of range for workflow_cancel only), on a run that does not settle is a wait by design
+        arguments["timeout_seconds"] = 0.1
     if name == "workflow_run" and arguments.get("graph_digest") == "<DIGEST>":
         arguments["graph_digest"] = "<DIGEST_WAIT>"  # a matching digest starts a supervised run: waits for a person
     return name, arguments
