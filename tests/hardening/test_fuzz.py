@@ -70,7 +70,7 @@ from mcp.shared.exceptions import MCPError
 
 from rho_notebook.cli.main import build_parser, main
 from rho_notebook.mcp.server import build_server
-from rho_notebook.mcp.tools import MAX_WAIT_SECONDS, TOOLS
+from rho_notebook.mcp.tools import MAX_WAIT_SECONDS, TOOLS, WaitArgs
 from rho_notebook.service import Service, StoreLayout, Workspace, default_runner
 from tests.conftest import REPO, Project, star
 
@@ -1491,6 +1491,10 @@ TOOL_VALUES: dict[str, st.SearchStrategy[Any]] = {
 TOOL_FIELDS = {spec.name: {k: f.is_required() for k, f in spec.args.model_fields.items()} for spec in TOOLS}
 
 
+WAIT_DEFAULT = WaitArgs.model_fields["timeout_seconds"].default
+"""``workflow_wait``'s timeout when none is given (30 s)."""
+
+
 def _waits_by_design(timeout: Any) -> bool:
     """Whether ``workflow_wait`` takes ``timeout`` and may then wait longer than a call's bound."""
     number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
@@ -1512,7 +1516,7 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
             arguments[key] = draw(TOOL_VALUES[key])
     if draw(st.integers(0, 5)) == 0:
         arguments[draw(st.sampled_from(["approve", "yes", "recover_uncertain", "", "\x00"]))] = draw(json_values)
-    if name == "workflow_wait" and _waits_by_design(arguments.get("timeout_seconds", 30.0)):
+    if name == "workflow_wait" and _waits_by_design(arguments.get("timeout_seconds", WAIT_DEFAULT)):
         # the default, 30 s, or another valid timeout longer than a call's bound (31 from SMALL_SECONDS,
         # out of range for workflow_cancel only), on a run that does not settle is a wait by design
         arguments["timeout_seconds"] = 0.1
