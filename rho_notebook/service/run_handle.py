@@ -52,6 +52,13 @@ _START_TIMEOUT = 75.0
 """How long start_run waits for the owner process to hold the run (recovery may first stop old
 processes; :func:`~rho_notebook.runtime.detached.start_owner` itself gives up after 60 s)."""
 
+VIEW_PATIENCE = 5.0
+"""How long awaiting a stopped run waits at most for a view of it to show the end (see
+:meth:`RunHandle.hold_await`): a view that fails to draw delays the await, never hangs it."""
+
+ViewShown = Callable[[float], bool]
+"""Blocks up to the given seconds until a view shows the run as it stands; True once it does."""
+
 
 class StateMirror:
     """A run's state folded from its journal records, and the listeners those records go to.
@@ -122,6 +129,7 @@ class RunHandle(StateMirror):
         self._settled = threading.Event()
         """Set once the owner stopped and the mirror holds the final durable state."""
         self._settle_callbacks: list[Callable[[], None]] = []
+        self._views: list[ViewShown] = []
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -240,6 +248,23 @@ class RunHandle(StateMirror):
                 return
         callback()
 
+    def hold_await(self, shown: ViewShown) -> None:
+        """Make awaiting this handle (or :meth:`wait`) return only once ``shown`` says a view of the run shows its
+        end (at most :data:`VIEW_PATIENCE` seconds after the run stopped). A run view in a
+        notebook draws its final picture on a thread of its own; without this, the cell that
+        awaits the run could finish first, and ``jupyter nbconvert --execute`` (which saves what a
+        cell's messages say, until its end) would keep the running picture."""
+        with self._lock:
+            self._views.append(shown)
+
+    def _views_to_wait_for(self) -> list[ViewShown]:
+        with self._lock:
+            return [shown for shown in self._views if not shown(0)]
+
+    async def _views_shown(self) -> None:
+        for shown in self._views_to_wait_for():
+            await asyncio.to_thread(shown, VIEW_PATIENCE)
+
     def _wait_started(self, timeout: float) -> None:
         self._started.wait(timeout)
         future = self._future
@@ -281,6 +306,8 @@ class RunHandle(StateMirror):
         if not self._settled.wait(timeout):
             msg = f"run {self._run_id} is still {self.state().lifecycle.value} after {timeout} s"
             raise TimeoutError(msg)
+        for shown in self._views_to_wait_for():
+            shown(VIEW_PATIENCE)
         error = self._future.exception()
         if error is not None:
             raise error
@@ -424,6 +451,7 @@ class RunHandle(StateMirror):
 
         self._when_settled(copy_result)
         yield from asyncio.wrap_future(proxy).__await__()
+        yield from self._views_shown().__await__()
         return self.state()
 
     # -- display ----------------------------------------------------------------------------------------

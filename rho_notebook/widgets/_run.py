@@ -5,7 +5,10 @@ owner process there). The listener only folds the event into a :class:`RunTracke
 widget lock (microseconds) and pokes a :class:`Throttle`; flushes run on the shared pump thread,
 at most one per ``interval`` (0.1 s: ~10 messages a second), and send one custom message with
 only the changed node views (plus new output of the selected running node). Traits are never
-assigned off the main thread (see ``_dag.py``).
+assigned off the main thread (see ``_dag.py``). When the run stops, a flush replaces the cell's
+picture with the final DAG before it sends the patch that says so, and awaiting the handle the
+view was made with returns only once that flush is done (:meth:`RunHandle.hold_await`): the cell
+that awaits a run ends with the run's final picture, in JupyterLab and in ``nbconvert --execute``.
 
 Human steps of an item graph wait for a person with a ``form`` request: the controller keeps the
 run's pending form requests in the widget's ``forms`` (re-read from the store when a request is
@@ -96,6 +99,12 @@ class RunController:
         self._form_errors: dict[str, str] = {}
         """The message of each request's last refused answer, shown on its form."""
         self.listener_calls = 0
+        self._drawn = threading.Condition()
+        self._asked = 0
+        """Pokes so far (the listener's and the actions'), under :attr:`_drawn`."""
+        self._flushed = 0
+        """Pokes the widget has drawn: every one asked before the start of the last flush."""
+        self._closed = False
         self.throttle = Throttle(self._flush, interval=interval, clock=clock, timer=timer)
         self.feed, state = join_feed(service, handle, self._listen)
         tracker = self._make_tracker(state)
@@ -113,17 +122,34 @@ class RunController:
         self.widget.on_fork = ForkAction(service, self.run_id)  # "fork from here" (_fork.py)
         self.widget.on_close = self.close
         self.widget.forms = self._pending_forms()
+        hold_await = getattr(handle, "hold_await", None)  # RunHandle: awaiting it waits for the final picture
+        if callable(hold_await):
+            hold_await(self.shows_the_run)
         with self.lock:
             for event in self._early:
                 tracker.feed(event)
             self._early.clear()
             self.tracker = tracker
-        self.throttle.poke()
+        self._poke()
 
     def close(self) -> None:
         """Stop listening and flushing (the widget was closed)."""
         self.throttle.close()
         leave_feed(self.feed, self._listen)
+        with self._drawn:
+            self._closed = True
+            self._drawn.notify_all()
+
+    def shows_the_run(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until every change the view was told of is drawn (for
+        a stopped run: its final picture too); True once it is, or once the view is closed."""
+        with self._drawn:
+            return self._drawn.wait_for(lambda: self._closed or self._flushed >= self._asked, timeout)
+
+    def _poke(self) -> None:
+        with self._drawn:
+            self._asked += 1
+        self.throttle.poke()
 
     def _make_tracker(self, state: RunState) -> RunTracker:
         started, ended = run_times(call(self.service.journal(self.run_id)).events)
@@ -142,26 +168,37 @@ class RunController:
                 return
             changed = self.tracker.feed(event)
         if changed or forms or event.get("kind") == "output_chunk":
-            self.throttle.poke()
+            self._poke()
 
     # -- pump thread ------------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        with self._drawn:
+            asked = self._asked
+        try:
+            self._draw()
+        finally:
+            with self._drawn:
+                self._flushed = max(self._flushed, asked)
+                self._drawn.notify_all()
+
+    def _draw(self) -> None:
         tracker = self.tracker
         if tracker is None:
             return
         patch, selected, nodes, output_dirty, lifecycle = self._take_changes(tracker)
         if selected:
             patch.update(self._selected_patch(selected, nodes, output_dirty))
-        if patch:
-            patch["now"] = now_iso()
-            self.widget.send_patch(patch)
+        # the final picture first: a front end that sees the run stop has the picture of its end
         if lifecycle in _STOPPED and not self._finished:
             self._finished = True
             self.widget.static_timeline = self.timeline()  # drawn under the final DAG (views/timeline_svg.py)
             self.widget.refresh_static()
         elif lifecycle not in _STOPPED:
             self._finished = False  # resumed (here or elsewhere): refresh again when it stops
+        if patch:
+            patch["now"] = now_iso()
+            self.widget.send_patch(patch)
 
     def _take_changes(self, tracker: RunTracker) -> tuple[dict[str, Any], Any, dict[str, Any], set[str], Any]:
         """Apply what changed since the last flush to the widget: (the patch to send, the selected
@@ -321,7 +358,7 @@ class RunController:
             tracker.run["message"] = message
             tracker.run["v"] = tracker.version
             tracker.run_dirty = True
-        self.throttle.poke()
+        self._poke()
 
     def _action(self, action: str) -> None:
         if action == "cancel":
@@ -389,4 +426,4 @@ class RunController:
             raise ValueError(msg)
         self.handle = handle
         self.feed.offer(handle)
-        self.throttle.poke()
+        self._poke()

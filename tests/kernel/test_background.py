@@ -212,6 +212,46 @@ def test_awaiting_and_abandoning_an_await_leave_the_run_alone(project: Project) 
     assert asyncio.run(patient()) == "cancellation"
 
 
+def test_awaiting_a_stopped_run_waits_for_its_views_to_show_the_end(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view held on the handle (a notebook's run view drawing its final picture on a thread of
+    its own) is waited for after the run stops, by ``await`` and ``wait()`` alike; a view that never
+    catches up delays them by at most VIEW_PATIENCE seconds."""
+    from rho_notebook.service import run_handle
+
+    handle = _start(project, STEPS, BackgroundRunner())
+    drawn = threading.Event()
+    asked: list[float] = []
+
+    def shown(timeout: float) -> bool:
+        asked.append(timeout)
+        return drawn.wait(timeout)
+
+    handle.hold_await(shown)
+    finished: list[str | None] = []
+
+    async def awaiting() -> None:
+        final = await handle
+        finished.append(final.outcome)
+
+    waiter = threading.Thread(target=lambda: asyncio.run(awaiting()))
+    waiter.start()
+    wait_until(handle.done, timeout=60)
+    waiter.join(0.5)
+    assert waiter.is_alive() and not finished, "the await returned before the view showed the end"
+    drawn.set()
+    waiter.join(10)
+    assert finished == ["success"] and asked[0] == 0  # asked at once first, then waited on a thread
+
+    stuck = threading.Event()  # a second view that never draws: the wait is bounded
+    handle.hold_await(stuck.wait)
+    monkeypatch.setattr(run_handle, "VIEW_PATIENCE", 0.3)
+    started = time.monotonic()
+    assert handle.wait(timeout=5).outcome == "success"
+    assert time.monotonic() - started >= 0.3
+
+
 def test_resume_of_a_dead_owner_needs_recovery_then_recovers(project: Project) -> None:
     project.write("wf.star", STEPS)
     plan_id = project.cli("plan", "wf.star", "--output", "json")

@@ -279,6 +279,50 @@ def test_mimebundle_carries_an_svg_snapshot(
     assert "outcome blocked" in final["image/svg+xml"]
 
 
+def test_awaiting_the_run_returns_once_its_view_shows_the_final_picture(
+    project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cell that awaits a run ends with the run's final picture: the await waits for the
+    view's last flush, and that flush replaces the picture before it sends the patch that says the
+    run stopped (nbclient saves what arrives before the cell ends; a front end never sees the run
+    stop under the running picture)."""
+    import asyncio
+    import threading
+
+    import IPython.display
+
+    from rho_notebook.service.background import BackgroundRunner
+
+    handle = BackgroundRunner().start_run(project.service, project.create_run(small_plan), wait_started=False)
+    timer = _ManualTimer()  # flushes run only when this test says so
+    controller = RunController(handle, timer=timer)
+    comm = comm_of(comms, controller.widget)
+    updated: list[tuple[dict[str, Any], Any]] = []
+
+    def update_display(data: dict[str, Any], **kwargs: Any) -> None:
+        updated.append((data, _front_end_run(comm).get("lifecycle")))  # what the front end knew then
+
+    monkeypatch.setattr(IPython.display, "display", lambda data, **kw: None)
+    monkeypatch.setattr(IPython.display, "update_display", update_display)
+    controller.widget._ipython_display_()
+    finished: list[str | None] = []
+
+    async def awaiting() -> None:
+        finished.append((await handle).outcome)
+
+    waiter = threading.Thread(target=lambda: asyncio.run(awaiting()))
+    waiter.start()
+    wait_for(handle.done, what="the run to stop")
+    waiter.join(0.5)
+    assert waiter.is_alive() and not finished and not updated, "the await ended before the final picture"
+    timer.run_pending()
+    waiter.join(10)
+    assert finished == ["blocked"]
+    [(final, lifecycle_then)] = updated
+    assert "outcome blocked" in final["image/svg+xml"] and lifecycle_then != "completed"
+    assert _front_end_run(comm)["lifecycle"] == "completed"
+
+
 def test_graph_view_of_a_plan(small_plan: Plan, comms: list[RecordingComm]) -> None:
     view = widgets.graph_view(small_plan)
     assert view.mode == "plan" and view.run == {}
