@@ -160,8 +160,8 @@ def profile(tree: Tree, run_id: str, *, top: int = 25) -> None:
             if cumulative.strip().isdigit():
                 rows.append((int(cumulative), name.rstrip()))
     print(f"\n-X importtime of `status RUN` ({len(rows)} modules), slowest {top} by cumulative us:")
-    for cumulative, name in sorted(rows, reverse=True)[:top]:
-        print(f"{cumulative:9d}  {name}")
+    for micros, module in sorted(rows, reverse=True)[:top]:
+        print(f"{micros:9d}  {module}")
 
 
 def main() -> int:

@@ -168,8 +168,8 @@ def main() -> int:
             make_plan(service, tmp / name, text(2 * SLOTS)) for name, text in (("ws", sleep_text), ("wn", nap_text))
         ]
         with (
-            LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster,
-            Client(cluster) as client,
+            LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster,  # type: ignore[no-untyped-call]
+            Client(cluster) as client,  # type: ignore[no-untyped-call]
         ):
             remote = f"dask={cluster.scheduler_address}"
             print(f"cluster {cluster.scheduler_address}: 2 workers x 2 threads; store {tmp}", flush=True)

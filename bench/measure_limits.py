@@ -81,10 +81,10 @@ def main() -> int:
     failures = []
     print(f"{'budget':<26}{'measured':>14}{'receipt':>14}{'limit':>16}  free   case")
     for budget, entry in sorted(receipt["budgets"].items()):
-        value, case = best.get(budget, (0, "floor"))
+        value, case_name = best.get(budget, (0, "floor"))
         limit = entry["limit"]
         free = 1 - value / limit
-        print(f"{budget:<26}{value:>14,}{entry['measured']:>14,}{limit:>16,}  {free:5.0%}  {case}")
+        print(f"{budget:<26}{value:>14,}{entry['measured']:>14,}{limit:>16,}  {free:5.0%}  {case_name}")
         if value > limit:
             failures.append(f"{budget}: measured {value} exceeds the accepted limit {limit}")
         elif budget in VARIABLE:

@@ -56,6 +56,7 @@ from bench.limit_corpus import graph_case, write_case  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
 from rho_notebook.service.planning import use_warm_planner  # noqa: E402
+from rho_notebook.source._starlark.channel import Channel  # noqa: E402 - the worker's channel, run in-process
 from rho_notebook.source.workspace import Workspace  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
 from rho_notebook.store.plans import PlanStore  # noqa: E402
@@ -217,10 +218,11 @@ def report(figures: dict[str, list[float]], samples: int) -> int:
     return 0 if warm_ok and cold_ok else 1
 
 
-class _InProcessParent:
-    """The parent's side of the worker's channel, in this process: build() gets the case's inputs."""
+class _InProcessParent(Channel):
+    """The parent's side of the worker's channel, in this process: build() gets the case's inputs.
+    A Channel without its descriptors (its ``__init__`` would move this process's stdout)."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # Channel.__init__ deliberately not called
         self.last: Any = None
 
     def send(self, message: dict[str, Any]) -> None:
