@@ -248,18 +248,26 @@ class RunHandle(StateMirror):
                 return
         callback()
 
-    def hold_await(self, shown: ViewShown) -> None:
-        """Make awaiting this handle (or :meth:`wait`) return only once ``shown`` says a view of the run shows its
-        end (at most :data:`VIEW_PATIENCE` seconds after the run stopped). A run view in a
-        notebook draws its final picture on a thread of its own; without this, the cell that
-        awaits the run could finish first, and ``jupyter nbconvert --execute`` (which saves what a
-        cell's messages say, until its end) would keep the running picture."""
+    def hold_await(self, shown: ViewShown) -> Callable[[], None]:
+        """Make awaiting this handle (or :meth:`wait`) return only once ``shown`` says a view of
+        the run shows its end (at most :data:`VIEW_PATIENCE` seconds after the run stopped); returns
+        a remover. A run view in a notebook draws its final picture on a thread of its own; without
+        this, the cell that awaits the run could finish first, and ``jupyter nbconvert --execute``
+        (which saves what a cell's messages say, until its end) would keep the running picture."""
         with self._lock:
             self._views.append(shown)
 
+        def remove() -> None:
+            with self._lock:
+                if shown in self._views:
+                    self._views.remove(shown)
+
+        return remove
+
     def _views_to_wait_for(self) -> list[ViewShown]:
         with self._lock:
-            return [shown for shown in self._views if not shown(0)]
+            views = list(self._views)
+        return [shown for shown in views if not shown(0)]
 
     async def _views_shown(self) -> None:
         for shown in self._views_to_wait_for():

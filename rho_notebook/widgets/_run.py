@@ -122,9 +122,8 @@ class RunController:
         self.widget.on_fork = ForkAction(service, self.run_id)  # "fork from here" (_fork.py)
         self.widget.on_close = self.close
         self.widget.forms = self._pending_forms()
-        hold_await = getattr(handle, "hold_await", None)  # RunHandle: awaiting it waits for the final picture
-        if callable(hold_await):
-            hold_await(self.shows_the_run)
+        self._holds: list[Callable[[], object]] = []
+        self._hold(handle)
         with self.lock:
             for event in self._early:
                 tracker.feed(event)
@@ -136,6 +135,8 @@ class RunController:
         """Stop listening and flushing (the widget was closed)."""
         self.throttle.close()
         leave_feed(self.feed, self._listen)
+        for release in self._holds:
+            release()
         with self._drawn:
             self._closed = True
             self._drawn.notify_all()
@@ -145,6 +146,12 @@ class RunController:
         a stopped run: its final picture too); True once it is, or once the view is closed."""
         with self._drawn:
             return self._drawn.wait_for(lambda: self._closed or self._flushed >= self._asked, timeout)
+
+    def _hold(self, handle: RunHandleLike) -> None:
+        """Awaiting ``handle`` (a RunHandle) returns once this view has drawn the run's end."""
+        hold_await = getattr(handle, "hold_await", None)
+        if callable(hold_await):
+            self._holds.append(hold_await(self.shows_the_run))
 
     def _poke(self) -> None:
         with self._drawn:
@@ -426,4 +433,5 @@ class RunController:
             raise ValueError(msg)
         self.handle = handle
         self.feed.offer(handle)
+        self._hold(handle)
         self._poke()

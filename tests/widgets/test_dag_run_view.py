@@ -321,6 +321,8 @@ def test_awaiting_the_run_returns_once_its_view_shows_the_final_picture(
     [(final, lifecycle_then)] = updated
     assert "outcome blocked" in final["image/svg+xml"] and lifecycle_then != "completed"
     assert _front_end_run(comm)["lifecycle"] == "completed"
+    controller.widget.close()  # a closed view no longer holds the handle
+    assert handle._views == []
 
 
 def test_graph_view_of_a_plan(small_plan: Plan, comms: list[RecordingComm]) -> None:
