@@ -19,6 +19,7 @@ import concurrent.futures
 import copy
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -264,14 +265,19 @@ class RunHandle(StateMirror):
 
         return remove
 
-    def _views_to_wait_for(self) -> list[ViewShown]:
+    def _views_drawn(self) -> bool:
+        """Block until every held view shows the run's end, :data:`VIEW_PATIENCE` seconds in all
+        at most; whether they all do."""
         with self._lock:
             views = list(self._views)
-        return [shown for shown in views if not shown(0)]
+        deadline = time.monotonic() + VIEW_PATIENCE
+        return all(shown(max(0.0, deadline - time.monotonic())) for shown in views)
 
     async def _views_shown(self) -> None:
-        for shown in self._views_to_wait_for():
-            await asyncio.to_thread(shown, VIEW_PATIENCE)
+        with self._lock:
+            views = list(self._views)
+        if not all(shown(0) for shown in views):  # a view behind: wait in a worker thread, not on this loop
+            await asyncio.to_thread(self._views_drawn)
 
     def _wait_started(self, timeout: float) -> None:
         self._started.wait(timeout)
@@ -314,8 +320,7 @@ class RunHandle(StateMirror):
         if not self._settled.wait(timeout):
             msg = f"run {self._run_id} is still {self.state().lifecycle.value} after {timeout} s"
             raise TimeoutError(msg)
-        for shown in self._views_to_wait_for():
-            shown(VIEW_PATIENCE)
+        self._views_drawn()
         error = self._future.exception()
         if error is not None:
             raise error
