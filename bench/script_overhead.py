@@ -37,7 +37,11 @@ prints where a step's wall time goes in processor time (bench/cpu_budget.py, per
 run, the script interpreter's start included): the run's event loop, the owner's other threads
 (its writer, which makes each step's attempt folder and ``value.json`` copy), the child processes
 (the script's interpreter and every ``true``), the loop's wait for a processor, and how many
-processors all of them kept busy.
+processors all of them kept busy. ``--timeline N`` runs each N more times and prints a step's
+critical path instead: the median time between consecutive marks of one cycle, ``node_finished``
+to the next (bench/step_timeline.py: the script's request read and handled, the step's task, the
+launch record and its fsync, the process, the value stored, the answer written; for the graph its
+records and fsync).
 
 Exit status 0 when both goals are met, 1 when one is not, 2 when a run does not end as expected.
 """
@@ -61,6 +65,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
 from bench.run_overhead import store_place  # noqa: E402
+from bench.step_timeline import StepMarks, marked_steps  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
 from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
@@ -159,6 +164,21 @@ def graph_run(service: Service, plan: Plan) -> Timed:
     return run
 
 
+def timeline_runs(service: Service, script: Plan, chain: Plan, go: Path, runs: int) -> tuple[StepMarks, StepMarks]:
+    """The step marks of ``runs`` executed script runs and as many graph runs, alternated."""
+    script_runs, graph_runs = StepMarks(), StepMarks()
+    with marked_steps() as live:
+        for _ in range(runs):
+            go.unlink(missing_ok=True)
+            run_id = create_run(service.layout, script)
+            asyncio.run(execute_run(service.layout, run_id, resume=False, on_event=live.on_event))
+            script_runs.take_run(live)
+            run_id = create_run(service.layout, chain)
+            asyncio.run(execute_run(service.layout, run_id, resume=False, on_event=live.on_event))
+            graph_runs.take_run(live)
+    return script_runs, graph_runs
+
+
 def true_floor() -> float:
     began = time.perf_counter()
     for _ in range(STEPS):
@@ -170,6 +190,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--budget", type=int, default=0, help="runs of each to split into processor time")
+    parser.add_argument("--timeline", type=int, default=0, help="runs of each to split into a step's critical path")
     args = parser.parse_args()
     budgets: dict[str, list[CpuBudget]] = {"script": [], "graph": []}
     series: dict[str, list[float]] = {
@@ -216,6 +237,7 @@ def main() -> int:
             with CpuBudget.measure() as budget:
                 graph_run(service, chain)
             budgets["graph"].append(budget)
+        timelines = timeline_runs(service, script, chain, go, args.timeline) if args.timeline else None
         where = store_place(tmp)
     m = {key: statistics.median(values) for key, values in series.items()}
     ratio = m["replay_span"] / m["script_span"]
@@ -241,6 +263,10 @@ def main() -> int:
         print(HEADER)
         print(row("script run, executed", budgets["script"], STEPS))
         print(row("graph run (chain of command nodes)", budgets["graph"], STEPS))
+    if timelines is not None:
+        print(f"\nwhere a step waits, {args.timeline} runs of each (bench/step_timeline.py)")
+        print(timelines[0].table("script run, executed"))
+        print(timelines[1].table("graph run (chain of command nodes)"))
     return 0 if met and step_met else 1
 
 
