@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,18 +84,29 @@ def _timed_async(phases: Phases, name: str, fn: Callable[..., Any]) -> Callable[
 
 
 @contextmanager
+def patched(wrappers: Sequence[tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]) -> Iterator[None]:
+    """Each ``(holder, attribute, wrap)``: the attribute replaced by ``wrap(original)`` meanwhile,
+    restored after (also used by bench/step_timeline.py)."""
+    saved = [(holder, attr, getattr(holder, attr)) for holder, attr, _ in wrappers]
+    try:
+        for holder, attr, wrap in wrappers:
+            setattr(holder, attr, wrap(getattr(holder, attr)))
+        yield
+    finally:
+        for holder, attr, original in saved:
+            setattr(holder, attr, original)
+
+
+@contextmanager
 def timed_phases() -> Iterator[Phases]:
     """Time the runner's phases (module attributes patched meanwhile, restored after).
 
     Callers must look functions up through their modules (``owner.create_run``), not names
     imported before this context was entered."""
     phases = Phases()
-    saved = [(holder, attr, getattr(holder, attr)) for _, holder, attr, _ in _PHASES]
-    try:
-        for name, holder, attr, kind in _PHASES:
-            wrap = _timed_async if kind == "async" else _timed_sync
-            setattr(holder, attr, wrap(phases, name, getattr(holder, attr)))
+    wrappers = [
+        (holder, attr, functools.partial(_timed_async if kind == "async" else _timed_sync, phases, name))
+        for name, holder, attr, kind in _PHASES
+    ]
+    with patched(wrappers):
         yield phases
-    finally:
-        for holder, attr, original in saved:
-            setattr(holder, attr, original)

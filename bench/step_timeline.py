@@ -16,7 +16,7 @@ cycles, one ``node_finished`` to the next, and gives the median of each interval
 consecutive marks (an interval seen in fewer than a third of the cycles is left out); the first and
 last ``edge`` cycles are left out too (the script interpreter's start, the run's end). The wrapped
 functions are looked up through their modules and classes, as bench/run_phases.py does, and
-restored when the context ends. Used by ``bench/script_overhead.py --timeline N``.
+restored when the context ends (``bench.run_phases.patched``). Used by ``bench/script_overhead.py --timeline N``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.run_phases import patched
 from rho_notebook.runtime import script_attempts, script_channel, script_driver
 from rho_notebook.store.journal import JournalWriter
 
@@ -86,7 +87,7 @@ class StepMarks:
         return "\n".join(lines)
 
 
-def _marked(marks: StepMarks, fn: Callable[..., Any], before: str | None, after: str | None) -> Callable[..., Any]:
+def _marked(marks: StepMarks, fn: Callable[..., Any], *, before: str | None, after: str | None) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
@@ -116,13 +117,11 @@ def _marked(marks: StepMarks, fn: Callable[..., Any], before: str | None, after:
 
 @contextmanager
 def marked_steps() -> Iterator[StepMarks]:
-    """Stamp the steps of the runs executed meanwhile (pass ``marks.on_event`` to ``execute_run``)."""
-    marks = StepMarks()
-    saved = [(holder, attr, getattr(holder, attr)) for holder, attr, _, _ in _CALLS]
-    try:
-        for holder, attr, before, after in _CALLS:
-            setattr(holder, attr, _marked(marks, getattr(holder, attr), before, after))
-        yield marks
-    finally:
-        for holder, attr, original in saved:
-            setattr(holder, attr, original)
+    """Stamp the steps of the runs executed meanwhile (pass ``live.on_event`` to ``execute_run``)."""
+    live = StepMarks()
+    wrappers = [
+        (holder, attr, functools.partial(_marked, live, before=before, after=after))
+        for holder, attr, before, after in _CALLS
+    ]
+    with patched(wrappers):
+        yield live
