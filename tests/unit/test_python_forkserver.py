@@ -46,7 +46,7 @@ def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between the open and the read
         return False
     return raw[raw.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
