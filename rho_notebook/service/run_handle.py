@@ -265,18 +265,20 @@ class RunHandle(StateMirror):
 
         return remove
 
+    def _held_views(self) -> list[ViewShown]:
+        """A copy of the held views, taken under the lock (a view may remove itself meanwhile)."""
+        with self._lock:
+            return list(self._views)
+
     def _views_drawn(self) -> bool:
         """Block until every held view shows the run's end, :data:`VIEW_PATIENCE` seconds in all
         at most; whether they all do."""
-        with self._lock:
-            views = list(self._views)
         deadline = time.monotonic() + VIEW_PATIENCE
-        return all(shown(max(0.0, deadline - time.monotonic())) for shown in views)
+        return all(shown(max(0.0, deadline - time.monotonic())) for shown in self._held_views())
 
     async def _views_shown(self) -> None:
-        with self._lock:
-            views = list(self._views)
-        if not all(shown(0) for shown in views):  # a view behind: wait in a worker thread, not on this loop
+        # a view behind: wait in a worker thread, not on this loop
+        if not all(shown(0) for shown in self._held_views()):
             await asyncio.to_thread(self._views_drawn)
 
     def _wait_started(self, timeout: float) -> None:
