@@ -31,6 +31,7 @@ from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.run_locks import OwnerLock
 from tests.browser.conftest import REPO, Lab
 from tests.browser.test_lab import _notebook, _open, _run_all
+from tests.processes import alive
 
 pytestmark = pytest.mark.browser
 
@@ -79,14 +80,6 @@ def _owner(lab: Lab, run_id: str) -> int | None:
     return OwnerLock.holder(StoreLayout(home=lab.home).run_dir(run_id) / "mutation.lock") or None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _kernel_pids(runtime: Path, kernel_id: str) -> list[int]:
     """Processes started with kernel ``kernel_id``'s connection file (the kernel itself)."""
     needle = str(runtime / f"kernel-{kernel_id}.json").encode()
@@ -123,7 +116,7 @@ def _stop_left_owners(lab: Lab) -> None:
         deadline = time.monotonic() + 20
         while _owner(lab, folder.name) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -150,10 +143,10 @@ def test_lab_shut_down_from_its_file_menu_leaves_the_run_going(lab: Lab, page: A
         except subprocess.TimeoutExpired:
             pytest.fail(f"jupyter lab still runs 60 s after File > Shut Down:\n{lab.log.read_text()[-4000:]}")
         assert code == 0, lab.log.read_text()[-4000:]
-        _poll("the kernel gone", lambda: not any(_alive(pid) for pid in kernels), timeout=30)
+        _poll("the kernel gone", lambda: not any(alive(pid) for pid in kernels), timeout=30)
 
         # the server and the kernel that started the run are gone; the run is not
-        assert _alive(owner) and _owner(lab, run_id) == owner
+        assert alive(owner) and _owner(lab, run_id) == owner
         status = _json(lab, "status", run_id)
         assert status["lifecycle"] == "running", status
         assert status["nodes"]["slow"]["state"] == "running", status
@@ -170,6 +163,6 @@ def test_lab_shut_down_from_its_file_menu_leaves_the_run_going(lab: Lab, page: A
             "after": ("success", 1),
         }
         assert (lab.root / "marker.txt").read_text() == "slow\nafter\n"  # each node ran exactly once
-        _poll("the owner ended with its run", lambda: not _alive(owner), timeout=30)
+        _poll("the owner ended with its run", lambda: not alive(owner), timeout=30)
     finally:
         _stop_left_owners(lab)

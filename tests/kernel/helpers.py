@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -71,14 +70,6 @@ def wait_until(predicate: Any, *, timeout: float = 30.0, every: float = 0.05) ->
 def owner_pid(home: Path, run_id: str) -> int | None:
     """The pid of the process that owns run ``run_id`` now (its owner process), or None."""
     return OwnerLock.holder(StoreLayout(home=home).run_dir(run_id) / "mutation.lock")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def stop_owners(home: Path, *, timeout: float = 30.0) -> list[str]:

@@ -17,8 +17,9 @@ import time
 from typing import Any
 
 from tests.conftest import Project
-from tests.kernel.helpers import C, alive, owner_pid, status_json, workflow_cell
+from tests.kernel.helpers import C, owner_pid, status_json, workflow_cell
 from tests.kernel.test_kernel import Kernel, _maybe, kernel, wait_for_state
+from tests.processes import alive
 
 SLOW = workflow_cell(
     "slow",

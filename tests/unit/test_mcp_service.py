@@ -9,7 +9,6 @@ import asyncio
 import getpass
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from rho_notebook.service.catalog import scan_workflows
 from rho_notebook.service.wire import run_row_json
 from rho_notebook.store.runs import RunStore
 from tests.conftest import REPO, Project, star, wait_journaled
+from tests.processes import wait_gone
 
 T = TypeVar("T")
 
@@ -70,18 +70,6 @@ emit_output({"state": slow.state})
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-def wait_gone(pid: int) -> None:
-    """Wait until process ``pid`` (not our child: a detached owner) has exited, so its lock is free."""
-    try:
-        gone = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        assert select.select([gone], [], [], 30)[0] == [gone], f"process {pid} is still alive after 30 s"
-    finally:
-        os.close(gone)
 
 
 def start(project: Project, plan: Plan, **fields: object) -> str:
@@ -242,7 +230,8 @@ def test_a_detached_start_reports_why_the_owner_could_not_take_the_run(project: 
     project.write("wf.star", ONE)
     run_id = start(project, project.plan("wf.star"))
     service = project.service
-    wait_gone(run(service.start_detached(run_id)))
+    owner = run(service.start_detached(run_id))
+    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
     assert project.status(run_id).outcome == "success"
     with pytest.raises(RunRefused, match="already started"):
         run(service.start_detached(run_id))
@@ -284,7 +273,7 @@ def test_an_uncertain_halt_needs_a_person(project: Project) -> None:
     pid = run(service.start_detached(run_id))
     wait_journaled(project.home, run_id, "process_started", node="slow")
     os.kill(pid, signal.SIGKILL)  # the owner dies while the step runs: did it finish? nobody knows
-    wait_gone(pid)
+    assert wait_gone(pid), f"owner {pid} is still alive after 30 s"
     try:
         halted = run(service.resume(ResumeRun(run=run_id, consent=Consent(yes=True))))
         assert halted.lifecycle.value == "needs_decision"

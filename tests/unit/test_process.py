@@ -35,6 +35,7 @@ from rho_notebook.exec.verify import (
     resolve_path,
 )
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
+from tests.processes import alive
 
 DASH = os.path.realpath("/bin/sh")
 PATH_ENV = {"PATH": "/usr/bin:/bin"}
@@ -122,15 +123,6 @@ def run(spec: ProcessSpec) -> tuple[ProcessResult, Run]:
     collected = Run()
     result = asyncio.run(collected.go(spec))
     return result, collected
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (this VM's init does not reap orphans)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return False
-    return raw[raw.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 def live_group_members(pgid: int) -> list[int]:

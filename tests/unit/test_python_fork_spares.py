@@ -15,7 +15,8 @@ from pathlib import Path
 
 from rho_notebook.exec.process import ProcessResult, run_process
 from rho_notebook.exec.python_forks import ForkServer, ForkServers
-from tests.unit.test_python_forkserver import PROBE, Job, alive, sha, wait_gone
+from tests.processes import alive, wait_gone
+from tests.unit.test_python_forkserver import PROBE, Job, sha
 
 INTERPRETER = Path(os.path.realpath(sys.executable))
 

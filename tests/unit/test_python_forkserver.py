@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from rho_notebook.exec.python_forks import ForkJob, ForkServers
 from rho_notebook.model.graph import FrozenExecutable, FrozenFile
 from rho_notebook.source.pymodules import HARNESS_PATH
 from tests.conftest import Project
+from tests.processes import alive, wait_gone
 from tests.unit.test_python_exec import _attempt, _interpreter_path, _module, _node, _run
 
 PATH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "RHO_NODE": "n"}
@@ -40,24 +40,6 @@ PATH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "RHO_NODE": "n"}
 
 def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between the open and the read
-        return False
-    return raw[raw.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
-
-
-def wait_gone(pid: int, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @dataclass

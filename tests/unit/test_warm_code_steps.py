@@ -23,6 +23,7 @@ from rho_notebook.source.code_step import run_code_step
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.warm import WorkerPool
 from tests.conftest import Project, journaled
+from tests.processes import alive, wait_gone
 
 BUSY = """
 def run(item):
@@ -52,22 +53,6 @@ def with_budgets(**limits: int) -> Limits:
     for name, limit in limits.items():
         budgets[name] = budgets[name].model_copy(update={"limit": limit})
     return base.model_copy(update={"budgets": budgets})
-
-
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has exited (a zombie not yet reaped counts as exited)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def wait_gone(pid: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not gone(pid):
-        assert time.monotonic() < deadline, f"worker {pid} still runs"
-        time.sleep(0.01)
 
 
 def workers_of(parent: int) -> set[int]:
@@ -110,7 +95,8 @@ def test_steps_share_one_worker_and_each_starts_from_fresh_globals() -> None:
     (first, second), pid = asyncio.run(scenario())
     assert first == {"n": 1, "seen": 1}
     assert second == {"n": 2, "seen": 1}  # `seen` started empty again: nothing of the first step is left
-    wait_gone(pid)  # the loop ended: its idle worker was stopped
+    # the loop ended: its idle worker was stopped
+    assert wait_gone(pid, 60), f"worker {pid} still runs"
     assert workers_of(os.getpid()) == set()
 
 
@@ -133,7 +119,7 @@ def test_a_closed_pool_keeps_workers_again_and_a_retired_one_does_not() -> None:
     assert len(first) == 1 and len(again) == 1 and again != first
     assert retired == []
     for pid in first + again:
-        wait_gone(pid)
+        assert wait_gone(pid, 60), f"worker {pid} still runs"
 
 
 HOARD = 'def run(item):\n    hoard = []\n    for i in range(2147483647):\n        hoard.append("x" * 1000000)\n    return item\n'
@@ -175,7 +161,7 @@ def test_a_step_over_its_budget_fails_as_before_and_its_worker_is_replaced(
     err, before, replacement, after = asyncio.run(scenario())
     assert (err.step, err.rule) == ("spin", rule)
     assert said in str(err) and "the step was stopped" in str(err)
-    wait_gone(before)
+    assert wait_gone(before, 60), f"worker {before} still runs"
     assert replacement != before and after == {"n": 6}
 
 
@@ -188,7 +174,7 @@ def test_a_crashed_worker_is_replaced_and_the_step_says_so() -> None:
             await run_code_step(PLUS_ONE, {"n": 1}, step="warm", limits=limits, pool=pool)
             (pid,) = pool.idle_pids()
             os.kill(pid, signal.SIGKILL)  # dies while idle: the next step gets a new worker
-            while not gone(pid):
+            while alive(pid):
                 await asyncio.sleep(0.01)
             assert await run_code_step(PLUS_ONE, {"n": 1}, step="again", limits=limits, pool=pool) == {"n": 2}
             (pid,) = pool.idle_pids()
@@ -207,7 +193,7 @@ def test_a_crashed_worker_is_replaced_and_the_step_says_so() -> None:
     pid, err, after = asyncio.run(scenario())
     assert (err.step, err.rule) == ("spin", "code.error")
     assert "exited unexpectedly" in str(err)
-    wait_gone(pid)
+    assert wait_gone(pid, 60), f"worker {pid} still runs"
     assert after == {"n": 8}
 
 
@@ -223,7 +209,7 @@ def test_cancel_stops_a_running_step_and_its_worker() -> None:
         cancel.set()
         # the default wall budget is far longer: only the cancel can end the step within this
         stopped = await asyncio.wait_for(task, timeout=60)
-        assert gone(pid)  # killed and reaped before run_code returned
+        assert not alive(pid)  # killed and reaped before run_code returned
         return pid, stopped, await step(PLUS_ONE, {"n": 1})
 
     pid, stopped, after = asyncio.run(scenario())
@@ -255,7 +241,9 @@ def test_a_killed_owner_leaves_no_worker(project: Project) -> None:
         (worker,) = found
     finally:
         os.kill(owner, signal.SIGKILL)  # the owner dies while the run waits for a person
-    wait_gone(worker)  # its pipe was closed with the owner: end of file ended it
+    assert wait_gone(worker, 60), (
+        f"worker {worker} still runs"
+    )  # its pipe was closed with the owner: end of file ended it
 
 
 _CODE_STEP = """
