@@ -21,13 +21,16 @@ ratios (b)/(a) is printed as well (steadier on a shared machine). ``--budget N``
 (b) N more times each, alternated, and prints where a node's wall time goes in processor time
 (bench/cpu_budget.py): the run's event loop, the owner's other threads (its writer), the child
 processes (the fork server and its attempts, or the ``true`` processes), the loop's wait for a
-processor, and how many processors all of them kept busy. Exit status 0 when the goal is met and
-every run succeeds.
+processor, and how many processors all of them kept busy. ``--ends N`` runs N chains of Python
+nodes whose function returns the time, and prints where each forked attempt's end waits, from the
+function's return to the owner knowing the attempt is over (bench/attempt_ends.py). Exit status 0
+when the goal is met and every run succeeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import tempfile
@@ -37,11 +40,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.attempt_ends import ENDS_STEP, EndStamps, watched_ends  # noqa: E402
 from bench.cpu_budget import HEADER, CpuBudget, row  # noqa: E402
 from bench.run_overhead import chain_source, make_plan, run_once, spread, store_place  # noqa: E402
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.exec.python import PythonExecutor  # noqa: E402
+from rho_notebook.model.plan import Plan  # noqa: E402
+from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
+from rho_notebook.store.journal_reader import read_journal  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
 
 CHAIN = 100
@@ -72,10 +79,25 @@ WORKFLOW = define(inputs = {{}}, build = build)
 """
 
 
+def attempt_ends(service: Service, plan: Plan, runs: int) -> EndStamps:
+    """Where the end of each forked attempt of ``runs`` runs of ``plan`` waits (bench/attempt_ends.py)."""
+    with watched_ends() as stamps:
+        for _ in range(runs):
+            run_id = create_run(service.layout, plan)
+            state = asyncio.run(execute_run(service.layout, run_id, resume=False))
+            if state.outcome != "success":
+                raise SystemExit(f"run {run_id} of the --ends chain ended {state.outcome}")
+            stamps.take_run(read_journal(service.layout.run_dir(run_id) / "events.jsonl").events)
+    return stamps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=9)
     parser.add_argument("--budget", type=int, default=0, help="runs of (a) and (b) to split into processor time")
+    parser.add_argument(
+        "--ends", type=int, default=0, help="runs of a chain that stamps where each attempt's end waits"
+    )
     args = parser.parse_args()
     budgets: dict[str, list[CpuBudget]] = {"command": [], "python": []}
     with tempfile.TemporaryDirectory(prefix="rho-pynodes-") as tmp_name:
@@ -110,6 +132,11 @@ def main() -> int:
                 with CpuBudget.measure() as budget:
                     run_once(service, plan)
                 budgets[key].append(budget)
+        ends = None
+        if args.ends:
+            (tmp / "ends" / "nodes").mkdir(parents=True)
+            (tmp / "ends" / "nodes" / "step.py").write_text(ENDS_STEP)
+            ends = attempt_ends(service, make_plan(service, tmp / "ends", {"wf.star": python_chain(CHAIN)}), args.ends)
         where = store_place(tmp)
     per_node = {k: statistics.median(v) * 1000 / CHAIN for k, v in series.items()}
     floor = per_node["command"]
@@ -133,9 +160,13 @@ def main() -> int:
         print(HEADER)
         print(row("(a) command node of true", budgets["command"], CHAIN))
         print(row("(b) Python node, fork server", budgets["python"], CHAIN))
+    if ends is not None:
+        print(f"\nwhere a forked attempt's end waits, {args.ends} runs of a chain of {CHAIN} (bench/attempt_ends.py):")
+        print(ends.table())
     print(
         f"rerun: cd {REPO} && PYTHONPATH={REPO} {sys.executable} bench/python_nodes.py --samples {args.samples}"
         + (f" --budget {args.budget}" if args.budget else "")
+        + (f" --ends {args.ends}" if args.ends else "")
     )
     return 0 if met else 1
 
