@@ -22,6 +22,7 @@ to its node by the ``process_started`` record's pid. Used by ``bench/python_node
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -69,8 +70,7 @@ class EndStamps:
             self.stages.setdefault(f"{start} -> {end}", []).extend(
                 (at[end][pid] - at[start][pid]) / 1e6 for pid in shared
             )
-        ordered = sorted(returned.values())
-        self.cycles.extend((b - a) / 1e6 for a, b in zip(ordered, ordered[1:], strict=False))
+        self.cycles.extend((b - a) / 1e6 for a, b in itertools.pairwise(sorted(returned.values())))
         self.exited, self.reported = {}, {}
 
     def table(self) -> str:

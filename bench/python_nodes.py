@@ -30,7 +30,6 @@ when the goal is met and every run succeeds.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -46,9 +45,7 @@ from bench.run_overhead import chain_source, make_plan, run_once, spread, store_
 from rho_notebook.exec.base import Executor  # noqa: E402
 from rho_notebook.exec.python import PythonExecutor  # noqa: E402
 from rho_notebook.model.plan import Plan  # noqa: E402
-from rho_notebook.runtime.owner import create_run, execute_run  # noqa: E402
 from rho_notebook.service import Service  # noqa: E402
-from rho_notebook.store.journal_reader import read_journal  # noqa: E402
 from rho_notebook.store.layout import StoreLayout  # noqa: E402
 
 CHAIN = 100
@@ -83,11 +80,7 @@ def attempt_ends(service: Service, plan: Plan, runs: int) -> EndStamps:
     """Where the end of each forked attempt of ``runs`` runs of ``plan`` waits (bench/attempt_ends.py)."""
     with watched_ends() as stamps:
         for _ in range(runs):
-            run_id = create_run(service.layout, plan)
-            state = asyncio.run(execute_run(service.layout, run_id, resume=False))
-            if state.outcome != "success":
-                raise SystemExit(f"run {run_id} of the --ends chain ended {state.outcome}")
-            stamps.take_run(read_journal(service.layout.run_dir(run_id) / "events.jsonl").events)
+            stamps.take_run(run_once(service, plan).journal)
     return stamps
 
 

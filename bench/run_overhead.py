@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -71,6 +72,8 @@ class RunFigures:
     seconds: float
     events: int
     launches: int
+    journal: list[dict[str, Any]]
+    """The run's records, as read back from its journal."""
 
 
 def chain_source(count: int) -> str:
@@ -103,7 +106,7 @@ def run_once(service: Service, plan: Plan, executors: Mapping[str, Executor] | N
     if state.outcome != "success" or bad:
         raise SystemExit(f"run {run_id} ended {state.outcome} (not successful: {bad[:5]})")
     events = read_journal(service.layout.run_dir(run_id) / "events.jsonl").events
-    return RunFigures(seconds, len(events), sum(1 for e in events if e["kind"] == "node_launched"))
+    return RunFigures(seconds, len(events), sum(1 for e in events if e["kind"] == "node_launched"), events)
 
 
 def true_floor(count: int) -> float:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from bench.attempt_ends import ENDS_STEP, EndStamps, watched_ends
 from bench.python_nodes import python_chain
-from bench.run_overhead import make_plan
+from bench.run_overhead import make_plan, run_once
 from rho_notebook.exec.forked import Forked
-from rho_notebook.runtime.owner import create_run, execute_run
 from rho_notebook.service import Service
-from rho_notebook.store.journal_reader import read_journal
 from rho_notebook.store.layout import StoreLayout
 
 MS = 1_000_000
@@ -43,12 +40,9 @@ def test_a_real_chain_is_stamped_in_order_and_forked_is_restored(tmp_path: Path)
     (tmp_path / "ends" / "nodes" / "step.py").write_text(ENDS_STEP)
     plan = make_plan(service, tmp_path / "ends", {"wf.star": python_chain(4)})
     with watched_ends() as stamps:
-        run_id = create_run(service.layout, plan)
-        state = asyncio.run(execute_run(service.layout, run_id, resume=False))
-        events = read_journal(service.layout.run_dir(run_id) / "events.jsonl").events
+        events = run_once(service, plan).journal  # raises SystemExit unless every node succeeded
         reported = dict(stamps.reported)
         stamps.take_run(events)
-    assert state.outcome == "success"
     assert (Forked.__init__, Forked.finish, Forked._close) == originals
     pids = {e["node"]: e["pid"] for e in events if e["kind"] == "process_started"}
     assert len(pids) == 4 and set(reported) == set(pids.values()), "every forked attempt's report was stamped"
