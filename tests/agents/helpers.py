@@ -21,6 +21,7 @@ from rho_notebook.model.reference import Template
 from rho_notebook.model.schema import EnumSchema, RecordSchema, Schema, StringSchema
 from rho_notebook.store.artifacts import AttemptFiles
 from tests.agents.fakeserver import OPENAI, ScriptedServer, Wire
+from tests.processes import alive
 
 SECRET = "sk-test-0123456789-SECRET-abcdef"
 KEY_ENV = "RHO_TEST_PROVIDER_KEY"
@@ -170,12 +171,10 @@ def assert_no_secret(root: Path, secret: str = SECRET) -> None:
 def process_alive(pid: int, command: str) -> bool:
     """Whether ``pid`` is a live (non-zombie) process running ``command`` (guards against PID reuse)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    state = stat.rsplit(") ", 1)[1][0]
-    return state != "Z" and command.encode() in cmdline
+    return command.encode() in cmdline and alive(pid)
 
 
 FAKE_CLAUDE = f"""#!{sys.executable}
