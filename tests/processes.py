@@ -1,31 +1,31 @@
 """Whether a process the test started or stopped still runs.
 
-Read from ``/proc/PID/stat``: a zombie (exited, not yet reaped; this VM's init does not reap
-orphans, and a detached run owner is one) counts as gone, which ``os.kill(pid, 0)`` would not
-see. A process reaped between opening its ``stat`` and reading it raises ``ProcessLookupError``
-(ESRCH) rather than ``FileNotFoundError``; both mean gone.
+Asked through a pidfd (``pidfd_open``), which turns readable once *every* thread of the process
+has exited: a multi-threaded run owner killed with SIGKILL shows its main thread as a zombie in
+``/proc/PID/stat`` while its other threads still exit and hold its descriptors (and so its
+``flock`` on the run), which is why a ``/proc`` state check is not used here. A zombie (exited,
+not yet reaped; this VM's init does not reap orphans, and a detached run owner is one) counts as
+gone, which ``os.kill(pid, 0)`` would not see; a reaped process is gone (``ProcessLookupError``).
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return raw[raw.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+import os
+import select
 
 
 def wait_gone(pid: int, timeout: float = 30.0) -> bool:
-    """Poll until ``pid`` is gone, ``timeout`` seconds at most; whether it went."""
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    """Wait until every thread of ``pid`` has exited, ``timeout`` seconds at most; whether it did."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    finally:
+        os.close(pidfd)
+
+
+def alive(pid: int) -> bool:
+    """True while some thread of ``pid`` has not exited."""
+    return not wait_gone(pid, 0)
