@@ -100,7 +100,8 @@ def watched_ends() -> Iterator[EndStamps]:
 
             def exited() -> None:
                 loop.remove_reader(pidfd)
-                stamps.exited.setdefault(pid, time.monotonic_ns())
+                if pid not in stamps.reported:  # a report taken first, in the same pass: its exit is not known
+                    stamps.exited.setdefault(pid, time.monotonic_ns())
 
             loop.add_reader(pidfd, exited)
 
