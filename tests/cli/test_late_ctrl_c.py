@@ -41,6 +41,9 @@ def _entry(verb: str) -> subprocess.CompletedProcess[str]:
     """``python -m rho_notebook runs`` with ``verb`` as the verb's handler."""
     script = (
         "import os, runpy, signal, sys, threading, time\n"
+        # As a shell's foreground job has it, whatever this test's runner inherited: a runner
+        # started in the background of a non-interactive shell ignores SIGINT, and so would we.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import rho_notebook.cli.main as cli\n"
         + textwrap.dedent(verb)
         + "cli.handler_of = lambda name: verb\n"
