@@ -16,7 +16,10 @@ loop then takes it (:meth:`rho_notebook.exec.forked.Forked.finish`). The owner's
 here (``time.monotonic_ns``, the clock every process shares): a reader on each attempt's pidfd
 and the report's arrival, with :class:`~rho_notebook.exec.forked.Forked` patched meanwhile
 (``bench.run_phases.patched``); the node's side is its own return value. Each attempt is matched
-to its node by the ``process_started`` record's pid. Used by ``bench/python_nodes.py --ends N``.
+to its node by the ``process_started`` record's pid. An attempt whose report the loop took before
+its pidfd's reader, in the same pass, has no exit stamp (when it exited is not known) and counts
+in neither stage, so a stage's ``n`` can be below the attempts run; more of them left out means a
+busier loop. Used by ``bench/python_nodes.py --ends N``.
 """
 
 from __future__ import annotations
