@@ -511,3 +511,33 @@ def test_every_problem_reported_at_once(project: Project) -> None:
     with pytest.raises(InvalidWorkflow) as caught:
         project.plan("wf.star")
     assert len(caught.value.diagnostics()) == 2
+
+
+@pytest.mark.parametrize(
+    ("typed", "hint"),
+    [
+        ("node", "did you mean one of the node constructors `agent`, `command`, `shell`, `approval`, `python`?"),
+        ("input_string", "did you mean `input.string`?"),
+        ("schema_integer", "did you mean `schema.integer`?"),
+        ("cond_any", "did you mean `condition.any`?"),
+        ("command_json", "did you mean `command`?"),
+    ],
+)
+def test_a_name_close_to_a_private_builtin_is_pointed_at_its_public_form(
+    project: Project, typed: str, hint: str
+) -> None:
+    """Starlark suggests the closest name in scope; the prelude's private builtins (``_node``,
+    ``_input_string``) are in scope, but a person should be told what to write."""
+    project.write("wf.star", star(f"x = {typed}\nreturn workflow(name = 'a', nodes = [])"))
+    with pytest.raises(InvalidWorkflow) as caught:
+        project.plan("wf.star")
+    (found,) = caught.value.diagnostics()
+    assert found.rule == "starlark.error" and found.line == 2
+    assert found.message == f"Variable `{typed}` not found, {hint}"
+
+
+def test_a_name_close_to_a_private_name_of_the_persons_own_keeps_its_hint(project: Project) -> None:
+    project.write("wf.star", "_helper = 1\n" + star("return workflow(name = 'a', nodes = [helper])"))
+    with pytest.raises(InvalidWorkflow) as caught:
+        project.plan("wf.star")
+    assert "did you mean `_helper`?" in caught.value.diagnostics()[0].message

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from rho_notebook.source._starlark.session import Session
 
-_STRUCTS = """
+STRUCTS_SOURCE = """
 input = struct(string = _input_string, integer = _input_integer, bool = _input_bool,
                enum = _input_enum, enum_ = _input_enum)
 schema = struct(null = _schema_null, bool = _schema_bool, integer = _schema_integer,
@@ -37,9 +37,9 @@ def define(inputs = {}, build = None, budget = None, **kwargs):
 def _rho_budgeted(graph, defined):
     return dict(graph, budget = defined["budget"]) if defined.get("budget") != None and type(graph) == "dict" else graph
 """
-PRELUDE_SOURCE = _STRUCTS + EXACT_CONSTRUCTORS
+PRELUDE_SOURCE = STRUCTS_SOURCE + EXACT_CONSTRUCTORS
 """The prelude of the exact mode: every argument crosses into Python value by value."""
-FAST_PRELUDE_SOURCE = _STRUCTS + FAST_CONSTRUCTORS
+FAST_PRELUDE_SOURCE = STRUCTS_SOURCE + FAST_CONSTRUCTORS
 """The prelude of the fast mode (:mod:`.crossing`); it needs the ``json`` library in its globals."""
 
 

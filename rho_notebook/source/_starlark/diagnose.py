@@ -88,7 +88,48 @@ def _starlark_error(text: str) -> dict[str, Any]:
     message = re.sub(
         r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message)
     )
-    return {"rule": rule, "message": message, "file": at[0], "line": at[1], "column": at[2]}
+    return {"rule": rule, "message": public_hint(message), "file": at[0], "line": at[1], "column": at[2]}
+
+
+_HINT = re.compile(r", did you mean `(_\w+)`\?")
+
+
+def public_hint(message: str) -> str:
+    """``message`` with Starlark's "did you mean" naming what a person can write: the closest
+    name in scope can be one of the prelude's private builtins (``input_string`` ->
+    ``_input_string``, ``node`` -> ``_node``), which is then replaced by its public form
+    (``input.string``, the node constructors) or dropped. A private name of the person's own
+    stays suggested."""
+    found = _HINT.search(message)
+    if found is None:
+        return message
+    name = found.group(1)
+    public = _public_forms().get(name)
+    if public is None and name not in _private_names():
+        return message
+    hint = f", did you mean {public}?" if public is not None else ""
+    return message[: found.start()] + hint + message[found.end() :]
+
+
+def _public_forms() -> dict[str, str]:
+    """Private builtin -> how a person writes it (the prelude's structs and constructors)."""
+    from rho_notebook.source._starlark.builtins import STRUCTS_SOURCE
+    from rho_notebook.source._starlark.crossing import NODE_KINDS
+
+    constructors = ", ".join(f"`{kind}`" for kind in NODE_KINDS)
+    forms = {"_node": f"one of the node constructors {constructors}", "_workflow": "`workflow`"}
+    forms.update({f"_{kind}_json": f"`{kind}`" for kind in NODE_KINDS})
+    for struct, fields in re.findall(r"^(\w+) = struct\(([^)]*)\)", STRUCTS_SOURCE, re.M):
+        for field, private in re.findall(r"(\w+) = (_\w+)", fields):
+            forms.setdefault(private, f"`{struct}.{field}`")
+    return forms
+
+
+def _private_names() -> set[str]:
+    """Every private name the preludes give a module."""
+    from rho_notebook.source._starlark.builtins import FAST_PRELUDE_SOURCE, PRELUDE_SOURCE
+
+    return set(re.findall(r"\b_\w+", PRELUDE_SOURCE + FAST_PRELUDE_SOURCE))
 
 
 def location_of(text: str) -> list[Any]:
