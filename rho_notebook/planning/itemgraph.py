@@ -73,14 +73,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from difflib import get_close_matches
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, MappingError, SourceError
+from rho_notebook.model.item_edges import Edge
 from rho_notebook.model.itemgraph import (
     GRAPH_SUFFIXES,
     INNER_KINDS,
@@ -92,6 +94,7 @@ from rho_notebook.model.itemgraph import (
     FieldDecl,
     InnerCommandParams,
     ItemGraph,
+    Step,
     StepParams,
 )
 from rho_notebook.model.mapping import is_mapping, looks_like_mapping, parse_mapping
@@ -206,8 +209,11 @@ def _inner_params(inner: Any, where: Path_) -> list[tuple[Any, dict[str, Any], P
 
 
 def _check_params(document: Document, kind: Any, params: dict[str, Any], where: Path_) -> None:
-    """The mapping rules on one step's (or an aggregate's inner step's) raw params at ``where``."""
-    model = (INNER_PARAMS_BY_KIND if len(where) > 3 else PARAMS_BY_KIND).get(kind) if isinstance(kind, str) else None
+    """The mapping rules on one step's (or an aggregate's inner step's) raw params at ``where``;
+    none for a kind that does not exist (its finding says so, and its params mean nothing yet)."""
+    if kind not in (INNER_KINDS if len(where) > 3 else STEP_KINDS):
+        return
+    model = (INNER_PARAMS_BY_KIND if len(where) > 3 else PARAMS_BY_KIND).get(kind)
     mapped = model.mapped() if model is not None else ()
     for name, value in params.items():
         if (kind == "code" and name == "source") or (kind == "aggregate" and name == "step"):
@@ -291,12 +297,15 @@ def _resolved_code_arguments(graph: ItemGraph, text: str, *, path: Path, display
 def _model_findings(document: Document, err: ValidationError) -> None:
     data = document.data
     problems = err.errors()
+    guesses, guessed = _guesses(problems)
     for problem in problems:
         loc: Path_ = tuple(problem["loc"])
         kind = problem["type"]
         if kind == "too_short" and any(len(p["loc"]) > len(loc) and p["loc"][: len(loc)] == loc for p in problems):
             continue  # the list is "empty" only because its items failed, reported on their own
         loc = _untagged(loc)
+        if kind == "missing" and loc in guessed:
+            continue  # misspelled, not missing: the unknown field's finding names it
         step, field, subject = subject_of(data, loc)
         message = str(problem["msg"]).removeprefix("Value error, ")
         inner = loc[2:4] == ("params", "step")
@@ -333,9 +342,48 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             step, field, subject = subject_of(data, loc[:-1])
             document.add(loc[:-1], "graph.field", f"{subject}: keys are text; quote the key", step=step, field=field)
         elif kind == "extra_forbidden":
-            document.add(loc, "graph.field", f"{subject}: unknown field", step=step, field=field, key=True)
+            guess = f"; did you mean {guesses[loc]!r}?" if loc in guesses else ""
+            document.add(loc, "graph.field", f"{subject}: unknown field{guess}", step=step, field=field, key=True)
         else:
             document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
+
+
+_STEP_KEYS = tuple(sorted({name for model in get_args(get_args(Step)[0]) for name in model.model_fields}))
+_EDGE_KEYS = tuple(field.alias or name for name, field in Edge.model_fields.items())
+
+
+def _guesses(problems: list[Any]) -> tuple[dict[Path_, str], set[Path_]]:
+    """For each unknown field (untagged path), the known one it most likely misspells: a required
+    field missing beside it, or one of the keys its document, step or edge takes; and the paths of
+    the missing fields so named, whose own finding would only repeat it (``too:`` for ``to:``)."""
+    missing: dict[Path_, list[str]] = {}
+    for problem in problems:
+        if problem["type"] == "missing":
+            loc = _untagged(tuple(problem["loc"]))
+            missing.setdefault(loc[:-1], []).append(str(loc[-1]))
+    guesses: dict[Path_, str] = {}
+    guessed: set[Path_] = set()
+    for problem in problems:
+        loc = _untagged(tuple(problem["loc"]))
+        if problem["type"] != "extra_forbidden" or not loc:
+            continue
+        parent, name = loc[:-1], str(loc[-1])
+        beside = missing.get(parent, [])
+        found = get_close_matches(name, beside, n=1) or get_close_matches(name, _keys_at(parent), n=1)
+        if found:
+            guesses[loc] = found[0]
+            if found[0] in beside:
+                guessed.add((*parent, found[0]))
+    return guesses, guessed
+
+
+def _keys_at(parent: Path_) -> tuple[str, ...]:
+    """The keys a document, a step or an edge takes (other mappings: none known here)."""
+    if not parent:
+        return tuple(ItemGraph.model_fields)
+    if len(parent) == 2 and isinstance(parent[1], int):
+        return {"steps": _STEP_KEYS, "edges": _EDGE_KEYS}.get(str(parent[0]), ())
+    return ()
 
 
 def _untagged(loc: Path_) -> Path_:
@@ -370,7 +418,9 @@ def _unknown_param(raw: Any, name: str, *, inner: bool) -> str:
     takes = f"its params are {allowed}" if allowed else "it takes no params"
     if inner and name == "into":
         return f"an aggregate's inner {shown_kind} step has no into: the aggregate's into holds every result; {takes}"
-    return f"unknown param {name!r} for {'an inner' if inner else 'a'} {shown_kind} step; {takes}"
+    close = get_close_matches(name, list(model.model_fields), n=1) if model is not None else []
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown param {name!r} for {'an inner' if inner else 'a'} {shown_kind} step{guess}; {takes}"
 
 
 # -- graph rules -----------------------------------------------------------------------------------

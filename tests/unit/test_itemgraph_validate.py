@@ -123,6 +123,30 @@ def test_an_unknown_step_kind() -> None:
     )
 
 
+def test_an_unknown_kind_is_its_only_finding() -> None:
+    """A step whose kind does not exist has no params to check yet: its mappings are not
+    reported as mappings in a field that takes none."""
+    found = only(TRIAGE.replace("{id: start, kind: set,", "{id: start, kind: sett,"), "graph.kind")
+    assert found.step == "start" and "unknown step kind 'sett'" in found.message
+
+
+def test_a_misspelled_field_is_named_with_the_one_meant() -> None:
+    found = only(TRIAGE.replace("{from: route, to: low}", "{from: route, too: low}"), "graph.field")
+    assert found.message == "edge 3 (route -> None), field 'too': unknown field; did you mean 'to'?"
+    assert (found.field, found.line) == ("too", 13)
+    found = only(TRIAGE.replace("{id: route, kind: branch}", "{id: route, kind: branch, parms: {}}"), "graph.field")
+    assert found.message == "step 'route', field 'parms': unknown field; did you mean 'params'?"
+    found = only(TRIAGE.replace("steps:", "stepz: []\nsteps:"), "graph.field")
+    assert found.message == "field 'stepz': unknown field; did you mean 'steps'?"
+    found = only(TRIAGE.replace("{id: route, kind: branch}", "{id: route, kind: branch, colour: red}"), "graph.field")
+    assert found.message == "step 'route', field 'colour': unknown field"
+    found = only(TRIAGE.replace("{fields: {level: low}}", "{fieldz: {level: low}}"), "graph.param")
+    assert (
+        found.message
+        == "step 'low': unknown param 'fieldz' for a set step (did you mean 'fields'?); its params are fields"
+    )
+
+
 def test_a_step_without_a_kind() -> None:
     found = only(TRIAGE.replace("{id: done, kind: output}", "{id: done}"), "graph.kind")
     assert found.step == "done" and "no kind" in found.message
