@@ -24,6 +24,10 @@
     not flagged, and a ``"recovery"`` in it is checked like ``recovery=``: a literal dict
     (``**{...}``), or a name bound once, at module level, to a literal dict with string keys and
     used nowhere but in ``**NAME`` (``LIMITS = {"timeout_seconds": 60, ...}``).
+``script.import_name`` / ``script.step_argument`` (errors)
+    A name ``rho_notebook.script`` or ``rho_notebook.flow`` does not provide, imported; a step
+    call with an argument its function does not take or without one it needs
+    (:mod:`~rho_notebook.planning.script_api`).
 ``script.step_id`` (error)
     A literal ``step_id=`` (a string, or the literal parts of an f-string) that breaks the
     step-id grammar ``[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}`` or is a reserved ``call-N``: the
@@ -50,6 +54,7 @@ import re
 from typing import Any
 
 from rho_notebook.planning._findings import Finding, Severity
+from rho_notebook.planning.script_api import argument_problems, missing_name
 from rho_notebook.planning.script_inputs import declaration, finding_at, parse_script
 from rho_notebook.script.channel import STEP_ID_PATTERN, STEP_ID_TEXT, step_id_problem
 
@@ -114,6 +119,10 @@ class _Linter:
         self.forks = False
         self.splat_dicts: dict[str, ast.Dict] = {}
         """Names whose ``**NAME`` the linter reads: see :meth:`readable_splats`."""
+        self.step_functions: dict[str, str] = {}
+        """Local name -> step function of ``rho_notebook.script`` it names (``from ... import run_step``)."""
+        self.script_modules: set[str] = set()
+        """Dotted names that are the ``rho_notebook.script`` module (``import rho_notebook.script as rs``)."""
 
     def add(self, node: ast.AST, rule: str, message: str, severity: Severity = "error") -> None:
         self.found.append(finding_at(node, self.display, rule, message, severity))
@@ -162,14 +171,28 @@ class _Linter:
         if node.module == "rho_notebook":
             for alias in node.names:
                 self.rho_import(node, f"rho_notebook.{alias.name}")
+                if alias.name == "script":
+                    self.script_modules.add(alias.asname or alias.name)
         else:
             self.rho_import(node, node.module)
         for alias in node.names:
             self.imported_name(node, node.module, alias)
+            if node.module in _ALLOWED_IMPORTS:
+                self.api_name(node, node.module, alias)
+
+    def api_name(self, node: ast.ImportFrom, module: str, alias: ast.alias) -> None:
+        """``script.import_name``; a step function imported under a name of its own."""
+        problem = missing_name(module, alias.name)
+        if problem is not None:
+            self.add(node, "script.import_name", f"from {module} import {alias.name}: {problem}")
+        elif module == "rho_notebook.script" and alias.name in _STEP_CALLS:
+            self.step_functions[alias.asname or alias.name] = alias.name
 
     def plain_import(self, node: ast.Import) -> None:
         for alias in node.names:
             self.rho_import(node, alias.name)
+            if alias.name == "rho_notebook.script":
+                self.script_modules.add(alias.asname or alias.name)
             root = alias.name.split(".")[0]
             if root in _NONDETERMINISTIC:
                 self.module_alias[alias.asname or root] = root
@@ -273,6 +296,8 @@ class _Linter:
             elif name.endswith(".urandom") and name.count(".") == 1 and head == "os":
                 self.nondeterministic(call, "call of os.urandom()")
         callee = _callee(call)
+        if isinstance(call.func, ast.Name) and call.func.id in self.step_functions:
+            callee = self.step_functions[call.func.id]  # imported under another name
         if callee in _STEP_CALLS:
             self.step_call(call, callee, in_executor=in_executor)
         elif callee == "get" and isinstance(call.func, ast.Attribute) and self.is_inputs(call.func.value):
@@ -280,6 +305,10 @@ class _Linter:
                 self.input_key(call.args[0], call.args[0].value)
 
     def step_call(self, call: ast.Call, callee: str, *, in_executor: bool) -> None:
+        function = self.step_function(call)
+        if function is not None:
+            for problem in argument_problems(function, call, self.splat_entries(call)):
+                self.add(call, "script.step_argument", problem)
         step_id = _keyword(call, "step_id")
         if step_id is None or (isinstance(step_id.value, ast.Constant) and step_id.value.value is None):
             if in_executor and not _has_splat(call):
@@ -307,6 +336,14 @@ class _Linter:
             policy = None if entries is None else entries.get("recovery")
         if policy is not None:
             self.recovery(policy)
+
+    def step_function(self, call: ast.Call) -> str | None:
+        """The step function of ``rho_notebook.script`` that ``call`` calls, if it is one."""
+        if isinstance(call.func, ast.Name):
+            return self.step_functions.get(call.func.id)
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _STEP_CALLS:
+            return call.func.attr if _dotted(call.func.value) in self.script_modules else None
+        return None
 
     def readable_splats(self, nodes: list[ast.AST]) -> None:
         """The names bound once, at module level, to a literal dict with string keys, and used
