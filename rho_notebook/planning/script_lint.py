@@ -26,7 +26,7 @@
     used nowhere but in ``**NAME`` (``LIMITS = {"timeout_seconds": 60, ...}``).
 ``script.import_name`` / ``script.step_argument`` (errors)
     A name ``rho_notebook.script`` or ``rho_notebook.flow`` does not provide, imported; a step
-    call with an argument its function does not take or without one it needs
+    call with a keyword its function does not take, or more positional arguments than it takes
     (:mod:`~rho_notebook.planning.script_api`).
 ``script.step_id`` (error)
     A literal ``step_id=`` (a string, or the literal parts of an f-string) that breaks the
