@@ -9,7 +9,8 @@ starts (one fsync, as a graph node's launch); a journaled success always has its
   in the ``node_finished`` record itself (:data:`STEP_VALUE_FIELD`), which becomes durable with the
   next launch's fsync as every record does (group commit, :mod:`rho_notebook.runtime.driver`); its
   ``value.json`` is a copy the run's artifact writer makes, atomically but not durably, without
-  anyone waiting (as a node's ``stdout`` and ``exit.json`` are). A replay reads the copy, and the
+  anyone waiting (as a node's ``stdout`` and ``exit.json`` are), and only when the step wrote
+  something else (a silent step gets no folder, as a silent command node gets none). A replay reads the copy, and the
   record when the copy is gone or torn (a machine that stopped before writing it back:
   :mod:`rho_notebook.runtime.script_values`). So a step waits on the fsyncs a command node waits on,
   and on none for its value file (two before, each a journal commit of the filesystem that the next
@@ -17,8 +18,8 @@ starts (one fsync, as a graph node's launch); a journaled success always has its
 * a bigger one, a failure's, and any value of a step runner other than :class:`StepRunner` (a
   recording) is written to ``value.json`` durably before ``node_finished`` is journaled.
 
-A :class:`StepRunner` gets the run's lazily made attempt folder (a silent command makes it only
-for its value) and the run's kept verified descriptors, as a graph node's executor does.
+A :class:`StepRunner` gets the run's lazily made attempt folder (a command that succeeds silently
+makes none) and the run's kept verified descriptors, as a graph node's executor does.
 """
 
 from __future__ import annotations
@@ -255,7 +256,8 @@ async def _store_value(attempt_dir: Path, files: AttemptFiles | None, payload: d
     if inline and files is not None and _within(payload, JOURNALED_VALUE_BYTES) is not None:
         data = json_bytes(payload, compact=True)  # (indented JSON takes the slow pure-Python encoder)
         if len(data) <= JOURNALED_VALUE_BYTES:
-            files.write_later(VALUE_FILE, data)
+            if files.prepared:  # a silent step gets no folder for its copy, as a silent command node
+                files.write_later(VALUE_FILE, data)
             return True
     if files is not None:
         await files.ready()

@@ -499,7 +499,7 @@ class StepRunner:
         else:
             streams = await asyncio.to_thread(_read_streams, attempt.attempt_dir, done.artifacts)
         # (a step that printed nothing gets no exit.json, as a silent command node gets none: its
-        # exit record is journaled with node_finished; its folder holds only the value copy)
+        # exit record is journaled with node_finished, and a small value with it)
         code = done.exit.get("code") if done.exit is not None else None
         value = {"exit_code": code, "stdout": streams["stdout"], "stderr": streams["stderr"]}
         message = done.message

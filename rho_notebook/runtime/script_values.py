@@ -7,9 +7,9 @@ prepares to its journaled digest becomes an *offer*: the script process may answ
 itself and only report it (see :mod:`rho_notebook.script.channel`).
 
 A small success's value is also journaled with its ``node_finished``
-(:mod:`rho_notebook.runtime.script_attempts`) and its ``value.json`` written without waiting: when
-that copy is missing or torn (the owner or the machine stopped before it was written), the value
-is taken from the journal.
+(:mod:`rho_notebook.runtime.script_attempts`) and its ``value.json`` written without waiting (a
+silent step's not at all): when that copy is missing or torn (a silent step, or the owner or the
+machine stopped before it was written), the value is taken from the journal.
 """
 
 from __future__ import annotations

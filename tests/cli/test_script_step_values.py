@@ -1,11 +1,15 @@
 """Where a script step's value is kept (runtime/script_attempts.py, script_values.py): a small
 success travels in its ``node_finished`` record and its ``value.json`` is a copy written without
-waiting; a replay whose copy is gone or torn answers from the journal, running nothing again."""
+waiting, made only when the step has a folder anyway (a silent step gets none, as a silent command
+node gets none); a replay whose copy is gone or torn answers from the journal, running nothing
+again."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
 from rho_notebook.runtime.script_attempts import STEP_VALUE_FIELD
@@ -37,15 +41,19 @@ def test_a_small_success_is_journaled_with_its_node_finished_and_copied_to_its_v
     result, run_id = run(project, script)
     assert result.returncode == 1, result.stdout + result.stderr
     records = finished(project, run_id)
-    for key in ("small", "silent"):
-        stored = json.loads((attempt_dir(project, run_id, key) / "value.json").read_text())
-        assert records[key][STEP_VALUE_FIELD] == stored
-    assert records["small"][STEP_VALUE_FIELD] == {
-        "output": "one\n",
-        "value": {"exit_code": 0, "stdout": "one\n", "stderr": ""},
-    }
-    # a silent step's folder holds only its value (its exit record is journaled, as a node's)
-    assert {p.name for p in attempt_dir(project, run_id, "silent").iterdir()} == {"value.json"}
+    stored = json.loads((attempt_dir(project, run_id, "small") / "value.json").read_text())
+    assert (
+        records["small"][STEP_VALUE_FIELD]
+        == stored
+        == {
+            "output": "one\n",
+            "value": {"exit_code": 0, "stdout": "one\n", "stderr": ""},
+        }
+    )
+    # a silent step leaves no folder, as a silent command node leaves none: its value and its exit
+    # record are journaled with its node_finished
+    assert not (project.home / "workflows" / "runs" / run_id / "nodes" / "silent").exists()
+    assert records["silent"][STEP_VALUE_FIELD] == {"output": "", "value": {"exit_code": 0, "stdout": "", "stderr": ""}}
     assert records["silent"]["exit"]["code"] == 0
     # one that printed has its streams and exit.json, as a command node's folder
     assert {"stdout", "exit.json", "value.json"} <= {p.name for p in attempt_dir(project, run_id, "small").iterdir()}
@@ -59,12 +67,21 @@ def test_a_small_success_is_journaled_with_its_node_finished_and_copied_to_its_v
     assert failed["value"] == {"exit_code": 4, "stdout": "", "stderr": "no\n"}
 
 
-def test_a_replay_whose_value_copy_is_gone_or_torn_answers_from_the_journal(project: Project) -> None:
+def lose_copy(path: Path, how: str) -> None:
+    """What a machine crash may leave of a copy written without waiting: none, or an empty file."""
+    if how == "gone":
+        path.unlink()
+    else:
+        path.write_text("")
+
+
+@pytest.mark.parametrize("how", ["gone", "torn"])
+def test_a_replay_whose_value_copy_is_gone_or_torn_answers_from_the_journal(project: Project, how: str) -> None:
     script = write_script(project, BODY)
     result, run_id = run(project, script)
     assert result.returncode == 1, result.stdout + result.stderr
-    (attempt_dir(project, run_id, "small") / "value.json").unlink()  # never written: the owner stopped
-    (attempt_dir(project, run_id, "silent") / "value.json").write_text("")  # torn by a crash
+    lose_copy(attempt_dir(project, run_id, "small") / "value.json", how)
+    assert not attempt_dir(project, run_id, "silent").exists()  # (a silent step has no copy)
 
     (project.root / "go").write_text("")
     resume(project, run_id)  # (it reports the torn copy as damage when it shows the step's value)
@@ -84,14 +101,15 @@ def test_a_replay_whose_value_copy_is_gone_or_torn_answers_from_the_journal(proj
     ]
 
 
-def test_result_shows_a_journaled_value_whose_copy_is_gone_or_torn(project: Project) -> None:
+@pytest.mark.parametrize("how", ["gone", "torn"])
+def test_result_shows_a_journaled_value_whose_copy_is_gone_or_torn(project: Project, how: str) -> None:
     """After a machine crash a small step's value.json copy may be missing or torn: ``result``
     answers from the step's node_finished record instead of calling the store damaged."""
     script = write_script(project, BODY)
     _, run_id = run(project, script)
     before = json.loads(project.cli("result", run_id, "--output", "json").stdout)["nodes"]
-    (attempt_dir(project, run_id, "small") / "value.json").unlink()
-    (attempt_dir(project, run_id, "silent") / "value.json").write_text("")
+    lose_copy(attempt_dir(project, run_id, "small") / "value.json", how)
+    assert not attempt_dir(project, run_id, "silent").exists()  # (a silent step has no copy)
     shown = project.cli("result", run_id, "--output", "json")
     assert shown.returncode == 0, shown.stderr
     after = json.loads(shown.stdout)["nodes"]
