@@ -35,7 +35,7 @@ Goals, both on the step span (interpreter start excluded):
 ``--budget N`` then runs the executed script and the graph N more times each, alternated, and
 prints where a step's wall time goes in processor time (bench/cpu_budget.py, per step of the whole
 run, the script interpreter's start included): the run's event loop, the owner's other threads
-(its writer, which makes each step's attempt folder and ``value.json`` copy), the child processes
+(its writer, which makes the attempt folder of a step that printed), the child processes
 (the script's interpreter and every ``true``), the loop's wait for a processor, and how many
 processors all of them kept busy. ``--timeline N`` runs each N more times and prints a step's
 critical path instead: the median time between consecutive marks of one cycle, ``node_finished``
