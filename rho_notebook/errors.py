@@ -160,10 +160,21 @@ class StoreUnsafe(StoreError):
 
 
 class NotFound(StoreError):
-    """No plan or run matches the given ID or prefix."""
+    """No plan or run matches the given ID or prefix; ``listers`` are the verbs that list them
+    (``runs``, ``plans``), named as ``rho-notebook`` commands unless a front end spells its own
+    (:meth:`listed_with`)."""
 
     rule = "not_found"
     http_status = 404
+
+    def __init__(self, message: str, *, listers: tuple[str, ...] = ()) -> None:
+        self.problem, self.listers = message, listers
+        super().__init__(self.listed_with("`rho-notebook {}`"))
+
+    def listed_with(self, command: str) -> str:
+        """The message, its listing verbs spelled by ``command`` (a format with one ``{}``)."""
+        hint = " and ".join(command.format(verb) for verb in self.listers)
+        return f"{self.problem}; list them with {hint}" if hint else self.problem
 
 
 class AmbiguousId(StoreError):
@@ -338,26 +349,10 @@ class AnswerError(RhoError):
 
 
 FailureKind = Literal[
-    "config",
-    "credential",
-    "transport",
-    "http",
-    "auth",
-    "rate_limited",
-    "malformed",
-    "timeout",
-    "cancelled",
-    "node_timeout",
-    "tool_budget",
-    "turn_budget",
-    "truncated",
-    "empty_answer",
-    "not_json",
-    "schema",
-    "too_large",
-    "template",
-    "claude",
-]
+    "config", "credential", "transport", "http", "auth", "rate_limited", "malformed", "timeout", "cancelled",
+    "node_timeout", "tool_budget", "turn_budget", "truncated", "empty_answer", "not_json", "schema", "too_large",
+    "template", "claude",
+]  # fmt: skip
 FAILURE_KINDS: tuple[str, ...] = FailureKind.__args__  # type: ignore[attr-defined]
 """Every way an agent attempt can fail (``usage.json`` ``failure.kind``); see docs/providers.md."""
 

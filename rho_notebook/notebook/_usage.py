@@ -7,7 +7,7 @@ import re
 
 from IPython.core.error import UsageError
 
-from rho_notebook.errors import InvalidWorkflow, RhoError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 
 __all__ = ["diagnostics_text", "usage_error"]
 
@@ -32,4 +32,6 @@ def diagnostics_text(err: InvalidWorkflow, *, what: str, retry: str | None = Non
 def usage_error(err: RhoError, *, what: str = "") -> UsageError:
     if isinstance(err, InvalidWorkflow):
         return UsageError(diagnostics_text(err, what=what or "the workflow"))
+    if isinstance(err, NotFound):  # what lists the runs and plans here is a %workflow verb
+        return UsageError(f"error[{err.rule}]: {err.listed_with('%workflow {}')}")
     return UsageError(f"error[{err.rule}]: {err.message}")

@@ -198,8 +198,7 @@ def resolve_graph(layout: StoreLayout, target: str) -> GraphRef:
                     return _run_ref(runs, run_id)
             except (RhoError, OSError):
                 continue
-        msg = f"no stored plan or run has graph digest {target}; list plans with `rho-notebook plans`"
-        raise NotFound(msg)
+        raise NotFound(f"no stored plan or run has graph digest {target}", listers=("plans",))
     plan_hit = _match(plans.resolve, target)
     run_hit = _match(runs.resolve, target)
     if plan_hit is not None and run_hit is not None:
@@ -209,8 +208,8 @@ def resolve_graph(layout: StoreLayout, target: str) -> GraphRef:
         return plan_ref(plans.load(plan_hit))
     if run_hit is not None:
         return _run_ref(runs, run_hit)
-    msg = f"{target!r} is neither a plan ID, a run ID nor a graph digest (sha256:...); list them with `rho-notebook plans` and `rho-notebook runs`"
-    raise NotFound(msg)
+    msg = f"{target!r} is neither a plan ID, a run ID nor a graph digest (sha256:...)"
+    raise NotFound(msg, listers=("plans", "runs"))
 
 
 def compare(layout: StoreLayout, old: GraphRef, new: GraphRef) -> DiffResult:

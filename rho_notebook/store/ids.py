@@ -32,8 +32,7 @@ def match_id(prefix: str, known: Iterable[str], *, what: str) -> str:
         raise NotFound(msg)
     hits = sorted(k for k in known if k.startswith(cleaned))
     if not hits:
-        msg = f"no {what} matches {prefix!r}; list them with `rho-notebook {what}s`"
-        raise NotFound(msg)
+        raise NotFound(f"no {what} matches {prefix!r}", listers=(f"{what}s",))
     if len(hits) > 1:
         shown = ", ".join(hits[:5])
         msg = f"{what} ID prefix {prefix!r} is ambiguous: it matches {len(hits)} ({shown}); give more characters"

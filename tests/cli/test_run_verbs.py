@@ -122,7 +122,7 @@ def test_ambiguous_and_unknown_prefixes(project: Project) -> None:
     ambiguous = project.cli("status", "0")
     assert ambiguous.returncode == 1 and "ambiguous" in ambiguous.stderr
     unknown = project.cli("status", "ffff")
-    assert unknown.returncode == 1 and "no run matches" in unknown.stderr
+    assert unknown.returncode == 1 and "no run matches 'ffff'; list them with `rho-notebook runs`" in unknown.stderr
 
 
 def test_usage_error_exit_code(project: Project) -> None:

@@ -226,7 +226,8 @@ def test_cancel_and_resume_verbs(ip: Any, ws: Project) -> None:
 def test_user_mistakes_are_usage_errors(ip: Any, ws: Project) -> None:
     assert "invalid choice" in usage_error(ip, "%workflow frobnicate")
     assert "required" in usage_error(ip, "%workflow status")
-    assert "no run matches" in usage_error(ip, "%workflow status 0000")
+    # the way to list the runs is the notebook's own verb, not the terminal's command
+    assert usage_error(ip, "%workflow status 0000").endswith("no run matches '0000'; list them with %workflow runs")
     assert "floats are not supported" in usage_error(ip, "%workflow validate hello --input who=1.5")
     assert "neither" in usage_error(ip, "%workflow validate nothing-here")
     ok(ip, HELLO)
