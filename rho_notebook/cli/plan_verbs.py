@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import InvalidWorkflow
@@ -69,14 +70,19 @@ def _placement_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def print_script_warnings(service: Service, path: Path, *, flow: str | None) -> None:
+    """The lint warnings of a script or flow module on stderr (its errors stop the plan)."""
+    for finding in run_sync(service.lint_script(path, flow=flow)):
+        if finding.severity == "warning":
+            print(finding.render(), file=sys.stderr)
+
+
 def _run(args: argparse.Namespace, *, store: bool) -> int:
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits())
     request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
-    if args.file.suffix == ".py":  # a script's lint warnings (its errors stop the plan below)
-        for finding in run_sync(service.lint_script(args.file)):
-            if finding.severity == "warning":
-                print(finding.render(), file=sys.stderr)
+    if args.file.suffix == ".py":
+        print_script_warnings(service, args.file, flow=getattr(args, "flow", None))
     plan = run_sync(service.plan(request) if store else service.validate(request))
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
@@ -143,7 +149,7 @@ def _validate_flow(args: argparse.Namespace) -> int:
     """``validate FLOW.py --flow NAME``: lint the module, compile the workflow (its top-level code
     runs in the frozen interpreter; no model is called) and check the manifest; exit 1 on an error."""
     service = Service.default()
-    findings = run_sync(service.lint_script(args.file))
+    findings = run_sync(service.lint_script(args.file, flow=args.flow))
     shown: list[dict[str, Any]] = [f.to_json() for f in findings]
     lines = [f.render() for f in findings]
     errors = sum(1 for f in findings if f.severity == "error")

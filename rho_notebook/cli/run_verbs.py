@@ -171,6 +171,10 @@ def _run_file(args: argparse.Namespace) -> int:
     service = Service.default()
     inputs = parse_input_args(getattr(args, "input", None) or [], limits=load_limits())
     flow = getattr(args, "flow", None)
+    if str(args.plan).endswith(".py"):  # what plan would warn of (a flow run as a script, ...)
+        from rho_notebook.cli.plan_verbs import print_script_warnings
+
+        print_script_warnings(service, Path(args.plan), flow=flow)
     plan = run_sync(service.plan(service.request_for(Path(args.plan), inputs=inputs, flow=flow)))
     kind = "script" if flow is None else f"flow {flow} of"
     if is_graph_file(str(args.plan)):

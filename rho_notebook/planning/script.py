@@ -19,6 +19,7 @@ import ast
 import asyncio
 import os
 import re
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from rho_notebook.planning.inputs import SCRIPT_INPUT_BYTES, check_inputs, check
 from rho_notebook.planning.python import freeze_runtime, frozen_modules
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
+from rho_notebook.planning.script_flows import flows_defined
 from rho_notebook.planning.script_inputs import INPUT_TYPES, NAME, parse_inputs_declaration, parse_script
 from rho_notebook.planning.script_lint import lint_script
 from rho_notebook.planning.seal import FrozenGraph
@@ -156,9 +158,11 @@ def _check_flow_name(text: str, flow: str, display: str) -> None:
         raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
     tree = parse_script(text, display)
     if isinstance(tree, ast.Module) and not _flow_defined(tree, flow):
-        msg = (
-            f"{display} defines no {flow} at its top level; --flow names a Workflow subclass or instance of the module"
-        )
+        defined = flows_defined(tree)
+        close = get_close_matches(flow, defined, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        listed = f": {', '.join(defined)}" if defined else " (it defines none)"
+        msg = f"{display} defines no {flow} at its top level{hint}; --flow names a Workflow subclass or instance the module defines{listed}"
         raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
 
 
@@ -198,7 +202,7 @@ async def freeze_script(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
     """
     entry = request.entry
     label, shown = entry.label, entry.display
-    errors = [f for f in lint_script(entry.text, label, display=shown) if f.severity == "error"]
+    errors = [f for f in lint_script(entry.text, label, display=shown, flow=request.flow) if f.severity == "error"]
     if errors:
         raise InvalidWorkflow([f.diagnostic() for f in errors])
     if request.flow is not None:

@@ -40,6 +40,9 @@
     (:mod:`~rho_notebook.planning.script_inputs`).
 ``python.syntax`` (error)
     The script does not parse.
+``flow.unnamed`` (warning)
+    Checked as a script (no ``--flow``), a module that defines a flow and whose top-level code runs
+    nothing (:mod:`~rho_notebook.planning.script_flows`): the warning names the ``--flow`` to pass.
 ``flow.fork`` (warning)
     A module that imports ``rho_notebook.flow`` creates threads or a pool (``ThreadPoolExecutor``,
     ``Thread``, ``.submit``/``.map`` of an executor) and never calls ``.fork(``: a session sent to
@@ -55,6 +58,7 @@ from typing import Any
 
 from rho_notebook.planning._findings import Finding, Severity
 from rho_notebook.planning.script_api import argument_problems, missing_name
+from rho_notebook.planning.script_flows import unnamed_flow
 from rho_notebook.planning.script_inputs import declaration, finding_at, parse_script
 from rho_notebook.script.channel import STEP_ID_PATTERN, STEP_ID_TEXT, step_id_problem
 
@@ -456,12 +460,15 @@ def _is_get_inputs(expr: ast.expr | None) -> bool:
     return isinstance(expr, ast.Call) and _callee(expr) == "get_inputs" and not expr.args
 
 
-def lint_script(text: str, label: str, *, display: str | None = None) -> list[Finding]:
+def lint_script(text: str, label: str, *, display: str | None = None, flow: str | None = None) -> list[Finding]:
     """Every finding of the rules in this module's docstring, sorted by position; never imports
-    or runs the script. ``display`` names the file in findings (default ``label``)."""
+    or runs the script. ``display`` names the file in findings (default ``label``); ``flow`` is
+    the ``--flow`` it is checked as (None: as a script, which adds ``flow.unnamed``)."""
     shown = display or label
     tree = parse_script(text, shown)
     if isinstance(tree, Finding):
         return [tree]
     declared, found = declaration(tree, shown)
-    return sorted([*found, *_Linter(tree, shown, declared).run()], key=lambda f: (f.line, f.column, f.rule))
+    found += _Linter(tree, shown, declared).run()
+    unnamed = unnamed_flow(tree, shown) if flow is None else None
+    return sorted([*found, *([unnamed] if unnamed else [])], key=lambda f: (f.line, f.column, f.rule))

@@ -119,11 +119,12 @@ async def plan_notebook(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def script_findings(path: Path) -> list[Finding]:
-    """A script's lint findings, read with ``ast``, never imported."""
+def script_findings(path: Path, *, flow: str | None = None) -> list[Finding]:
+    """A script's lint findings (``flow``: those of that flow of the module), read with ``ast``,
+    never imported."""
     check_path(path, argument="file")
     entry = script_entry(path, module_workspace(path))
-    return lint_script(entry.text, entry.label, display=str(path))
+    return lint_script(entry.text, entry.label, display=str(path), flow=flow)
 
 
 def graph_findings(path: Path, *, inputs: Mapping[str, Any] | None, display: str | None) -> list[GraphFinding]:

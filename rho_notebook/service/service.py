@@ -124,10 +124,11 @@ class Service:
         )
 
     @_in_thread
-    def lint_script(self, path: Path) -> list[Finding]:
+    def lint_script(self, path: Path, *, flow: str | None = None) -> list[Finding]:
         """``validate SCRIPT.py``: the script's lint findings (planning/script.py lists the rules),
-        read with ``ast``, never imported; errors make the script invalid, warnings do not."""
-        return parts.planning.script_findings(path)
+        read with ``ast``, never imported; errors make the script invalid, warnings do not.
+        ``flow``: the module is checked as that flow, not as a script."""
+        return parts.planning.script_findings(path, flow=flow)
 
     @_in_thread
     def lint_graph(

@@ -235,6 +235,23 @@ def test_validate_fails_naming_the_module_path_of_an_unknown_agent_and_provider(
     assert server.requests == []
 
 
+def test_a_flow_module_checked_or_run_as_a_script_is_told_the_flow_to_pass(project: Project, serve: Serve) -> None:
+    """Without ``--flow`` a flow module is a script whose top-level code runs nothing: validate,
+    plan and run say so (a warning; the run itself is what was asked for, and calls no model)."""
+    server = serve(echo)
+    setup(project, server, "review.py")
+    warning = "warning[flow.unnamed]: the module defines the flow Review and its top-level code runs nothing"
+    checked = project.cli("validate", "review.py", env=ENV)
+    assert checked.returncode == 0 and warning in checked.stderr and "1 warning" in checked.stdout, checked.stderr
+    for verb in (["plan", "review.py"], ["run", "review.py", "--yes"]):
+        done = project.cli(*verb, env=ENV)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert warning in done.stderr and done.stderr.rstrip().endswith("pass --flow Review"), done.stderr
+    as_flow = project.cli("validate", "review.py", "--flow", "Review", env=ENV)
+    assert as_flow.returncode == 0 and "flow.unnamed" not in as_flow.stdout + as_flow.stderr
+    assert server.requests == []
+
+
 def test_a_flow_plan_keeps_its_manifest_and_needs_a_prompt(project: Project, serve: Serve) -> None:
     server = serve(echo)
     setup(project, server, "review.py")

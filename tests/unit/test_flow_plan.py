@@ -35,7 +35,8 @@ class Team(Workflow):
 
 
 def rules(text: str) -> list[tuple[str, str, int]]:
-    return [(f.rule, f.severity, f.line) for f in lint_script(text, "//team.py")]
+    """The findings of ``text`` checked as the flow ``Team`` (as ``--flow Team`` checks it)."""
+    return [(f.rule, f.severity, f.line) for f in lint_script(text, "//team.py", flow="Team")]
 
 
 def test_a_flow_that_runs_threads_without_fork_gets_a_warning_at_each_thread_line() -> None:
@@ -97,6 +98,33 @@ def test_a_flow_without_inputs_takes_a_required_prompt_and_must_define_its_name(
     with pytest.raises(InvalidWorkflow, match="does not compile .*ValueError: no") as err:
         plan_flow(project, "broken.py", "Echo", {"prompt": "x"})
     assert err.value.diagnostics()[0].rule == "flow.compile"
+
+
+def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_what_to_pass(project: Project) -> None:
+    """A misspelt name is pointed at the flow the module defines; a name the harness cannot make a
+    workflow of (a class that is no Workflow, one whose constructor needs arguments) is said
+    without the harness's own traceback."""
+    project.home.mkdir(parents=True, mode=0o700)
+    (project.home / "settings.json").write_text('{"providers": {"p": {"type": "openai"}}, "default_provider": "p"}')
+    project.write("echo.py", FLOW + "\n\nclass Plain:\n    pass\n")
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "echo.py", "echo", {"prompt": "x"})
+    assert "defines no echo at its top level (did you mean Echo?)" in str(err.value)
+    assert str(err.value).endswith("--flow names a Workflow subclass or instance the module defines: Echo")
+
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "echo.py", "Plain", {"prompt": "x"})
+    assert str(err.value).endswith(
+        "//echo.py: Plain is a class that does not derive from Workflow (workflows defined there: Echo)"
+    )
+
+    project.write("needs.py", FLOW.replace("def __init__(self):", "def __init__(self, tone, *rest, loud=False):"))
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "needs.py", "Echo", {"prompt": "x"})
+    message = str(err.value)
+    assert err.value.diagnostics()[0].rule == "flow.compile"
+    assert "//needs.py: Echo() needs arguments (tone), and --flow makes it without any" in message
+    assert "Traceback" not in message and "_rho_harness" not in message, message
 
 
 def agent(path: str, **provider: Any) -> dict[str, Any]:
