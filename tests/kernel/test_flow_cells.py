@@ -387,7 +387,14 @@ def test_flow_cell_mistakes_are_usage_errors(ip: Any, local: Any) -> None:
     assert "a-z, 0-9 and _" in usage_error(ip, "%%flow Review\n" + BODY)
     assert "required: name" in usage_error(ip, "%%flow\n" + BODY)
     missing = usage_error(ip, "%%flow nothing --compile\n" + BODY)
-    assert "%%flow nothing" in missing and "flow.name" in missing and "`nothing = MyFlow()`" in missing
+    # the instance to write is one of the flow the cell defines (the cell's name cannot be `Review`)
+    assert "%%flow nothing" in missing and "flow.name" in missing and "`nothing = Review()`" in missing
+    meant = usage_error(ip, "%%flow review --compile\n" + BODY.replace("review = Review()", ""))
+    assert "(did you mean Review?)" in meant and "such as `review = Review()` at the end of the cell" in meant
+    assert usage_error(ip, "%%flow reveiw --compile\n" + BODY).endswith(
+        "(the cell defines the flow review: run it as %%flow review)"
+    )
+    assert "`other = MyFlow()`" in usage_error(ip, "%%flow other --compile\nfrom rho_notebook.flow import Workflow\n")
     syntax = usage_error(ip, "%%flow broken --compile\nfrom rho_notebook.flow import Workflow\nclass (:\n")
     assert "python.syntax" in syntax and ":3:" in syntax  # line 2 of the module is line 3 of the cell
 
