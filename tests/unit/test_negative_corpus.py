@@ -18,6 +18,9 @@ def cmd(name: str, extra: str = "") -> str:
     return CMD.format(name=name, extra=(", " + extra) if extra else "")
 
 
+NEEDS_NODES = "a = " + cmd("a") + '\nreturn workflow(name = "neg", nodes = [a, ' + cmd("b", 'needs = [a, "c"]') + "])"
+
+
 def nodes(*items: str) -> str:
     return star('return workflow(name = "neg", nodes = [\n    ' + ",\n    ".join(items) + ",\n])")
 
@@ -337,6 +340,12 @@ CASES = [
     Case("duplicate-name", {"wf.star": nodes(cmd("a"), cmd("a"))}, "node.duplicate", "used twice"),
     Case("needs-unknown", {"wf.star": nodes(cmd("a", 'needs = ["ghost"]'))}, "node.needs", "'ghost'"),
     Case("needs-self", {"wf.star": nodes(cmd("a", 'needs = ["a"]'))}, "node.needs", "needs itself"),
+    Case(  # the node value itself, where its name belongs: the message writes the names
+        "needs-nodes",
+        {"wf.star": star(NEEDS_NODES)},
+        "node.needs",
+        'needs must be a list of node names, not the nodes themselves: write needs = ["a", "c"]',
+    ),
     Case(
         "cycle",
         {"wf.star": nodes(cmd("a", 'needs = ["c"]'), cmd("b", 'needs = ["a"]'), cmd("c", 'needs = ["b"]'))},

@@ -72,7 +72,7 @@ def make_node(s: Session, kind: str, stack: str, kw: dict[str, Any]) -> dict[str
         s.fail("node.argument", f"{where} needs {', '.join(sorted(missing))}", at)
     needs = kw.get("needs", [])
     if not (isinstance(needs, list) and all(map(isinstance, needs, repeat(str)))):
-        s.fail("node.needs", f"{where}: needs must be a list of node names", at)
+        s.fail("node.needs", f"{where}: needs must be a list of node names{_needs_hint(needs)}", at)
     when = kw.get("when")
     if not (when is None or is_tag(when, "condition")):
         s.fail("node.when", f"{where}: when must be a condition (condition.equals(...), ...)", at)
@@ -86,6 +86,17 @@ def make_node(s: Session, kind: str, stack: str, kw: dict[str, Any]) -> dict[str
     if "cwd" in kw and not (isinstance(kw["cwd"], str) and kw["cwd"] != ""):
         s.fail("node.cwd", f"{where}: cwd must be a non-empty relative path string", at)
     return tag("node", kind=kind, at=at, **kw)
+
+
+def _needs_hint(needs: Any) -> str:
+    """How to write ``needs`` when it holds nodes themselves (``needs = [a]``), else nothing."""
+    if not isinstance(needs, list) or not any(is_tag(item, "node") for item in needs):
+        return ""
+    names = [item.get("name") if is_tag(item, "node") else item for item in needs]
+    if not all(isinstance(name, str) for name in names):
+        return ""
+    written = ", ".join(f'"{name}"' for name in names)
+    return f", not the nodes themselves: write needs = [{written}]"
 
 
 def _check_name(s: Session, kind: str, kw: dict[str, Any], at: list[Any]) -> str:
