@@ -129,9 +129,19 @@ def handler_of(name: str) -> Callable[[argparse.Namespace], int]:
     return found
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that arguments the verb does not take are refused by the
+    verb's own parser, which names its own ``--help`` (``rho-notebook result --help``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        verbs.choices.get(args.verb, parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser_for(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     handler = handler_of(args.handler)
     # Everything imported so far lives for the whole process: move it out of the collector's
     # way, which also makes interpreter exit (the last step of a cancelled run) ~60 ms faster.

@@ -59,7 +59,7 @@ def approval_request(layout: StoreLayout, run: str, request: str) -> ApprovalReq
     """One approval request of a run by ID or unique prefix."""
     folder = _requests_folder(layout, run)
     ids = [r.request_id for r in list_requests(folder)]
-    return read_request(folder, match_id(request, ids, what="approval request"))
+    return read_request(folder, match_id(request, ids, what="approval request", lister=f"approve {run}"))
 
 
 def decision_on(layout: StoreLayout, request: ApprovalRequest) -> ApprovalDecision | None:

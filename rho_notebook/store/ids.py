@@ -24,15 +24,16 @@ def new_id() -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-def match_id(prefix: str, known: Iterable[str], *, what: str) -> str:
-    """The one ID in ``known`` that starts with ``prefix``."""
+def match_id(prefix: str, known: Iterable[str], *, what: str, lister: str | None = None) -> str:
+    """The one ID in ``known`` that starts with ``prefix``; ``lister`` is the verb that lists them
+    (default: ``what`` + "s", as ``runs`` and ``plans``)."""
     cleaned = prefix.strip().lower()
     if not cleaned:
         msg = f"an empty {what} ID matches nothing"
         raise NotFound(msg)
     hits = sorted(k for k in known if k.startswith(cleaned))
     if not hits:
-        raise NotFound(f"no {what} matches {prefix!r}", listers=(f"{what}s",))
+        raise NotFound(f"no {what} matches {prefix!r}", listers=(lister or f"{what}s",))
     if len(hits) > 1:
         shown = ", ".join(hits[:5])
         msg = f"{what} ID prefix {prefix!r} is ambiguous: it matches {len(hits)} ({shown}); give more characters"

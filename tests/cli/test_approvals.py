@@ -74,6 +74,9 @@ def test_approval_node_denied(project: Project) -> None:
     project.write("wf.star", GATE)
     proc = start_run(project)
     run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    unknown = project.cli("approve", run_id, "ffff", "--deny")  # the way to list them is `approve RUN`
+    assert unknown.returncode == 1, unknown.stdout + unknown.stderr
+    assert f"no approval request matches 'ffff'; list them with `rho-notebook approve {run_id}`" in unknown.stderr
     assert approve(project, run_id, "--deny", "--comment", "not today").returncode == 0
     proc.wait(timeout=30)
     data = status(project, run_id)

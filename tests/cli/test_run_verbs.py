@@ -128,6 +128,12 @@ def test_ambiguous_and_unknown_prefixes(project: Project) -> None:
 def test_usage_error_exit_code(project: Project) -> None:
     assert project.cli("run").returncode == 2
     assert project.cli("nonsense").returncode == 2
+    # an argument the verb does not take is refused pointing at that verb's own help
+    extra = project.cli("result", "0190", "stray", "--stray")
+    assert extra.returncode == 2
+    assert extra.stderr.strip() == (
+        "rho-notebook result: error: unrecognized arguments: stray --stray (see `rho-notebook result --help`)"
+    )
 
 
 def test_delete_right_after_completion_waits_for_the_owner_to_let_go(project: Project, monkeypatch: Any) -> None:
