@@ -72,6 +72,7 @@ the runner enforces it on every step's output with
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from difflib import get_close_matches
 from functools import partial
@@ -321,7 +322,7 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             document.add(
                 loc,
                 "graph.param",
-                f"step {step!r}: {_unknown_param(_raw_at(data, loc[:-2]), str(loc[-1]), inner=inner)}",
+                f"step {step!r}: {_unknown_param(_raw_at(data, loc[:-2]), str(loc[-1]), inner=inner, meant=guesses.get(loc))}",
                 step=step,
                 field=field,
                 key=True,
@@ -354,13 +355,18 @@ _EDGE_KEYS = tuple(field.alias or name for name, field in Edge.model_fields.item
 
 def _guesses(problems: list[Any]) -> tuple[dict[Path_, str], set[Path_]]:
     """For each unknown field (untagged path), the known one it most likely misspells: a required
-    field missing beside it, or one of the keys its document, step or edge takes; and the paths of
-    the missing fields so named, whose own finding would only repeat it (``too:`` for ``to:``)."""
+    field missing beside it (close to it, or the only one missing where it is the only unknown:
+    ``code:`` for a code step's ``source:``), or one of the keys its document, step or edge takes;
+    and the paths of the missing fields so named, whose own finding would only repeat it (``too:``
+    for ``to:``)."""
     missing: dict[Path_, list[str]] = {}
+    unknown: Counter[Path_] = Counter()
     for problem in problems:
+        loc = _untagged(tuple(problem["loc"]))
         if problem["type"] == "missing":
-            loc = _untagged(tuple(problem["loc"]))
             missing.setdefault(loc[:-1], []).append(str(loc[-1]))
+        elif problem["type"] == "extra_forbidden" and loc:
+            unknown[loc[:-1]] += 1
     guesses: dict[Path_, str] = {}
     guessed: set[Path_] = set()
     for problem in problems:
@@ -369,7 +375,8 @@ def _guesses(problems: list[Any]) -> tuple[dict[Path_, str], set[Path_]]:
             continue
         parent, name = loc[:-1], str(loc[-1])
         beside = missing.get(parent, [])
-        found = get_close_matches(name, beside, n=1) or get_close_matches(name, _keys_at(parent), n=1)
+        only = beside if len(beside) == 1 and unknown[parent] == 1 else []
+        found = get_close_matches(name, beside, n=1) or only or get_close_matches(name, _keys_at(parent), n=1)
         if found:
             guesses[loc] = found[0]
             if found[0] in beside:
@@ -410,8 +417,9 @@ def _dotted_field(loc: Path_, last: str) -> str:
     return ".".join(str(p) for p in (*loc[2:], last))
 
 
-def _unknown_param(raw: Any, name: str, *, inner: bool) -> str:
-    """The message of a parameter a step's (or an aggregate's inner step's) kind does not take."""
+def _unknown_param(raw: Any, name: str, *, inner: bool, meant: str | None = None) -> str:
+    """The message of a parameter a step's (or an aggregate's inner step's) kind does not take
+    (``meant``: the missing one it stands for, else the closest it takes)."""
     shown_kind = raw.get("kind") if isinstance(raw, dict) else None
     model = (INNER_PARAMS_BY_KIND if inner else PARAMS_BY_KIND).get(shown_kind) if isinstance(shown_kind, str) else None
     allowed = ", ".join(model.model_fields) if model is not None else ""
@@ -419,7 +427,7 @@ def _unknown_param(raw: Any, name: str, *, inner: bool) -> str:
     if inner and name == "into":
         return f"an aggregate's inner {shown_kind} step has no into: the aggregate's into holds every result; {takes}"
     close = get_close_matches(name, list(model.model_fields), n=1) if model is not None else []
-    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    guess = f" (did you mean {(meant or close[0])!r}?)" if meant or close else ""
     return f"unknown param {name!r} for {'an inner' if inner else 'a'} {shown_kind} step{guess}; {takes}"
 
 

@@ -147,6 +147,22 @@ def test_a_misspelled_field_is_named_with_the_one_meant() -> None:
     )
 
 
+def test_the_only_unknown_field_beside_the_only_missing_one_stands_for_it() -> None:
+    """Not close in spelling, but the one mistake: one finding naming what was meant, not a
+    second one saying the meant field is missing."""
+    found = only(TRIAGE.replace("{fields: {level: low}}", "{values: {level: low}}"), "graph.param")
+    assert (
+        found.message
+        == "step 'low': unknown param 'values' for a set step (did you mean 'fields'?); its params are fields"
+    )
+    found = only(TRIAGE.replace("{from: route, to: low}", "{from: route, target: low}"), "graph.field")
+    assert found.message == "edge 3 (route -> None), field 'target': unknown field; did you mean 'to'?"
+    # two unknown fields beside one missing: which one was meant cannot be told
+    text = TRIAGE.replace("{from: route, to: low}", "{from: route, target: low, colour: red}")
+    found_all = findings(text)
+    assert any(f.message.endswith("field 'to': Field required") for f in found_all), [f.message for f in found_all]
+
+
 def test_a_step_without_a_kind() -> None:
     found = only(TRIAGE.replace("{id: done, kind: output}", "{id: done}"), "graph.kind")
     assert found.step == "done" and "no kind" in found.message
