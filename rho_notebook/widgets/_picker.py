@@ -98,8 +98,9 @@ class RunPicker(StaticViews, ipywidgets.VBox):  # type: ignore[misc]
         self.dag.select(node)
 
     def close(self) -> None:
-        self.dag.close()
-        self.picker.close()
+        for part in (getattr(self, "dag", None), getattr(self, "picker", None)):  # none when __init__ refused
+            if part is not None:
+                part.close()
         super().close()
 
     # -- static views -----------------------------------------------------------------------------
