@@ -14,7 +14,10 @@ from typing import Any
 
 from rho_notebook.service.flags import seconds
 
-__all__ = ["days", "positive_int", "count", "is_file", "OutputChoice", "JsonOutput", "JSON_HELP"]
+__all__ = ["EXIT_USAGE", "days", "positive_int", "count", "is_file", "OutputChoice", "JsonOutput", "JSON_HELP"]
+
+EXIT_USAGE = 2
+"""The exit status of a usage error: arguments that do not fit the verb (before anything is done)."""
 
 
 def days(text: str) -> float:

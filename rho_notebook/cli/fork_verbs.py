@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rho_notebook.cli._args import EXIT_USAGE
 from rho_notebook.service.flags import APPROVAL_TIMEOUT, DETACH, MODE, NO_REUSE, RUN_OUTPUT, WAIT, YES, add_flags
 
 __all__ = ["declare_fork", "run_fork"]
-
-_EXIT_USAGE = 2
 
 
 def declare_fork(verbs: Any) -> None:
@@ -89,7 +88,7 @@ def run_fork(args: argparse.Namespace) -> int:
         inputs = parse_input_args(args.input, limits=load_limits())
     except (OSError, ValueError) as err:
         print(f"rho-notebook fork: {err}", file=sys.stderr)
-        return _EXIT_USAGE
+        return EXIT_USAGE
     service = Service.default()
     forked = run_sync(
         service.fork(args.run, at=args.at, value=value, edited=edited, inputs=inputs or None, from_plan=args.from_plan)

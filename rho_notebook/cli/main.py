@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from rho_notebook.cli._args import JSON_HELP, JsonOutput, OutputChoice
+from rho_notebook.cli._args import EXIT_USAGE, JSON_HELP, JsonOutput, OutputChoice
 from rho_notebook.cli.fork_verbs import declare_fork
 from rho_notebook.cli.timeline_verbs import declare_timeline
 from rho_notebook.cli.verbs import declare
@@ -45,7 +45,6 @@ __all__ = [
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a writer whose pipe's reader went away."""

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rho_notebook.cli._args import is_file
+from rho_notebook.cli._args import EXIT_USAGE, is_file
 from rho_notebook.errors import NotFound
 from rho_notebook.model.plan import Plan
 from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["notebook_run", "output_notebook_refused", "run_export", "run_notebook"]
 
-EXIT_USAGE = 2
 
 _GOING = frozenset({"planned", "running", "waiting", "cancelling"})
 """Lifecycles of a run that has not ended (the following stopped on Ctrl-C): nothing to copy yet."""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rho_notebook.cli._args import EXIT_USAGE
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
@@ -77,13 +78,40 @@ def print_script_warnings(service: Service, path: Path, *, flow: str | None) -> 
             print(finding.render(), file=sys.stderr)
 
 
+def _notebook_plan(service: Service, args: argparse.Namespace, inputs: dict[str, Any], *, store: bool) -> Plan:
+    """``validate``/``plan NOTEBOOK.ipynb [--workflow NAME]``: the cell's workflow, planned as
+    ``run NOTEBOOK.ipynb`` plans it (Python nodes frozen with the notebook kernel's interpreter)."""
+    from rho_notebook.service.kernel_python import notebook_interpreter
+
+    interpreter = notebook_interpreter(args.file)
+    plan = run_sync(
+        service.plan_notebook(
+            args.file,
+            workflow=args.workflow,
+            inputs=inputs,
+            where=str(args.file),
+            python_interpreter=interpreter.path,
+            store=store,
+        )
+    )
+    if plan.graph.python is not None:  # the workflow has Python nodes: say what they run with
+        print(interpreter, file=sys.stdout if args.output == "text" else sys.stderr)
+    return plan
+
+
 def _run(args: argparse.Namespace, *, store: bool) -> int:
     service = Service.default()
     inputs = parse_input_args(args.input, limits=load_limits())
-    request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
-    if args.file.suffix == ".py":
-        print_script_warnings(service, args.file, flow=getattr(args, "flow", None))
-    plan = run_sync(service.plan(request) if store else service.validate(request))
+    if args.workflow is not None and args.file.suffix != ".ipynb":
+        print(f"rho-notebook: --workflow applies to a NOTEBOOK.ipynb, not to {args.file}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.file.suffix == ".ipynb":
+        plan = _notebook_plan(service, args, inputs, store=store)
+    else:
+        request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
+        if args.file.suffix == ".py":
+            print_script_warnings(service, args.file, flow=getattr(args, "flow", None))
+        plan = run_sync(service.plan(request) if store else service.validate(request))
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
     else:

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rho_notebook.cli._args import is_file
+from rho_notebook.cli._args import EXIT_USAGE, is_file
 from rho_notebook.cli.follow_verbs import start_and_follow
 from rho_notebook.errors import ArgumentError, ConfirmationRequired, RunRefused
 from rho_notebook.model.budget import Limits
@@ -40,7 +40,6 @@ from rho_notebook.service.sync import run_sync
 __all__ = ["EXIT_REFUSED", "consent", "start_plan", "run_run", "run_resume"]
 
 EXIT_REFUSED = 3
-EXIT_USAGE = 2
 
 
 # -- consent ---------------------------------------------------------------------------------------

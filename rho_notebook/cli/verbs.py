@@ -76,21 +76,36 @@ def _catalog(verbs: Any) -> None:
     get.set_defaults(handler="catalog_verbs:run_get")
 
 
+_NOTEBOOK_WORKFLOW_HELP = (
+    "with NOTEBOOK.ipynb: the %%%%workflow or %%%%script cell NAME to plan (needed when the notebook has several)"
+)
+
+
 def _planning(verbs: Any) -> None:
     validate = verbs.add_parser("validate", help="evaluate a workflow once and check the whole graph; stores nothing")
-    validate.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py (linted)")
+    validate.add_argument(
+        "file",
+        type=Path,
+        help="entry .star file under the workspace, a SCRIPT.py (linted), a FILE.graph.yaml or a NOTEBOOK.ipynb",
+    )
     validate.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=_INPUT_HELP)
     add_output(validate)
     validate.add_argument(
         "--flow", metavar="NAME", help="with FLOW.py: compile the Workflow NAME and check its manifest (docs/flows.md)"
     )
+    validate.add_argument("--workflow", metavar="NAME", help=_NOTEBOOK_WORKFLOW_HELP)
     validate.set_defaults(handler="plan_verbs:run_validate")
 
     plan = verbs.add_parser("plan", help="validate, resolve agents and executables, freeze and store a plan")
-    plan.add_argument("file", type=Path, help="entry .star file under the workspace, or a SCRIPT.py")
+    plan.add_argument(
+        "file",
+        type=Path,
+        help="entry .star file under the workspace, a SCRIPT.py, a FILE.graph.yaml or a NOTEBOOK.ipynb",
+    )
     plan.add_argument("--input", action="append", default=[], metavar="KEY=JSON", help=_INPUT_HELP)
     add_output(plan)
     plan.add_argument("--flow", metavar="NAME", help="with FLOW.py: plan the module's Workflow NAME as a flow run")
+    plan.add_argument("--workflow", metavar="NAME", help=_NOTEBOOK_WORKFLOW_HELP)
     plan.set_defaults(handler="plan_verbs:run_plan")
 
     plans = verbs.add_parser("plans", help="list saved plans")

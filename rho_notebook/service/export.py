@@ -141,7 +141,7 @@ def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> Workflow
     if len(names) == 1:
         return cells.workflows.get(names[0]) or cells.scripts.get(names[0]) or cells.graphs[names[0]]
     if not names:
-        msg = f"{where} has no %%workflow NAME or %%script NAME cell to export{hint}"
+        msg = f"{where} has no %%workflow NAME, %%script NAME, %%flow NAME or %%graph NAME cell{hint}"
         raise ExportError(msg)
     msg = f"{where} has several workflows ({', '.join(names)}); choose one with --workflow NAME"
     raise ExportError(msg)

@@ -87,8 +87,10 @@ async def plan_notebook(
     inputs: Mapping[str, Any] | None,
     where: str | None,
     python_interpreter: Path | None,
+    store: bool = True,
 ) -> Plan:
-    """Plan a saved notebook's workflow exactly as its exported folder would plan.
+    """Plan (``store``; else validate) a saved notebook's workflow exactly as its exported folder
+    would plan.
 
     The folder is exported to a temporary directory beside the notebook (so it lies inside the
     workspace and its labels resolve), planned, and removed; the plan keeps the sources.
@@ -112,7 +114,7 @@ async def plan_notebook(
         )
         request = request_for(layout, source, inputs=parameters.merged(inputs), workspace=workspace)
         try:
-            return await plan_source(layout, source, request)
+            return await plan_source(layout, source, request, store=store)
         except InvalidWorkflow as err:
             raise parameters.explain(err, given=inputs) from None
     finally:

@@ -182,9 +182,11 @@ class Service:
         inputs: Mapping[str, Any] | None = None,
         where: str | None = None,
         python_interpreter: Path | None = None,
+        store: bool = True,
     ) -> Plan:
-        """Plan a saved notebook's workflow exactly as its exported folder would plan
-        (:func:`~rho_notebook.service.planning.plan_notebook`); diagnostics name its cells."""
+        """Plan (``store``; else validate, storing nothing) a saved notebook's workflow exactly as
+        its exported folder would plan (:func:`~rho_notebook.service.planning.plan_notebook`);
+        diagnostics name its cells."""
         return await parts.planning.plan_notebook(
             self.layout,
             notebook,
@@ -192,6 +194,7 @@ class Service:
             inputs=inputs,
             where=where,
             python_interpreter=python_interpreter,
+            store=store,
         )
 
     async def plan_source(self, source: NotebookSource, request: PlanRequest, *, store: bool = True) -> Plan:

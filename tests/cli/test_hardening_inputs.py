@@ -78,7 +78,7 @@ NOTEBOOKS = {
     "cells_a_number": ('{"cells": 5, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', "its cells are a number"),
     "nbformat_3_without_metadata": (
         '{"nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": []}]}',
-        "has no %%workflow NAME or %%script NAME cell",
+        "has no %%workflow NAME, %%script NAME, %%flow NAME or %%graph NAME cell",
     ),
     "source_not_text": (
         '{"cells": [{"cell_type": "code", "source": [1, null, {}], "metadata": {}, "outputs": [],'
