@@ -32,7 +32,7 @@ from rho_notebook.planning.inputs import SCRIPT_INPUT_BYTES, check_inputs, check
 from rho_notebook.planning.python import freeze_runtime, frozen_modules
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
-from rho_notebook.planning.script_flows import flows_defined
+from rho_notebook.planning.script_flows import flows_defined, required_arguments
 from rho_notebook.planning.script_inputs import INPUT_TYPES, NAME, parse_inputs_declaration, parse_script
 from rho_notebook.planning.script_lint import lint_script
 from rho_notebook.planning.seal import FrozenGraph
@@ -163,6 +163,13 @@ def _check_flow_name(text: str, flow: str, display: str) -> None:
         hint = f" (did you mean {close[0]}?)" if close else ""
         listed = f": {', '.join(defined)}" if defined else " (it defines none)"
         msg = f"{display} defines no {flow} at its top level{hint}; --flow names a Workflow subclass or instance the module defines{listed}"
+        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
+    needs = required_arguments(tree, flow) if isinstance(tree, ast.Module) else []
+    if needs:
+        msg = (
+            f"{flow}() needs arguments ({', '.join(needs)}), and --flow makes it without any: give them defaults, "
+            f"or make the instance at the module's top level (flow = {flow}(...)) and pass its name to --flow"
+        )
         raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
 
 

@@ -16,7 +16,7 @@ import ast
 from rho_notebook.planning._findings import Finding
 from rho_notebook.planning.script_inputs import finding_at
 
-__all__ = ["flows_defined", "unnamed_flow"]
+__all__ = ["flows_defined", "required_arguments", "unnamed_flow"]
 
 _FLOW_MODULE = "rho_notebook.flow"
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)
@@ -87,6 +87,23 @@ def flows_defined(tree: ast.Module) -> list[str]:
         if isinstance(target, ast.Name)
     ]
     return classes + instances
+
+
+def required_arguments(tree: ast.Module, name: str) -> list[str]:
+    """The arguments the top-level class ``name``'s own ``__init__`` cannot be called without
+    (none when the module defines no such class, or the class no ``__init__``): ``--flow NAME``
+    makes the workflow as ``NAME()``."""
+    for statement in tree.body:
+        if not (isinstance(statement, ast.ClassDef) and statement.name == name):
+            continue
+        for item in statement.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == "__init__":
+                args = item.args
+                positional = [*args.posonlyargs, *args.args]
+                undefaulted = positional[: len(positional) - len(args.defaults)][1:]  # (not self)
+                keywords = [a for a, default in zip(args.kwonlyargs, args.kw_defaults, strict=True) if default is None]
+                return [a.arg for a in (*undefaulted, *keywords)]
+    return []
 
 
 def unnamed_flow(tree: ast.Module, display: str) -> Finding | None:

@@ -97,30 +97,6 @@ def _print_script_traceback(err: BaseException, path: str) -> None:
     traceback.print_exception(type(err), err, tb)
 
 
-class _FlowRefused(Exception):
-    """The flow name gives no workflow: said in one line, without the harness's traceback."""
-
-
-def _report(err: Exception, path: str) -> None:
-    """``err`` on stderr: a refusal of ours as its message, anything else as the script's traceback."""
-    if isinstance(err, _FlowRefused):
-        print(err, file=sys.stderr)
-    else:
-        _print_script_traceback(err, path)
-
-
-def _required_arguments(cls: type) -> list[str]:
-    """The parameters ``cls()`` cannot be called without (none when its signature is unknown)."""
-    import inspect
-
-    try:
-        parameters = inspect.signature(cls).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    return [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind not in variadic]
-
-
 def _module_name(label: str) -> str:
     """``//flows/review.py`` -> ``flows.review``; ``//pkg/__init__.py`` -> ``pkg``."""
     name = label[2:].removesuffix(".py").replace("/", ".")
@@ -134,7 +110,7 @@ def _flow_of(path: str, label: str, name: object) -> Any:
 
     if not isinstance(name, str) or not name.isidentifier():
         msg = f"the flow name must be a Python identifier defined by {label}, got {name!r}"
-        raise _FlowRefused(msg)
+        raise ValueError(msg)
     module_name = _module_name(label)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -145,14 +121,6 @@ def _flow_of(path: str, label: str, name: object) -> Any:
     spec.loader.exec_module(module)
     target = getattr(module, name, None)
     if isinstance(target, type) and issubclass(target, Workflow):
-        needs = _required_arguments(target)
-        if needs:
-            msg = (
-                f"{label}: {name}() needs arguments ({', '.join(needs)}), and --flow makes it without any: "
-                f"give them defaults, or make the instance at the module's top level (flow = {name}(...)) "
-                "and pass its name to --flow"
-            )
-            raise _FlowRefused(msg)
         return target()
     if isinstance(target, Workflow):
         return target
@@ -162,11 +130,9 @@ def _flow_of(path: str, label: str, name: object) -> Any:
         if isinstance(value, Workflow)
         or (isinstance(value, type) and issubclass(value, Workflow) and value.__module__ == module_name)
     )
-    found = "not defined" if target is None else f"a {type(target).__name__}, not a Workflow subclass or instance"
-    if isinstance(target, type):
-        found = "a class that does not derive from Workflow"
-    msg = f"{label}: {name} is {found} (workflows defined there: {', '.join(defined) or 'none'})"
-    raise _FlowRefused(msg)
+    found = "not defined" if target is None else f"a {type(target).__name__}"
+    msg = f"{label}: {name} is {found}, not a Workflow subclass or instance (workflows defined there: {', '.join(defined) or 'none'})"
+    raise LookupError(msg)
 
 
 def _run_flow(path: str, label: str, name: str) -> None:
@@ -193,7 +159,7 @@ def compile_flow(modules_dir: str, request_path: str) -> int:
         manifest = workflow.compile(name=request.get("flow"))
         text = json.dumps(manifest, sort_keys=True, allow_nan=False)
     except Exception as err:
-        _report(err, path)
+        _print_script_traceback(err, path)
         return 1
     sys.stdout.write(text + "\n")
     return 0
@@ -240,7 +206,7 @@ def run_script(modules_dir: str, request_path: str) -> int:
         else:
             runpy.run_path(path, run_name="__main__")
     except Exception as err:
-        _report(err, path)
+        _print_script_traceback(err, path)
         return 1
     return 0
 

@@ -32,7 +32,10 @@ __all__ = [
 ]
 
 HARNESS_PATH = Path(__file__).with_name("_py_harness.py")
-"""The script that imports a node's module, calls its function and writes the result."""
+"""The script that imports a node's module, calls its function and writes the result. Its digest
+is frozen in every plan: changing a byte of it keeps the runs of earlier plans from resuming
+(tests/cli/test_old_store.py), so say a refusal better on the parent's side, as planning/flow.py
+does."""
 
 _SUFFIX = ".py"
 

@@ -114,17 +114,21 @@ def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_wha
 
     with pytest.raises(InvalidWorkflow) as err:
         plan_flow(project, "echo.py", "Plain", {"prompt": "x"})
+    assert err.value.diagnostics()[0].rule == "flow.compile"
     assert str(err.value).endswith(
-        "//echo.py: Plain is a class that does not derive from Workflow (workflows defined there: Echo)"
+        "does not compile (exit 1): //echo.py: Plain is a type, not a Workflow subclass or instance "
+        "(workflows defined there: Echo)"
     )
 
-    project.write("needs.py", FLOW.replace("def __init__(self):", "def __init__(self, tone, *rest, loud=False):"))
+    # found in the module's text before anything runs (keyword-only arguments without a default too)
+    needs = FLOW.replace("def __init__(self):", "def __init__(self, tone, /, mood, *rest, loud=False, pitch):")
+    project.write("needs.py", needs)
     with pytest.raises(InvalidWorkflow) as err:
         plan_flow(project, "needs.py", "Echo", {"prompt": "x"})
-    message = str(err.value)
-    assert err.value.diagnostics()[0].rule == "flow.compile"
-    assert "//needs.py: Echo() needs arguments (tone), and --flow makes it without any" in message
-    assert "Traceback" not in message and "_rho_harness" not in message, message
+    assert err.value.diagnostics()[0].rule == "flow.name"
+    assert "Echo() needs arguments (tone, mood, pitch), and --flow makes it without any" in str(err.value)
+    project.write("fine.py", FLOW.replace("def __init__(self):", "def __init__(self, tone='dry', *rest, loud=False):"))
+    assert plan_flow(project, "fine.py", "Echo", {"prompt": "x"}).graph.script.flow == "Echo"
 
 
 def agent(path: str, **provider: Any) -> dict[str, Any]:
