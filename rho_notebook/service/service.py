@@ -14,10 +14,9 @@ plan approval), :mod:`.maintenance` (delete, prune, trust), :mod:`.mcp_rules`, :
 :mod:`.export` and :mod:`.record` -- which take the store's layout and return typed results. Each
 is imported when a verb first uses it (:mod:`.parts`): ``status`` loads no planner and no owner.
 
-Verbs are ``async``. Those that read or write files run in a worker thread (``asyncio.to_thread``)
-so an event loop that awaits them (the server's, the runner's) never blocks; planning awaits the
-supervised planning worker. Synchronous callers bridge through :func:`~.background.wait_for` in a
-kernel, :func:`~.sync.run_sync` in the CLI.
+Verbs are ``async``. Those that read or write files run in a worker thread (``asyncio.to_thread``) so an event
+loop that awaits them (the server's, the runner's) never blocks; planning awaits the supervised planning worker.
+Synchronous callers bridge through :func:`~.background.wait_for` in a kernel, :func:`~.sync.run_sync` in the CLI.
 """
 
 from __future__ import annotations
@@ -125,9 +124,8 @@ class Service:
 
     @_in_thread
     def lint_script(self, path: Path, *, flow: str | None = None) -> list[Finding]:
-        """``validate SCRIPT.py``: the script's lint findings (planning/script.py lists the rules),
-        read with ``ast``, never imported; errors make the script invalid, warnings do not.
-        ``flow``: the module is checked as that flow, not as a script."""
+        """``validate SCRIPT.py`` (``flow``: as that flow): the lint findings (planning/script.py lists
+        the rules), read with ``ast``, never imported; errors make the script invalid, warnings do not."""
         return parts.planning.script_findings(path, flow=flow)
 
     @_in_thread
@@ -184,9 +182,8 @@ class Service:
         python_interpreter: Path | None = None,
         store: bool = True,
     ) -> Plan:
-        """Plan (``store``; else validate, storing nothing) a saved notebook's workflow exactly as
-        its exported folder would plan (:func:`~rho_notebook.service.planning.plan_notebook`);
-        diagnostics name its cells."""
+        """Plan (without ``store``: validate) a saved notebook's workflow as its exported folder
+        would (:func:`~rho_notebook.service.planning.plan_notebook`); diagnostics name its cells."""
         return await parts.planning.plan_notebook(
             self.layout,
             notebook,
