@@ -423,6 +423,10 @@ def _took(bar: BarJson, span: float) -> float:
 
 
 def _duration(seconds: float) -> str:
+    """``3.4ms`` under a hundredth of a second (where ``0.00s`` would say nothing), ``0.42s``, ``12.5s``,
+    ``4m05s``, ``2h03m``."""
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f}ms"
     if seconds < 60:
         return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
     minutes, rest = divmod(int(seconds), 60)

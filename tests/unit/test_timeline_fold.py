@@ -196,6 +196,19 @@ def test_text_gantt_fits_the_width_and_marks_what_happened() -> None:
     assert all(line.isascii() for line in plain)
 
 
+def test_a_fast_run_says_its_scale_in_milliseconds() -> None:
+    """A run of a quarter second on 80 columns: a column is a few milliseconds, which ``0.00s`` hid."""
+    records = [rec(0, "run_started", pid=1, resumed=False), *ran("a", 0, 0, 0.004), *ran("b", 0.004, 0.004, 0.25)]
+    records.append(rec(0.25, "run_completed", outcome="success"))
+    lines = timeline_text(timeline_of(RUN, records, now=at(1)), width=80)
+    assert "0.00s" not in "\n".join(lines)
+    legend = next(line for line in lines if line.startswith("1 column = "))
+    scale = legend.split()[3]
+    assert scale.endswith("ms") and 1 < float(scale.removesuffix("ms")) < 10, legend
+    a_line = next(line for line in lines if line.startswith("a "))
+    assert "4.0ms" in a_line
+
+
 def test_static_picture_caps_its_rows_and_keeps_apart_from_the_dag_marks() -> None:
     from rho_notebook.views.timeline_svg import MAX_ROWS, timeline_svg
 
