@@ -60,6 +60,20 @@ def _flow_classes(tree: ast.Module, names: dict[str, str], modules: set[str]) ->
     return found
 
 
+def _flow_instances(tree: ast.Module, classes: list[str]) -> list[str]:
+    """Top-level names assigned an instance of one of ``classes`` (``review = Review()``, or
+    annotated: ``review: Review = Review()``), in the module's order."""
+    found: list[str] = []
+    for statement in tree.body:
+        if not isinstance(statement, ast.Assign | ast.AnnAssign):
+            continue
+        value = statement.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            found.extend(t.id for t in targets if isinstance(t, ast.Name))
+    return found
+
+
 def _constructs_only(node: ast.AST, constructors: set[str], names: dict[str, str], modules: set[str]) -> bool:
     """Whether every call in ``node`` makes a flow, an agent or a tool (nothing runs)."""
     for call in ast.walk(node):
@@ -76,17 +90,7 @@ def flows_defined(tree: ast.Module) -> list[str]:
     top-level names assigned one's instance, in the module's order."""
     names, modules = _flow_imports(tree)
     classes = _flow_classes(tree, names, modules)
-    instances = [
-        target.id
-        for statement in tree.body
-        if isinstance(statement, ast.Assign)
-        and isinstance(statement.value, ast.Call)
-        and isinstance(statement.value.func, ast.Name)
-        and statement.value.func.id in classes
-        for target in statement.targets
-        if isinstance(target, ast.Name)
-    ]
-    return classes + instances
+    return classes + _flow_instances(tree, classes)
 
 
 def required_arguments(tree: ast.Module, name: str) -> list[str]:
@@ -112,7 +116,6 @@ def unnamed_flow(tree: ast.Module, display: str) -> Finding | None:
     if not names and not modules:
         return None
     classes = _flow_classes(tree, names, modules)
-    instances: list[str] = []
     constructors = set(classes)
     for statement in tree.body:
         if isinstance(statement, _DEFINITIONS):
@@ -123,11 +126,7 @@ def unnamed_flow(tree: ast.Module, display: str) -> Finding | None:
             return None  # top-level code that does something
         if not _constructs_only(statement.value, constructors, names, modules):
             return None
-        value = statement.value
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            instances.extend(t.id for t in targets if isinstance(t, ast.Name))
-    flows = instances or classes
+    flows = _flow_instances(tree, classes) or classes
     if not flows:
         return None
     where = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name in classes) if classes else tree

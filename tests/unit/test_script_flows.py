@@ -81,3 +81,10 @@ def test_a_script_without_a_flow_is_not_flagged() -> None:
 def test_flows_defined_lists_classes_then_instances() -> None:
     tree = ast.parse(REVIEW + "\nreview = Review()\nother = dict()\n")
     assert flows_defined(tree) == ["Review", "review"]
+
+
+def test_an_annotated_instance_is_a_flow_defined_and_the_flow_to_pass() -> None:
+    text = REVIEW + "\nreview: Review = Review()\n"
+    assert flows_defined(ast.parse(text)) == ["Review", "review"]
+    [found] = unnamed(text)
+    assert found.endswith("pass --flow review")
