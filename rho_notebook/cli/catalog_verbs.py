@@ -20,7 +20,6 @@ from rho_notebook.service.catalog import (
     catalog_json,
     describe_workflow,
     find_workflow,
-    scan_workflows,
 )
 from rho_notebook.service.sync import run_sync
 
@@ -42,7 +41,7 @@ def _workspace(given: Path | None) -> Workspace:
 
 
 def _scan(workspace: Workspace) -> WorkflowScan:
-    scan = scan_workflows(workspace.root)
+    scan = run_sync(Service.default().workflow_scan(workspace.root))
     for skipped in scan.skipped:
         print(f"rho-notebook: warning: skipped {skipped}", file=sys.stderr)
     if scan.truncated:

@@ -18,7 +18,9 @@ What counts as a workflow, by kind:
 
 Folders that never hold the workspace's own workflows are not entered: hidden ones (``.rho/``,
 ``.git/``, ``.venv/``), Python environments (a folder with ``pyvenv.cfg``), ``node_modules``,
-``__pycache__`` and ``site-packages``. Symlinks are not followed. The scan is bounded: it stops
+``__pycache__``, ``site-packages`` and the store's home when it lies in the workspace
+(``RHO_NOTEBOOK_HOME=./store``: its plans keep copies of their sources, which are not the
+workspace's workflows). Symlinks are not followed. The scan is bounded: it stops
 after :data:`MAX_FILES` candidate files and says so (:attr:`WorkflowScan.truncated`); a file too
 big or unreadable is listed in :attr:`WorkflowScan.skipped` with the reason, never silently left out.
 
@@ -111,13 +113,15 @@ def catalog_json(root: Path, scan: WorkflowScan) -> dict[str, Any]:
     }
 
 
-def scan_workflows(root: Path, *, max_files: int = MAX_FILES) -> WorkflowScan:
-    """The workflows under ``root`` (the module docstring says what counts)."""
+def scan_workflows(root: Path, *, max_files: int = MAX_FILES, store: Path | None = None) -> WorkflowScan:
+    """The workflows under ``root`` (the module docstring says what counts); ``store``, the
+    store's home, is not entered."""
     found: list[WorkflowEntry] = []
     skipped: list[str] = []
     read = 0
     truncated = False
-    for path in _candidates(root):
+    root = Path(os.path.realpath(root))
+    for path in _candidates(root, None if store is None else os.path.realpath(store)):
         if read >= max_files:
             truncated = True
             break
@@ -131,9 +135,9 @@ def scan_workflows(root: Path, *, max_files: int = MAX_FILES) -> WorkflowScan:
     return WorkflowScan(workflows=found, truncated=truncated, files_read=read, skipped=skipped)
 
 
-def _candidates(root: Path) -> Iterator[Path]:
+def _candidates(root: Path, store: str | None) -> Iterator[Path]:
     """Candidate files under ``root`` in a stable order (sorted, depth first), skipping the
-    folders the module docstring names and every symlink."""
+    folders the module docstring names (``store``: the store's home, a real path) and every symlink."""
     try:
         entries = sorted(os.scandir(root), key=lambda entry: entry.name)
     except OSError:
@@ -143,14 +147,14 @@ def _candidates(root: Path) -> Iterator[Path]:
         if entry.is_symlink():
             continue
         if entry.is_dir(follow_symlinks=False):
-            if not entry.name.startswith(".") and entry.name not in _SKIPPED_DIRS:
+            if not entry.name.startswith(".") and entry.name not in _SKIPPED_DIRS and entry.path != store:
                 folders.append(Path(entry.path))
         elif entry.is_file(follow_symlinks=False) and _kind_of_name(entry.name) is not None:
             yield Path(entry.path)
     for folder in folders:
         if (folder / "pyvenv.cfg").exists():
             continue
-        yield from _candidates(folder)
+        yield from _candidates(folder, store)
 
 
 def _kind_of_name(name: str) -> str | None:

@@ -597,4 +597,4 @@ class Service:
     @_in_thread
     def workflow_scan(self, root: Path) -> WorkflowScan:
         """:meth:`workflows` with whether the scan stopped after its bound and what it skipped."""
-        return parts.catalog.scan_workflows(root)
+        return parts.catalog.scan_workflows(root, store=self.layout.home)

@@ -347,6 +347,20 @@ def test_workflows_lists_every_form_and_skips_what_is_not_the_workspaces(project
     ]
 
 
+def test_a_store_kept_in_the_workspace_is_not_scanned(project: Project) -> None:
+    """``RHO_NOTEBOOK_HOME=./store``: the store's plans keep copies of their sources, which are not
+    the workspace's workflows (`list` showed every plan's copy, and `get NAME` found them ambiguous)."""
+    from rho_notebook.store.layout import StoreLayout
+
+    project.write("wf.star", star('return workflow(name = "solo", nodes = [])'))
+    inside = Service(layout=StoreLayout(home=project.root / "store"))
+    run(inside.plan(inside.request_for(project.root / "wf.star", workspace=project.workspace)))
+    assert list((project.root / "store").rglob("*.star"))  # the plan's copy of its source
+    entries = run(inside.workflows(project.root))
+    assert [e.to_json() for e in entries] == [{"file": "wf.star", "kind": "starlark", "name": "solo"}]
+    assert len(scan_workflows(project.root).workflows) == 2  # what the scan finds when not told
+
+
 def test_the_workflow_scan_is_bounded_and_says_so(project: Project) -> None:
     for index in range(5):
         project.write(f"w{index}.star", "WORKFLOW = 1\n")
