@@ -343,10 +343,29 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             step, field, subject = subject_of(data, loc[:-1])
             document.add(loc[:-1], "graph.field", f"{subject}: keys are text; quote the key", step=step, field=field)
         elif kind == "extra_forbidden":
-            guess = f"; did you mean {guesses[loc]!r}?" if loc in guesses else ""
+            guess = f"; did you mean {guesses[loc]!r}?" if loc in guesses else _edge_hint(data, loc, step)
             document.add(loc, "graph.field", f"{subject}: unknown field{guess}", step=step, field=field, key=True)
         else:
             document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
+
+
+_EDGE_WORDS = frozenset({"to", "next", "then", "goto", "edges", "needs", "after", "depends_on", "from"})
+"""Fields another system's step uses to name the steps around it; here edges are listed apart."""
+
+
+def _edge_hint(data: Any, loc: Path_, step: str | None) -> str:
+    """For a step field in :data:`_EDGE_WORDS` (``to: [ask]``), where edges are written instead."""
+    if not (len(loc) == 3 and loc[0] == "steps" and loc[2] in _EDGE_WORDS and step is not None):
+        return ""
+    raw = _raw_at(data, loc)
+    other = raw[0] if isinstance(raw, list) and raw else raw
+    other = other if isinstance(other, str) else "OTHER"
+    ends = (
+        f"{{from: {other}, to: {step}}}"
+        if loc[2] in ("needs", "after", "depends_on", "from")
+        else f"{{from: {step}, to: {other}}}"
+    )
+    return f"; a step does not name its neighbours: list edges under the document's `edges:`, e.g. - {ends}"
 
 
 _STEP_KEYS = tuple(sorted({name for model in get_args(get_args(Step)[0]) for name in model.model_fields}))

@@ -163,6 +163,18 @@ def test_the_only_unknown_field_beside_the_only_missing_one_stands_for_it() -> N
     assert any(f.message.endswith("field 'to': Field required") for f in found_all), [f.message for f in found_all]
 
 
+def test_a_step_naming_its_neighbours_is_pointed_at_the_edges_list() -> None:
+    """``to: [route]`` on a step (as other systems write it): the finding says edges are listed
+    apart, with the edge this one would be."""
+    found = only(TRIAGE.replace("{id: low, kind: set,", "{id: low, to: [done], kind: set,"), "graph.field")
+    assert found.message == (
+        "step 'low', field 'to': unknown field; a step does not name its neighbours: list edges under the "
+        "document's `edges:`, e.g. - {from: low, to: done}"
+    )
+    found = only(TRIAGE.replace("{id: done, kind: output}", "{id: done, kind: output, needs: low}"), "graph.field")
+    assert found.message.endswith("e.g. - {from: low, to: done}")
+
+
 def test_a_step_without_a_kind() -> None:
     found = only(TRIAGE.replace("{id: done, kind: output}", "{id: done}"), "graph.kind")
     assert found.step == "done" and "no kind" in found.message
