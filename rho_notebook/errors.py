@@ -12,7 +12,7 @@ are signals between two layers, at the end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 
@@ -25,6 +25,8 @@ class Diagnostic:
     file: str | None = None
     line: int | None = None
     column: int | None = None
+    suggestion: str | None = field(default=None, kw_only=True)
+    """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
 
     def location(self) -> str:
         if self.file is None:

@@ -16,7 +16,6 @@ The ``%workflow VERB`` line magic's verbs are :class:`rho_notebook.notebook._ver
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from IPython.core.error import UsageError
@@ -45,10 +44,6 @@ from rho_notebook.service.cells import (
 )
 
 __all__ = ["WorkflowMagics", "diagnostics_text"]
-
-_MEANT_FLOW = re.compile(r"\(did you mean (\w+)\?\)|the module defines: (\w+)")
-"""The flow a ``flow.name`` refusal says a misspelt name meant, else the first the cell defines
-(planning/script.py)."""
 
 
 @magics_class
@@ -183,10 +178,9 @@ class WorkflowMagics(Magics):
                 f"\n(%%script NAME holds a Python script workflow while rho_notebook is loaded; to run the cell "
                 f"with a program, use IPython's %%{cell.name} or %%sh, or %unload_ext rho_notebook)"
             )
-        named = [d.message for d in error.diagnostics() if d.rule == "flow.name"]
+        named = [d for d in error.diagnostics() if d.rule == "flow.name"]
         if kind == "flow" and named:
-            meant = _MEANT_FLOW.search(named[0])
-            flow = (meant[1] or meant[2]) if meant else None
+            flow = named[0].suggestion  # a misspelt name's closest flow, else the first the cell defines
             if flow is not None and flow[0].islower():  # an instance the cell makes: the magic line misspelt it
                 text += f"\n(the cell defines the flow {flow}: run it as %%flow {flow})"
             else:  # a cell's name is lower case, so it cannot be the class's: an instance is what to add

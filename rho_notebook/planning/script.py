@@ -9,8 +9,8 @@ declaration is read by :mod:`~rho_notebook.planning.script_inputs`; :func:`lint_
 ``script.name`` (error): the file name is not a workflow name.
 
 Flow plans (``--flow NAME``, docs/flows.md) add ``flow.name`` (error): ``NAME`` is not a class or
-a name assigned at the module's top level. Without ``INPUTS`` a flow takes one required string
-input, ``prompt``.
+a name assigned at the module's top level (its ``Diagnostic.suggestion``: the closest flow the module
+defines, else its first). Without ``INPUTS`` a flow takes one required string input, ``prompt``.
 """
 
 from __future__ import annotations
@@ -163,7 +163,8 @@ def _check_flow_name(text: str, flow: str, display: str) -> None:
         hint = f" (did you mean {close[0]}?)" if close else ""
         listed = f": {', '.join(defined)}" if defined else " (it defines none)"
         msg = f"{display} defines no {flow} at its top level{hint}; --flow names a Workflow subclass or instance the module defines{listed}"
-        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
+        meant = next(iter(close or defined), None)  # the closest name, else the first the module defines
+        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display, suggestion=meant)])
     needs = required_arguments(tree, flow) if isinstance(tree, ast.Module) else []
     if needs:
         msg = (

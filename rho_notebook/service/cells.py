@@ -41,7 +41,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -508,9 +508,7 @@ def renumber(found: Iterable[Diagnostic], locations: Mapping[str, tuple[str, int
             message = (
                 diagnostic.message.replace(diagnostic.file or "", display) if diagnostic.file else diagnostic.message
             )
-            diagnostic = Diagnostic(
-                rule=diagnostic.rule, message=message, file=display, line=line, column=diagnostic.column
-            )
+            diagnostic = replace(diagnostic, message=message, file=display, line=line)
         result.append(diagnostic)
     return result
 

@@ -94,6 +94,7 @@ def test_a_flow_without_inputs_takes_a_required_prompt_and_must_define_its_name(
     with pytest.raises(InvalidWorkflow, match="defines no Nope at its top level") as err:
         plan_flow(project, "echo.py", "Nope", {"prompt": "x"})
     assert err.value.diagnostics()[0].rule == "flow.name"
+    assert err.value.diagnostics()[0].suggestion == "Echo"  # nothing close: the first flow defined
     project.write("broken.py", FLOW.replace("super().__init__()", "super().__init__()\n        raise ValueError('no')"))
     with pytest.raises(InvalidWorkflow, match="does not compile .*ValueError: no") as err:
         plan_flow(project, "broken.py", "Echo", {"prompt": "x"})
@@ -110,7 +111,13 @@ def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_wha
     with pytest.raises(InvalidWorkflow) as err:
         plan_flow(project, "echo.py", "echo", {"prompt": "x"})
     assert "defines no echo at its top level (did you mean Echo?)" in str(err.value)
+    [named] = err.value.diagnostics()
+    assert (named.rule, named.suggestion) == ("flow.name", "Echo")  # the name meant, for front ends to read
     assert str(err.value).endswith("--flow names a Workflow subclass or instance the module defines: Echo")
+    project.write("loud.py", FLOW + "\n\nloud: Echo = Echo()\n")
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "loud.py", "lod", {"prompt": "x"})
+    assert err.value.diagnostics()[0].suggestion == "loud"  # the closest, not the first (Echo)
 
     with pytest.raises(InvalidWorkflow) as err:
         plan_flow(project, "echo.py", "Plain", {"prompt": "x"})
@@ -127,6 +134,7 @@ def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_wha
         plan_flow(project, "needs.py", "Echo", {"prompt": "x"})
     assert err.value.diagnostics()[0].rule == "flow.name"
     assert "Echo() needs arguments (tone, mood, pitch), and --flow makes it without any" in str(err.value)
+    assert err.value.diagnostics()[0].suggestion is None
     project.write("fine.py", FLOW.replace("def __init__(self):", "def __init__(self, tone='dry', *rest, loud=False):"))
     assert plan_flow(project, "fine.py", "Echo", {"prompt": "x"}).graph.script.flow == "Echo"
 
