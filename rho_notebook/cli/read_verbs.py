@@ -20,7 +20,14 @@ from rho_notebook.service import Service, glance
 from rho_notebook.service.listing import RunsQuery
 from rho_notebook.service.wire import status_json
 from rho_notebook.views.run_notes import cancel_text, next_step_lines, status_head_lines
-from rho_notebook.views.text import budget_lines, decision_lines, node_status_line, output_text, usage_text
+from rho_notebook.views.text import (
+    budget_lines,
+    decision_lines,
+    node_status_line,
+    output_text,
+    run_output_line,
+    usage_text,
+)
 
 __all__ = ["run_status", "run_cancel", "run_runs", "run_result", "run_events", "run_logs", "run_plans"]
 
@@ -123,8 +130,9 @@ def run_result(args: argparse.Namespace) -> int:
             print(f"      output: {json.dumps(node['output'])}")
         for artifact, path in node.get("artifacts", {}).items():
             print(f"      {artifact:<7} {path}")
-    if "output" in data:
-        print(f"output of the script: {output_text(data['output'], limit=None)}")
+    emitted = run_output_line(data, limit=None)
+    if emitted is not None:
+        print(emitted)
     for halted in data.get("halted", []):
         print(f"needs a decision: {halted['step']}: {halted['why']}")
     return 0

@@ -12,7 +12,14 @@ from rho_notebook.errors import NotFound
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import RunsQuery, Service
 from rho_notebook.service.wire import ResultJson, RunRowJson, allowed_failures_of, node_order, shown_state
-from rho_notebook.views.text import OUTPUT_CHARS, decision_lines, node_status_line, output_text, usage_text
+from rho_notebook.views.text import (
+    OUTPUT_CHARS,
+    decision_lines,
+    node_status_line,
+    output_text,
+    run_output_line,
+    usage_text,
+)
 
 __all__ = ["OUTPUT_CHARS", "workflow_runs", "latest_run", "run_choice_label", "run_show_text"]
 
@@ -78,7 +85,8 @@ def run_show_text(state: RunState, result: ResultJson) -> str:
     for name, node in result["nodes"].items():
         if "output" in node:
             lines.append(f"  output of {name}: {output_text(node['output'], limit=OUTPUT_CHARS)}")
-    if "output" in result:
-        lines.append(f"  output of the script: {output_text(result['output'], limit=OUTPUT_CHARS)}")
+    emitted = run_output_line(result)
+    if emitted is not None:
+        lines.append(f"  {emitted}")
     lines.extend(decision_lines(state))
     return "\n".join(lines)

@@ -121,6 +121,16 @@ def output_text(value: Any, *, limit: int | None = OUTPUT_CHARS) -> str:
     return text
 
 
+def run_output_line(result: Mapping[str, Any], *, limit: int | None = OUTPUT_CHARS) -> str | None:
+    """The value the run emitted (``result["output"]``) on one line, named by what emitted it: a
+    script's (or flow's) ``emit_output``, whose nodes are its steps, or else the run's (an item
+    graph's output step); None when it emitted none."""
+    if "output" not in result:
+        return None
+    by = "the script" if any("step" in node for node in result["nodes"].values()) else "the run"
+    return f"output of {by}: {output_text(result['output'], limit=limit)}"
+
+
 def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> list[str]:
     """What ``status`` says of a script run that needs a decision: every halted step with why,
     and the exact command that goes on; empty for any other run."""

@@ -66,6 +66,8 @@ def test_run_a_graph_file_ends_with_the_result_item(project: Project) -> None:
         for row in runs
     )
     assert outputs == [("ticket 10", "low"), ("ticket 70", "high")]
+    text = project.cli("result", runs[0]["run_id"]).stdout
+    assert "output of the run: {" in text and "output of the script" not in text  # not a script's emit_output
 
 
 def test_a_refused_mapping_stops_the_run_before_it_starts(project: Project) -> None:
