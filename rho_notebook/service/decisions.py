@@ -13,6 +13,7 @@ from typing import Any
 
 from rho_notebook.errors import ApprovalRefused, NotFound
 from rho_notebook.model.events import now_iso
+from rho_notebook.model.run_state import RunState
 from rho_notebook.planning.inputs import check_inputs
 from rho_notebook.policy.approvals import (
     ApprovalDecision,
@@ -50,9 +51,27 @@ def _requests_folder(layout: StoreLayout, run: str) -> Path:
 
 
 def pending_approvals(layout: StoreLayout, run: str) -> list[ApprovalRequest]:
-    """Approval requests of a run that have no decision yet."""
+    """Approval requests of a run that have no decision yet and whose attempt still waits for one
+    (not those of an attempt that ended meanwhile: cancelled, timed out)."""
     folder = _requests_folder(layout, run)
-    return [r for r in list_requests(folder) if read_decision(folder, r.request_id) is None]
+    requests = [r for r in list_requests(folder) if read_decision(folder, r.request_id) is None]
+    if not requests:
+        return []
+    state = load_state(layout, requests[0].run_id)
+    return [r for r in requests if _closed(state, r) is None]
+
+
+def _closed(state: RunState, request: ApprovalRequest) -> str | None:
+    """Why nobody will read a decision on ``request`` any more: the attempt that asked ended
+    without one (None while it has not: a request written an instant before the journal says
+    so, or one a dead owner left, which its next owner asks again, is still open)."""
+    record = state.nodes.get(request.node)
+    ended = next((a for a in record.attempts if a.number == request.attempt), None) if record else None
+    if ended is None or ended.state is None:
+        return None
+    why = f"attempt {request.attempt} of {request.node} ended ({ended.state}) without a decision"
+    again = state.waiting_requests().get(request.node)
+    return f"{why}; it waits again as request {again}" if again else why
 
 
 def approval_request(layout: StoreLayout, run: str, request: str) -> ApprovalRequest:
@@ -84,6 +103,13 @@ def _record(
     owner, and return the decision that stands."""
     state = load_state(layout, request.run_id)
     check_decider(run_id=request.run_id, owner_pid=state.owner_pid)
+    closed = _closed(state, request)
+    if (
+        closed is not None
+        and read_decision(RunStore(layout).folder(request.run_id).requests, request.request_id) is None
+    ):
+        msg = f"request {request.request_id} of run {request.run_id} no longer waits for a decision: {closed}"
+        raise ApprovalRefused(msg)
     decision = ApprovalDecision(
         request_id=request.request_id,
         decision="approve" if approve else "deny",
@@ -128,6 +154,9 @@ def form_request(layout: StoreLayout, run: str, step: str) -> ApprovalRequest:
     folder = _requests_folder(layout, run)
     forms = [r for r in list_requests(folder) if r.kind == "form"]
     pending = [r for r in forms if read_decision(folder, r.request_id) is None]
+    if pending:
+        state = load_state(layout, pending[0].run_id)
+        pending = [r for r in pending if _closed(state, r) is None]
     found = [r for r in pending if step in (r.node, r.facts.get("step"))]
     if found:
         return max(found, key=lambda r: r.requested_at)

@@ -203,14 +203,23 @@ def test_an_owner_killed_mid_step_resumes_without_recover_uncertain(project: Pro
 def test_cancel_while_a_person_is_asked_then_resume_asks_again(project: Project) -> None:
     project.write("ask.graph.yaml", ASK)
     proc = start(project, "run", "ask.graph.yaml", "--input", "score=5")
-    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
+    run_id, first = wait_for_event(proc, lambda e: e["kind"] == "approval_requested")
     cancelled = project.cli("cancel", run_id)
     assert cancelled.returncode == 0, cancelled.stderr
     proc.wait(timeout=30)
     assert result(project, run_id)["outcome"] == "cancellation"
 
     resumed = start(project, "resume", run_id)
-    wait_for_event(resumed, lambda e: e["kind"] == "approval_requested")
+    _, again = wait_for_event(resumed, lambda e: e["kind"] == "approval_requested")
+    old, new = first["request_id"], again["request_id"]
+    # the cancelled attempt's request is nobody's to decide any more: not listed, and refused
+    status_text = project.cli("status", run_id).stdout
+    assert status_text.count("waits for a person") == 1 and new[:13] in status_text and old[:13] not in status_text
+    listed = project.cli("approve", run_id).stdout
+    assert new in listed and old not in listed
+    late = project.cli("approve", run_id, old, "--deny")
+    assert late.returncode == 1 and "no longer waits for a decision" in late.stderr, late.stderr
+    assert "ended (cancellation)" in late.stderr and f"waits again as request {new}" in late.stderr
     assert project.cli("answer", run_id, "review", 'level="low"').returncode == 0
     resumed.wait(timeout=30)
     data = result(project, run_id)
