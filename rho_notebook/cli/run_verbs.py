@@ -251,6 +251,13 @@ def run_resume(args: argparse.Namespace) -> int:
     run_id = manifest.run_id
     graph = run_sync(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
+    from rho_notebook.service.starting import check_priced, record_budgets, refuse_idle_resume
+
+    try:  # before a person is asked to confirm the digest of a resume that would start nothing
+        run_sync(refuse_idle_resume(service.layout, run_id))
+    except RunRefused as err:
+        print(f"rho-notebook: {err.message}", file=sys.stderr)
+        return err.exit_code
     given = consent(args, digest=manifest.graph_digest, what=what)
     try:
         decisions = parse_decisions(args.decide)
@@ -264,8 +271,6 @@ def run_resume(args: argparse.Namespace) -> int:
         decisions=decisions,
         executor=args.executor,
     )
-    from rho_notebook.service.starting import check_priced, record_budgets
-
     budgets = _budgets(args)
     if isinstance(budgets, int):
         return budgets

@@ -38,7 +38,7 @@ from rho_notebook.runtime.checkout import CheckoutLock
 from rho_notebook.runtime.driver import RunDriver
 from rho_notebook.runtime.execution import EventSink, Execution
 from rho_notebook.runtime.executor_choice import ExecutorChoice, parse_executor, remote_executor, resolve_executor
-from rho_notebook.runtime.recovery import recovery_events
+from rho_notebook.runtime.recovery import nothing_to_resume, recovery_events
 from rho_notebook.runtime.reuse import Seed, seeds
 from rho_notebook.runtime.status import RunFacts, journal_state
 from rho_notebook.source.workspace import Workspace
@@ -406,9 +406,9 @@ def _recover(
     if started and not resume:
         msg = f"run {run_id} has already started; use `rho-notebook resume {run_id[:13]}`"
         raise RunRefused(msg)
-    if resume and state.lifecycle is Lifecycle.COMPLETED and state.outcome == "success":
-        msg = f"run {run_id} already completed with outcome success; nothing to resume"
-        raise RunRefused(msg)
+    idle = nothing_to_resume(state, script=graph.script is not None) if resume else None
+    if idle is not None:
+        raise RunRefused(idle)
     records = recovery_events(
         state, journal, graph=graph, pending=records, resume=resume, recover_uncertain=recover_uncertain
     )

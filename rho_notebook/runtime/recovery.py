@@ -22,12 +22,40 @@ from rho_notebook.errors import NeedsRecovery
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ItemNode
 from rho_notebook.model.run_state import RunState
-from rho_notebook.model.state import NodeState
+from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.oshelpers import kill_group_of, processes_with_env
 from rho_notebook.runtime.scheduler import Scheduler
 from rho_notebook.store.journal import JournalWriter
 
-__all__ = ["recovery_events"]
+__all__ = ["nothing_to_resume", "recovery_events"]
+
+
+def nothing_to_resume(state: RunState, *, script: bool) -> str | None:
+    """Why resuming this run would start nothing (None: it would start something).
+
+    A run completed with success has nothing left. A graph run completed otherwise has nothing
+    either unless a node of it was cancelled: a graph resume starts again only cancelled or
+    interrupted work, never a failed, denied or blocked node. A ``script`` (or flow) run is
+    executed again from the top, replaying what succeeded, so it resumes after a failure too.
+    Said by the owner as it opens the run and by the service before it journals a resume's
+    budget raise or starts an owner."""
+    if state.lifecycle is not Lifecycle.COMPLETED:
+        return None
+    run_id = state.run_id
+    if state.outcome == "success":
+        return f"run {run_id} already completed with outcome success; nothing to resume"
+    if script or any(rec.state is NodeState.CANCELLATION for rec in state.nodes.values()):
+        return None
+    failed = sorted(name for name, rec in state.nodes.items() if rec.state is NodeState.FAILURE)
+    again = (
+        f"to run {failed[0]} again, fork the run at it: `rho-notebook fork {run_id[:13]} --at {failed[0]}`"
+        if failed
+        else "plan and run the workflow again"
+    )
+    return (
+        f"run {run_id} completed with outcome {state.outcome} and has nothing to resume: resume starts again only "
+        f"cancelled or interrupted nodes, not failed, denied or blocked ones; {again}"
+    )
 
 
 def _stop_orphans(run_id: str) -> list[int]:

@@ -22,19 +22,22 @@ from rho_notebook.errors import ArgumentError, PlanError, RunRefused
 from rho_notebook.model.budget import Limits
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
+from rho_notebook.model.state import Lifecycle
 from rho_notebook.policy.approvals import ApprovalRequest
 from rho_notebook.policy.plan_approval import PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.budget import budget_records, journal_budgets, unpriced_models
 from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.owner import create_run
+from rho_notebook.runtime.recovery import nothing_to_resume
 from rho_notebook.runtime.replay import fork_copies
 from rho_notebook.runtime.script_fork import copy_script_values
+from rho_notebook.runtime.status import load_state
 from rho_notebook.service.flags import parse_budgets
 from rho_notebook.service.requests import ResumeRun, StartRun
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.layout import StoreLayout
-from rho_notebook.store.run_locks import FollowLock
+from rho_notebook.store.run_locks import FollowLock, OwnerLock
 from rho_notebook.store.runs import RunStore
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "Presence",
     "create_run_of",
     "check_resume",
+    "refuse_idle_resume",
     "resume_detached",
     "check_priced",
     "record_budgets",
@@ -97,12 +101,41 @@ def _copy_fork_values(layout: StoreLayout, run_id: str, graph: Graph) -> None:
 
 
 async def check_resume(layout: StoreLayout, request: ResumeRun) -> str:
-    """Check consent for resuming the run's frozen graph; returns the full run ID."""
+    """Check consent for resuming the run's frozen graph, then that resuming it would start
+    something; returns the full run ID.
+
+    Raises
+    ------
+    ConfirmationRequired
+        The consent does not cover the run's graph digest.
+    RunRefused
+        The run completed and a resume would start nothing (:func:`refuse_idle_resume`).
+    """
     store = RunStore(layout)
     run_id = await asyncio.to_thread(store.resolve, request.run)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     request.consent.check(manifest.graph_digest, what=f"resume run {run_id[:13]}")
+    await refuse_idle_resume(layout, run_id)
     return run_id
+
+
+async def refuse_idle_resume(layout: StoreLayout, run_id: str) -> None:
+    """Refuse to resume run ``run_id`` (a full ID) when that would start nothing, before anything
+    is journaled for the resume (a budget raise) or an owner is started (the CLI asks it before it
+    asks a person to confirm the digest); the owner says the same as it opens the run.
+
+    Raises RunRefused: :func:`~rho_notebook.runtime.recovery.nothing_to_resume` says why."""
+    state = await asyncio.to_thread(load_state, layout, run_id)
+    if state.lifecycle is not Lifecycle.COMPLETED:  # only a completed run's graph is read
+        return
+    store = RunStore(layout)
+    # the owner would take its lock first: a lock that is no regular file is damage, said before this
+    await asyncio.to_thread(OwnerLock.holder, store.folder(run_id).lock)
+    manifest = await asyncio.to_thread(store.manifest, run_id)
+    graph = await asyncio.to_thread(store.graph, run_id, expected_digest=manifest.graph_digest)
+    why = nothing_to_resume(state, script=graph.script is not None)
+    if why is not None:
+        raise RunRefused(why)
 
 
 async def resume_detached(layout: StoreLayout, request: ResumeRun) -> int:

@@ -29,6 +29,12 @@ return workflow(name = "states", nodes = [
 """)
 
 
+FAILS_THEN_BLOCKS = star(f"""return workflow(name = "fb", nodes = [
+    command(name = "a", argv = ["false"], {C}),
+    command(name = "b", argv = ["true"], needs = ["a"], {C}),
+])""")
+
+
 def test_every_decided_state(project: Project) -> None:
     project.write("wf.star", ALL_STATES)
     result, data = run(project)
@@ -70,15 +76,25 @@ def test_outcome_blocked(project: Project) -> None:
 
 
 def test_failure_beats_blocked(project: Project) -> None:
-    project.write(
-        "wf.star",
-        star(f"""return workflow(name = "fb", nodes = [
-        command(name = "a", argv = ["false"], {C}),
-        command(name = "b", argv = ["true"], needs = ["a"], {C}),
-    ])"""),
-    )
+    project.write("wf.star", FAILS_THEN_BLOCKS)
     _, data = run(project)
     assert data["outcome"] == "failure"
+
+
+def test_resume_of_a_failed_run_with_nothing_cancelled_is_refused_and_changes_nothing(project: Project) -> None:
+    """A graph resume never starts a failed node again: resuming such a run (a budget raise with it)
+    is refused before a digest is confirmed or anything is journaled, naming the fork that would."""
+    project.write("wf.star", FAILS_THEN_BLOCKS)
+    _, data = run(project)
+    run_id = data["run_id"]
+    journal = project.cli("events", run_id).stdout
+    for args in ((), ("--yes", "--raise-budget", "tokens=5"), ("--yes", "--detach")):
+        refused = project.cli("resume", run_id, *args)
+        assert refused.returncode == 3, refused.stderr
+        assert "has nothing to resume" in refused.stderr and "without confirmation" not in refused.stderr
+        assert f"rho-notebook fork {run_id[:13]} --at a" in refused.stderr
+    assert project.cli("events", run_id).stdout == journal  # no budget, no owner, no record
+    assert project.cli("fork", run_id, "--at", "a", "--yes").returncode == 1  # what it names works (a fails again)
 
 
 def test_outcome_denial_in_plan_mode(project: Project) -> None:
