@@ -15,6 +15,7 @@ Ctrl-C, a closed pipe, ``--detach`` and ``--wait`` do). The flags are the ones t
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -220,6 +221,23 @@ def _file_form(args: argparse.Namespace, target: str) -> int | None:
     return None
 
 
+def _is_folder(target: str) -> bool:
+    """Whether ``target`` names an existing folder and cannot be a plan ID prefix (hex and ``-``)."""
+    try:
+        return Path(target).is_dir() and re.fullmatch(r"[0-9a-f-]+", target) is None
+    except (OSError, ValueError):
+        return False
+
+
+def _folder_note(target: str) -> str:
+    """``run FOLDER`` (an exported notebook, say): the files in it that run takes."""
+    files = sorted(str(path) for path in Path(target).iterdir() if path.name.endswith(_RUN_SUFFIXES) and path.is_file())
+    shown = ", ".join(files[:5]) + (", ..." if len(files) > 5 else "")
+    return f"{target} is a folder, and run takes a plan ID or a workflow file (.star, .py, .graph.yaml, .ipynb)" + (
+        f": in it, {shown}" if files else ": it holds none"
+    )
+
+
 def run_run(args: argparse.Namespace) -> int:
     from rho_notebook.cli.notebook_verbs import notebook_run, output_notebook_refused
 
@@ -229,6 +247,9 @@ def run_run(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     target = str(args.plan)
+    if _is_folder(target):
+        print(f"rho-notebook: {_folder_note(target)}", file=sys.stderr)
+        return EXIT_USAGE
     handled = _file_form(args, target)
     if handled is not None:
         return handled

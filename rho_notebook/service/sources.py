@@ -33,7 +33,11 @@ def entry_source(path: Path, workspace: Workspace) -> SourceText:
     """Read an entry module from disk under the label rules (``.star``, under the root, no symlinks)."""
     label = label_for_path(path, workspace.root)
     if not label.endswith(".star"):
-        msg = f"{path}: a workflow entry must be a .star file"
+        what = "is a folder" if path.is_dir() else "is not a workflow file"
+        msg = (
+            f"{path} {what}: give a workflow entry (FILE.star), a script or flow module (SCRIPT.py), an item graph "
+            "(FILE.graph.yaml) or a notebook (NOTEBOOK.ipynb)"
+        )
         raise SourceError(msg, rule="load.label", file=str(path))
     return FileSourceReader(workspace.root).read(label)
 

@@ -168,3 +168,24 @@ def test_delete_right_after_completion_waits_for_the_owner_to_let_go(project: Pr
     finally:
         stuck.release()
     assert store.folder(second).path.exists()
+
+
+def test_a_folder_is_named_as_a_folder_with_the_files_run_would_take(project: Project) -> None:
+    """`run out` after `export NOTEBOOK out` said "no plan matches 'out'", and `validate out` "a
+    workflow entry must be a .star file": each says the argument is a folder, `run` naming the
+    workflow files at its top."""
+    project.write(
+        "out/hello.star", star(f'return workflow(name = "h", nodes = [command(name = "a", argv = ["true"], {C})])')
+    )
+    project.write("out/notes.txt", "not a workflow\n")
+    (project.root / "empty").mkdir()
+    ran = project.cli("run", "out", "--yes")
+    assert ran.returncode == 2, ran.stderr
+    assert "out is a folder, and run takes a plan ID or a workflow file" in ran.stderr
+    assert "in it, out/hello.star" in ran.stderr and "notes.txt" not in ran.stderr
+    assert "it holds none" in project.cli("run", "empty").stderr
+    for verb in ("validate", "plan"):
+        checked = project.cli(verb, "out")
+        assert checked.returncode == 1 and "out is a folder: give a workflow entry (FILE.star)" in checked.stderr
+    other = project.cli("validate", "out/notes.txt")
+    assert "out/notes.txt is not a workflow file: give a workflow entry" in other.stderr
