@@ -40,6 +40,13 @@ CASES = [
     # --- source and values -------------------------------------------------------------------
     Case("syntax-error", {"wf.star": "def build(inputs)\n    return 1\n"}, "starlark.syntax", "Parse error", line=1),
     Case(
+        "build-body-as-module",
+        {"wf.star": 'return workflow(name = "w", nodes = [])\n'},
+        "starlark.error",
+        "put the nodes and the return in `def build(inputs):` and end with `WORKFLOW = define(build = build)`",
+        line=1,
+    ),
+    Case(
         "float-literal",
         {"wf.star": star('x = 1.5\nreturn workflow(name = "a", nodes = [])')},
         "value.float",

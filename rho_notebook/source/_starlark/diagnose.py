@@ -88,7 +88,16 @@ def _starlark_error(text: str) -> dict[str, Any]:
     message = re.sub(
         r"^(RhoBuiltinError|ValueError|TypeError): ", "", re.sub(r"(StarlarkError: error: )+", "", message)
     )
+    if message.startswith(_TOP_RETURN):  # the body of build written as the whole module
+        message += _TOP_RETURN_HINT
     return {"rule": rule, "message": public_hint(message), "file": at[0], "line": at[1], "column": at[2]}
+
+
+_TOP_RETURN = "`return` cannot be used outside of a `def` function"
+_TOP_RETURN_HINT = (
+    ": an entry module (a .star entry, a %%workflow cell) defines its workflow; put the nodes and the "
+    "return in `def build(inputs):` and end with `WORKFLOW = define(build = build)`"
+)
 
 
 _HINT = re.compile(r", did you mean `(_\w+)`\?")
