@@ -173,9 +173,10 @@ class NotFound(StoreError):
         self.problem, self.listers = message, listers
         super().__init__(self.listed_with("`rho-notebook {}`"))
 
-    def listed_with(self, command: str) -> str:
-        """The message, its listing verbs spelled by ``command`` (a format with one ``{}``)."""
-        hint = " and ".join(command.format(verb) for verb in self.listers)
+    def listed_with(self, command: str, **spelled: str) -> str:
+        """The message, its listing verbs spelled by ``command`` (a format with one ``{}``), or by
+        ``spelled`` where a front end has its own (MCP: ``runs="the `workflow_runs` tool"``)."""
+        hint = " and ".join(spelled.get(verb) or command.format(verb) for verb in self.listers)
         return f"{self.problem}; list them with {hint}" if hint else self.problem
 
 

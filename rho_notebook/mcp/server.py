@@ -34,7 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from rho_notebook.errors import InvalidWorkflow, RhoError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
@@ -139,7 +139,7 @@ class WorkflowTools:
         except InvalidWorkflow as err:
             return _error(invalid_json(err))
         except RhoError as err:
-            return _error(f"error[{err.rule}]: {err.message}")
+            return _error(f"error[{err.rule}]: {_refusal(err)}")
         except Exception as err:  # a bug or an OS failure: the client gets one line, the log the traceback
             _log.exception("tool %s failed", name)
             return _error(f"{name} failed unexpectedly ({type(err).__name__}: {err}); the server's stderr has details")
@@ -401,6 +401,14 @@ def _text(value: Any) -> str:
 
 def _answer(value: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=_text(value))], is_error=False)
+
+
+def _refusal(err: RhoError) -> str:
+    """A refusal's message; a not-found one names the tool that lists what exists (the CLI's verb
+    where no tool lists it: plans)."""
+    if isinstance(err, NotFound):
+        return err.listed_with("`rho-notebook {}`", runs="the `workflow_runs` tool")
+    return err.message
 
 
 def _error(value: Any) -> types.CallToolResult:

@@ -128,6 +128,7 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("workflow_plan_approval", {}, "give exactly one of plan_id and graph_digest"),
     ("workflow_plan_approval", {"plan_id": "{plan}", "graph_digest": "{digest}"}, "give exactly one"),
     ("workflow_result", {"run_id": "zzz"}, "run_id: String should match pattern"),
+    ("workflow_status", {"run_id": "0000"}, "no run matches '0000'; list them with the `workflow_runs` tool"),
 ]
 
 
