@@ -272,11 +272,11 @@ def run_resume(args: argparse.Namespace) -> int:
     run_id = manifest.run_id
     graph = run_sync(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
-    from rho_notebook.service.starting import check_priced, record_budgets, refuse_idle_resume
+    from rho_notebook.service.starting import check_priced, check_resumable, record_budgets
 
     try:  # before a person is asked to confirm the digest of a resume that would start nothing
-        run_sync(refuse_idle_resume(service.layout, run_id))
-    except RunRefused as err:
+        run_sync(check_resumable(service.layout, run_id, executor=args.executor))
+    except RunRefused as err:  # an executor the owner would refuse is said first (exit 2, by main)
         print(f"rho-notebook: {err.message}", file=sys.stderr)
         return err.exit_code
     given = consent(args, digest=manifest.graph_digest, what=what)

@@ -14,6 +14,7 @@ fail a supervised launch closed after ``--approval-timeout``.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +29,7 @@ from rho_notebook.policy.plan_approval import PlanApprovals
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.budget import budget_records, journal_budgets, unpriced_models
 from rho_notebook.runtime.detached import OwnerOptions, start_owner
+from rho_notebook.runtime.executor_choice import resolve_executor
 from rho_notebook.runtime.owner import create_run
 from rho_notebook.runtime.recovery import nothing_to_resume
 from rho_notebook.runtime.replay import fork_copies
@@ -45,7 +47,7 @@ __all__ = [
     "Presence",
     "create_run_of",
     "check_resume",
-    "refuse_idle_resume",
+    "check_resumable",
     "resume_detached",
     "check_priced",
     "record_budgets",
@@ -109,22 +111,31 @@ async def check_resume(layout: StoreLayout, request: ResumeRun) -> str:
     ConfirmationRequired
         The consent does not cover the run's graph digest.
     RunRefused
-        The run completed and a resume would start nothing (:func:`refuse_idle_resume`).
+        The run completed and a resume would start nothing (:func:`check_resumable`).
     """
     store = RunStore(layout)
     run_id = await asyncio.to_thread(store.resolve, request.run)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     request.consent.check(manifest.graph_digest, what=f"resume run {run_id[:13]}")
-    await refuse_idle_resume(layout, run_id)
+    await check_resumable(layout, run_id, executor=request.executor)
     return run_id
 
 
-async def refuse_idle_resume(layout: StoreLayout, run_id: str) -> None:
-    """Refuse to resume run ``run_id`` (a full ID) when that would start nothing, before anything
-    is journaled for the resume (a budget raise) or an owner is started (the CLI asks it before it
-    asks a person to confirm the digest); the owner says the same as it opens the run.
+async def check_resumable(layout: StoreLayout, run_id: str, *, executor: str | None) -> None:
+    """Refuse to resume run ``run_id`` (a full ID) with ``executor`` (a resume's ``--executor``)
+    before anything is journaled for the resume (a budget raise) or an owner is started (the CLI
+    asks it before it asks a person to confirm the digest): first an executor the owner would
+    refuse, then a resume that would start nothing, as the owner says both.
 
-    Raises RunRefused: :func:`~rho_notebook.runtime.recovery.nothing_to_resume` says why."""
+    Raises
+    ------
+    ExecutorInvalid, DaskNotInstalled
+        ``executor`` is not one to run with (exit 2, as when the owner says it).
+    RunRefused
+        :func:`~rho_notebook.runtime.recovery.nothing_to_resume` says why.
+    """
+    if executor is not None:
+        resolve_executor(executor, home=layout.home, environ=os.environ)
     state = await asyncio.to_thread(load_state, layout, run_id)
     if state.lifecycle is not Lifecycle.COMPLETED:  # only a completed run's graph is read
         return
