@@ -134,8 +134,8 @@ async def check_resumable(layout: StoreLayout, run_id: str, *, executor: str | N
     RunRefused
         :func:`~rho_notebook.runtime.recovery.nothing_to_resume` says why.
     """
-    if executor is not None:
-        resolve_executor(executor, home=layout.home, environ=os.environ)
+    if executor is not None:  # (dask: imports distributed, off the loop)
+        await asyncio.to_thread(resolve_executor, executor, home=layout.home, environ=os.environ)
     state = await asyncio.to_thread(load_state, layout, run_id)
     if state.lifecycle is not Lifecycle.COMPLETED:  # only a completed run's graph is read
         return
