@@ -163,7 +163,8 @@ async def logs(
         if node not in state.nodes:
             raise _no_node(state, node)
         record = state.nodes[node]
-        attempt_folder = folder.attempt_dir(node, max(record.attempt, 1))
+        current = record.current  # a reused or taken attempt's output is its source attempt's
+        attempt_folder = folder.attempt_dir(node, 1) if current is None else folder.files_of(node, current)
         for stream in streams:
             data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
             if data:

@@ -189,3 +189,21 @@ def test_a_folder_is_named_as_a_folder_with_the_files_run_would_take(project: Pr
         assert checked.returncode == 1 and "out is a folder: give a workflow entry (FILE.star)" in checked.stderr
     other = project.cli("validate", "out/notes.txt")
     assert "out/notes.txt is not a workflow file: give a workflow entry" in other.stderr
+
+
+def test_logs_of_a_reused_node_are_its_source_attempts(project: Project) -> None:
+    """A second run takes `a` (``reuse = True``) from the first without launching it: `logs RUN a`
+    shows the output of the attempt it reused (as `result` names that attempt's files), not nothing."""
+    project.write("nodes/say.py", "def say():\n    print('from the source')\n    return 1\n")
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "t", nodes = [python(name = "a", module = "//nodes/say.py", function = "say", '
+            f'access = "read_only", reuse = True, {C})])'
+        ),
+    )
+    _, first = run(project)
+    _, second = run(project)
+    assert second["run_id"] != first["run_id"] and second["nodes"]["a"]["reused_from"]["run_id"] == first["run_id"]
+    assert project.cli("logs", second["run_id"], "a").stdout == "from the source\n"
+    assert project.cli("logs", first["run_id"], "a").stdout == "from the source\n"
