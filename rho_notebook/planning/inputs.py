@@ -260,7 +260,7 @@ def _value_problem(key: str, decl: Mapping[str, Any], value: Any, *, file: str |
         message = (
             f"{noun} {key!r} is {article} {kind}, and {str(value)!r} is not JSON: a bare word is taken as text "
             f"only by string, path and enum {noun}s; give {article} {kind} as JSON"
-            + (f", e.g. --input {key}={_EXAMPLES[kind]}" if noun == "input" and kind in _EXAMPLES else "")
+            + (f", e.g. {'--input ' if noun == 'input' else ''}{key}={_EXAMPLES[kind]}" if kind in _EXAMPLES else "")
         )
         return Diagnostic(rule=f"{noun}.type", message=message, file=file)
     if kind == "enum":

@@ -108,6 +108,8 @@ def test_a_human_step_waits_and_is_answered_from_the_cli(project: Project) -> No
     assert approve.returncode != 0 and "rho-notebook answer" in approve.stderr
     missing = project.cli("answer", run_id, "nosuch", 'level="high"')
     assert missing.returncode != 0 and "review" in missing.stderr  # names the step that waits
+    bare = project.cli("answer", run_id, "review", 'level="high"', "count=three")
+    assert bare.returncode != 0 and "give an integer as JSON, e.g. count=3" in bare.stderr, bare.stderr
 
     answered = project.cli("answer", run_id, "review", 'level="high"', "--comment", "on call")
     assert answered.returncode == 0, answered.stderr
