@@ -8,10 +8,11 @@ it off once either says so. Records are written once (O_EXCL) and never revoked:
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
-from rho_notebook.errors import PlanNotApproved
+from rho_notebook.errors import BadArgument, PlanNotApproved
 from rho_notebook.model.base import FrozenModel
 from rho_notebook.store.files import read_nofollow
 from rho_notebook.store.layout import StoreLayout
@@ -20,6 +21,8 @@ from rho_notebook.store.settings import settings_documents
 __all__ = ["PlanApproval", "PlanApprovals", "ENV_REQUIRE"]
 
 ENV_REQUIRE = "RHO_NOTEBOOK_REQUIRE_PLAN_APPROVAL"
+
+_GRAPH_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class PlanApproval(FrozenModel):
@@ -39,6 +42,15 @@ class PlanApprovals:
         return self.layout.home / "plan-approvals"
 
     def _path(self, digest: str) -> Path:
+        """The record of ``digest``; anything but ``sha256:`` and 64 lower-case hex digits is refused
+        (a ``/`` or ``..`` in it would name a file outside the folder).
+
+        Raises BadArgument: ``digest`` is not a graph digest."""
+        if _GRAPH_DIGEST.fullmatch(digest) is None:
+            msg = (
+                f"{digest!r} is not a graph digest: write sha256: and its 64 hex digits, as `plans` and `plan` show it"
+            )
+            raise BadArgument(msg)
         return self.folder / f"{digest.removeprefix('sha256:')}.json"
 
     def required(self) -> bool:

@@ -347,6 +347,17 @@ def test_plan_approval_enforced_by_environment(project: Project) -> None:
     assert any(e["kind"] == "plan_approval" and e["graph_digest"] == digest for e in events)
 
 
+def test_approve_plan_refuses_what_is_not_a_graph_digest(project: Project) -> None:
+    """`approve-plan sha256:../../x` wrote its record outside the store (the digest was a file
+    name), and `sha256:abc` was approved as given: only sha256: and 64 hex digits are taken."""
+    for given in ("sha256:../../escaped", "sha256:abc", "sha256:" + "A" * 64):
+        refused = project.cli("approve-plan", given)
+        assert refused.returncode == 2 and "is not a graph digest" in refused.stderr, refused.stderr
+    assert not (project.home.parent / "escaped.json").exists() and not (project.home / "escaped.json").exists()
+    approvals = project.home / "plan-approvals"
+    assert not approvals.exists() or not any(approvals.iterdir())
+
+
 def test_environment_cannot_turn_plan_approval_off(project: Project) -> None:
     settings(project, {"require_plan_approval": True})
     project.write("wf.star", LAUNCH)
