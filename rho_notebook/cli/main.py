@@ -81,6 +81,7 @@ def _declared(only: str | None) -> argparse.ArgumentParser:
         prog="rho-notebook",
         description="Plan and run Rho workflows (frozen Starlark DAGs of agent and command nodes).",
     )
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
     one = None if only is None else _OneVerb(verbs, only)
     declare(verbs if one is None else one)
@@ -89,6 +90,24 @@ def _declared(only: str | None) -> argparse.ArgumentParser:
     if one is not None and not one.found:
         return build_parser()
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, read only when asked (importing
+    ``importlib.metadata`` would cost every verb's start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **options: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **options)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_options: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("rho-notebook")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            shown = "(not installed)"
+        print(f"rho-notebook {shown}")
+        parser.exit()
 
 
 class _OneVerb:

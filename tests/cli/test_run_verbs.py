@@ -207,3 +207,11 @@ def test_logs_of_a_reused_node_are_its_source_attempts(project: Project) -> None
     assert second["run_id"] != first["run_id"] and second["nodes"]["a"]["reused_from"]["run_id"] == first["run_id"]
     assert project.cli("logs", second["run_id"], "a").stdout == "from the source\n"
     assert project.cli("logs", first["run_id"], "a").stdout == "from the source\n"
+
+
+def test_version_prints_the_installed_version(project: Project) -> None:
+    from importlib.metadata import version
+
+    shown = project.cli("--version")
+    assert shown.returncode == 0 and shown.stdout == f"rho-notebook {version('rho-notebook')}\n", shown
+    assert "--version" in project.cli("--help").stdout
