@@ -149,6 +149,18 @@ async def events(
         yield record
 
 
+def _taken_output(store: RunStore, run_id: str, node: str) -> Path | None:
+    """Where the output of ``node`` is when run ``run_id`` is a fork that took it: a fork copies
+    only the value into its own folder, so the streams are the source run's attempt's (None: the
+    node was not taken, e.g. it is the fork's edited node)."""
+    manifest = store.manifest(run_id)
+    fork = store.graph(run_id, expected_digest=manifest.graph_digest).fork
+    if fork is None:
+        return None
+    taken = next((t for t in fork.taken if t.node == node), None)
+    return None if taken is None else store.folder(fork.source_run).attempt_dir(node, taken.attempt)
+
+
 async def logs(
     layout: StoreLayout, run: str, node: str, *, streams: tuple[Stream, ...], follow: bool
 ) -> AsyncIterator[tuple[Stream, str]]:
@@ -165,6 +177,9 @@ async def logs(
         record = state.nodes[node]
         current = record.current  # a reused or taken attempt's output is its source attempt's
         attempt_folder = folder.attempt_dir(node, 1) if current is None else folder.files_of(node, current)
+        if current is not None and current.reused_from and current.reused_from["run_id"] == run_id:
+            taken = await asyncio.to_thread(_taken_output, store, run_id, node)
+            attempt_folder = attempt_folder if taken is None else taken
         for stream in streams:
             data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
             if data:

@@ -215,3 +215,21 @@ def test_version_prints_the_installed_version(project: Project) -> None:
     shown = project.cli("--version")
     assert shown.returncode == 0 and shown.stdout == f"rho-notebook {version('rho-notebook')}\n", shown
     assert "--version" in project.cli("--help").stdout
+
+
+def test_logs_of_a_node_a_fork_took_are_its_source_attempts(project: Project) -> None:
+    """A fork copies only the value of a node it takes into its own run: `logs FORK a` shows the
+    output of the source run's attempt it took (named in the fork's frozen record)."""
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "t", nodes = [command(name = "a", argv = ["echo", "from the source"], '
+            f'{C}), command(name = "b", argv = ["false"], needs = ["a"], {C})])'
+        ),
+    )
+    _, data = run(project)
+    forked = project.cli("fork", data["run_id"], "--at", "b", "--yes", "--output", "json")
+    fork = json.loads(forked.stdout)["run_id"]
+    assert fork != data["run_id"]
+    assert project.cli("logs", fork, "a").stdout == "from the source\n"
+    assert project.cli("logs", fork, "b", "--stream", "stdout").stdout == ""  # b ran anew in the fork: its own
