@@ -30,6 +30,7 @@ __all__ = [
     "NodeAttempt",
     "Stream",
     "attempt_dir",
+    "taken_attempt",
     "node_attempt",
     "read_result",
     "read_run_result",
@@ -149,16 +150,16 @@ async def events(
         yield record
 
 
-def _taken_output(store: RunStore, run_id: str, node: str) -> Path | None:
-    """Where the output of ``node`` is when run ``run_id`` is a fork that took it: a fork copies
-    only the value into its own folder, so the streams are the source run's attempt's (None: the
+def taken_attempt(layout: StoreLayout, run_id: str, node: str) -> tuple[str, int] | None:
+    """(source run, attempt) of ``node`` when run ``run_id`` is a fork that took it: a fork copies
+    only the value into its own folder, so the output is that attempt's (None: not a fork, or the
     node was not taken, e.g. it is the fork's edited node)."""
-    manifest = store.manifest(run_id)
-    fork = store.graph(run_id, expected_digest=manifest.graph_digest).fork
+    store = RunStore(layout)
+    fork = store.graph(run_id, expected_digest=store.manifest(run_id).graph_digest).fork
     if fork is None:
         return None
     taken = next((t for t in fork.taken if t.node == node), None)
-    return None if taken is None else store.folder(fork.source_run).attempt_dir(node, taken.attempt)
+    return None if taken is None else (fork.source_run, taken.attempt)
 
 
 async def logs(
@@ -178,8 +179,9 @@ async def logs(
         current = record.current  # a reused or taken attempt's output is its source attempt's
         attempt_folder = folder.attempt_dir(node, 1) if current is None else folder.files_of(node, current)
         if current is not None and current.reused_from and current.reused_from["run_id"] == run_id:
-            taken = await asyncio.to_thread(_taken_output, store, run_id, node)
-            attempt_folder = attempt_folder if taken is None else taken
+            taken = await asyncio.to_thread(taken_attempt, layout, run_id, node)
+            if taken is not None:  # a fork's copy of a taken node's value
+                attempt_folder = store.folder(taken[0]).attempt_dir(node, taken[1])
         for stream in streams:
             data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
             if data:

@@ -25,6 +25,7 @@ from rho_notebook.model.graph import CommandNode, Graph, ItemNode, Node, ShellNo
 from rho_notebook.model.run_state import NodeRecord
 from rho_notebook.model.state import NodeState
 from rho_notebook.service import Service
+from rho_notebook.service.reading import taken_attempt
 from rho_notebook.service.usage import node_spend
 from rho_notebook.service.wire import Detail, UsageJson, reused_from_json, step_json
 from rho_notebook.store.layout import ANSWER_PROSE_FILE, ANSWER_TEXT_FILE, INPUT_FILE, USAGE_FILE, VALUE_FILE
@@ -260,15 +261,22 @@ def node_detail(
     return detail
 
 
-async def reused_source_dir(service: Service, record: NodeRecord | None) -> Path | None:
-    """The attempt folder a reused latest attempt took its success from (checked like any
-    attempt folder, :meth:`Service.node_attempt`); None when the attempt was not reused or its
-    source run is no longer in the store."""
+async def reused_source_dir(service: Service, record: NodeRecord | None, *, run_id: str) -> Path | None:
+    """The attempt folder a reused latest attempt of run ``run_id`` took its success from (checked
+    like any attempt folder, :meth:`Service.node_attempt`): for a node a fork took, whose value the
+    fork copied into its own folder, the source run's attempt, which holds its output; None when
+    the attempt was not reused or its source run is no longer in the store."""
     reused = reused_from_json(record) if record is not None else None
     if reused is None:
         return None
+    source, node, number = reused["run_id"], reused["node"], reused["attempt"]
     try:
-        found = await service.node_attempt(reused["run_id"], reused["node"], attempt=reused["attempt"])
+        if source == run_id:
+            taken = await asyncio.to_thread(taken_attempt, service.layout, run_id, node)
+            if taken is None:
+                return None
+            source, number = taken
+        found = await service.node_attempt(source, node, attempt=number)
     except (RhoError, OSError):  # the source run was deleted: the pane shows what this run holds
         return None
     return found.folder
@@ -285,7 +293,7 @@ async def read_node_detail(service: Service, run: str, name: str) -> Detail:
     """
     attempt = await service.node_attempt(run, name)
     graph = await service.run_graph(attempt.run_id)
-    source = await reused_source_dir(service, attempt.record)
+    source = await reused_source_dir(service, attempt.record, run_id=attempt.run_id)
     halted = None
     if graph.script is not None:
         halted = halted_by_step(await service.status(attempt.run_id)).get(name)

@@ -71,7 +71,7 @@ def graph_view(
         if record is not None and record.attempt and service is not None and state is not None:
             attempt_dir = service.attempt_dir(state.run_id, name, record.attempt)
             if record.current is not None and record.current.reused_from is not None:
-                source_dir = call(reused_source_dir(service, record))
+                source_dir = call(reused_source_dir(service, record, run_id=state.run_id))
         return dict(node_detail(graph, name, record, attempt_dir=attempt_dir, source_dir=source_dir))
 
     widget = DagWidget(dag_view(graph, state, digest=digest, actions=False), on_select=detail)

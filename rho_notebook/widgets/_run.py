@@ -307,7 +307,7 @@ class RunController:
             return {}
         attempt_dir = self.service.attempt_dir(self.run_id, name, record.attempt) if record.attempt else None
         reused = record.current is not None and record.current.reused_from is not None
-        source_dir = call(reused_source_dir(self.service, record)) if reused else None
+        source_dir = call(reused_source_dir(self.service, record, run_id=self.run_id)) if reused else None
         detail: Detail = node_detail(
             self.graph,
             name,

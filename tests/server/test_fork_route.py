@@ -97,6 +97,9 @@ async def test_fork_is_planned_then_started_with_the_confirmed_digest(jp_fetch: 
     # c's pane in the fork: the edited value, said to be a person's edit (nothing launched)
     pane_c = body(await jp_fetch("rho", "api", "runs", fork_id, "nodes", "c"))
     assert pane_c["value"] == {"word": "seven", "count": 7} and "edited" in pane_c["reason"], pane_c
+    # a's pane in the fork: taken, so its output is the source attempt's (the fork copied only its value)
+    pane_a = body(await jp_fetch("rho", "api", "runs", fork_id, "nodes", "a"))
+    assert pane_a["stdout"]["text"] == "a ran\n", pane_a
     rows = {row["run_id"]: row for row in body(await jp_fetch("rho", "api", "runs"))}
     assert rows[fork_id]["lineage"] == [{"run": run_id, "node": "c"}]
     assert not rows[run_id].get("lineage")
