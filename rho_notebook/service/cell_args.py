@@ -176,7 +176,11 @@ def _decision_verbs(verbs: Any) -> None:
 
 
 def _notebook_verbs(verbs: Any) -> None:
-    p = verbs.add_parser("export", help="write a workflow folder from a notebook (or from this session's cells)")
+    p = verbs.add_parser(
+        "export",
+        help="write a workflow folder from a notebook (or from this session's cells)",
+        usage="%(prog)s [-h] [--workflow NAME] [NOTEBOOK.ipynb] DIR",  # not argparse's "X [X ...]"
+    )
     p.add_argument("paths", nargs="+", metavar="[NOTEBOOK.ipynb] DIR")
     p.add_argument("--workflow", metavar="NAME")
 

@@ -237,6 +237,10 @@ def test_user_mistakes_are_usage_errors(ip: Any, ws: Project) -> None:
     assert "close the quote" in usage_error(ip, "%workflow run 'hello")
     result, captured = cell(ip, "%workflow run --help")
     assert result.error_in_exec is None and "--approval-timeout" in captured.stdout
+    # export's usage says what it takes, not argparse's "[NOTEBOOK.ipynb] DIR [[NOTEBOOK.ipynb] DIR ...]"
+    assert usage_error(ip, "%workflow export").endswith(
+        "usage: %workflow export [-h] [--workflow NAME] [NOTEBOOK.ipynb] DIR"
+    )
 
 
 def test_export_and_hub(ip: Any, ws: Project) -> None:
