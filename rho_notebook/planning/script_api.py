@@ -1,8 +1,8 @@
 """What a script's imports and step calls may name, checked against the script API itself.
 
-``validate SCRIPT.py`` reads the script without running it (:mod:`.script_lint`); these rules
+``validate SCRIPT.py`` reads the script without running it (:mod:`.script_lint`); these two rules
 compare what it names with what ``rho_notebook.script`` and ``rho_notebook.flow`` really provide,
-so that a misspelled import or argument is found before the run instead of failing it:
+so that a misspelled import or argument is refused before the run instead of failing it:
 
 ``script.import_name`` (error)
     ``from rho_notebook.script import NAME`` (or ``rho_notebook.flow``) of a name the module does
@@ -11,10 +11,6 @@ so that a misspelled import or argument is found before the run instead of faili
     A call of ``run_step``, ``run_command`` or ``run_model`` imported from ``rho_notebook.script``
     with a keyword it does not take (spelled out, or in a ``**`` splat the linter can read) or
     more positional arguments than it takes.
-``script.step_needs`` (warning)
-    Such a call without an argument that has no default (``run_command`` without
-    ``timeout_seconds``, as a command node has no default timeout): it raises ``TypeError`` when
-    it runs.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ import importlib.util
 import inspect
 from difflib import get_close_matches
 
-__all__ = ["argument_problems", "missing_arguments", "missing_name"]
+__all__ = ["argument_problems", "missing_name"]
 
 
 def missing_name(module: str, name: str) -> str | None:
@@ -67,34 +63,3 @@ def argument_problems(function: str, call: ast.Call, spelled: dict[str, ast.expr
             f"{len(call.args)} given; pass the others by keyword"
         )
     return problems
-
-
-def missing_arguments(function: str, call: ast.Call, spelled: dict[str, ast.expr] | None) -> str | None:
-    """``script.step_needs``: the arguments without a default that ``call`` of
-    ``rho_notebook.script.<function>`` does not pass (None: it passes them, or a ``*``/``**`` it
-    cannot read may). As written, the call raises ``TypeError`` when it runs."""
-    import rho_notebook.script as script
-
-    if spelled is None or any(isinstance(a, ast.Starred) for a in call.args):
-        return None
-    parameters = inspect.signature(getattr(script, function)).parameters.values()
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    passed = {
-        *(k.arg for k in call.keywords if k.arg is not None),
-        *spelled,
-        *(p.name for p in positional[: len(call.args)]),
-    }
-    missing = [
-        p.name for p in parameters if p.default is p.empty and p.kind is not p.VAR_KEYWORD and p.name not in passed
-    ]
-    if not missing:
-        return None
-    return (
-        f"{function}() needs {_listed(missing)}, which {'has' if len(missing) == 1 else 'have'} no default: as written, "
-        f"this call raises TypeError when it runs; e.g. {function}(..., {', '.join(f'{name}=...' for name in missing)})"
-    )
-
-
-def _listed(names: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

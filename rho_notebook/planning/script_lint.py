@@ -57,7 +57,7 @@ import re
 from typing import Any
 
 from rho_notebook.planning._findings import Finding, Severity
-from rho_notebook.planning.script_api import argument_problems, missing_arguments, missing_name
+from rho_notebook.planning.script_api import argument_problems, missing_name
 from rho_notebook.planning.script_flows import unnamed_flow
 from rho_notebook.planning.script_inputs import declaration, finding_at, parse_script
 from rho_notebook.script.channel import STEP_ID_PATTERN, STEP_ID_TEXT, step_id_problem
@@ -311,12 +311,8 @@ class _Linter:
     def step_call(self, call: ast.Call, callee: str, *, in_executor: bool) -> None:
         function = self.step_function(call)
         if function is not None:
-            spelled = self.splat_entries(call)
-            for problem in argument_problems(function, call, spelled):
+            for problem in argument_problems(function, call, self.splat_entries(call)):
                 self.add(call, "script.step_argument", problem)
-            needs = missing_arguments(function, call, spelled)
-            if needs is not None:
-                self.add(call, "script.step_needs", needs, "warning")
         step_id = _keyword(call, "step_id")
         if step_id is None or (isinstance(step_id.value, ast.Constant) and step_id.value.value is None):
             if in_executor and not _has_splat(call):

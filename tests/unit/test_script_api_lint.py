@@ -111,34 +111,3 @@ def test_validate_and_plan_refuse_such_a_script(project: Project) -> None:
     (found,) = caught.value.diagnostics()
     assert (found.rule, found.line) == ("script.step_argument", 2)
     assert Path(project.root / "s.py").exists() and project.stored_plans() == []
-
-
-def test_a_step_call_without_an_argument_that_has_no_default_is_a_warning() -> None:
-    """``run_command(["true"])`` raises TypeError when it runs (a command has no default timeout or
-    output bound): validate says so, naming what is missing; a splat it cannot read may hold them."""
-    text = """\
-from rho_notebook.script import run_command, run_model, run_step
-
-run_command(["true"])
-run_command(["true"], timeout_seconds=5)
-run_command(["true"], timeout_seconds=5, max_output_bytes=5)
-run_command(["true"], **{"timeout_seconds": 5, "max_output_bytes": 5})
-run_command(["true"], **unknown)
-run_model([{"role": "user", "content": "hi"}], provider="p")
-run_step(prompt="p")
-"""
-    needs = [(f.line, f.severity, f.message) for f in lint_script(text, "//s.py") if f.rule == "script.step_needs"]
-    assert needs == [
-        (
-            3,
-            "warning",
-            "run_command() needs timeout_seconds and max_output_bytes, which have no default: as written, this "
-            "call raises TypeError when it runs; e.g. run_command(..., timeout_seconds=..., max_output_bytes=...)",
-        ),
-        (4, "warning", needs[1][2]),
-        (8, "warning", needs[2][2]),
-        (9, "warning", needs[3][2]),
-    ]
-    assert needs[1][2].startswith("run_command() needs max_output_bytes, which has no default")
-    assert needs[2][2].startswith("run_model() needs model, which has no default")
-    assert needs[3][2].startswith("run_step() needs agent, which has no default")
