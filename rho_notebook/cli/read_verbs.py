@@ -15,6 +15,7 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rho_notebook.errors import RhoError
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import Service, glance
 from rho_notebook.service.listing import RunsQuery
@@ -170,14 +171,30 @@ def run_logs(args: argparse.Namespace) -> int:
     service = Service.default()
     streams: tuple[Stream, ...] = ("stdout", "stderr") if args.stream == "both" else (args.stream,)
 
-    async def show() -> None:
+    async def show() -> bool:
+        shown = False
         async for stream, text in service.logs(args.run, args.node, streams=streams, follow=args.follow):
             target = sys.stdout if stream == "stdout" else sys.stderr
             target.write(text)
             target.flush()
+            shown = True
+        return shown
 
-    run_sync(show())
+    if not run_sync(show()):  # say why there is nothing, on stderr: stdout stays the node's output
+        _say_nothing(service, args)
     return 0
+
+
+def _say_nothing(service: Service, args: argparse.Namespace) -> None:
+    """One line on stderr for ``logs`` that printed nothing: whether the node ran, and its state
+    (nothing when the run cannot be read now: logs already answered)."""
+    try:
+        record = glance.status(service.layout, args.run).nodes[args.node]
+    except (RhoError, OSError, KeyError):
+        return
+    why = "it has not run" if record.attempt == 0 else f"attempt {record.attempt}"
+    where = "" if args.stream == "both" else f" to {args.stream}"
+    print(f"rho-notebook: node {args.node} wrote nothing{where} ({why}; {record.state.value})", file=sys.stderr)
 
 
 def run_plans(args: argparse.Namespace) -> int:

@@ -233,3 +233,22 @@ def test_logs_of_a_node_a_fork_took_are_its_source_attempts(project: Project) ->
     assert fork != data["run_id"]
     assert project.cli("logs", fork, "a").stdout == "from the source\n"
     assert project.cli("logs", fork, "b", "--stream", "stdout").stdout == ""  # b ran anew in the fork: its own
+
+
+def test_logs_that_print_nothing_say_why_on_stderr(project: Project) -> None:
+    """A node that never ran, or ran silently, printed nothing and exited 0 as if its output had
+    been lost: one line on stderr says which (stdout stays the node's output, empty)."""
+    project.write(
+        "wf.star",
+        star(
+            f'return workflow(name = "q", nodes = [command(name = "a", argv = ["false"], {C}), '
+            f'command(name = "b", argv = ["echo", "b"], needs = ["a"], {C})])'
+        ),
+    )
+    _, data = run(project)
+    silent = project.cli("logs", data["run_id"], "a")
+    assert silent.returncode == 0 and silent.stdout == ""
+    assert silent.stderr == "rho-notebook: node a wrote nothing (attempt 1; failure)\n"
+    never = project.cli("logs", data["run_id"], "b", "--stream", "stdout")
+    assert never.returncode == 0 and never.stdout == ""
+    assert never.stderr == "rho-notebook: node b wrote nothing to stdout (it has not run; blocked)\n"
