@@ -349,7 +349,9 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
 
 
-_EDGE_WORDS = frozenset({"to", "next", "then", "goto", "edges", "needs", "after", "depends_on", "from"})
+_BEFORE_WORDS = frozenset({"needs", "after", "depends_on", "from"})
+"""Fields another system's step uses to name the steps that come before it."""
+_EDGE_WORDS = _BEFORE_WORDS | {"to", "next", "then", "goto", "edges"}
 """Fields another system's step uses to name the steps around it; here edges are listed apart."""
 
 
@@ -360,11 +362,7 @@ def _edge_hint(data: Any, loc: Path_, step: str | None) -> str:
     raw = _raw_at(data, loc)
     other = raw[0] if isinstance(raw, list) and raw else raw
     other = other if isinstance(other, str) else "OTHER"
-    ends = (
-        f"{{from: {other}, to: {step}}}"
-        if loc[2] in ("needs", "after", "depends_on", "from")
-        else f"{{from: {step}, to: {other}}}"
-    )
+    ends = f"{{from: {other}, to: {step}}}" if loc[2] in _BEFORE_WORDS else f"{{from: {step}, to: {other}}}"
     return f"; a step does not name its neighbours: list edges under the document's `edges:`, e.g. - {ends}"
 
 

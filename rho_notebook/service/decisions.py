@@ -151,19 +151,15 @@ def form_request(layout: StoreLayout, run: str, step: str) -> ApprovalRequest:
     Raises NotFound: The run has no pending form request for that step (the message lists those it has);
     AlreadyDecided: The step's form was answered or declined already (the message says by whom and when).
     """
-    folder = _requests_folder(layout, run)
-    forms = [r for r in list_requests(folder) if r.kind == "form"]
-    pending = [r for r in forms if read_decision(folder, r.request_id) is None]
-    if pending:
-        state = load_state(layout, pending[0].run_id)
-        pending = [r for r in pending if _closed(state, r) is None]
+    pending = [r for r in pending_approvals(layout, run) if r.kind == "form"]
     found = [r for r in pending if step in (r.node, r.facts.get("step"))]
     if found:
         return max(found, key=lambda r: r.requested_at)
+    folder = _requests_folder(layout, run)
     answered = [
         (r, d)
-        for r in forms
-        if step in (r.node, r.facts.get("step"))
+        for r in list_requests(folder)
+        if r.kind == "form" and step in (r.node, r.facts.get("step"))
         if (d := read_decision(folder, r.request_id)) is not None
     ]
     if answered:  # too late: say who answered, and when
