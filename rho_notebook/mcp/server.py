@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,7 +35,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
@@ -150,6 +151,14 @@ class WorkflowTools:
         path = Path(file)
         return path if path.is_absolute() else self.workspace.root / path
 
+    def _inside(self, path: Path, *, file: str, what: str, rule: str) -> None:
+        """Refuse a file outside the served workspace (its folder's symlinks resolved), as planning
+        refuses a .star, script or item graph there: no tool reads, or plans in, another folder."""
+        root = os.path.realpath(self.workspace.root)
+        if not Path(os.path.realpath(path.parent)).is_relative_to(root):
+            msg = f"{file} is outside the workspace {root}; {what} must live inside it (workflow_list names them)"
+            raise SourceError(msg, rule=rule, file=file)
+
     async def workflow_list(self, args: ListArgs, client: str | None) -> Any:
         scan = await self.service.workflow_scan(self.workspace.root)
         return catalog_json(self.workspace.root, scan)
@@ -157,8 +166,10 @@ class WorkflowTools:
     async def workflow_validate(self, args: ValidateArgs, client: str | None) -> Any:
         path = self._path(args.file)
         if path.suffix == ".py":
+            self._inside(path, file=args.file, what="a script", rule="script.outside_workspace")
             return await self._validate_script(path, args)
         if path.name.endswith(GRAPH_SUFFIXES):
+            self._inside(path, file=args.file, what="an item graph", rule="graph.outside_workspace")
             return await self._validate_graph(path, args)
         if path.suffix != ".star":
             msg = f"workflow_validate takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not {args.file!r}"
@@ -185,6 +196,7 @@ class WorkflowTools:
     async def workflow_plan(self, args: PlanArgs, client: str | None) -> Any:
         path = self._path(args.file)
         if path.suffix == ".ipynb":
+            self._inside(path, file=args.file, what="a notebook", rule="notebook.outside_workspace")
             interpreter = await asyncio.to_thread(notebook_interpreter, path)  # as `run NOTEBOOK.ipynb` does
             plan = await self.service.plan_notebook(
                 path, workflow=args.workflow, inputs=args.inputs, where=args.file, python_interpreter=interpreter.path

@@ -1,0 +1,69 @@
+"""The MCP tools called in-process (:class:`WorkflowTools`), with a real store in a temporary home:
+what a client meets at the edges — files outside the served workspace, run ID prefixes, runs
+that are still live, resources of unknown runs — answered as tool errors that name what the client
+can do, never a shell command in place of a tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from typing import Any
+
+import mcp_types as types
+
+from rho_notebook.mcp import WorkflowTools
+from tests.conftest import REPO, Project, star
+
+ONE = star(
+    'return workflow(name = "one", nodes = [command(name = "hi", argv = ["echo", "hi"], timeout_seconds = 30, max_output_bytes = 4096)])'
+)
+
+
+def call(project: Project, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    tools = WorkflowTools(project.service, project.workspace)
+    return asyncio.run(tools.call(name, arguments, client="pytest"))
+
+
+def text(result: types.CallToolResult) -> str:
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+def error(project: Project, name: str, arguments: dict[str, Any]) -> str:
+    result = call(project, name, arguments)
+    assert result.is_error, text(result)
+    return text(result)
+
+
+# -- files outside the served workspace ------------------------------------------------------------
+
+
+def test_no_tool_reads_or_plans_a_file_outside_the_workspace(project: Project) -> None:
+    outside = project.root.parent / "elsewhere"
+    outside.mkdir()
+    shutil.copy(REPO / "notebooks" / "01_quickstart.ipynb", outside / "nb.ipynb")
+    shutil.copy(REPO / "examples" / "graphs" / "triage.graph.yaml", outside / "t.graph.yaml")
+    (outside / "s.py").write_text("print('a script outside')\n")
+
+    cases = [
+        ("workflow_plan", "../elsewhere/nb.ipynb", "notebook.outside_workspace"),
+        ("workflow_validate", "../elsewhere/s.py", "script.outside_workspace"),
+        ("workflow_validate", str(outside / "t.graph.yaml"), "graph.outside_workspace"),
+    ]
+    for tool, file, rule in cases:
+        answer = json.loads(error(project, tool, {"file": file}))
+        assert answer["valid"] is False
+        (diagnostic,) = answer["diagnostics"]
+        assert diagnostic["rule"] == rule and diagnostic["file"] == file
+        assert f"{file} is outside the workspace {project.root}" in diagnostic["message"]
+    assert project.stored_plans() == []
+    assert sorted(p.name for p in outside.iterdir()) == ["nb.ipynb", "s.py", "t.graph.yaml"]  # no export folder
+
+
+def test_a_notebook_inside_the_workspace_is_still_planned(project: Project) -> None:
+    shutil.copy(REPO / "notebooks" / "01_quickstart.ipynb", project.root / "nb.ipynb")
+    result = call(project, "workflow_plan", {"file": "nb.ipynb"})
+    assert not result.is_error, text(result)
+    assert json.loads(text(result))["workflow"] == "quickstart"
