@@ -366,6 +366,14 @@ class WorkflowTools:
         ]
 
     async def read(self, uri: str) -> types.TextResourceContents:
+        """One resource's text; a refusal (no such run, an ambiguous prefix) is an MCP error whose
+        message names the tool that lists what exists, as a tool's refusal does."""
+        try:
+            return await self._read(uri)
+        except RhoError as err:
+            raise MCPError(types.INVALID_PARAMS, f"error[{err.rule}]: {_refusal(err)}") from None
+
+    async def _read(self, uri: str) -> types.TextResourceContents:
         parts = urlsplit(uri)
         query = parse_qs(parts.query)
         base = f"{parts.scheme}://{parts.netloc}{parts.path}"
@@ -540,10 +548,7 @@ def build_server(service: Service, workspace: Workspace) -> Server[Any]:
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        try:
-            return types.ReadResourceResult(contents=[await tools.read(str(params.uri))])
-        except RhoError as err:
-            raise MCPError(types.INVALID_PARAMS, f"error[{err.rule}]: {err.message}") from None
+        return types.ReadResourceResult(contents=[await tools.read(str(params.uri))])
 
     return Server(
         "rho-notebook",

@@ -11,6 +11,8 @@ import shutil
 from typing import Any
 
 import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp import WorkflowTools
 from tests.conftest import REPO, Project, star
@@ -67,3 +69,16 @@ def test_a_notebook_inside_the_workspace_is_still_planned(project: Project) -> N
     result = call(project, "workflow_plan", {"file": "nb.ipynb"})
     assert not result.is_error, text(result)
     assert json.loads(text(result))["workflow"] == "quickstart"
+
+
+# -- resources -------------------------------------------------------------------------------------
+
+
+def test_a_resource_of_an_unknown_run_names_the_tool_that_lists_runs(project: Project) -> None:
+    tools = WorkflowTools(project.service, project.workspace)
+    for uri in ("rho://runs/ffff/events", "rho://runs/ffff/nodes/hi/output"):
+        with pytest.raises(MCPError) as raised:
+            asyncio.run(tools.read(uri))
+        assert raised.value.error.message == (
+            "error[not_found]: no run matches 'ffff'; list them with the `workflow_runs` tool"
+        )
