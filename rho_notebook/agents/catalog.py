@@ -31,7 +31,7 @@ from rho_notebook.errors import Diagnostic, InvalidWorkflow, NotRegularFile
 from rho_notebook.model.agent import AgentDefinition, AgentOrigin
 from rho_notebook.oshelpers import read_regular_nofollow
 
-__all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "resolve_agent"]
+__all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "catalog_claims", "resolve_agent"]
 
 _READ_ONLY = "[read_file, list_dir, grep, glob]"
 
@@ -152,6 +152,25 @@ def resolve_agent(
     if agent_id in builtins:
         return builtins[agent_id], None
     raise _unknown(agent_id, available=available | set(builtins), searched=searched)
+
+
+def catalog_claims(*, workflow_dir: Path | None, workspace: Path, user_home: Path) -> dict[str, list[str]]:
+    """Every agent id a definition file of the catalog's directories claims (a valid file its id, a
+    broken one its stem and any ``id:`` it declares) -> the files claiming it, highest precedence
+    first: what :func:`resolve_agent` chooses among for a workflow in ``workflow_dir``. The
+    built-ins are not listed (:data:`BUILTIN_AGENT_IDS`).
+
+    Raises
+    ------
+    InvalidWorkflow
+        ``agent.root`` when an agent directory is a symlink or not a directory.
+    """
+    claims: dict[str, list[str]] = {}
+    for _, load in _roots(workflow_dir=workflow_dir, workspace=workspace, user_home=user_home, overlay=None):
+        for candidate in load():
+            for agent_id in sorted(candidate.claims):
+                claims.setdefault(agent_id, []).append(candidate.label)
+    return claims
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``list`` and ``get NAME``: the workspace's workflows, and one workflow's source, kind and inputs.
+"""``list`` and ``get NAME``: the workspace's workflows, and one workflow's source, kind and inputs;
+``agents [DIR]``: the agents a workflow in DIR can name (:mod:`rho_notebook.service.agent_list`).
 
 Both read the workspace's files as MCP's ``workflow_list`` does (:mod:`rho_notebook.service.catalog`):
 ``list --output json`` prints the same object. ``get`` also evaluates a Starlark workflow's top level
@@ -23,7 +24,7 @@ from rho_notebook.service.catalog import (
 )
 from rho_notebook.service.sync import run_sync
 
-__all__ = ["run_list", "run_get"]
+__all__ = ["run_list", "run_get", "run_agents"]
 
 _ROW = "{:<24} {:<9} {}"
 
@@ -104,3 +105,51 @@ def _detail_lines(detail: WorkflowDetail) -> list[str]:
     lines.append("source")
     lines.extend(f"  {line}" for line in detail.source.splitlines())
     return lines
+
+
+def run_agents(args: argparse.Namespace) -> int:
+    """``agents [DIR]``: one line per agent id (where its definition comes from, its runtime and
+    whether it is read-only, what it hides), then the diagnostics of the ids that cannot be
+    resolved; exit 1 when there are any."""
+    from rho_notebook.service.agent_list import AgentRow, agent_rows
+
+    folder = Path.cwd() if args.folder is None else args.folder
+    check_path(folder, argument="DIR")
+    if not folder.is_dir():
+        from rho_notebook.errors import BadArgument
+
+        msg = f"{folder}: no such folder (give the folder of a workflow's entry file)"
+        raise BadArgument(msg)
+    folder = folder.resolve()
+    workspace = find_workspace(folder)
+    rows = agent_rows(folder, workspace=workspace.root, user_home=Service.default().layout.home)
+    broken = [row for row in rows if row.problems]
+    if args.output == "json":
+        print(json.dumps({"folder": str(folder), "agents": [row.to_json() for row in rows]}, indent=2))
+        return 1 if broken else 0
+
+    def shown(file: str) -> str:
+        path = Path(file)
+        return str(path.relative_to(workspace.root)) if path.is_relative_to(workspace.root) else file
+
+    def line(row: AgentRow) -> str:
+        definition = row.definition
+        if definition is None:
+            claimed = ", ".join(shown(file) for file in row.claimed_by)
+            return _AGENT_ROW.format(row.agent_id, "-", "-", "-", f"cannot be resolved (below): {claimed}")
+        where = "built-in" if row.file is None else shown(row.file)
+        access = "read-only" if definition.is_read_only() else "writes"
+        return _AGENT_ROW.format(row.agent_id, definition.origin, definition.runtime, access, where)
+
+    print(_AGENT_ROW.format("ID", "ORIGIN", "RUNTIME", "ACCESS", "DEFINED IN"))
+    for row in rows:
+        print(line(row))
+        if row.hides:
+            print(f"  hides {', '.join(shown(file) for file in row.hides)}")
+    for row in broken:
+        for problem in row.problems:
+            print(problem.render(), file=sys.stderr)
+    return 1 if broken else 0
+
+
+_AGENT_ROW = "{:<20} {:<9} {:<11} {:<10} {}"

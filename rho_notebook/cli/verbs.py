@@ -75,6 +75,20 @@ def _catalog(verbs: Any) -> None:
     add_output(get)
     get.set_defaults(handler="catalog_verbs:run_get")
 
+    agents = verbs.add_parser(
+        "agents", help="the agents a workflow in a folder can name, as planning resolves them (docs/agents.md)"
+    )
+    agents.add_argument(
+        "folder",
+        metavar="DIR",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="the folder of the workflow's entry file, whose agents/ comes first (default: the current directory)",
+    )
+    add_output(agents)
+    agents.set_defaults(handler="catalog_verbs:run_agents")
+
 
 _NOTEBOOK_WORKFLOW_HELP = (
     "with NOTEBOOK.ipynb: the %%%%workflow or %%%%script cell NAME to plan (needed when the notebook has several)"
