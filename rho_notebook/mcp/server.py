@@ -309,10 +309,11 @@ class WorkflowTools:
         return data
 
     async def workflow_logs(self, args: LogsArgs, client: str | None) -> Any:
-        text = (await self.service.log_text(args.run_id, args.node, streams=(args.stream,)))[args.stream]
+        run_id = await self.service.resolve_run(args.run_id)  # answered whole, as every other tool does
+        text = (await self.service.log_text(run_id, args.node, streams=(args.stream,)))[args.stream]
         how = f"call workflow_logs with stream={args.stream!r} and offset={{offset}}"
         window = page(text, offset=args.offset, limit=args.limit, how=how)
-        return {"run_id": args.run_id, "node": args.node, "stream": args.stream, **window}
+        return {"run_id": run_id, "node": args.node, "stream": args.stream, **window}
 
     async def workflow_runs(self, args: RunsArgs, client: str | None) -> Any:
         query = RunsQuery(state=None if args.state is None else Lifecycle(args.state), limit=args.limit)

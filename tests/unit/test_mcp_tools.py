@@ -82,3 +82,23 @@ def test_a_resource_of_an_unknown_run_names_the_tool_that_lists_runs(project: Pr
         assert raised.value.error.message == (
             "error[not_found]: no run matches 'ffff'; list them with the `workflow_runs` tool"
         )
+
+
+# -- reading a run by a prefix of its ID -----------------------------------------------------------
+
+
+def test_every_reading_tool_answers_the_whole_run_id_of_a_prefix(project: Project) -> None:
+    project.write("one.star", ONE)
+    run_id = project.create_run(project.plan("one.star"))
+    assert asyncio.run(project.service.execute(run_id)).outcome is not None
+    prefix = run_id[:13]
+    for tool, extra in [
+        ("workflow_status", {}),
+        ("workflow_result", {}),
+        ("workflow_events", {}),
+        ("workflow_logs", {"node": "hi"}),
+    ]:
+        answer = json.loads(text(call(project, tool, {"run_id": prefix, **extra})))
+        assert answer["run_id"] == run_id, tool
+    logs = json.loads(text(call(project, "workflow_logs", {"run_id": prefix, "node": "hi"})))
+    assert logs["text"] == "hi\n"
