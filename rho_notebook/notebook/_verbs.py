@@ -46,7 +46,7 @@ from rho_notebook.notebook.display import (
 from rho_notebook.notebook.session import NotebookSession
 from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request, load_limits, parse_input_args
 from rho_notebook.service.cell_args import parse_verb
-from rho_notebook.service.cells import GraphCell, WorkflowCell
+from rho_notebook.service.cells import FlowCell, GraphCell, ScriptCell, WorkflowCell
 from rho_notebook.service.export import export_cells
 from rho_notebook.service.flags import parse_decisions
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
@@ -86,6 +86,11 @@ def _raises(args: Any) -> dict[str, float]:
             msg = f"--raise-budget {item!r}: write tokens=N, cost=USD or wall=SECONDS (NODE:tokens=N for a node's)"
             raise ArgumentError(msg) from None
     return given
+
+
+def _kind(cell: ScriptCell) -> str:
+    """How a message names a ``%%script`` or ``%%flow`` cell."""
+    return "flow" if isinstance(cell, FlowCell) else "script"
 
 
 def hold_graph(session: NotebookSession, cell: GraphCell) -> Report:
@@ -142,11 +147,12 @@ class WorkflowVerbs:
             raise UsageError(msg)
         if target in self.session.cells.scripts or target in self.session.cells.graphs:
             source = self.session.source(target)
+            kind = "graph" if target in self.session.cells.graphs else _kind(self.session.cells.scripts[target])
             try:
                 plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
             except InvalidWorkflow as err:
                 retry = f"%workflow {'plan' if store else 'validate'} {target}"
-                raise UsageError(diagnostics_text(err, what=f"script {target}", retry=retry)) from None
+                raise UsageError(diagnostics_text(err, what=f"{kind} {target}", retry=retry)) from None
             (self.session.planned if store else self.session.validated)[target] = plan
             return plan, None
         if target in self.session.cells.workflows:

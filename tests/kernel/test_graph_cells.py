@@ -116,6 +116,14 @@ def test_workflow_validate_checks_a_stored_graph_cell(ip: Any) -> None:
     assert "--input" in usage_error(ip, "%workflow validate triage --input score=3")
 
 
+def test_planning_a_graph_cell_names_it_a_graph(ip: Any) -> None:
+    ok(ip, GRAPH)
+    message = usage_error(ip, "%workflow plan triage")
+    assert message.startswith("graph triage needs the required input 'score' (integer)"), message
+    message = usage_error(ip, "%workflow run triage --input ghost=1 --yes")
+    assert message.startswith("graph triage is not valid (2 problems):"), message
+
+
 def test_a_graph_cell_plans_and_runs_in_the_kernel(ip: Any, ws: Project) -> None:
     ok(ip, GRAPH)
     report, _ = ok(ip, "%workflow run triage --input score=70 --yes")
