@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -88,6 +89,11 @@ def _raises(args: Any) -> dict[str, float]:
     return given
 
 
+def _input_flags(raw: list[str]) -> list[str]:
+    """The ``--input`` flags of a verb line, quoted to be run again."""
+    return [f"--input {shlex.quote(item)}" for item in raw]
+
+
 def _kind(cell: ScriptCell) -> str:
     """How a message names a ``%%script`` or ``%%flow`` cell."""
     return "flow" if isinstance(cell, FlowCell) else "script"
@@ -139,19 +145,22 @@ class WorkflowVerbs:
         return parse_input_args(raw, limits=load_limits())
 
     def _target(
-        self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None
+        self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None, retry: str | None = None
     ) -> tuple[Plan, WorkflowCell | None]:
+        """Validate (or with ``store`` plan) ``target``; ``retry`` is the line that passes a missing
+        required input (default: ``%workflow plan|validate TARGET`` with the inputs given)."""
         inputs = self._inputs(raw_inputs)
         if flow is not None and self.session.has(target):
             msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
             raise UsageError(msg)
+        if retry is None:
+            retry = " ".join([f"%workflow {'plan' if store else 'validate'} {target}", *_input_flags(raw_inputs)])
         if target in self.session.cells.scripts or target in self.session.cells.graphs:
             source = self.session.source(target)
             kind = "graph" if target in self.session.cells.graphs else _kind(self.session.cells.scripts[target])
             try:
                 plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
             except InvalidWorkflow as err:
-                retry = f"%workflow {'plan' if store else 'validate'} {target}"
                 raise UsageError(diagnostics_text(err, what=f"{kind} {target}", retry=retry)) from None
             (self.session.planned if store else self.session.validated)[target] = plan
             return plan, None
@@ -161,7 +170,6 @@ class WorkflowVerbs:
             try:
                 plan = api.plan(source, inputs=inputs) if store else api.validate(source, inputs=inputs)
             except InvalidWorkflow as err:
-                retry = f"%workflow {'plan' if store else 'validate'} {target}"
                 raise UsageError(diagnostics_text(err, what=what, retry=retry)) from None
             if store:
                 self.session.planned[target] = plan
@@ -221,7 +229,10 @@ class WorkflowVerbs:
 
     def _plan_for_run(self, args: Any) -> Plan:
         if self.session.has(args.target) or args.flow is not None:
-            plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)
+            retry = " ".join(
+                [f"%workflow run {args.target}", *_input_flags(args.input), *(["--yes"] if args.yes else [])]
+            )
+            plan, _ = self._target(args.target, args.input, store=True, flow=args.flow, retry=retry)
             return plan
         if args.input:
             raise UsageError(
@@ -296,7 +307,16 @@ class WorkflowVerbs:
 
     def _verb_try(self, args: Any) -> Any:
         name = self._try_workflow(args)
-        plan, _ = self._target(name, [], store=True)
+        # try takes no --input: a required input comes from the cell's magic line
+        scripts, workflows = self.session.cells.scripts, self.session.cells.workflows
+        retry = (
+            f"%%{_kind(scripts[name])} {name}"
+            if name in scripts
+            else f"%%workflow {name}"
+            if name in workflows
+            else None
+        )
+        plan, _ = self._target(name, [], store=True, retry=retry)
         from_run = self._expand_id(args.from_run) if args.from_run else None
         tried = api.call(api.service().try_node(plan.plan_id, args.node, from_run=from_run))
         derived = tried.plan

@@ -387,3 +387,19 @@ def test_missing_required_input_names_it_and_how_to_pass_it(ip: Any) -> None:
     assert "'who'" in message and "%%workflow needy --input 'who=JSON'" in message
     assert captured.stdout == "" and captured.outputs == []
     assert captured.stderr.strip() == f"UsageError: {message}"  # nothing but the message: no empty output
+
+
+def test_a_missing_required_input_of_a_verb_names_the_line_to_run_again(ip: Any) -> None:
+    needy = workflow_cell(
+        "needy",
+        f'        command(name = "a", argv = ["echo", inputs["who"], inputs["what"]], {C}),\n',
+        inputs='{"who": input.string(), "what": input.string(default = "x")}',
+    )
+    cell(ip, needy)  # refused: the cell gives no value for who
+    message = usage_error(ip, "%workflow run needy --input what=y --yes")
+    assert message.endswith("pass it on the magic line: %workflow run needy --input what=y --yes --input 'who=JSON'")
+    message = usage_error(ip, "%workflow plan needy")
+    assert message.endswith("pass it on the magic line: %workflow plan needy --input 'who=JSON'")
+    # try takes no --input: the value comes from the cell's magic line
+    message = usage_error(ip, "%workflow try a")
+    assert message.endswith("pass it on the magic line: %%workflow needy --input 'who=JSON'")
