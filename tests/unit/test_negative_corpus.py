@@ -47,6 +47,14 @@ CASES = [
         line=1,
     ),
     Case(
+        "undeclared-input",
+        {"wf.star": star('return workflow(name = "w", nodes = [' + cmd("a", "env = {'WHO': inputs['who']}") + "])")},
+        "starlark.error",
+        "Key `\"who\"` was not found; the workflow declares no input 'who': declare it in "
+        'define(inputs = {"who": input.string()}, build = build)',
+        line=2,
+    ),
+    Case(
         "float-literal",
         {"wf.star": star('x = 1.5\nreturn workflow(name = "a", nodes = [])')},
         "value.float",
@@ -557,3 +565,11 @@ def test_a_name_close_to_a_private_name_of_the_persons_own_keeps_its_hint(projec
     with pytest.raises(InvalidWorkflow) as caught:
         project.plan("wf.star")
     assert "did you mean `_helper`?" in caught.value.diagnostics()[0].message
+
+
+def test_a_missing_key_of_another_dict_gets_no_input_hint(project: Project) -> None:
+    project.write("wf.star", star('d = {}\nx = d["who"]\nreturn workflow(name = "w", nodes = [])'))
+    with pytest.raises(InvalidWorkflow) as caught:
+        project.plan("wf.star")
+    [found] = caught.value.diagnostics()
+    assert found.message == 'Key `"who"` was not found' and found.line == 3

@@ -90,6 +90,7 @@ def _starlark_error(text: str) -> dict[str, Any]:
     )
     if message.startswith(_TOP_RETURN):  # the body of build written as the whole module
         message += _TOP_RETURN_HINT
+    message += _undeclared_input_hint(message, text)
     return {"rule": rule, "message": public_hint(message), "file": at[0], "line": at[1], "column": at[2]}
 
 
@@ -98,6 +99,26 @@ _TOP_RETURN_HINT = (
     ": an entry module (a .star entry, a %%workflow cell) defines its workflow; put the nodes and the "
     "return in `def build(inputs):` and end with `WORKFLOW = define(build = build)`"
 )
+
+
+_MISSING_KEY = re.compile(r'Key `"([^"`]*)"` was not found')
+_SNIPPET_LINE = re.compile(r"^\d+ \|(.*)$", re.M)
+
+
+def _undeclared_input_hint(message: str, text: str) -> str:
+    """For ``inputs["x"]`` in ``build`` where ``x`` is not declared (a missing key of the dict
+    ``build`` gets: it holds every declared input, defaults filled in), how to declare it."""
+    found = _MISSING_KEY.fullmatch(message)
+    if found is None:
+        return ""
+    name = found.group(1)
+    code = "\n".join(_SNIPPET_LINE.findall(text))
+    if not re.search(rf"""\binputs\s*\[\s*["']{re.escape(name)}["']""", code):
+        return ""
+    return (
+        f"; the workflow declares no input {name!r}: declare it in "
+        f'define(inputs = {{"{name}": input.string()}}, build = build) (or input.integer, input.bool, input.enum)'
+    )
 
 
 _HINT = re.compile(r", did you mean `(_\w+)`\?")
