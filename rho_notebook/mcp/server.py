@@ -35,7 +35,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, SourceError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, RunRefused, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
@@ -242,6 +242,12 @@ class WorkflowTools:
         consent = Consent(digest=args.graph_digest, hint="pass graph_digest={digest} as workflow_status answers it")
         request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions))
         await self.service.check_resume(request)
+        if await asyncio.to_thread(self.service.is_owned, run_id):  # before an owner process is spawned for nothing
+            msg = (
+                f"run {run_id} is owned by a live process and goes on by itself; nothing to resume: "
+                f"follow it with workflow_wait(run_id={run_id!r})"
+            )
+            raise RunRefused(msg)
         await self.service.check_mcp_decisions(run_id, dict(args.decisions))
         pid = await self.service.resume_detached(request)
         return {

@@ -15,7 +15,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp import WorkflowTools
-from tests.conftest import REPO, Project, star
+from tests.conftest import REPO, Project, star, wait_journaled
+from tests.processes import wait_gone
 
 ONE = star(
     'return workflow(name = "one", nodes = [command(name = "hi", argv = ["echo", "hi"], timeout_seconds = 30, max_output_bytes = 4096)])'
@@ -102,3 +103,35 @@ def test_every_reading_tool_answers_the_whole_run_id_of_a_prefix(project: Projec
         assert answer["run_id"] == run_id, tool
     logs = json.loads(text(call(project, "workflow_logs", {"run_id": prefix, "node": "hi"})))
     assert logs["text"] == "hi\n"
+
+
+# -- a run that goes on by itself ------------------------------------------------------------------
+
+GATED = star("""
+return workflow(name = "gated", nodes = [
+    command(name = "wait", argv = ["sh", "-c", "while [ ! -f go ]; do sleep 0.05; done"], timeout_seconds = 60,
+            max_output_bytes = 4096),
+])
+""")
+
+
+def test_resuming_a_live_run_is_refused_without_a_shell_command_or_a_new_owner(project: Project) -> None:
+    project.write("gated.star", GATED)
+    plan = project.plan("gated.star")
+    run_id = project.create_run(plan)
+    owner = asyncio.run(project.service.start_detached(run_id))
+    try:
+        wait_journaled(project.home, run_id, "process_started", node="wait")
+        for decisions in ({}, {"wait": "skip"}):
+            arguments = {"run_id": run_id[:13], "graph_digest": plan.graph_digest, "decisions": decisions}
+            refusal = error(project, "workflow_resume", arguments)
+            assert refusal == (
+                f"error[refused]: run {run_id} is owned by a live process and goes on by itself; nothing to "
+                f"resume: follow it with workflow_wait(run_id={run_id!r})"
+            )
+        log = (project.home / "workflows" / "runs" / run_id / "owner.log").read_text()
+        assert log.count("owning run") == 1  # no second owner was started to find the run taken
+    finally:
+        (project.root / "go").write_text("")
+        assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+    assert project.status(run_id).outcome is not None
