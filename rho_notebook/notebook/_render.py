@@ -24,6 +24,7 @@ from rho_notebook.views.text import condition_text, decision_lines, node_status_
 __all__ = [
     "Report",
     "node_line",
+    "counted",
     "graph_text",
     "graph_html",
     "workflow_report",
@@ -82,10 +83,14 @@ def node_line(node: Node) -> str:
     return "  ".join(parts)
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 edge``, ``2 edges``, ``0 edges``."""
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
 def graph_text(graph: Graph) -> str:
     """One line: ``graph of workflow NAME: N nodes, E edges``."""
-    count = len(graph.nodes)
-    return f"graph of workflow {graph.name}: {count} node{'s' if count != 1 else ''}, {graph.edge_count()} edge{'s' if graph.edge_count() != 1 else ''}"
+    return f"graph of workflow {graph.name}: {counted(len(graph.nodes), 'node')}, {counted(graph.edge_count(), 'edge')}"
 
 
 def graph_html(graph: Graph, *, states: dict[str, str] | None = None) -> str:
@@ -135,7 +140,7 @@ def plan_report(plan: Plan) -> Report:
         f"plan        {m.plan_id}",
         f"workflow    {m.workflow}",
         f"digest      {m.graph_digest}",
-        f"nodes       {len(plan.graph.nodes)} ({plan.graph.edge_count()} edges)",
+        f"nodes       {len(plan.graph.nodes)} ({counted(plan.graph.edge_count(), 'edge')})",
         f"inputs      {inputs_text(m.inputs) if m.inputs else '(none)'}",
         "sources",
     ]

@@ -28,7 +28,7 @@ from rho_notebook.errors import RhoError
 from rho_notebook.model.graph import ApprovalNode
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan
-from rho_notebook.notebook._render import graph_text, run_started_html, run_started_text
+from rho_notebook.notebook._render import counted, graph_text, run_started_html, run_started_text
 from rho_notebook.notebook.api import call
 from rho_notebook.service import DiffResult, RunHandle, Service
 from rho_notebook.views.flowtree import flow_tree_html, flow_tree_text
@@ -189,7 +189,7 @@ def show_hub(session: Any, text: str) -> None:
 def show_item_graph(graph: ItemGraph) -> None:
     """A valid item-graph document (``%%graph``): the DAG widget of its steps (edges, condition
     edges dashed; loop edges are not drawn, the layout is acyclic) and its picture."""
-    text = f"item graph {graph.name}: {len(graph.steps)} steps, {len(graph.edges)} edges"
+    text = f"item graph {graph.name}: {counted(len(graph.steps), 'step')}, {counted(len(graph.edges), 'edge')}"
     title, subtitle = f"item graph {graph.name}", "validated; %workflow run runs it"
 
     def picture() -> dict[str, str]:

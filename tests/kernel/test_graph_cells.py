@@ -116,6 +116,16 @@ def test_workflow_validate_checks_a_stored_graph_cell(ip: Any) -> None:
     assert "--input" in usage_error(ip, "%workflow validate triage --input score=3")
 
 
+def test_one_edge_is_counted_as_one_edge(ip: Any) -> None:
+    pair = "%%graph pair\nname: pair\nsteps:\n  - {id: start, kind: set, params: {fields: {a: 1}}}\n"
+    pair += "  - {id: done, kind: output}\nedges:\n  - {from: start, to: done}\n"
+    _, captured = ok(ip, pair)
+    [drawing] = captured.outputs
+    assert drawing.data["text/plain"] == "item graph pair: 2 steps, 1 edge"
+    report, _ = ok(ip, "%workflow plan pair")
+    assert "nodes       2 (1 edge)\n" in repr(report)
+
+
 def test_planning_a_graph_cell_names_it_a_graph(ip: Any) -> None:
     ok(ip, GRAPH)
     message = usage_error(ip, "%workflow plan triage")
