@@ -176,7 +176,7 @@ class WorkflowMagics(Magics):
         if kind == "script" and any(d.rule == "python.syntax" for d in error.diagnostics()):
             text += (
                 f"\n(%%script NAME holds a Python script workflow while rho_notebook is loaded; to run the cell "
-                f"with a program, use IPython's %%{cell.name} or %%sh, or %unload_ext rho_notebook)"
+                f"with a program, use {self._program_magics(cell.name)}, or %unload_ext rho_notebook)"
             )
         named = [d for d in error.diagnostics() if d.rule == "flow.name"]
         if kind == "flow" and named:
@@ -189,6 +189,14 @@ class WorkflowMagics(Magics):
                     f"instance such as `{cell.name} = {flow or 'MyFlow'}()` at the end of the cell)"
                 )
         return UsageError(text)
+
+    def _program_magics(self, program: str) -> str:
+        """IPython's cell magics that run a cell with ``program``: its own (``%%bash``) when IPython
+        has one, and ``%%sh``."""
+        found = self.shell.magics_manager.magics["cell"].get(program) if self.shell is not None else None
+        if found is None or getattr(found, "__self__", None) is self or program == "sh":
+            return "IPython's %%sh"
+        return f"IPython's %%{program} or %%sh"
 
     def _define_script(self, kind: Literal["script", "flow"], cell: ScriptCell, *, store: bool) -> Plan:
         """Hold a ``%%script`` or ``%%flow`` cell and check it: its validation, or with ``store`` its

@@ -218,6 +218,13 @@ def test_a_shell_body_says_how_to_reach_ipythons_script_magic(ip: Any) -> None:
     assert "python.syntax" in message and "use IPython's %%bash or %%sh" in message
 
 
+def test_a_script_name_that_is_no_program_is_not_offered_as_a_magic(ip: Any) -> None:
+    message = usage_error(ip, "%%script tidy\nx = = 1\n")  # a typo in a script workflow named tidy
+    assert "python.syntax" in message and "%%tidy" not in message and "use IPython's %%sh," in message
+    message = usage_error(ip, "%%script py\nx = = 1\n")  # %%py is rho_notebook's, not a program's
+    assert "%%py" not in message and "use IPython's %%sh," in message
+
+
 MANUAL = """\
 %%script manual
 from pathlib import Path
