@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, RunRefused, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, page
+from rho_notebook.mcp._person import person_note, run_notes
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
     TOOLS,
@@ -55,13 +56,10 @@ from rho_notebook.mcp.tools import (
     ValidateArgs,
     WaitArgs,
 )
-from rho_notebook.model.graph import ItemNode
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
-from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import (
-    ApprovalRequest,
     Consent,
     ResumeRun,
     RunsQuery,
@@ -233,7 +231,7 @@ class WorkflowTools:
             "mode_asked": args.mode,
             "mode_reason": reason,
             "owner_pid": pid,
-            "person": _run_notes(plan, run_id, mode),
+            "person": run_notes(plan, run_id, mode),
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
 
@@ -289,7 +287,7 @@ class WorkflowTools:
         """What a person must do for the run to go on, with the commands they would run."""
         run_id = state.run_id
         if state.lifecycle is Lifecycle.WAITING:
-            return [_person_note(run_id, request) for request in await self.service.pending_approvals(run_id)]
+            return [person_note(run_id, request) for request in await self.service.pending_approvals(run_id)]
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
             steps = " ".join(f"--decide {halted['step']}=rerun|skip" for halted in status_json(state).get("halted", []))
             return [
@@ -450,57 +448,6 @@ def _explain(err: ValidationError) -> str:
         what = problem["msg"] if problem["type"] != "extra_forbidden" else "is not an argument of this tool"
         problems.append(f"{where}: {what}")
     return "; ".join(problems)
-
-
-def _person_note(run_id: str, request: ApprovalRequest) -> str:
-    """What a person runs to settle one pending request: approve a launch or node, or fill a form."""
-    if request.kind == "form":
-        step = request.facts.get("step", request.node)
-        command = " ".join(
-            ["rho-notebook answer", run_id, step, *(f"{name}=JSON" for name in request.facts.get("form") or {})]
-        )
-        return (
-            f"human step {request.node} waits for a person to fill its form: {command} (or rho-notebook approve "
-            f"{run_id} {request.request_id} --deny to decline), or the notebook widget or the JupyterLab sidebar; "
-            "no tool can answer it"
-        )
-    return (
-        f"node {request.node} waits for a person to approve "
-        + ("this approval node" if request.kind == "node" else "this launch")
-        + f": rho-notebook approve {run_id} {request.request_id} (or --deny), or the notebook widget "
-        "or the JupyterLab sidebar; no tool can approve it"
-    )
-
-
-def _run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
-    """When a run started here will wait for a person, and the commands that person runs."""
-    notes = []
-    if mode == "supervised":
-        notes.append(
-            "supervised: every command, shell and mutating-agent launch waits for a person's approval: "
-            f"rho-notebook approve {run_id} lists the pending requests, rho-notebook approve {run_id} REQUEST "
-            "approves one (or the notebook widget, or the JupyterLab sidebar)"
-        )
-    elif mode == "plan":
-        notes.append("plan mode: every command, shell and mutating-agent launch is denied; nothing is launched")
-    approvals = [node.name for node in plan.graph.nodes if node.kind == "approval"]
-    if approvals:
-        notes.append(
-            f"approval node(s) {', '.join(approvals)} wait for a person: rho-notebook approve {run_id} REQUEST "
-            "(workflow_wait names the request)"
-        )
-    humans = [node.name for node in plan.graph.nodes if isinstance(node, ItemNode) and node.step_kind == "human"]
-    if humans:
-        notes.append(
-            f"human step(s) {', '.join(humans)} wait for a person to fill a form: rho-notebook answer {run_id} "
-            "STEP field=JSON... (workflow_wait names the fields)"
-        )
-    if mode != "auto" and notes:
-        notes.append(
-            f"a person who read this plan may approve it with rho-notebook approve-plan {plan.plan_id}; "
-            "runs of this digest then use the mode asked for"
-        )
-    return notes
 
 
 def _run_id(given: str) -> str:
