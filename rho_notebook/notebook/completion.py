@@ -11,32 +11,50 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from rho_notebook.model.state import Lifecycle
 from rho_notebook.service.cell_args import VERBS, options_of, verb_parser
 from rho_notebook.service.flags import MODES
 
 __all__ = ["Candidates", "CompletionSource", "complete_line", "newest_first"]
 
-_VALUE_FLAGS = {
+_VALUE_FLAGS: dict[str, tuple[str, ...]] = {
     "--input": (),
     "--output": ("text", "json", "jsonl"),
     "--mode": MODES,
     "--stream": ("stdout", "stderr", "both"),
-    "--state": ("planned", "running", "waiting", "cancelling", "completed", "needs_recovery", "damaged"),
+    "--state": tuple(lifecycle.value for lifecycle in Lifecycle),
     "--limit": (),
     "--comment": (),
     "--workflow": (),
     "--approval-timeout": (),
     "--node": (),
+    "--flow": (),
+    "--executor": ("local", "dask"),
+    "--decide": (),
+    "--from": (),
+    "--at": (),
+    "--value": (),
+    "--from-plan": (),
+    "--max-tokens": (),
+    "--max-cost": (),
+    "--max-wall": (),
+    "--raise-budget": (),
 }
+"""The flags that take a value (the word after one is not a positional argument), with the
+values to offer; ``cancel --wait SECONDS`` also takes one (``run --wait`` does not)."""
 _OUTPUTS = {
     "validate": ("text", "json"),
     "plan": ("text", "json"),
     "run": ("text", "jsonl"),
     "resume": ("text", "jsonl"),
+    "try": ("text", "jsonl"),
+    "fork": ("text", "jsonl"),
     "status": ("text", "json"),
+    "cancel": ("text", "json"),
     "runs": ("text", "json"),
     "plans": ("text", "json"),
     "result": ("text", "json"),
+    "diff": ("text", "json"),
 }
 _POSITIONALS: dict[str, tuple[str, ...]] = {
     "validate": ("workflow",),
@@ -50,6 +68,7 @@ _POSITIONALS: dict[str, tuple[str, ...]] = {
     "approve": ("run",),
     "answer": ("run",),
     "show": ("run",),
+    "fork": ("run",),
 }
 
 
@@ -79,7 +98,11 @@ def _filter(fragment: str, names: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _positionals(tokens: Sequence[str]) -> list[str]:
+def _takes_value(verb: str, flag: str) -> bool:
+    return flag in _VALUE_FLAGS or (verb, flag) == ("cancel", "--wait")
+
+
+def _positionals(tokens: Sequence[str], verb: str = "") -> list[str]:
     """The positional arguments among ``tokens`` (flags and their values skipped)."""
     found: list[str] = []
     skip = False
@@ -88,7 +111,7 @@ def _positionals(tokens: Sequence[str]) -> list[str]:
             skip = False
             continue
         if token.startswith("--"):
-            skip = token in _VALUE_FLAGS
+            skip = _takes_value(verb, token)
             continue
         found.append(token)
     return found
@@ -109,7 +132,7 @@ def complete_line(text_until_cursor: str, source: CompletionSource) -> Candidate
     verb, args = tokens[0], tokens[1:]
     if verb not in VERBS:
         return Candidates(fragment, ())
-    if args and args[-1] in _VALUE_FLAGS:
+    if args and _takes_value(verb, args[-1]):
         return Candidates(fragment, _filter(fragment, _flag_values(verb, args[-1], source)))
     if fragment.startswith("-"):
         return Candidates(fragment, _filter(fragment, options_of(verb_parser()).get(verb, [])))
@@ -144,13 +167,17 @@ def _flag_values(verb: str, flag: str, source: CompletionSource) -> Iterable[str
         return _OUTPUTS.get(verb, ())
     if flag == "--workflow":
         return sorted(source.workflows())
-    return _VALUE_FLAGS[flag]
+    if flag == "--from":
+        return source.run_ids()
+    if flag == "--from-plan":
+        return source.plan_ids()
+    return _VALUE_FLAGS.get(flag, ())
 
 
 def _positional_names(verb: str, args: list[str], source: CompletionSource) -> Iterable[str]:
     """Candidates for the verb's next positional argument (none past its last)."""
     wanted = _POSITIONALS.get(verb, ())
-    given = _positionals(args)
+    given = _positionals(args, verb)
     if len(given) >= len(wanted):
         return ()
     kind = wanted[len(given)]

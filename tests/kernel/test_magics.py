@@ -291,6 +291,32 @@ def test_completion(ip: Any, ws: Project) -> None:
     assert _complete(ip, f"%workflow logs {run_id} c") == {"count"}
 
 
+def test_completion_knows_every_value_flag_and_choice() -> None:
+    from rho_notebook.notebook.completion import CompletionSource, complete_line
+
+    source = CompletionSource(
+        workflows=lambda: ["hello"],
+        plan_ids=lambda: ["01aa-plan"],
+        run_ids=lambda: ["01bb-run", "01cc-run"],
+        nodes=lambda run: ["greet"],
+    )
+
+    def complete(text: str) -> set[str]:
+        found = complete_line(text, source)
+        return set(found.completions) if found is not None else set()
+
+    assert complete("%workflow runs --state needs_d") == {"needs_decision"}
+    assert complete("%workflow cancel 01bb-run --output j") == {"json"}
+    assert complete("%workflow diff 01bb-run 01cc-run --output ") == {"text", "json"}
+    # the word after a flag that takes a value is not the positional argument
+    assert complete("%workflow resume --executor local 01") == {"01bb-run", "01cc-run"}
+    assert complete("%workflow cancel --wait 5 01") == {"01bb-run", "01cc-run"}
+    assert complete("%workflow resume --decide a=rerun 01b") == {"01bb-run"}
+    assert complete("%workflow fork 01c") == {"01cc-run"}
+    assert complete("%workflow try greet --from 01c") == {"01cc-run"}
+    assert complete("%workflow run hello --executor d") == {"dask"}
+
+
 @pytest.mark.parametrize(
     "verb",
     [
