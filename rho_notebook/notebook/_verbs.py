@@ -461,12 +461,16 @@ class WorkflowVerbs:
                 target.write(text[shown[name] :])
                 target.flush()
                 shown[name] = len(text)
-            if not args.follow:
-                return
-            state = api.status(args.run)
-            if state.nodes[args.node].state.value not in ("pending", "ready", "running"):
-                return
+            state = api.status(args.run) if args.follow or not any(shown.values()) else None
+            going = state is not None and state.nodes[args.node].state.value in ("pending", "ready", "running")
+            if not (args.follow and going):
+                break
             time.sleep(0.2)
+        if state is not None and not any(shown.values()):  # say why there is nothing, as the CLI does
+            record = state.nodes[args.node]
+            why = "it has not run" if record.attempt == 0 else f"attempt {record.attempt}"
+            where = "" if args.stream == "both" else f" to {args.stream}"
+            print(f"node {args.node} wrote nothing{where} ({why}; {record.state.value})", file=sys.stderr)
 
     def _verb_approve(self, args: Any) -> None:
         if args.request is None:

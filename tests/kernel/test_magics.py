@@ -185,6 +185,20 @@ def test_run_returns_at_once_then_await_and_outputs(ip: Any, ws: Project) -> Non
     assert captured.stdout == "waited\n"
 
 
+def test_logs_that_print_nothing_say_why_on_stderr(ip: Any) -> None:
+    silent = workflow_cell(
+        "silent",
+        f'        command(name = "a", argv = ["false"], {C}),\n'
+        f'        command(name = "b", argv = ["echo", "b"], needs = ["a"], {C}),\n',
+    )
+    ok(ip, silent)
+    ok(ip, "run = %workflow run silent --yes --wait")
+    _, captured = ok(ip, "%workflow logs {run.data.run_id} a")
+    assert captured.stdout == "" and captured.stderr == "node a wrote nothing (attempt 1; failure)\n"
+    _, captured = ok(ip, "%workflow logs {run.data.run_id} b --stream stdout --follow")
+    assert captured.stdout == "" and captured.stderr == "node b wrote nothing to stdout (it has not run; blocked)\n"
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
