@@ -307,15 +307,15 @@ class WorkflowVerbs:
 
     def _verb_try(self, args: Any) -> Any:
         name = self._try_workflow(args)
-        # try takes no --input: a required input comes from the cell's magic line
         scripts, workflows = self.session.cells.scripts, self.session.cells.workflows
-        retry = (
-            f"%%{_kind(scripts[name])} {name}"
-            if name in scripts
-            else f"%%workflow {name}"
-            if name in workflows
-            else None
-        )
+        if name in scripts:  # its plan has no nodes: a script's steps are known once it runs
+            kind = _kind(scripts[name])
+            raise UsageError(
+                f"%workflow try {args.node}: {name} is a %%{kind} cell, whose steps are known only once it runs; "
+                f"run one step again from a run of it with %workflow fork RUN --at {args.node}"
+            )
+        # try takes no --input: a required input comes from the cell's magic line
+        retry = f"%%workflow {name}" if name in workflows else None
         plan, _ = self._target(name, [], store=True, retry=retry)
         from_run = self._expand_id(args.from_run) if args.from_run else None
         tried = api.call(api.service().try_node(plan.plan_id, args.node, from_run=from_run))

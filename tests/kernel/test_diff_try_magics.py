@@ -57,3 +57,16 @@ def test_diff_try_and_the_plan_cards_changes(ip: Any, ws: Project) -> None:
     ok(ip, chain("cc").replace('"echo", "a"', '"echo", "A"'))
     message = usage_error(ip, f"%workflow try c --from {source_run[:13]} --yes")
     assert "node 'a'" in message and "argv" in message
+
+
+def test_try_of_a_script_cell_says_to_fork_a_run_of_it(ip: Any) -> None:
+    ok(
+        ip,
+        "%%script steps\nfrom rho_notebook.script import run_command\n"
+        "run_command(['true'], step_id='x', timeout_seconds=5, max_output_bytes=10)\n",
+    )
+    message = usage_error(ip, "%workflow try x")
+    assert message == (
+        "%workflow try x: steps is a %%script cell, whose steps are known only once it runs; "
+        "run one step again from a run of it with %workflow fork RUN --at x"
+    )
