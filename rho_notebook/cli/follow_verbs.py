@@ -126,6 +126,8 @@ def start_and_follow(
     before = run_sync(service.status(run_id))
     rejoined = _rejoined(service, before) if options.resume else []
     answers = sys.stdin.isatty() and not args.wait and not args.detach
+    if not answers and not options.approval_timeout:
+        _warn_unanswered(service, args, run_id)
     presence = Presence(service.layout, run_id) if answers else None
     with Detach() as detach, presence or contextlib.nullcontext():
         release_threads()  # no thread but this one: the owner is forked from this process
@@ -134,6 +136,21 @@ def start_and_follow(
             return _started(service, run_id, pid=pid, output=args.output)
         follow = _Following(after_seq=before.last_seq, rejoined=rejoined, detach=detach, presence=presence)
         return _follow(service, args, run_id, graph=graph, following=follow)
+
+
+def _warn_unanswered(service: Service, args: argparse.Namespace, run_id: str) -> None:
+    """Say, before the owner starts, that a supervised run's launches will be denied at once:
+    nobody here can answer (``--detach``, ``--wait``, no terminal) and ``--approval-timeout`` is 0.
+    (An approval node waits its own ``timeout_seconds`` whoever follows.)"""
+    if run_sync(service.manifest(run_id)).mode != "supervised":
+        return
+    why = "--detach" if args.detach else "--wait" if args.wait else "standard input is not a terminal"
+    print(
+        f"rho-notebook: warning: nobody here can answer this supervised run's launches ({why}) and "
+        "--approval-timeout is 0, so each is denied at once; give --approval-timeout SECONDS and decide "
+        f"with `rho-notebook approve {run_id}`",
+        file=sys.stderr,
+    )
 
 
 def _started(service: Service, run_id: str, *, pid: int, output: str) -> int:

@@ -364,3 +364,18 @@ def test_environment_cannot_turn_plan_approval_off(project: Project) -> None:
     pid = plan_id(project)
     refused = project.cli("run", pid, "--yes", env={"RHO_NOTEBOOK_REQUIRE_PLAN_APPROVAL": "0"})
     assert refused.returncode == 1 and "plan approval is required" in refused.stderr
+
+
+def test_a_supervised_run_nobody_can_answer_says_so_before_its_launches_are_denied(project: Project) -> None:
+    """Without a terminal (or with --detach or --wait) and --approval-timeout 0, a supervised launch
+    is denied at once: the CLI warns before the owner starts, naming the option and the verb that
+    would let a person decide; a run in another mode, or with a bound, stays quiet."""
+    project.write("wf.star", LAUNCH)
+    ran = project.cli("run", "wf.star", "--yes", "--mode", "supervised")
+    assert ran.returncode == 1 and "outcome denial" in ran.stdout, ran.stdout + ran.stderr
+    assert "nobody here can answer this supervised run's launches (standard input is not a terminal)" in ran.stderr
+    assert "give --approval-timeout SECONDS and decide with `rho-notebook approve " in ran.stderr
+    waited = project.cli("run", "wf.star", "--yes", "--mode", "supervised", "--wait")
+    assert "nobody here can answer this supervised run's launches (--wait)" in waited.stderr, waited.stderr
+    for quiet in (["--yes"], ["--yes", "--mode", "supervised", "--approval-timeout", "0.5"]):
+        assert "nobody here can answer" not in project.cli("run", "wf.star", *quiet).stderr
