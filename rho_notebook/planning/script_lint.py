@@ -53,6 +53,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from typing import Any
 
@@ -441,10 +442,13 @@ class _Linter:
         if self.declared is None or key in self.declared:
             return
         known = ", ".join(sorted(self.declared)) or "none"
+        entry = f'{json.dumps(key)}: {{"type": "string"}}'  # the type is a guess; the docs list the others
+        example = f"{entry} in INPUTS" if self.declared else f"INPUTS = {{{entry}}} at the top of the script"
         self.add(
             node,
             "script.inputs_undeclared",
-            f"input {key!r} is not declared in INPUTS (declared: {known}); add it to INPUTS or fix the key",
+            f"input {key!r} is not declared in INPUTS (declared: {known}); declare it (e.g. {example}; "
+            "types: string, integer, bool, enum, path) or fix the key",
         )
 
 

@@ -142,6 +142,15 @@ def test_a_wrong_entry_shape_is_an_error(project: Project) -> None:
     assert "allowed types: string, integer, bool, enum, path" in found[0]["message"]
 
 
+def test_an_undeclared_input_is_shown_how_to_declare_it(project: Project) -> None:
+    head = "from rho_notebook.script import get_inputs\n"
+    _, found = validate(project, "n = get_inputs()['n']\n", head=head)
+    assert [f["rule"] for f in found] == ["script.inputs_undeclared"]
+    assert 'declare it (e.g. INPUTS = {"n": {"type": "string"}} at the top of the script;' in found[0]["message"]
+    _, found = validate(project, "n = get_inputs()['n']\n")  # HEAD declares "name"
+    assert '(declared: name); declare it (e.g. "n": {"type": "string"} in INPUTS;' in found[0]["message"]
+
+
 def test_text_output_prints_findings_like_diagnostics_and_never_imports_the_script(project: Project) -> None:
     project.write(
         "scripts/check.py",
