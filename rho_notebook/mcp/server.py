@@ -240,7 +240,7 @@ class WorkflowTools:
         consent = Consent(digest=args.graph_digest, hint="pass graph_digest={digest} as workflow_status answers it")
         request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions))
         await self.service.check_resume(request)
-        if await asyncio.to_thread(self.service.is_owned, run_id):  # before an owner process is spawned for nothing
+        if await self._goes_on(run_id):  # refused before an owner process is spawned for nothing
             msg = (
                 f"run {run_id} is owned by a live process and goes on by itself; nothing to resume: "
                 f"follow it with workflow_wait(run_id={run_id!r})"
@@ -255,6 +255,12 @@ class WorkflowTools:
             "owner_pid": pid,
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
+
+    async def _goes_on(self, run_id: str) -> bool:
+        """Whether a live owner executes the run. Both the journal and the lock must say so: an owner
+        journals the run's end (or halt) before it lets go of the lock, and may be resumed then."""
+        state = await self.service.status(run_id)
+        return state.lifecycle in LIVE_LIFECYCLES and await asyncio.to_thread(self.service.is_owned, run_id)
 
     async def workflow_cancel(self, args: CancelArgs, client: str | None) -> Any:
         return (await self.service.cancel(args.run_id, wait_seconds=args.timeout_seconds)).to_json()

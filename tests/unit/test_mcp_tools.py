@@ -15,6 +15,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp import WorkflowTools
+from rho_notebook.store.run_locks import OwnerLock
 from tests.conftest import REPO, Project, star, wait_journaled
 from tests.processes import wait_gone
 
@@ -135,3 +136,27 @@ def test_resuming_a_live_run_is_refused_without_a_shell_command_or_a_new_owner(p
         (project.root / "go").write_text("")
         assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
     assert project.status(run_id).outcome is not None
+
+
+def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
+    """An owner journals the run's end, then lets go of its lock: a resume asked in between is not
+    refused as if the run went on (the owner it starts takes the run once the lock is free)."""
+    project.write("gated.star", GATED)
+    plan = project.plan("gated.star")
+    run_id = project.create_run(plan)
+    owner = asyncio.run(project.service.start_detached(run_id))
+    wait_journaled(project.home, run_id, "process_started", node="wait")
+    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
+    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+    assert project.status(run_id).outcome is not None  # cancelled: resumable
+
+    lock = OwnerLock(project.service.run_store.folder(run_id).lock)
+    assert lock.try_acquire()  # the exiting owner, a moment before it lets go
+    try:
+        result = call(project, "workflow_resume", {"run_id": run_id, "graph_digest": plan.graph_digest})
+    finally:
+        lock.release()
+        (project.root / "go").write_text("")  # an owner that took the run ends it
+    assert "goes on by itself" not in text(result)
+    if not result.is_error:
+        assert wait_gone(json.loads(text(result))["owner_pid"])
