@@ -69,7 +69,7 @@ from rho_notebook.service import (
 )
 from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
-from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json
+from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json, validate_json
 
 __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
 
@@ -165,7 +165,13 @@ class WorkflowTools:
         path = self._path(args.file)
         if path.suffix == ".py":
             self._inside(path, file=args.file, what="a script", rule="script.outside_workspace")
+            if args.workflow is not None:
+                return await self._validate_flow(path, args, flow=args.workflow)
             return await self._validate_script(path, args)
+        if args.workflow is not None:
+            raise ToolFailure(
+                "workflow names a flow module's Workflow; leave it out for a .star file or a FILE.graph.yaml"
+            )
         if path.name.endswith(GRAPH_SUFFIXES):
             self._inside(path, file=args.file, what="an item graph", rule="graph.outside_workspace")
             return await self._validate_graph(path, args)
@@ -190,6 +196,28 @@ class WorkflowTools:
         if checked.errors:
             raise ToolFailure(checked.to_json())
         return checked.to_json()
+
+    async def _validate_flow(self, path: Path, args: ValidateArgs, *, flow: str) -> Any:
+        """A flow module's lint findings, then its compiled manifest's check, as ``validate FILE.py
+        --flow NAME --output json`` prints them."""
+        findings = [finding.to_json() for finding in await self.service.lint_script(path, flow=flow)]
+        errors = sum(1 for finding in findings if finding.get("severity") == "error")
+        manifest: dict[str, Any] = {}
+        if not errors:
+            request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=flow)
+            try:
+                check = await self.service.validate_flow(request)
+            except InvalidWorkflow as err:
+                findings += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
+                errors += len(err.diagnostics())
+            else:
+                manifest = check.manifest
+                findings += [finding.to_json() for finding in check.findings]
+                errors += check.errors
+        answer = validate_json(findings, valid=errors == 0, flow=flow, manifest=manifest)
+        if errors:
+            raise ToolFailure(answer)
+        return answer
 
     async def workflow_plan(self, args: PlanArgs, client: str | None) -> Any:
         path = self._path(args.file)

@@ -111,6 +111,13 @@ class ListArgs(_Args):
 
 class ValidateArgs(_Inputs):
     file: File
+    workflow: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        description="the Workflow of a flow module (kind flow in workflow_list: its name): compiled and its "
+        "manifest checked, as `rho-notebook validate FILE.py --flow NAME` does",
+    )
 
 
 class PlanArgs(_Inputs):
@@ -228,7 +235,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "workflow_validate",
         ValidateArgs,
-        "Evaluate a workflow once and check it (a script is linted); stores nothing. "
+        "Evaluate a workflow once and check it (a script is linted; with workflow, a flow module's Workflow is "
+        "compiled and checked); stores nothing. "
         'Answers the plan as `rho-notebook validate FILE --output json` prints it, or {"valid": false, "diagnostics"}.',
     ),
     ToolSpec(

@@ -138,6 +138,19 @@ def test_resuming_a_live_run_is_refused_without_a_shell_command_or_a_new_owner(p
     assert project.status(run_id).outcome is not None
 
 
+# -- a flow module's Workflow ----------------------------------------------------------------------
+
+
+def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: Project) -> None:
+    shutil.copy(REPO / "examples" / "flows" / "review.py", project.root / "review.py")
+    for flow in ("Review", "Nope"):
+        result = call(project, "workflow_validate", {"file": "review.py", "workflow": flow})
+        cli = project.cli("validate", "review.py", "--flow", flow, "--output", "json")
+        assert result.is_error == (cli.returncode != 0)
+        assert json.loads(text(result)) == json.loads(cli.stdout)
+    assert "leave it out for a .star file" in error(project, "workflow_validate", {"file": "x.star", "workflow": "X"})
+
+
 def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
     """An owner journals the run's end, then lets go of its lock: a resume asked in between is not
     refused as if the run went on (the owner it starts takes the run once the lock is free)."""
