@@ -230,6 +230,10 @@ class WorkflowTools:
         elif path.suffix == ".py":  # a script, or (with workflow) a flow module's Workflow
             request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=args.workflow)
             plan = await self.service.plan(request)
+            # what `plan SCRIPT.py` prints on stderr: e.g. a flow module planned without its workflow runs nothing
+            warnings = [finding.to_json() for finding in await self.service.lint_script(path, flow=args.workflow)]
+            if warnings:
+                return {**plan_summary_json(plan, stored=True), "warnings": warnings}
         elif args.workflow is not None:
             raise ToolFailure(
                 "workflow names a notebook's workflow or a flow module's; leave it out for a .star file or a FILE.graph.yaml"

@@ -173,3 +173,17 @@ def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_res
     assert "goes on by itself" not in text(result)
     if not result.is_error:
         assert wait_gone(json.loads(text(result))["owner_pid"])
+
+
+def test_planning_a_flow_module_without_its_workflow_answers_the_warning_the_cli_prints(project: Project) -> None:
+    shutil.copy(REPO / "examples" / "flows" / "review.py", project.root / "review.py")
+    planned = json.loads(text(call(project, "workflow_plan", {"file": "review.py"})))
+    assert planned["nodes"] == []  # as a script, the module calls no step
+    assert [warning["rule"] for warning in planned["warnings"]] == ["flow.unnamed"]
+    assert "review.py" in planned["warnings"][0]["file"]
+
+
+def test_a_script_without_warnings_is_planned_without_the_key(project: Project) -> None:
+    project.write("s.py", "from rho_notebook.script import emit_output\n\nemit_output({'ok': True})\n")
+    planned = json.loads(text(call(project, "workflow_plan", {"file": "s.py"})))
+    assert "plan_id" in planned and "warnings" not in planned
