@@ -55,6 +55,9 @@ from rho_notebook.views.run_notes import cancel_text
 
 __all__ = ["WorkflowVerbs", "hold_graph"]
 
+_FILE_SUFFIXES = (".star", ".py", ".graph.yaml")
+"""What a workflow file's name ends with (``validate``/``plan``/``run`` TARGET that is no cell)."""
+
 _ID_ARGUMENTS = ("run", "request")
 """The verb arguments that hold a run or request ID (``run``'s ``target`` holds a plan ID or a name)."""
 
@@ -176,18 +179,26 @@ class WorkflowVerbs:
             else:
                 self.session.validated[target] = plan
             return plan, self.session.cells.workflows[target]
+        return self._file_target(target, inputs, store=store, flow=flow), None
+
+    def _file_target(self, target: str, inputs: dict[str, Any], *, store: bool, flow: str | None) -> Plan:
+        """A TARGET that is no cell of this notebook: a workflow file, validated or planned."""
         path = Path(target)
-        if target.endswith(".star") or path.is_file():
+        if target.endswith(".ipynb"):  # planning reads a saved notebook only from the command line
+            verb = "plan" if store else "validate"
+            msg = f"%workflow {verb} takes a workflow of this notebook or a workflow file, not a saved notebook; in a terminal: rho-notebook {verb} {target}"
+            raise UsageError(msg)
+        if target.endswith(_FILE_SUFFIXES) or path.is_file():  # a missing file: planning says so
             try:
-                plan = (
+                return (
                     api.plan(path, inputs=inputs, flow=flow) if store else api.validate(path, inputs=inputs, flow=flow)
                 )
             except InvalidWorkflow as err:
                 raise UsageError(diagnostics_text(err, what=target)) from None
-            return plan, None
         known = ", ".join(self.session.workflow_names()) or "none yet"
         raise UsageError(
-            f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a .star file"
+            f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a workflow file "
+            "(FILE.star, SCRIPT.py or FILE.graph.yaml)"
         )
 
     def _json_summary(self, plan: Plan, *, stored: bool) -> None:

@@ -199,6 +199,21 @@ def test_logs_that_print_nothing_say_why_on_stderr(ip: Any) -> None:
     assert captured.stdout == "" and captured.stderr == "node b wrote nothing to stdout (it has not run; blocked)\n"
 
 
+def test_a_target_that_is_no_cell_is_a_workflow_file(ip: Any, ws: Project) -> None:
+    message = usage_error(ip, "%workflow validate steps.py")  # a script file that is not there
+    assert message.endswith("steps.py: error[load.missing]: steps.py: no such file"), message
+    message = usage_error(ip, "%workflow plan triage.graph.yaml")
+    assert message.endswith("triage.graph.yaml: no such file"), message
+    (ws.root / "saved.ipynb").write_text("{}")
+    message = usage_error(ip, "%workflow validate saved.ipynb")
+    assert message == (
+        "%workflow validate takes a workflow of this notebook or a workflow file, not a saved notebook; "
+        "in a terminal: rho-notebook validate saved.ipynb"
+    )
+    message = usage_error(ip, "%workflow validate nonesuch")
+    assert message.endswith("nor a workflow file (FILE.star, SCRIPT.py or FILE.graph.yaml)"), message
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
