@@ -232,7 +232,8 @@ def _read_artifact(
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ApiError(403, f"artifact {file} {what} is not a regular file", rule="unsafe_artifact")
-            return file, os.pread(fd, limit, offset), info.st_size
+            # past the end there is nothing to read (and pread refuses an offset near 2**63)
+            return file, os.pread(fd, limit, offset) if offset < info.st_size else b"", info.st_size
         finally:
             os.close(fd)
     return None
