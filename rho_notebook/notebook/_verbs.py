@@ -498,11 +498,19 @@ class WorkflowVerbs:
     def _verb_answer(self, args: Any) -> None:
         """Answer a human step's form: ``%workflow answer RUN STEP FIELD=JSON...`` (as the CLI's
         ``rho-notebook answer``; ``%workflow approve RUN REQUEST --deny`` declines it)."""
-        values = self._inputs(args.fields)
-        svc = api.service()
-        request = api.call(svc.form_request(args.run, args.step))
-        print(describe_request(request))
-        decision = api.call(svc.answer(request, values, comment=args.comment, via="notebook"))
+        for item in args.fields:
+            if "=" not in item:
+                msg = f"%workflow answer: {item!r} is not FIELD=JSON (one per form field, e.g. note='\"call Bob\"')"
+                raise UsageError(msg)
+        what = f"the answer to step {args.step}"  # a refused value is the answer's problem, not a workflow's
+        try:
+            values = self._inputs(args.fields)
+            svc = api.service()
+            request = api.call(svc.form_request(args.run, args.step))
+            print(describe_request(request))
+            decision = api.call(svc.answer(request, values, comment=args.comment, via="notebook"))
+        except InvalidWorkflow as err:
+            raise UsageError(diagnostics_text(err, what=what)) from None
         step = request.facts.get("step", request.node)
         print(f"answered step {step} by {decision.by} at {decision.at}: {json.dumps(decision.answer)}")
 

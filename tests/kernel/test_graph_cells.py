@@ -200,3 +200,19 @@ def test_a_graph_with_a_loop_edge_is_drawn_without_the_loop(ip: Any) -> None:
     assert drawing.count('class="node"') == 3
     message = usage_error(ip, retry.replace("loop: {max_rounds: 3}", "loop: {}"))
     assert "cell In[" in message and ":10:35: error[graph.loop_rounds]" in message, message
+
+
+def test_a_refused_answer_names_the_answer_not_a_workflow(ip: Any) -> None:
+    from tests.kernel.helpers import wait_until
+    from tests.kernel.test_graph_form import GRAPH as ASK
+
+    ok(ip, ASK)
+    ok(ip, "run = %workflow run ask --input score=9 --yes")
+    run = ip.user_ns["run"]
+    wait_until(lambda: run.state().lifecycle.value == "waiting")
+    message = usage_error(ip, "%workflow answer {run.run_id} escalate assignee='\"nobody\"'")
+    assert message.startswith("the answer to step escalate is not valid (1 problem):\nstep escalate: error[field.enum]")
+    message = usage_error(ip, "%workflow answer {run.run_id} escalate backlog")
+    assert message == "%workflow answer: 'backlog' is not FIELD=JSON (one per form field, e.g. note='\"call Bob\"')"
+    _, captured = ok(ip, "%workflow answer {run.run_id} escalate assignee=backlog")
+    assert "answered step escalate by " in captured.stdout
