@@ -168,6 +168,11 @@ class WorkflowTools:
             if args.workflow is not None:
                 return await self._validate_flow(path, args, flow=args.workflow)
             return await self._validate_script(path, args)
+        if path.suffix != ".star" and not path.name.endswith(GRAPH_SUFFIXES):
+            msg = f"workflow_validate takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not {args.file!r}"
+            if path.suffix == ".ipynb":
+                msg += "; plan a notebook with workflow_plan (it answers the same checks, and stores the plan)"
+            raise ToolFailure(msg)
         if args.workflow is not None:
             raise ToolFailure(
                 "workflow names a flow module's Workflow; leave it out for a .star file or a FILE.graph.yaml"
@@ -175,11 +180,6 @@ class WorkflowTools:
         if path.name.endswith(GRAPH_SUFFIXES):
             self._inside(path, file=args.file, what="an item graph", rule="graph.outside_workspace")
             return await self._validate_graph(path, args)
-        if path.suffix != ".star":
-            msg = f"workflow_validate takes an entry .star, a SCRIPT.py or a FILE.graph.yaml, not {args.file!r}"
-            if path.suffix == ".ipynb":
-                msg += "; plan a notebook with workflow_plan (it answers the same checks, and stores the plan)"
-            raise ToolFailure(msg)
         request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace)
         return plan_summary_json(await self.service.validate(request), stored=False)
 

@@ -149,6 +149,8 @@ def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: P
         assert result.is_error == (cli.returncode != 0)
         assert json.loads(text(result)) == json.loads(cli.stdout)
     assert "leave it out for a .star file" in error(project, "workflow_validate", {"file": "x.star", "workflow": "X"})
+    notebook = error(project, "workflow_validate", {"file": "x.ipynb", "workflow": "X"})
+    assert "plan a notebook with workflow_plan" in notebook  # not: leave workflow out
 
 
 def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
