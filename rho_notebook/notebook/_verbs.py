@@ -145,7 +145,12 @@ class WorkflowVerbs:
             raise UsageError(msg) from None
 
     def _inputs(self, raw: list[str]) -> dict[str, Any]:
-        return parse_input_args(raw, limits=load_limits())
+        """``--input KEY=JSON`` values; a malformed one is the flag's mistake (as on a cell's magic
+        line), not an invalid workflow."""
+        try:
+            return parse_input_args(raw, limits=load_limits())
+        except InvalidWorkflow as err:
+            raise UsageError("\n".join(d.message for d in err.diagnostics())) from None
 
     def _target(
         self, target: str, raw_inputs: list[str], *, store: bool, flow: str | None = None, retry: str | None = None

@@ -214,6 +214,14 @@ def test_a_target_that_is_no_cell_is_a_workflow_file(ip: Any, ws: Project) -> No
     assert message.endswith("nor a workflow file (FILE.star, SCRIPT.py or FILE.graph.yaml)"), message
 
 
+def test_a_malformed_input_on_a_verb_line_is_the_flags_mistake(ip: Any) -> None:
+    ok(ip, HELLO)
+    for line in ("%workflow validate hello --input who", "%workflow run hello --input who --yes"):
+        message = usage_error(ip, line)
+        assert message.startswith("--input 'who' must have the form KEY=VALUE"), message  # as on a cell's line
+        assert "not valid" not in message
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
