@@ -437,6 +437,8 @@ class WorkflowTools:
             window = page(text, offset=_query_int(query, "offset"), limit=MAX_TEXT, how=how)
             return types.TextResourceContents(uri=uri, mime_type="application/json", text=window["text"])
         msg = f"no resource {uri!r}: read rho://runs/RUN_ID/events or rho://runs/RUN_ID/nodes/NODE/output"
+        if base.startswith("rho://runs/") and "/nodes/" in base:  # a script step's key may hold `/`
+            msg += " (a NODE that holds / is percent-encoded: %2F, as workflow_result names it)"
         raise MCPError(types.INVALID_PARAMS, msg)
 
     async def _events_text(self, run_id: str, after_seq: int) -> str:

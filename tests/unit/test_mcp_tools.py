@@ -189,3 +189,12 @@ def test_a_script_without_warnings_is_planned_without_the_key(project: Project) 
     project.write("s.py", "from rho_notebook.script import emit_output\n\nemit_output({'ok': True})\n")
     planned = json.loads(text(call(project, "workflow_plan", {"file": "s.py"})))
     assert "plan_id" in planned and "warnings" not in planned
+
+
+def test_a_node_resource_with_a_slash_in_the_name_says_to_percent_encode_it(project: Project) -> None:
+    tools = WorkflowTools(project.service, project.workspace)
+    with pytest.raises(MCPError) as raised:
+        asyncio.run(tools.read("rho://runs/01a2/nodes/review/draft@1/output"))
+    assert raised.value.error.message.endswith(
+        "(a NODE that holds / is percent-encoded: %2F, as workflow_result names it)"
+    )
