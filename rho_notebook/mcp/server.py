@@ -454,6 +454,9 @@ class WorkflowTools:
                 break
             lines.append(line)
             size += len(line) + 1
+        else:
+            if read.damage:  # as `events` says on stderr: the records above are the readable part
+                lines.append(f"[... damaged: the journal cannot be trusted past the records above: {read.damage}]")
         return "\n".join(lines) + ("\n" if lines else "")
 
 

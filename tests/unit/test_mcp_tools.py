@@ -198,3 +198,19 @@ def test_a_node_resource_with_a_slash_in_the_name_says_to_percent_encode_it(proj
     assert raised.value.error.message.endswith(
         "(a NODE that holds / is percent-encoded: %2F, as workflow_result names it)"
     )
+
+
+def test_the_events_resource_of_a_damaged_journal_says_so_after_its_readable_part(project: Project) -> None:
+    project.write("one.star", ONE)
+    run_id = project.create_run(project.plan("one.star"))
+    asyncio.run(project.service.execute(run_id))
+    events = project.home / "workflows" / "runs" / run_id / "events.jsonl"
+    lines = events.read_text().splitlines()
+    lines[3] = lines[3].replace('"kind"', '"kinx"')  # an edited record breaks the chain
+    events.write_text("\n".join(lines) + "\n")
+
+    text = asyncio.run(WorkflowTools(project.service, project.workspace).read(f"rho://runs/{run_id}/events")).text
+    *records, marker = text.splitlines()
+    assert [json.loads(record)["seq"] for record in records] == [1, 2, 3]
+    assert marker.startswith("[... damaged: the journal cannot be trusted past the records above: ")
+    assert "seq 4" in marker
