@@ -70,7 +70,7 @@ def run_python_cell(shell: Any, cell: PythonCell) -> list[str]:
     namespace = shell.user_ns
     try:
         exec(code, shell.user_global_ns, namespace)
-    except Exception as err:
+    except (Exception, KeyboardInterrupt) as err:  # an interrupt (Ctrl-C) stops the module's own code too
         _own_frames(shell, err)
         raise
     return sorted(

@@ -108,6 +108,17 @@ def test_errors_in_a_py_cell_are_the_cells_errors(ws: Project) -> None:
 # -- the in-process shell ----------------------------------------------------------------------------
 
 
+def test_an_interrupt_while_a_py_module_runs_shows_the_modules_lines(ip: Any) -> None:
+    """Ctrl-C during a long top-level computation: the traceback is the module's, as for an error."""
+    from tests.kernel.helpers import cell
+
+    result, captured = cell(ip, "%%py //nodes/slow.py\nx = 1\nraise KeyboardInterrupt\n")
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", captured.stdout)
+    assert "----> 3 raise KeyboardInterrupt" in traceback, traceback
+    assert "magics.py" not in traceback and "run_cell_magic" not in traceback and "_pycell.py" not in traceback
+
+
 def test_a_py_label_must_be_a_module_label(ip: Any) -> None:
     assert "must start with //" in usage_error(ip, "%%py nodes/x.py\nx = 1\n")
     assert "must name a .py file" in usage_error(ip, "%%py //nodes/x.star\nx = 1\n")
