@@ -16,6 +16,8 @@ The ``%workflow VERB`` line magic's verbs are :class:`rho_notebook.notebook._ver
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any, Literal
 
 from IPython.core.error import UsageError
@@ -44,6 +46,20 @@ from rho_notebook.service.cells import (
 )
 
 __all__ = ["WorkflowMagics", "diagnostics_text"]
+
+
+def _help_ends_the_cell(magic: Callable[[Any, str, str], Any]) -> Callable[[Any, str, str], Any]:
+    """A cell magic whose magic line asked for ``--help``: the help is printed, the cell ends there
+    (no traceback, nothing held)."""
+
+    @wraps(magic)
+    def run(self: Any, line: str, cell: str) -> Any:
+        try:
+            return magic(self, line, cell)
+        except HelpShown:
+            return None
+
+    return run
 
 
 @magics_class
@@ -115,6 +131,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def star(self, line: str, cell: str) -> Report:
         """%%star LABEL — the cell is a Starlark module, e.g. %%star //lib/common.star"""
         module = self._cell("star", line, cell)
@@ -129,6 +146,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def py(self, line: str, cell: str) -> Report:
         """%%py LABEL — the cell is a Python module that python() nodes run, e.g. %%py //nodes/stats.py;
         it also runs here, so its functions can be called in the next cell"""
@@ -213,6 +231,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def script(self, line: str, cell: str) -> Report:
         """%%script NAME [--input KEY=JSON]... — the cell is a Python script workflow (NAME.py);
         it is stored and checked, never run here: %workflow run NAME runs it in its own process"""
@@ -223,6 +242,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def flow(self, line: str, cell: str) -> Any:
         """%%flow NAME [--input KEY=JSON]... [--compile] — the cell is a flow module (NAME.py) defining
         the Workflow NAME; running the cell plans it and starts one flow run in the background, in its
@@ -265,6 +285,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def graph(self, line: str, cell: str) -> Report:
         """%%graph NAME — the cell is an item-graph document (NAME.graph.yaml, YAML or JSON, docs/graphs.md);
         it is stored and validated at once; ``%workflow run NAME`` runs it."""
@@ -275,6 +296,7 @@ class WorkflowMagics(Magics):
 
     @no_var_expand
     @cell_magic
+    @_help_ends_the_cell
     def agent(self, line: str, cell: str) -> Report:
         """%%agent ID — the cell is an agent definition file (the format of agents/ID.md)"""
         parsed = self._cell("agent", line, cell)

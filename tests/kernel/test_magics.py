@@ -222,6 +222,13 @@ def test_a_malformed_input_on_a_verb_line_is_the_flags_mistake(ip: Any) -> None:
         assert "not valid" not in message
 
 
+@pytest.mark.parametrize("magic", ["star", "py", "script", "flow", "graph", "agent"])
+def test_help_on_a_cell_magics_line_prints_the_help_without_a_traceback(ip: Any, magic: str) -> None:
+    result, captured = cell(ip, f"%%{magic} --help\nx = 1\n")
+    assert result.error_in_exec is None, result.error_in_exec
+    assert captured.stdout.startswith(f"usage: %%{magic} [-h]") and "Traceback" not in captured.stdout
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
