@@ -229,6 +229,12 @@ def test_help_on_a_cell_magics_line_prints_the_help_without_a_traceback(ip: Any,
     assert captured.stdout.startswith(f"usage: %%{magic} [-h]") and "Traceback" not in captured.stdout
 
 
+@pytest.mark.parametrize("seconds", ["nan", "-5", "inf"])
+def test_cancel_wait_takes_a_finite_number_0_or_more(ip: Any, seconds: str) -> None:
+    message = usage_error(ip, f"%workflow cancel 01a2 --wait {seconds}")  # checked before the run is looked up
+    assert message == f"%workflow cancel: argument --wait: '{seconds}': give a finite number, 0 or more"
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
