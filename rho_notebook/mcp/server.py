@@ -12,8 +12,7 @@ started here is recorded ``via: mcp`` with the client's self-reported name; its 
 :meth:`Service.mcp_run_mode` (supervised unless a person approved the digest), and it runs in its
 own owner process (:meth:`Service.start_detached`), so closing the server never stops it.
 
-Resources: ``rho://runs/{run_id}/events`` (the journal, one JSON record per line; ``?after_seq=N``
-pages) and ``rho://runs/{run_id}/nodes/{node}/output`` (the node's result; ``?offset=N`` pages).
+Resources (:mod:`rho_notebook.mcp._resources`): the journal and a node's result, paged.
 """
 
 from __future__ import annotations
@@ -22,11 +21,10 @@ import asyncio
 import json
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -38,6 +36,7 @@ from pydantic import ValidationError
 from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, RunRefused, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp._person import person_note, run_notes
+from rho_notebook.mcp._resources import RunResources
 from rho_notebook.mcp.tools import (
     MAX_TEXT,
     TOOLS,
@@ -77,9 +76,6 @@ _log = logging.getLogger(__name__)
 
 _WAIT_POLL_SECONDS = 0.1
 _CLIENT_NAME_MAX = 200
-_RUN_ID = re.compile(r"^[0-9a-fA-F-]{1,36}$")
-_EVENTS_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/events$")
-_OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/nodes/(?P<node>[^/?#]+)/output$")
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
 Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
@@ -104,6 +100,7 @@ class WorkflowTools:
     def __init__(self, service: Service, workspace: Workspace) -> None:
         self.service = service
         self.workspace = workspace
+        self._resources = RunResources(service)
         self._tools: dict[str, tuple[ToolSpec, Callable[[Any, str | None], Awaitable[Any]]]] = {
             spec.name: (spec, getattr(self, spec.name)) for spec in TOOLS
         }
@@ -391,73 +388,15 @@ class WorkflowTools:
     # -- resources --------------------------------------------------------------------------------
 
     def templates(self) -> list[types.ResourceTemplate]:
-        return [
-            types.ResourceTemplate(
-                name="run-events",
-                uri_template="rho://runs/{run_id}/events",
-                description="A run's journal, one JSON record per line; a long one is cut with a marker "
-                "naming the ?after_seq=N to read on.",
-                mime_type="application/x-ndjson",
-            ),
-            types.ResourceTemplate(
-                name="node-output",
-                uri_template="rho://runs/{run_id}/nodes/{node}/output",
-                description="A node's result (state, attempts, validated output, artifacts) as JSON; a long one "
-                "is cut with a marker naming the ?offset=N to read on.",
-                mime_type="application/json",
-            ),
-        ]
+        return self._resources.templates()
 
     async def read(self, uri: str) -> types.TextResourceContents:
         """One resource's text; a refusal (no such run, an ambiguous prefix) is an MCP error whose
         message names the tool that lists what exists, as a tool's refusal does."""
         try:
-            return await self._read(uri)
+            return await self._resources.read(uri)
         except RhoError as err:
             raise MCPError(types.INVALID_PARAMS, f"error[{err.rule}]: {_refusal(err)}") from None
-
-    async def _read(self, uri: str) -> types.TextResourceContents:
-        parts = urlsplit(uri)
-        query = parse_qs(parts.query)
-        base = f"{parts.scheme}://{parts.netloc}{parts.path}"
-        if found := _EVENTS_URI.match(base):
-            run_id = _run_id(found["run"])
-            after = _query_int(query, "after_seq")
-            return types.TextResourceContents(
-                uri=uri, mime_type="application/x-ndjson", text=await self._events_text(run_id, after)
-            )
-        if found := _OUTPUT_URI.match(base):
-            run_id, node = _run_id(found["run"]), unquote(found["node"])
-            data = await self.service.result(run_id)
-            if node not in data["nodes"]:
-                msg = f"run {data['run_id']} has no node {node!r}; its nodes: {', '.join(data['nodes'])}"
-                raise MCPError(types.INVALID_PARAMS, msg)
-            text = json.dumps(data["nodes"][node], indent=2, ensure_ascii=False)
-            how = f"read rho://runs/{data['run_id']}/nodes/{found['node']}/output?offset={{offset}}"
-            window = page(text, offset=_query_int(query, "offset"), limit=MAX_TEXT, how=how)
-            return types.TextResourceContents(uri=uri, mime_type="application/json", text=window["text"])
-        msg = f"no resource {uri!r}: read rho://runs/RUN_ID/events or rho://runs/RUN_ID/nodes/NODE/output"
-        if base.startswith("rho://runs/") and "/nodes/" in base:  # a script step's key may hold `/`
-            msg += " (a NODE that holds / is percent-encoded: %2F, as workflow_result names it)"
-        raise MCPError(types.INVALID_PARAMS, msg)
-
-    async def _events_text(self, run_id: str, after_seq: int) -> str:
-        read = await self.service.journal(run_id, after_seq=after_seq)
-        lines: list[str] = []
-        size = 0
-        for record in read.events:
-            line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-            if lines and size + len(line) > MAX_TEXT:
-                last = lines[-1]
-                seq = json.loads(last)["seq"]
-                lines.append(f"[... truncated: read rho://runs/{run_id}/events?after_seq={seq} for the rest]")
-                break
-            lines.append(line)
-            size += len(line) + 1
-        else:
-            if read.damage:  # as `events` says on stderr: the records above are the readable part
-                lines.append(f"[... damaged: the journal cannot be trusted past the records above: {read.damage}]")
-        return "\n".join(lines) + ("\n" if lines else "")
 
 
 # -- answers ---------------------------------------------------------------------------------------
@@ -491,21 +430,6 @@ def _explain(err: ValidationError) -> str:
         what = problem["msg"] if problem["type"] != "extra_forbidden" else "is not an argument of this tool"
         problems.append(f"{where}: {what}")
     return "; ".join(problems)
-
-
-def _run_id(given: str) -> str:
-    if not _RUN_ID.match(given):
-        msg = f"{given!r} is not a run ID"
-        raise MCPError(types.INVALID_PARAMS, msg)
-    return given
-
-
-def _query_int(query: dict[str, list[str]], key: str) -> int:
-    values = query.get(key, ["0"])
-    if len(values) != 1 or not values[0].isdigit():
-        msg = f"?{key}= takes one non-negative integer"
-        raise MCPError(types.INVALID_PARAMS, msg)
-    return int(values[0])
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:
