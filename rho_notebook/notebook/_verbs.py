@@ -103,15 +103,17 @@ def _kind(cell: ScriptCell) -> str:
     return "flow" if isinstance(cell, FlowCell) else "script"
 
 
-def hold_graph(session: NotebookSession, cell: GraphCell) -> Report:
-    """Hold and validate a ``%%graph`` cell: its summary, or a UsageError naming every problem."""
+def hold_graph(session: NotebookSession, cell: GraphCell, *, show: bool = True) -> Report:
+    """Hold and validate a ``%%graph`` cell: its summary (and, with ``show``, its drawing), or a
+    UsageError naming every problem."""
     try:
         graph = session.define_graph(cell)
     except InvalidWorkflow as err:
         raise UsageError(diagnostics_text(err, what=f"%%graph {cell.name} ({cell.display})")) from None
     except RhoError as err:
         raise usage_error(err) from None
-    show_item_graph(graph)
+    if show:
+        show_item_graph(graph)
     return graph_report(graph, cell, label=session.entry_label(cell.name, suffix=".graph.yaml"))
 
 
@@ -217,7 +219,7 @@ class WorkflowVerbs:
                 raise UsageError(
                     f"%workflow validate {args.target}: a %%graph cell takes no --input or --flow (its document declares its inputs)"
                 )
-            report = hold_graph(self.session, graph)
+            report = hold_graph(self.session, graph, show=args.output != "json")  # json: the JSON alone
             if args.output == "json":
                 print(json.dumps(validate_json([], valid=True, graph=args.target), indent=2))
                 return None

@@ -134,6 +134,13 @@ def test_planning_a_graph_cell_names_it_a_graph(ip: Any) -> None:
     assert message.startswith("graph triage is not valid (2 problems):"), message
 
 
+def test_validate_output_json_of_a_graph_cell_prints_the_json_alone(ip: Any) -> None:
+    ok(ip, GRAPH)
+    _, captured = ok(ip, "%workflow validate triage --output json")
+    assert json.loads(captured.stdout) == {"valid": True, "graph": "triage", "diagnostics": []}
+    assert captured.outputs == []  # no drawing: a %%workflow's --output json shows none either
+
+
 def test_a_graph_cell_plans_and_runs_in_the_kernel(ip: Any, ws: Project) -> None:
     ok(ip, GRAPH)
     report, _ = ok(ip, "%workflow run triage --input score=70 --yes")
