@@ -2,7 +2,8 @@
 
 ``rho://runs/{run_id}/events`` is the run's journal, one JSON record per line (``?after_seq=N``
 reads the records after N); ``rho://runs/{run_id}/nodes/{node}/output`` is the node's entry of
-``workflow_result`` (``?offset=N`` pages it). A page longer than :data:`MAX_TEXT` ends
+``workflow_result`` (``?offset=N`` pages it); ``rho://runs/{run_id}/output`` is the run's output
+value (a script's ``emit_output``), ``?offset=N`` paged. A page longer than :data:`MAX_TEXT` ends
 with a marker line naming the URI that reads on.
 """
 
@@ -24,7 +25,8 @@ __all__ = ["RunResources"]
 _RUN_ID = re.compile(r"^[0-9a-fA-F-]{1,36}$")
 _EVENTS_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/events$")
 _NODE_OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/nodes/(?P<node>[^/?#]+)/output$")
-_LISTED = "read rho://runs/RUN_ID/events or rho://runs/RUN_ID/nodes/NODE/output"
+_RUN_OUTPUT_URI = re.compile(r"^rho://runs/(?P<run>[^/?#]+)/output$")
+_LISTED = "read rho://runs/RUN_ID/events, rho://runs/RUN_ID/nodes/NODE/output or rho://runs/RUN_ID/output"
 
 
 class RunResources:
@@ -49,6 +51,13 @@ class RunResources:
                 "is cut with a marker naming the ?offset=N to read on.",
                 mime_type="application/json",
             ),
+            types.ResourceTemplate(
+                name="run-output",
+                uri_template="rho://runs/{run_id}/output",
+                description="A run's output value (a script's emit_output) as JSON, whole; a long one is cut with "
+                "a marker naming the ?offset=N to read on.",
+                mime_type="application/json",
+            ),
         ]
 
     async def read(self, uri: str) -> types.TextResourceContents:
@@ -66,6 +75,15 @@ class RunResources:
                 raise MCPError(types.INVALID_PARAMS, msg)
             text = json.dumps(data["nodes"][node], indent=2, ensure_ascii=False)
             how = f"read rho://runs/{data['run_id']}/nodes/{found['node']}/output?offset={{offset}}"
+            window = page(text, offset=_query_int(query, "offset"), limit=MAX_TEXT, how=how)
+            return types.TextResourceContents(uri=uri, mime_type="application/json", text=window["text"])
+        if found := _RUN_OUTPUT_URI.match(base):
+            state = await self.service.status(_run_id(found["run"]))
+            if state.output is None:
+                msg = f"run {state.run_id} has no output (yet): only a run whose workflow emits one has it"
+                raise MCPError(types.INVALID_PARAMS, msg)
+            text = json.dumps(state.output, indent=2, ensure_ascii=False)
+            how = f"read rho://runs/{state.run_id}/output?offset={{offset}}"
             window = page(text, offset=_query_int(query, "offset"), limit=MAX_TEXT, how=how)
             return types.TextResourceContents(uri=uri, mime_type="application/json", text=window["text"])
         msg = f"no resource {uri!r}: {_LISTED}"

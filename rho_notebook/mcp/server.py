@@ -12,7 +12,7 @@ started here is recorded ``via: mcp`` with the client's self-reported name; its 
 :meth:`Service.mcp_run_mode` (supervised unless a person approved the digest), and it runs in its
 own owner process (:meth:`Service.start_detached`), so closing the server never stops it.
 
-Resources (:mod:`rho_notebook.mcp._resources`): the journal and a node's result, paged.
+Resources (:mod:`rho_notebook.mcp._resources`): the journal, a node's result and a run's output, paged.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -298,7 +298,7 @@ class WorkflowTools:
 
     async def workflow_status(self, args: StatusArgs, client: str | None) -> Any:
         state = await self.service.status(args.run_id)
-        return status_json(state, layout=self.service.layout)
+        return _bounded(status_json(state, layout=self.service.layout))
 
     async def workflow_wait(self, args: WaitArgs, client: str | None) -> Any:
         """Poll the durable state until the run settles (ends, or waits for a person) or time runs out."""
@@ -312,7 +312,7 @@ class WorkflowTools:
             if settled or loop.time() >= deadline:
                 break
             await asyncio.sleep(_WAIT_POLL_SECONDS)
-        answer: dict[str, Any] = {**status_json(state, layout=self.service.layout), "timed_out": not settled}
+        answer: dict[str, Any] = {**_bounded(status_json(state, layout=self.service.layout)), "timed_out": not settled}
         person = await self._person_needed(state)
         if person:
             answer["person"] = person
@@ -344,7 +344,7 @@ class WorkflowTools:
                 where = f"the resource rho://runs/{run_id}/nodes/{quote(name, safe='')}/output"  # a key may hold `/`
                 node["output"] = cut_value(node["output"], limit=MAX_TEXT // 4, where=where)
         if "output" in data:
-            data["output"] = cut_value(data["output"], limit=MAX_TEXT // 2, where="workflow_status (output)")
+            data["output"] = _run_output(data["output"], run_id)
         return data
 
     async def workflow_logs(self, args: LogsArgs, client: str | None) -> Any:
@@ -430,6 +430,19 @@ def _explain(err: ValidationError) -> str:
         what = problem["msg"] if problem["type"] != "extra_forbidden" else "is not an argument of this tool"
         problems.append(f"{where}: {what}")
     return "; ".join(problems)
+
+
+def _run_output(value: Any, run_id: str) -> Any:
+    """A run's output value, cut to a marker naming the resource that holds it whole when long."""
+    return cut_value(value, limit=MAX_TEXT // 2, where=f"the resource rho://runs/{run_id}/output")
+
+
+def _bounded(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A status answer whose run output (a script's ``emit_output``, unbounded) is cut when long."""
+    answer = dict(status)
+    if "output" in answer:
+        answer["output"] = _run_output(answer["output"], answer["run_id"])
+    return answer
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:

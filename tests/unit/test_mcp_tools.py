@@ -214,3 +214,34 @@ def test_the_events_resource_of_a_damaged_journal_says_so_after_its_readable_par
     assert [json.loads(record)["seq"] for record in records] == [1, 2, 3]
     assert marker.startswith("[... damaged: the journal cannot be trusted past the records above: ")
     assert "seq 4" in marker
+
+
+def test_a_long_run_output_is_cut_in_every_answer_and_read_whole_from_its_resource(project: Project) -> None:
+    project.write("big.py", "from rho_notebook.script import emit_output\n\nemit_output({'blob': 'x' * 50000})\n")
+    run_id = project.create_run(project.plan("big.py"))
+    asyncio.run(project.service.execute(run_id))
+    uri = f"rho://runs/{run_id}/output"
+    marker = f"[... truncated: 50012 characters of JSON; read the resource {uri}]"
+    for tool in ("workflow_status", "workflow_wait", "workflow_result"):
+        answer = text(call(project, tool, {"run_id": run_id[:13]}))
+        assert len(answer) < 20_000 and json.loads(answer)["output"] == marker, tool
+
+    tools = WorkflowTools(project.service, project.workspace)
+    pages = []
+    offset: int | None = 0
+    while offset is not None:
+        page = asyncio.run(tools.read(f"{uri}?offset={offset}")).text
+        body, _, rest = page.partition("\n[... truncated: ")
+        pages.append(body)
+        offset = int(rest.rsplit("offset=", 1)[1].rstrip("]")) if rest else None
+    assert len(pages) == 3 and json.loads("".join(pages)) == {"blob": "x" * 50000}
+
+
+def test_the_output_resource_of_a_run_without_output_says_so(project: Project) -> None:
+    project.write("one.star", ONE)
+    run_id = project.create_run(project.plan("one.star"))
+    with pytest.raises(MCPError) as raised:
+        asyncio.run(WorkflowTools(project.service, project.workspace).read(f"rho://runs/{run_id}/output"))
+    assert raised.value.error.message == (
+        f"run {run_id} has no output (yet): only a run whose workflow emits one has it"
+    )
