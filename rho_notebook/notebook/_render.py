@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import html
 import json
+import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from rho_notebook.model.events import PROGRESS_KINDS, describe_event
@@ -118,8 +119,16 @@ def graph_html(graph: Graph, *, states: dict[str, str] | None = None) -> str:
     )
 
 
-def workflow_report(plan: Plan, cell: WorkflowCell | None = None, *, verb: str = "valid") -> Report:
-    """What a ``%%workflow`` cell and ``%workflow validate`` print."""
+def _run_line(name: str, inputs: Sequence[str]) -> str:
+    """``%workflow run NAME [--input ...] --yes``: the run of what was just validated, with the
+    ``--input`` values a verb line gave (the cell's own are its defaults)."""
+    return " ".join(["%workflow run", name, *(f"--input {shlex.quote(item)}" for item in inputs), "--yes"])
+
+
+def workflow_report(
+    plan: Plan, cell: WorkflowCell | None = None, *, verb: str = "valid", inputs: Sequence[str] = ()
+) -> Report:
+    """What a ``%%workflow`` cell and ``%workflow validate`` (with its ``--input`` values) print."""
     graph = plan.graph
     lines = [f"workflow {graph.name}: {verb}", f"digest   {plan.graph_digest}"]
     values = plan.manifest.inputs
@@ -129,7 +138,7 @@ def workflow_report(plan: Plan, cell: WorkflowCell | None = None, *, verb: str =
     if not graph.nodes:
         lines.append("nodes    (none)")
     if cell is not None:
-        lines.append(f"next     %workflow run {graph.name} --yes")
+        lines.append(f"next     {_run_line(graph.name, inputs)}")
     return Report("\n".join(lines), data=plan)
 
 
@@ -185,7 +194,7 @@ def plans_report(manifests: Iterable[PlanManifest]) -> Report:
     )
 
 
-def script_report(plan: Plan, cell: ScriptCell, *, label: str) -> Report:
+def script_report(plan: Plan, cell: ScriptCell, *, label: str, inputs: Sequence[str] = ()) -> Report:
     """What a ``%%script`` cell prints: stored, checked, frozen, and how to run it."""
     lines = cell.body.count("\n")
     values = plan.manifest.inputs
@@ -193,7 +202,7 @@ def script_report(plan: Plan, cell: ScriptCell, *, label: str) -> Report:
     rows = {
         "digest": plan.graph_digest,
         "inputs": inputs_text(values) if values else "(none)",
-        "next": f"%workflow run {cell.name} --yes",
+        "next": _run_line(cell.name, inputs),
     }
     return _cell_report(head, rows, data=plan)
 

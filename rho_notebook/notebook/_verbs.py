@@ -232,10 +232,11 @@ class WorkflowVerbs:
             show_flow_tree(plan.manifest.flow)
         script = self.session.cells.scripts.get(args.target)
         if script is not None:
-            return script_report(plan, script, label=self.session.entry_label(script.name, suffix=".py"))
+            label = self.session.entry_label(script.name, suffix=".py")
+            return script_report(plan, script, label=label, inputs=args.input)
         if plan.graph.script is None:
             show_graph(plan)
-        return workflow_report(plan, cell)
+        return workflow_report(plan, cell, inputs=args.input)
 
     def _verb_plan(self, args: Any) -> Report | None:
         plan, _ = self._target(args.target, args.input, store=True, flow=args.flow)

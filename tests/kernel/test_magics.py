@@ -235,6 +235,18 @@ def test_cancel_wait_takes_a_finite_number_0_or_more(ip: Any, seconds: str) -> N
     assert message == f"%workflow cancel: argument --wait: '{seconds}': give a finite number, 0 or more"
 
 
+def test_validate_with_inputs_says_how_to_run_with_them(ip: Any) -> None:
+    ok(ip, HELLO)
+    report, _ = ok(ip, "%workflow validate hello --input 'who=\"a b\"'")
+    assert repr(report).endswith("\nnext     %workflow run hello --input 'who=\"a b\"' --yes")
+    report, _ = ok(ip, "%workflow validate hello")
+    assert repr(report).endswith("\nnext     %workflow run hello --yes")
+    script = "%%script probe\nINPUTS = {'n': {'type': 'integer', 'required': False, 'default': 1}}\n"
+    ok(ip, script + "from rho_notebook.script import get_inputs\nn = get_inputs()['n']\n")
+    report, _ = ok(ip, "%workflow validate probe --input n=2")
+    assert repr(report).endswith("\nnext     %workflow run probe --input n=2 --yes")
+
+
 def test_run_without_yes_shows_the_digest_and_starts_nothing(ip: Any, ws: Project) -> None:
     ok(ip, HELLO)
     result, captured = ok(ip, "%workflow run hello")
