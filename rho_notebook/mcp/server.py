@@ -147,10 +147,11 @@ class WorkflowTools:
         return path if path.is_absolute() else self.workspace.root / path
 
     def _inside(self, path: Path, *, file: str, what: str, rule: str) -> None:
-        """Refuse a file outside the served workspace (its folder's symlinks resolved), as planning
-        refuses a .star, script or item graph there: no tool reads, or plans in, another folder."""
+        """Refuse a file outside the served workspace (symlinks resolved, the file's own too: a notebook
+        is planned where it resolves), as planning refuses a .star, script or item graph there: no
+        tool reads, or plans in, another folder."""
         root = os.path.realpath(self.workspace.root)
-        if not Path(os.path.realpath(path.parent)).is_relative_to(root):
+        if not Path(os.path.realpath(path)).is_relative_to(root):
             msg = f"{file} is outside the workspace {root}; {what} must live inside it (workflow_list names them)"
             raise SourceError(msg, rule=rule, file=file)
 

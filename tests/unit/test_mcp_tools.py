@@ -66,6 +66,16 @@ def test_no_tool_reads_or_plans_a_file_outside_the_workspace(project: Project) -
     assert sorted(p.name for p in outside.iterdir()) == ["nb.ipynb", "s.py", "t.graph.yaml"]  # no export folder
 
 
+def test_a_symlink_in_the_workspace_to_a_notebook_outside_it_is_refused(project: Project) -> None:
+    outside = project.root.parent / "elsewhere"
+    outside.mkdir()
+    shutil.copy(REPO / "notebooks" / "01_quickstart.ipynb", outside / "nb.ipynb")
+    (project.root / "link.ipynb").symlink_to(outside / "nb.ipynb")
+    answer = json.loads(error(project, "workflow_plan", {"file": "link.ipynb"}))
+    assert [d["rule"] for d in answer["diagnostics"]] == ["notebook.outside_workspace"]
+    assert project.stored_plans() == [] and sorted(p.name for p in outside.iterdir()) == ["nb.ipynb"]
+
+
 def test_a_notebook_inside_the_workspace_is_still_planned(project: Project) -> None:
     shutil.copy(REPO / "notebooks" / "01_quickstart.ipynb", project.root / "nb.ipynb")
     result = call(project, "workflow_plan", {"file": "nb.ipynb"})
