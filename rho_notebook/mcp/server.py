@@ -75,6 +75,8 @@ __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
 _log = logging.getLogger(__name__)
 
 _WAIT_POLL_SECONDS = 0.1
+_OWNER_EXIT_SECONDS = 5.0
+"""How long a resume waits for an owner that journaled the run's end to let go of its lock."""
 _CLIENT_NAME_MAX = 200
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
@@ -270,12 +272,7 @@ class WorkflowTools:
         consent = Consent(digest=args.graph_digest, hint="pass graph_digest={digest} as workflow_status answers it")
         request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions))
         await self.service.check_resume(request)
-        if await self._goes_on(run_id):  # refused before an owner process is spawned for nothing
-            msg = (
-                f"run {run_id} is owned by a live process and goes on by itself; nothing to resume: "
-                f"follow it with workflow_wait(run_id={run_id!r})"
-            )
-            raise RunRefused(msg)
+        await self._owner_free(run_id)  # before an owner process is spawned for nothing
         await self.service.check_mcp_decisions(run_id, dict(args.decisions))
         pid = await self.service.resume_detached(request)
         return {
@@ -286,11 +283,21 @@ class WorkflowTools:
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
 
-    async def _goes_on(self, run_id: str) -> bool:
-        """Whether a live owner executes the run. Both the journal and the lock must say so: an owner
-        journals the run's end (or halt) before it lets go of the lock, and may be resumed then."""
-        state = await self.service.status(run_id)
-        return state.lifecycle in LIVE_LIFECYCLES and await asyncio.to_thread(self.service.is_owned, run_id)
+    async def _owner_free(self, run_id: str) -> None:
+        """Refuse a run a live owner executes (the journal and the lock both say so); wait, briefly,
+        for an owner that journaled the run's end (or halt) to let go of its lock, as it does next."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _OWNER_EXIT_SECONDS
+        while await asyncio.to_thread(self.service.is_owned, run_id):
+            if (await self.service.status(run_id)).lifecycle in LIVE_LIFECYCLES:
+                msg = (
+                    f"run {run_id} is owned by a live process and goes on by itself; nothing to resume: "
+                    f"follow it with workflow_wait(run_id={run_id!r})"
+                )
+                raise RunRefused(msg)
+            if loop.time() >= deadline:
+                return  # the owner the resume starts says who holds the run
+            await asyncio.sleep(_WAIT_POLL_SECONDS)
 
     async def workflow_cancel(self, args: CancelArgs, client: str | None) -> Any:
         return (await self.service.cancel(args.run_id, wait_seconds=args.timeout_seconds)).to_json()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
 from typing import Any
 
 import mcp_types as types
@@ -164,8 +165,8 @@ def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: P
 
 
 def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
-    """An owner journals the run's end, then lets go of its lock: a resume asked in between is not
-    refused as if the run went on (the owner it starts takes the run once the lock is free)."""
+    """An owner journals the run's end, then lets go of its lock: a resume asked in between waits
+    for the lock, then resumes (it was refused as if the run went on, or by the owner it started)."""
     project.write("gated.star", GATED)
     plan = project.plan("gated.star")
     run_id = project.create_run(plan)
@@ -177,14 +178,16 @@ def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_res
 
     lock = OwnerLock(project.service.run_store.folder(run_id).lock)
     assert lock.try_acquire()  # the exiting owner, a moment before it lets go
+    letting_go = threading.Timer(0.5, lock.release)
+    letting_go.start()
     try:
         result = call(project, "workflow_resume", {"run_id": run_id, "graph_digest": plan.graph_digest})
     finally:
-        lock.release()
-        (project.root / "go").write_text("")  # an owner that took the run ends it
-    assert "goes on by itself" not in text(result)
-    if not result.is_error:
-        assert wait_gone(json.loads(text(result))["owner_pid"])
+        letting_go.join()
+        (project.root / "go").write_text("")  # the resumed owner ends the run
+    assert not result.is_error, text(result)
+    assert wait_gone(json.loads(text(result))["owner_pid"])
+    assert project.status(run_id).outcome == "success"
 
 
 def test_planning_a_flow_module_without_its_workflow_answers_the_warning_the_cli_prints(project: Project) -> None:
