@@ -258,7 +258,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         StatusArgs,
         "One durable snapshot of a run (as `rho-notebook status RUN --output json`); a run that made model calls "
         "has a `usage` object per node and one for the run (tokens, calls, retries, wall_seconds, cost_usd: null "
-        "when a model has no price in settings).",
+        "when a model has no price in settings). A long run output is cut: rho://runs/{run_id}/output holds it.",
     ),
     ToolSpec(
         "workflow_wait",
@@ -270,7 +270,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "workflow_result",
         ResultArgs,
         "Per node: state, attempts, exit, validated output and artifact paths (as `rho-notebook result RUN --output "
-        "json`); a long output is cut, its full text is the resource rho://runs/{run_id}/nodes/{node}/output.",
+        "json`); a long output is cut, its full text is the resource rho://runs/{run_id}/nodes/{node}/output "
+        "(a run's output: rho://runs/{run_id}/output).",
     ),
     ToolSpec(
         "workflow_cancel",

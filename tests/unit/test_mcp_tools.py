@@ -258,3 +258,9 @@ def test_the_output_resource_of_a_run_without_output_says_so(project: Project) -
     assert raised.value.error.message == (
         f"run {run_id} has no output (yet): only a run whose workflow emits one has it"
     )
+
+
+def test_the_tools_that_cut_a_run_output_name_its_resource_in_their_description(project: Project) -> None:
+    listed = {tool.name: tool.description or "" for tool in WorkflowTools(project.service, project.workspace).listing()}
+    for name in ("workflow_status", "workflow_result"):
+        assert "rho://runs/{run_id}/output" in listed[name], name
