@@ -30,8 +30,9 @@ def person_note(run_id: str, request: ApprovalRequest) -> str:
     )
 
 
-def run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
-    """When a run started here will wait for a person, and the commands that person runs."""
+def run_notes(plan: Plan, run_id: str, mode: str, *, asked: str) -> list[str]:
+    """When a run started here will wait for a person, and the commands that person runs; the
+    plan's approval is named only when it would change the mode (``mode`` is below ``asked``)."""
     notes = []
     if mode == "supervised":
         notes.append(
@@ -53,7 +54,7 @@ def run_notes(plan: Plan, run_id: str, mode: str) -> list[str]:
             f"human step(s) {', '.join(humans)} wait for a person to fill a form: rho-notebook answer {run_id} "
             "STEP field=JSON... (workflow_wait names the fields)"
         )
-    if mode != "auto" and notes:
+    if mode != asked and notes:
         notes.append(
             f"a person who read this plan may approve it with rho-notebook approve-plan {plan.plan_id}; "
             "runs of this digest then use the mode asked for"

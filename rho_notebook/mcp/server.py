@@ -263,7 +263,7 @@ class WorkflowTools:
             "mode_asked": args.mode,
             "mode_reason": reason,
             "owner_pid": pid,
-            "person": run_notes(plan, run_id, mode),
+            "person": run_notes(plan, run_id, mode, asked=args.mode),
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
 

@@ -264,3 +264,18 @@ def test_the_tools_that_cut_a_run_output_name_its_resource_in_their_description(
     listed = {tool.name: tool.description or "" for tool in WorkflowTools(project.service, project.workspace).listing()}
     for name in ("workflow_status", "workflow_result"):
         assert "rho://runs/{run_id}/output" in listed[name], name
+
+
+def test_a_run_names_the_plans_approval_only_when_it_would_change_the_mode(project: Project) -> None:
+    project.write("one.star", ONE)
+    plan = project.plan("one.star")
+    approval = f"a person who read this plan may approve it with rho-notebook approve-plan {plan.plan_id}"
+    named = {}
+    for mode in ("auto", "supervised", "plan"):
+        arguments = {"plan_id": plan.plan_id, "graph_digest": plan.graph_digest, "mode": mode}
+        started = json.loads(text(call(project, "workflow_run", arguments)))
+        named[started["mode_asked"], started["mode"]] = any(note.startswith(approval) for note in started["person"])
+        asyncio.run(project.service.cancel(started["run_id"], wait_seconds=10))
+        assert wait_gone(started["owner_pid"])
+    # asked auto, got supervised: approval gives auto; asked supervised or plan: it changes nothing
+    assert named == {("auto", "supervised"): True, ("supervised", "supervised"): False, ("plan", "plan"): False}
