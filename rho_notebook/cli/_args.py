@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.service.flags import seconds
+from rho_notebook.service.flags import count, positive_int, seconds
 
 __all__ = ["EXIT_USAGE", "days", "positive_int", "count", "is_file", "OutputChoice", "JsonOutput", "JSON_HELP"]
 
@@ -23,32 +23,6 @@ EXIT_USAGE = 2
 def days(text: str) -> float:
     """A finite number of days, 0 or more (``prune --older-than``): checked as seconds are."""
     return seconds(text)
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        msg = f"{text!r} is not a whole number"
-        raise argparse.ArgumentTypeError(msg) from None
-
-
-def positive_int(text: str) -> int:
-    """A whole number, 1 or more (``runs --limit``)."""
-    value = _integer(text)
-    if value < 1:
-        msg = f"{text!r}: give a whole number, 1 or more"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def count(text: str) -> int:
-    """A whole number, 0 or more (``events --after-seq``)."""
-    value = _integer(text)
-    if value < 0:
-        msg = f"{text!r}: give a whole number, 0 or more"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def is_file(target: str) -> bool:

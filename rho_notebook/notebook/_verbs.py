@@ -10,7 +10,6 @@ argument that holds a run, plan or request ID are expanded in the user namespace
 from __future__ import annotations
 
 import json
-import math
 import queue
 import shlex
 import sys
@@ -443,8 +442,6 @@ class WorkflowVerbs:
         return status_report(state)
 
     def _verb_cancel(self, args: Any) -> None:
-        if not 0 <= args.wait < math.inf:  # as the CLI's --wait (NaN is neither)
-            raise UsageError(f"%workflow cancel: argument --wait: '{args.wait:g}': give a finite number, 0 or more")
         result = api.cancel(args.run, wait_seconds=args.wait)
         if args.output == "json":
             print(json.dumps(result.to_json()))

@@ -23,6 +23,8 @@ from rho_notebook.service.flags import (
     add_flags,
     add_output,
     options_of,
+    positive_int,
+    seconds,
 )
 
 __all__ = [
@@ -135,7 +137,7 @@ def _reading_verbs(verbs: Any) -> None:
     p.add_argument("run")
     p.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         default=2.0,
         metavar="SECONDS",
         help="how long to wait for the acknowledgement (default 2)",
@@ -144,7 +146,7 @@ def _reading_verbs(verbs: Any) -> None:
 
     p = verbs.add_parser("runs", help="list runs, newest last")
     p.add_argument("--state", choices=[lifecycle.value for lifecycle in Lifecycle], help="only runs in this lifecycle")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=positive_int, default=50, help="the newest N runs (default 50)")
     add_output(p)
 
     p = verbs.add_parser("plans", help="list saved plans")

@@ -58,6 +58,32 @@ def seconds(text: str) -> float:
     return value
 
 
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        msg = f"{text!r} is not a whole number"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def positive_int(text: str) -> int:
+    """A whole number, 1 or more (``runs --limit``)."""
+    value = _integer(text)
+    if value < 1:
+        msg = f"{text!r}: give a whole number, 1 or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (``events --after-seq``)."""
+    value = _integer(text)
+    if value < 0:
+        msg = f"{text!r}: give a whole number, 0 or more"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def given_run_id(text: str) -> str:
     """``run --run-id``: a canonical UUIDv7 (:func:`~rho_notebook.runtime.owner.check_run_id`);
     argparse turns anything else into a usage error naming the flag (exit 2)."""

@@ -232,7 +232,14 @@ def test_help_on_a_cell_magics_line_prints_the_help_without_a_traceback(ip: Any,
 @pytest.mark.parametrize("seconds", ["nan", "-5", "inf"])
 def test_cancel_wait_takes_a_finite_number_0_or_more(ip: Any, seconds: str) -> None:
     message = usage_error(ip, f"%workflow cancel 01a2 --wait {seconds}")  # checked before the run is looked up
-    assert message == f"%workflow cancel: argument --wait: '{seconds}': give a finite number, 0 or more"
+    assert message.startswith(f"%workflow cancel: argument --wait: '{seconds}': give a finite number, 0 or more\n")
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "x"])
+def test_runs_limit_takes_a_whole_number_1_or_more(ip: Any, limit: str) -> None:
+    """The CLI's own argument type (service/flags.positive_int): --limit 0 listed every run."""
+    message = usage_error(ip, f"%workflow runs --limit {limit}")
+    assert message.startswith(f"%workflow runs: argument --limit: '{limit}'"), message
 
 
 def test_validate_with_inputs_says_how_to_run_with_them(ip: Any) -> None:
