@@ -274,7 +274,9 @@ class WorkflowTools:
         await self.service.check_resume(request)
         await self._owner_free(run_id)  # before an owner process is spawned for nothing
         await self.service.check_mcp_decisions(run_id, dict(args.decisions))
+        before = (await self.service.journal(run_id)).last_seq
         pid = await self.service.resume_detached(request)
+        await self._started_again(run_id, after_seq=before)
         return {
             "run_id": run_id,
             "resumed": True,
@@ -282,6 +284,18 @@ class WorkflowTools:
             "owner_pid": pid,
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
+
+    async def _started_again(self, run_id: str, *, after_seq: int) -> None:
+        """Until the resumed owner journals ``run_started`` (a few seconds at most). It journals the
+        nodes it resets first, and until it has started the run still reads as it ended: a
+        workflow_wait or workflow_cancel right after the answer would take it for finished."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _OWNER_EXIT_SECONDS
+        while loop.time() < deadline:
+            read = await self.service.journal(run_id, after_seq=after_seq)
+            if read.damage or any(record["kind"] == "run_started" for record in read.events):
+                return
+            await asyncio.sleep(_WAIT_POLL_SECONDS / 2)
 
     async def _owner_free(self, run_id: str) -> None:
         """Refuse a run a live owner executes (the journal and the lock both say so); wait, briefly,

@@ -279,3 +279,26 @@ def test_a_run_names_the_plans_approval_only_when_it_would_change_the_mode(proje
         assert wait_gone(started["owner_pid"])
     # asked auto, got supervised: approval gives auto; asked supervised or plan: it changes nothing
     assert named == {("auto", "supervised"): True, ("supervised", "supervised"): False, ("plan", "plan"): False}
+
+
+def test_right_after_a_resume_the_run_reads_as_going_on_and_a_cancel_stops_it(project: Project) -> None:
+    project.write("gated.star", GATED)
+    plan = project.plan("gated.star")
+    run_id = project.create_run(plan)
+    owner = asyncio.run(project.service.start_detached(run_id))
+    wait_journaled(project.home, run_id, "process_started", node="wait")
+    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
+    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+
+    for _ in range(4):  # the window is short: each round is another chance to fall in it
+        arguments = {"run_id": run_id, "graph_digest": plan.graph_digest}
+        resumed = json.loads(text(call(project, "workflow_resume", arguments)))
+        try:
+            waited = json.loads(text(call(project, "workflow_wait", {"run_id": run_id, "timeout_seconds": 0})))
+            assert waited["lifecycle"] == "running", waited  # not the ended run it was before the resume
+            cancelled = json.loads(text(call(project, "workflow_cancel", {"run_id": run_id, "timeout_seconds": 10})))
+            assert cancelled["cancellation_state"] == "acknowledged", cancelled
+        finally:
+            if not wait_gone(resumed["owner_pid"], timeout=10):
+                (project.root / "go").write_text("")
+                assert wait_gone(resumed["owner_pid"])
