@@ -573,3 +573,24 @@ def test_a_missing_key_of_another_dict_gets_no_input_hint(project: Project) -> N
         project.plan("wf.star")
     [found] = caught.value.diagnostics()
     assert found.message == 'Key `"who"` was not found' and found.line == 3
+
+
+@pytest.mark.parametrize(
+    ("module", "rule", "message", "line"),
+    [
+        ("X = 1\ndef f(:\n    return 1\n", "starlark.syntax", "Parse error: unexpected symbol ':' here", 2),
+        ("def f():\n    fail('boom')\n\nX = f()\n", "starlark.error", "fail: boom", 2),
+        ("def f():\n    return {}['k']\n\nX = f()\n", "starlark.error", 'Key `"k"` was not found', 2),
+    ],
+)
+def test_starlark_s_own_error_in_a_loaded_module_names_that_module(
+    project: Project, module: str, rule: str, message: str, line: int
+) -> None:
+    """Not the load statement of the module that loads it, nor a traceback for a message."""
+    project.write("lib/a.star", module)
+    project.write("wf.star", 'load("//lib/a.star", "X")\n' + star('return workflow(name = "w", nodes = [])'))
+    with pytest.raises(InvalidWorkflow) as caught:
+        project.plan("wf.star")
+    [found] = caught.value.diagnostics()
+    assert (found.rule, found.file, found.line) == (rule, "lib/a.star", line), found.render()
+    assert found.message.startswith(message) and "Traceback" not in found.message, found.render()

@@ -73,10 +73,12 @@ def diagnose(err: BaseException, session: Session) -> dict[str, Any]:
     if isinstance(known, RhoBuiltinError) and known.message in text or known is err:
         at = known.at if known.at and known.at[0] else location_of(text)
         return {"rule": known.rule, "message": known.message, "file": at[0], "line": at[1], "column": at[2]}
-    return _starlark_error(text)
+    return starlark_diagnostic(text)
 
 
-def _starlark_error(text: str) -> dict[str, Any]:
+def starlark_diagnostic(text: str) -> dict[str, Any]:
+    """Starlark's own error ``text`` as a diagnostic: its message cleaned, with a hint where one
+    helps, at the user's file, line and column."""
     at = location_of(text)
     message = next((ln[len("error: ") :] for ln in text.splitlines() if ln.startswith("error: ")), text.strip())
     rule = "starlark.syntax" if "Parse error" in message else "starlark.error"

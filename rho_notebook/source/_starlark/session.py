@@ -271,7 +271,18 @@ class Session:
         reply = self.channel.receive()
         if reply["op"] == "source_error":
             self.fail(reply["rule"], reply["message"], self.load_site(label))
-        return self.eval_module(label, reply["text"])
+        try:
+            return self.eval_module(label, reply["text"])
+        except sl.StarlarkError as err:
+            known = self.last_error
+            if isinstance(known, Budget) or isinstance(known, RhoBuiltinError) and known.message in str(err):
+                raise  # already a diagnostic of its own, with its place
+            # Starlark's own error in the loaded module (a syntax error, fail()): reported at the
+            # load statement otherwise, as a traceback; said where it is, as an entry's would be
+            from rho_notebook.source._starlark.diagnose import starlark_diagnostic
+
+            found = starlark_diagnostic(str(err))
+            self.fail(found["rule"], found["message"], [found["file"], found["line"], found["column"]])
 
     def load_site(self, label: str) -> list[Any] | None:
         """Where the module being evaluated loads ``label`` (for diagnostics)."""
