@@ -151,7 +151,9 @@ def resolve_agent(
     builtins = builtin_agents()
     if agent_id in builtins:
         return builtins[agent_id], None
-    raise _unknown(agent_id, available=available | set(builtins), searched=searched)
+    home = workspace / ".rho" / "agents" if workflow_dir is None else workflow_dir / "agents"
+    place = f"{home / agent_id}.md" + (" (or a %%agent cell)" if overlay is not None else "")
+    raise _unknown(agent_id, available=available | set(builtins), searched=searched, place=place)
 
 
 def catalog_claims(*, workflow_dir: Path | None, workspace: Path, user_home: Path) -> dict[str, list[str]]:
@@ -395,7 +397,7 @@ def _claimed_by_broken(agent_id: str, candidate: _Candidate, broken: _Candidate)
     )
 
 
-def _unknown(agent_id: str, *, available: set[str], searched: list[str]) -> InvalidWorkflow:
+def _unknown(agent_id: str, *, available: set[str], searched: list[str], place: str) -> InvalidWorkflow:
     message = f"unknown agent {agent_id!r}"
     close = difflib.get_close_matches(agent_id, sorted(available), n=1)
     if close:
@@ -406,5 +408,5 @@ def _unknown(agent_id: str, *, available: set[str], searched: list[str]) -> Inva
         f"; available agents: {', '.join(sorted(available))}; searched, highest precedence first: {', '.join(searched)}"
     )
     if is_agent_id(agent_id):
-        message += f". Define it in <workflow_dir>/agents/{agent_id}.md or use an available agent"
+        message += f". Define it in {place} or use an available agent"
     return InvalidWorkflow([Diagnostic(rule="agent.unknown", message=message)])

@@ -849,6 +849,15 @@ def test_unknown_id_lists_available_agents_and_searched_roots(homes: dict[str, P
     ):
         assert str(root) in found.message
     assert "built-ins" in found.message
+    assert found.message.endswith(
+        f". Define it in {homes['workflow_dir'] / 'agents' / 'reviewr.md'} or use an available agent"
+    )
+    with pytest.raises(InvalidWorkflow) as caught:  # no workflow folder: the project's; a notebook: a %%agent cell
+        resolve_agent(
+            "reviewr", workflow_dir=None, workspace=homes["workspace"], user_home=homes["user_home"], overlay={}
+        )
+    project_agents = homes["workspace"] / ".rho" / "agents" / "reviewr.md"
+    assert f". Define it in {project_agents} (or a %%agent cell) or use" in caught.value.diagnostics()[0].message
 
 
 def test_symlinked_agent_file_is_rejected(homes: dict[str, Path], tmp_path: Path) -> None:
