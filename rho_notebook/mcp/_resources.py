@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp._paging import page
 from rho_notebook.mcp.tools import MAX_TEXT
+from rho_notebook.model.node_names import no_node
 from rho_notebook.service import Service
 
 __all__ = ["RunResources"]
@@ -71,7 +72,7 @@ class RunResources:
             run_id, node = _run_id(found["run"]), unquote(found["node"])
             data = await self.service.result(run_id)
             if node not in data["nodes"]:
-                msg = f"run {data['run_id']} has no node {node!r}; its nodes: {', '.join(data['nodes'])}"
+                msg = no_node(f"run {data['run_id']}", node, data["nodes"])
                 raise MCPError(types.INVALID_PARAMS, msg)
             text = json.dumps(data["nodes"][node], indent=2, ensure_ascii=False)
             how = f"read rho://runs/{data['run_id']}/nodes/{found['node']}/output?offset={{offset}}"

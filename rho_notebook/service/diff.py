@@ -24,6 +24,7 @@ from rho_notebook.errors import AmbiguousId, NotFound, RhoError, TryRefused
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.diff import PlanDiff, ancestors, diff_graphs, node_changes
 from rho_notebook.model.graph import AgentNode, CommandNode, Graph, Node, PythonNode, ShellNode
+from rho_notebook.model.node_names import no_node
 from rho_notebook.model.plan import AuthorityItem, Plan
 from rho_notebook.runtime.reuse import predict_reuse
 from rho_notebook.runtime.reuse import seeds as seed_attempts
@@ -352,7 +353,7 @@ def derive_try_plan(layout: StoreLayout, base: Plan, node: str, *, from_run: str
     """
     names = {n.name for n in base.graph.nodes}
     if node not in names:
-        msg = f"plan {base.plan_id} has no node {node!r}; its nodes: {', '.join(sorted(names))}"
+        msg = no_node(f"plan {base.plan_id}", node, names)
         raise NotFound(msg)
     runs = RunStore(layout)
     if from_run is None:

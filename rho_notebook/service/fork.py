@@ -32,6 +32,7 @@ from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.diff import node_changes
 from rho_notebook.model.fork import UNSET, ForkRecord, TakenAttempt, edit_of, value_digest
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.node_names import no_node
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.schema import validate_value
 from rho_notebook.model.state import Lifecycle, NodeState
@@ -207,7 +208,7 @@ def derive_fork_plan(
     graph = from_plan.graph if from_plan is not None else run_graph
     names = {n.name for n in graph.nodes}
     if at not in names or at not in {n.name for n in run_graph.nodes}:
-        msg = f"run {run_id} (and the plan it would run) has no node {at!r}; its nodes: {', '.join(sorted(names))}"
+        msg = no_node(f"run {run_id} (and the plan it would run)", at, names)
         raise NotFound(msg)
     edited = value is not UNSET
     if edited:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from rho_notebook.errors import NotFound
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.node_names import no_node
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import NodeState
 from rho_notebook.runtime.status import load_state
@@ -62,7 +63,7 @@ class NodeAttempt:
 
 
 def _no_node(state: RunState, node: str) -> NotFound:
-    return NotFound(f"run {state.run_id} has no node {node!r}; its nodes: {', '.join(sorted(state.nodes))}")
+    return NotFound(no_node(f"run {state.run_id}", node, state.nodes))
 
 
 def read_result(layout: StoreLayout, run: str) -> ResultJson:

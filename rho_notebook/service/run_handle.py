@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rho_notebook.errors import RhoError
 from rho_notebook.model.events import EventKind
+from rho_notebook.model.node_names import no_node
 from rho_notebook.model.run_fold import apply
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle, NodeState
@@ -99,7 +100,7 @@ class RunOutputs(dict[str, Any]):
 
     def __missing__(self, key: str) -> Any:
         if key not in self._states:
-            msg = f"run {self._run_id} has no node {key!r}; its nodes: {', '.join(sorted(self._states))}"
+            msg = no_node(f"run {self._run_id}", key, self._states)
         else:
             msg = f"node {key!r} has no validated output (state {self._states[key]}); only successful nodes with an output schema have one"
         raise KeyError(msg)
@@ -403,7 +404,7 @@ class RunHandle(StateMirror):
         target = _node_state(state)
         with self._lock:
             if node not in self._state.nodes:
-                msg = f"run {self._run_id} has no node {node!r}; its nodes: {', '.join(sorted(self._state.nodes))}"
+                msg = no_node(f"run {self._run_id}", node, self._state.nodes)
                 raise KeyError(msg)
         wait = _NodeWait(self, node, target, owner=self._future)
         remove = self.add_listener(wait.listen)

@@ -22,6 +22,7 @@ import ipywidgets  # type: ignore[import-untyped]
 import traitlets
 
 from rho_notebook.errors import NotFound
+from rho_notebook.model.node_names import no_node
 from rho_notebook.service import Service
 from rho_notebook.views.runs import run_choice_label, run_show_text, workflow_runs
 from rho_notebook.widgets._call import StaticViews, call
@@ -93,7 +94,7 @@ class RunPicker(StaticViews, ipywidgets.VBox):  # type: ignore[misc]
             The run has no such node.
         """
         if node not in self.dag.nodes:
-            msg = f"run {self.run_id} has no node {node!r}; its nodes: {', '.join(sorted(self.dag.nodes))}"
+            msg = no_node(f"run {self.run_id}", node, self.dag.nodes)
             raise NotFound(msg)
         self.dag.select(node)
 
