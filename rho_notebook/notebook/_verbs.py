@@ -515,7 +515,7 @@ class WorkflowVerbs:
             values = self._inputs(args.fields)
             svc = api.service()
             request = api.call(svc.form_request(args.run, args.step))
-            print(describe_request(request))
+            print(describe_request(request, answer_with="%workflow answer RUN STEP FIELD=JSON..."))
             decision = api.call(svc.answer(request, values, comment=args.comment, via="notebook"))
         except InvalidWorkflow as err:
             raise UsageError(diagnostics_text(err, what=what)) from None

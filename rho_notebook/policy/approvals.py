@@ -235,8 +235,11 @@ def check_decider(*, run_id: str, owner_pid: int | None) -> None:
         raise ApprovalRefused(msg)
 
 
-def describe_request(request: ApprovalRequest) -> str:
-    """Exactly what a decision on ``request`` decides, for people."""
+def describe_request(
+    request: ApprovalRequest, *, answer_with: str = "rho-notebook answer RUN STEP FIELD=VALUE..."
+) -> str:
+    """Exactly what a decision on ``request`` decides, for people (a form names ``answer_with``, the
+    front end's own way to answer it)."""
     lines = [f"run {request.run_id}  node {request.node}  attempt {request.attempt}  request {request.request_id}"]
     facts = request.facts
     if request.kind == "node":
@@ -245,7 +248,7 @@ def describe_request(request: ApprovalRequest) -> str:
     elif request.kind == "form":
         lines.append(f"human step {facts.get('step', request.node)} asks:")
         lines.extend(f"  | {line}" for line in str(facts.get("prompt", "")).splitlines() or [""])
-        lines.append("its form (answer with rho-notebook answer RUN STEP FIELD=VALUE...):")
+        lines.append(f"its form (answer with {answer_with}):")
         for name, decl in (facts.get("form") or {}).items():
             kind = decl.get("type")
             if kind == "enum":

@@ -223,3 +223,4 @@ def test_a_refused_answer_names_the_answer_not_a_workflow(ip: Any) -> None:
     assert message == "%workflow answer: 'backlog' is not FIELD=JSON (one per form field, e.g. note='\"call Bob\"')"
     _, captured = ok(ip, "%workflow answer {run.run_id} escalate assignee=backlog")
     assert "answered step escalate by " in captured.stdout
+    assert "its form (answer with %workflow answer RUN STEP FIELD=JSON...):" in captured.stdout  # not the CLI's
