@@ -339,6 +339,14 @@ def _model_findings(document: Document, err: ValidationError) -> None:
                 step=step,
                 field=field,
             )
+        elif kind == "too_short":  # pydantic's "Tuple should have at least 1 item after validation"
+            least, given = problem["ctx"]["min_length"], problem["ctx"]["actual_length"]
+            what = (
+                "a graph needs at least one step"
+                if loc == ("steps",)
+                else f"give at least {least} {'entry' if least == 1 else 'entries'}"
+            )
+            document.add(loc, "graph.field", f"{subject}: {what} (it has {given})", step=step, field=field)
         elif loc[-1:] == ("[key]",):
             step, field, subject = subject_of(data, loc[:-1])
             document.add(loc[:-1], "graph.field", f"{subject}: keys are text; quote the key", step=step, field=field)

@@ -368,3 +368,12 @@ def test_integers_outside_int64_nesting_and_non_text_keys() -> None:
     assert only("name: " + "[" * 5000 + "]" * 5000, "limit.value_depth").message.startswith("the document nests")
     found = only(TRIAGE.replace("level: low", "1: low"), "graph.field")
     assert (found.step, found.message) == ("low", "step 'low', field 'params.fields[1]': keys are text; quote the key")
+
+
+def test_an_empty_list_or_map_says_what_it_needs_not_pydantic_s_words() -> None:
+    empty = findings("name: t\nsteps: []\nedges: []\n")
+    assert [(f.rule, f.message) for f in empty] == [
+        ("graph.field", "field 'steps': a graph needs at least one step (it has 0)")
+    ]
+    text = "name: t\nsteps:\n  - {id: a, kind: set, params: {fields: {}}}\nedges: []\n"
+    assert only(text, "graph.field").message == "step 'a', field 'params.fields': give at least 1 entry (it has 0)"
