@@ -65,6 +65,7 @@ from rho_notebook.service import (
     Service,
     StartRun,
     Workspace,
+    check_path,
 )
 from rho_notebook.service.catalog import catalog_json
 from rho_notebook.service.kernel_python import notebook_interpreter
@@ -153,7 +154,7 @@ class WorkflowTools:
         is planned where it resolves), as planning refuses a .star, script or item graph there: no
         tool reads, or plans in, another folder."""
         root = os.path.realpath(self.workspace.root)
-        if not Path(os.path.realpath(path)).is_relative_to(root):
+        if not Path(os.path.realpath(check_path(path, argument="file"))).is_relative_to(root):
             msg = f"{file} is outside the workspace {root}; {what} must live inside it (workflow_list names them)"
             raise SourceError(msg, rule=rule, file=file)
 

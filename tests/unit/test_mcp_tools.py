@@ -302,3 +302,14 @@ def test_right_after_a_resume_the_run_reads_as_going_on_and_a_cancel_stops_it(pr
             if not wait_gone(resumed["owner_pid"], timeout=10):
                 (project.root / "go").write_text("")
                 assert wait_gone(resumed["owner_pid"])
+
+
+def test_a_file_name_no_file_system_can_hold_is_refused_by_name_not_with_a_traceback(project: Project) -> None:
+    for tool, file in (
+        ("workflow_plan", "a\x00b.ipynb"),
+        ("workflow_validate", "a\x00b.py"),
+        ("workflow_validate", "a\x00b.graph.yaml"),
+    ):
+        refusal = error(project, tool, {"file": file})
+        assert refusal.startswith("error[") and "holds a NUL byte" in refusal, (tool, refusal)
+        assert "failed unexpectedly" not in refusal
