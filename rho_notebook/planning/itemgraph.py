@@ -308,7 +308,7 @@ def _model_findings(document: Document, err: ValidationError) -> None:
         if kind == "missing" and loc in guessed:
             continue  # misspelled, not missing: the unknown field's finding names it
         step, field, subject = subject_of(data, loc)
-        message = str(problem["msg"]).removeprefix("Value error, ")
+        message = _message(problem, loc)
         inner = loc[2:4] == ("params", "step")
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             raw = _raw_at(data, loc)
@@ -327,9 +327,6 @@ def _model_findings(document: Document, err: ValidationError) -> None:
                 field=field,
                 key=True,
             )
-        elif kind == "missing" and loc[2:] == ("params", "max_items"):
-            message = "an aggregate step needs max_items (at most 1000), the most elements it takes"
-            document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
         elif kind == "missing" and len(loc) == 4 and loc[0] == "edges" and loc[2:] == ("loop", "max_rounds"):
             document.add(
                 loc,
@@ -339,14 +336,6 @@ def _model_findings(document: Document, err: ValidationError) -> None:
                 step=step,
                 field=field,
             )
-        elif kind == "too_short":  # pydantic's "Tuple should have at least 1 item after validation"
-            least, given = problem["ctx"]["min_length"], problem["ctx"]["actual_length"]
-            what = (
-                "a graph needs at least one step"
-                if loc == ("steps",)
-                else f"give at least {least} {'entry' if least == 1 else 'entries'}"
-            )
-            document.add(loc, "graph.field", f"{subject}: {what} (it has {given})", step=step, field=field)
         elif loc[-1:] == ("[key]",):
             step, field, subject = subject_of(data, loc[:-1])
             document.add(loc[:-1], "graph.field", f"{subject}: keys are text; quote the key", step=step, field=field)
@@ -355,6 +344,19 @@ def _model_findings(document: Document, err: ValidationError) -> None:
             document.add(loc, "graph.field", f"{subject}: unknown field{guess}", step=step, field=field, key=True)
         else:
             document.add(loc, "graph.field", f"{subject}: {message}", step=step, field=field)
+
+
+def _message(problem: Any, loc: Path_) -> str:
+    """pydantic's message of ``problem``, in the graph's words where pydantic's would puzzle."""
+    kind = problem["type"]
+    if kind == "missing" and loc[2:] == ("params", "max_items"):
+        return "an aggregate step needs max_items (at most 1000), the most elements it takes"
+    if kind == "too_short":  # "Tuple should have at least 1 item after validation"
+        least, given = problem["ctx"]["min_length"], problem["ctx"]["actual_length"]
+        if loc == ("steps",):
+            return f"a graph needs at least one step (it has {given})"
+        return f"give at least {least} {'entry' if least == 1 else 'entries'} (it has {given})"
+    return str(problem["msg"]).removeprefix("Value error, ")
 
 
 _BEFORE_WORDS = frozenset({"needs", "after", "depends_on", "from"})
