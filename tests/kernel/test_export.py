@@ -180,3 +180,19 @@ def test_quickstart_notebook_runs_headless_with_the_kernel_digest(tmp_path: Path
     assert kernel_like.returncode == 0, kernel_like.stderr
     assert kernel_like.stdout.strip() == digest
     assert "quickstart" in cells.workflows
+
+
+def test_exporting_a_name_no_cell_has_names_every_cell_kind_that_could(project: Project) -> None:
+    from rho_notebook.errors import ExportError
+    from rho_notebook.service.export import export_notebook
+
+    path = notebook(project.root / "nb.ipynb", OTHER)
+    try:
+        export_notebook(path, project.root / "out", workflow="triage")
+    except ExportError as err:
+        assert (
+            "has no %%workflow triage cell (nor a %%script, %%flow or %%graph triage); its workflows: other"
+            in err.message
+        )
+    else:
+        raise AssertionError("exported a workflow no cell names")
