@@ -291,6 +291,7 @@ def run_resume(args: argparse.Namespace) -> int:
         recover_uncertain=args.recover_uncertain,
         decisions=decisions,
         executor=args.executor,
+        follow_hint=f"watch it with `rho-notebook status {run_id[:13]}`, wait for it with `rho-notebook wait {run_id[:13]}`",
     )
     budgets = _budgets(args)
     if isinstance(budgets, int):

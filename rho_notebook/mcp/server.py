@@ -33,7 +33,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, RunRefused, SourceError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, page
 from rho_notebook.mcp._person import person_note, run_notes
 from rho_notebook.mcp._resources import RunResources
@@ -76,8 +76,6 @@ __all__ = ["WorkflowTools", "build_server", "serve_stdio"]
 _log = logging.getLogger(__name__)
 
 _WAIT_POLL_SECONDS = 0.1
-_OWNER_EXIT_SECONDS = 5.0
-"""How long a resume waits for an owner that journaled the run's end to let go of its lock."""
 _CLIENT_NAME_MAX = 200
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
@@ -271,13 +269,11 @@ class WorkflowTools:
     async def workflow_resume(self, args: ResumeArgs, client: str | None) -> Any:
         run_id = await self.service.resolve_run(args.run_id)
         consent = Consent(digest=args.graph_digest, hint="pass graph_digest={digest} as workflow_status answers it")
-        request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions))
+        follow = f"follow it with workflow_wait(run_id={run_id!r})"
+        request = ResumeRun(run=run_id, consent=consent, decisions=dict(args.decisions), follow_hint=follow)
         await self.service.check_resume(request)
-        await self._owner_free(run_id)  # before an owner process is spawned for nothing
         await self.service.check_mcp_decisions(run_id, dict(args.decisions))
-        before = (await self.service.journal(run_id)).last_seq
         pid = await self.service.resume_detached(request)
-        await self._started_again(run_id, after_seq=before)
         return {
             "run_id": run_id,
             "resumed": True,
@@ -285,34 +281,6 @@ class WorkflowTools:
             "owner_pid": pid,
             "next": f"workflow_wait(run_id={run_id!r}) until it ends or waits for a person",
         }
-
-    async def _started_again(self, run_id: str, *, after_seq: int) -> None:
-        """Until the resumed owner journals ``run_started`` (a few seconds at most). It journals the
-        nodes it resets first, and until it has started the run still reads as it ended: a
-        workflow_wait or workflow_cancel right after the answer would take it for finished."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _OWNER_EXIT_SECONDS
-        while loop.time() < deadline:
-            read = await self.service.journal(run_id, after_seq=after_seq)
-            if read.damage or any(record["kind"] == "run_started" for record in read.events):
-                return
-            await asyncio.sleep(_WAIT_POLL_SECONDS / 2)
-
-    async def _owner_free(self, run_id: str) -> None:
-        """Refuse a run a live owner executes (the journal and the lock both say so); wait, briefly,
-        for an owner that journaled the run's end (or halt) to let go of its lock, as it does next."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _OWNER_EXIT_SECONDS
-        while await asyncio.to_thread(self.service.is_owned, run_id):
-            if (await self.service.status(run_id)).lifecycle in LIVE_LIFECYCLES:
-                msg = (
-                    f"run {run_id} is owned by a live process and goes on by itself; nothing to resume: "
-                    f"follow it with workflow_wait(run_id={run_id!r})"
-                )
-                raise RunRefused(msg)
-            if loop.time() >= deadline:
-                return  # the owner the resume starts says who holds the run
-            await asyncio.sleep(_WAIT_POLL_SECONDS)
 
     async def workflow_cancel(self, args: CancelArgs, client: str | None) -> Any:
         return (await self.service.cancel(args.run_id, wait_seconds=args.timeout_seconds)).to_json()

@@ -381,7 +381,10 @@ async def _own(layout: StoreLayout, run_id: str, options: OwnerOptions, reporter
     folder = layout.run_dir(run_id)
 
     def on_event(record: dict[str, Any]) -> None:
-        if reporter.fd is not None:
+        # it holds the run once the run has started: a resumed run's first records reset its
+        # nodes, and until its run_started the run still reads as it ended (a wait or cancel
+        # right after the start would take it for finished)
+        if reporter.fd is not None and record.get("kind") == "run_started":
             reporter.send({"ok": True}, last=True)
 
     def ask_a_person(request: ApprovalRequest) -> None:
@@ -415,5 +418,6 @@ async def _own(layout: StoreLayout, run_id: str, options: OwnerOptions, reporter
         reporter.send({"error": base64.b64encode(pickle.dumps(RuntimeError(repr(err)))).decode()}, last=True)
         traceback.print_exc()
         return 1
+    reporter.send({"ok": True}, last=True)  # (a no-op once run_started was reported)
     _log(f"run {run_id} {state.lifecycle.value}" + (f" {state.outcome}" if state.outcome else ""))
     return 0 if state.outcome == "success" else 1

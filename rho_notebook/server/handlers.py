@@ -45,7 +45,7 @@ from rho_notebook.server import API_PREFIX
 from rho_notebook.server._base import ApiError, RhoHandler
 from rho_notebook.service import ApprovalRequest, Consent, ResumeRun, RunsQuery, Service, StartRun
 from rho_notebook.service.core_names import SERVED_ARTIFACTS
-from rho_notebook.service.wire import LIVE_LIFECYCLES, approval_json, plan_json, status_json
+from rho_notebook.service.wire import approval_json, plan_json, status_json
 from rho_notebook.views.dag import read_node_detail, read_run_view
 from rho_notebook.views.layout import layout_graph
 
@@ -64,8 +64,6 @@ ARTIFACT_LIMIT = 1 << 20
 """At most this many bytes of an artifact per request (page with ``offset``)."""
 _ARTIFACT_DEFAULT = 256 * 1024
 _CANCEL_WAIT_MAX = 10.0
-_OWNER_EXIT_SECONDS = 5.0
-"""How long a resume waits for an owner that journaled the run's end to let go of its lock."""
 _MODES = ("auto", "plan", "supervised")
 _CONSENT_HINT = 'send {{"graph_digest": "{digest}"}}'
 """How this front end asks for consent, named in a 409 ``confirmation_required``."""
@@ -263,24 +261,8 @@ class ResumeHandler(RhoHandler):
             raise ApiError(400, "recover_uncertain must be true or false", rule="bad_request")
         service = self.ctx.service
         run_id = await service.check_resume(ResumeRun(run=run, consent=_consent(body), recover_uncertain=recover))
-        await _owner_free(service, run_id)
         await self.offload(self.ctx.start, run_id, resume=True, recover_uncertain=recover)
         self.send_json(status_json(await service.status(run_id), layout=service.layout))
-
-
-async def _owner_free(service: Service, run_id: str) -> None:
-    """409 ``refused`` for a run a live owner executes (journal and lock both say so), before an
-    owner process is started for nothing; for an owner that journaled the run's end (or halt),
-    a short wait until it lets go of its lock, as it does next (resuming then was refused)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _OWNER_EXIT_SECONDS
-    while await asyncio.to_thread(service.is_owned, run_id):
-        if (await service.status(run_id)).lifecycle in LIVE_LIFECYCLES:
-            msg = f"run {run_id} is owned by a live process and goes on by itself; nothing to resume"
-            raise ApiError(409, msg, rule="refused")
-        if loop.time() >= deadline:
-            return  # the owner the resume starts says who holds the run
-        await asyncio.sleep(0.05)
 
 
 class CompareHandler(RhoHandler):

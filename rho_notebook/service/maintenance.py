@@ -18,6 +18,7 @@ from rho_notebook.policy.approvals import who_am_i
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.paths import check_path
+from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.source.workspace import Workspace, find_workspace
 from rho_notebook.store.layout import StoreLayout
 from rho_notebook.store.plans import PlanStore
@@ -44,8 +45,7 @@ def delete(layout: StoreLayout, target: str, *, include_plans: bool) -> Deleted:
         if not include_plans:
             raise
         return delete_plan(layout, target)
-    lock = store.folder(run_id).lock
-    if OwnerLock.is_held(lock) and not _released_after_completing(layout, run_id, lock):
+    if not owner_lets_go(layout, run_id):
         msg = f"run {run_id} is live (an owner holds it); cancel it first"
         raise RunRefused(msg)
     store.delete(run_id)
@@ -53,18 +53,20 @@ def delete(layout: StoreLayout, target: str, *, include_plans: bool) -> Deleted:
 
 
 OWNER_EXIT_SECONDS = 5.0
-"""How long ``delete`` waits for the owner of a run that has completed to let go of it (it closes
-its journal and exits right after ``run_completed``)."""
+"""How long ``delete`` and ``resume`` wait for the owner of a run that stopped (completed, or halted
+for a decision) to let go of it: it journals that before it closes the journal and exits."""
 
 
-def _released_after_completing(layout: StoreLayout, run_id: str, lock: Path) -> bool:
-    """True when ``run_id`` has completed and its owner released the run within
-    :data:`OWNER_EXIT_SECONDS`: a delete right after the run finished is not refused as live."""
-    if load_state(layout, run_id).lifecycle is not Lifecycle.COMPLETED:
-        return False
+def owner_lets_go(layout: StoreLayout, run_id: str) -> bool:
+    """Whether no owner holds ``run_id``: at once, or within :data:`OWNER_EXIT_SECONDS` when the
+    journal says the run stopped. False when a live owner executes it (the journal says it runs,
+    waits or cancels, and the lock is held), or one that stopped did not let go in time. The one
+    rule every front end's ``delete`` and ``resume`` go by: a run that has just ended is neither
+    refused as live nor given a second owner."""
+    lock = RunStore(layout).folder(run_id).lock
     deadline = time.monotonic() + OWNER_EXIT_SECONDS
     while OwnerLock.is_held(lock):
-        if time.monotonic() >= deadline:
+        if load_state(layout, run_id).lifecycle in LIVE_LIFECYCLES or time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
     return True

@@ -103,3 +103,6 @@ class ResumeRun(FrozenModel):
     one new attempt; skip: its stored result is accepted)."""
     executor: str | None = None
     """``local``, ``dask`` or ``dask=ADDRESS`` for this resume (None: the run's recorded choice)."""
+    follow_hint: str = ""
+    """How this front end follows a run, said when a live owner already executes it
+    (``follow it with workflow_wait(run_id=...)``); empty: nothing is added."""

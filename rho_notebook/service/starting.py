@@ -36,6 +36,7 @@ from rho_notebook.runtime.replay import fork_copies
 from rho_notebook.runtime.script_fork import copy_script_values
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.flags import parse_budgets
+from rho_notebook.service.maintenance import owner_lets_go
 from rho_notebook.service.requests import ResumeRun, StartRun
 from rho_notebook.source.workspace import Workspace
 from rho_notebook.store.layout import StoreLayout
@@ -111,13 +112,18 @@ async def check_resume(layout: StoreLayout, request: ResumeRun) -> str:
     ConfirmationRequired
         The consent does not cover the run's graph digest.
     RunRefused
-        The run completed and a resume would start nothing (:func:`check_resumable`).
+        The run completed and a resume would start nothing (:func:`check_resumable`), or a live
+        owner executes it (an owner that has just stopped is waited for:
+        :func:`~rho_notebook.service.maintenance.owner_lets_go`).
     """
     store = RunStore(layout)
     run_id = await asyncio.to_thread(store.resolve, request.run)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     request.consent.check(manifest.graph_digest, what=f"resume run {run_id[:13]}")
     await check_resumable(layout, run_id, executor=request.executor)
+    if not await asyncio.to_thread(owner_lets_go, layout, run_id):  # before an owner is started for nothing
+        msg = f"run {run_id} is owned by another live process and goes on by itself; nothing to resume"
+        raise RunRefused(f"{msg}: {request.follow_hint}" if request.follow_hint else msg)
     return run_id
 
 

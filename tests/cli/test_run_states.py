@@ -214,3 +214,48 @@ def test_runs_filter_and_prefix(project: Project) -> None:
     assert [r["run_id"] for r in listed] == [data["run_id"]]
     assert json.loads(project.cli("runs", "--state", "running", "--output", "json").stdout) == []
     assert status(project, data["run_id"][:10])["run_id"] == data["run_id"]
+
+
+GATED = star("""
+return workflow(name = "gated", nodes = [
+    command(name = "wait", argv = ["sh", "-c", "while [ ! -f go ]; do sleep 0.05; done"], timeout_seconds = 60,
+            max_output_bytes = 4096),
+])
+""")
+
+
+def test_a_resume_waits_for_an_owner_that_has_stopped_and_reads_as_going_on_once_it_answers(project: Project) -> None:
+    """An owner journals the run's end, then lets go of its lock: `resume` asked in between waits
+    for it (it was refused: owned by another live process), and `resume --detach` answers only
+    once the new owner has started the run (before, `status` right after it still read the
+    cancelled run: the new owner journals its node resets first). One rule for every front end
+    (service.maintenance.owner_lets_go, the owner's start report)."""
+    import asyncio
+    import threading
+
+    from rho_notebook.store.run_locks import OwnerLock
+    from tests.conftest import wait_journaled
+    from tests.processes import wait_gone
+
+    project.write("gated.star", GATED)
+    plan = project.plan("gated.star")
+    run_id = project.create_run(plan)
+    owner = asyncio.run(project.service.start_detached(run_id))
+    wait_journaled(project.home, run_id, "process_started", node="wait")
+    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
+    assert wait_gone(owner)
+
+    lock = OwnerLock(project.service.run_store.folder(run_id).lock)
+    assert lock.try_acquire()  # the exiting owner, a moment before it lets go
+    letting_go = threading.Timer(0.5, lock.release)
+    letting_go.start()
+    try:
+        resumed = project.cli("resume", run_id, "--yes", "--detach", "--output", "json")
+    finally:
+        letting_go.join()
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["state"] == "running"
+    assert status(project, run_id)["lifecycle"] == "running"
+    (project.root / "go").write_text("")
+    waited = project.cli("wait", run_id, "--timeout", "30")
+    assert waited.returncode == 0, waited.stdout + waited.stderr

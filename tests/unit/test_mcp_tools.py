@@ -138,7 +138,7 @@ def test_resuming_a_live_run_is_refused_without_a_shell_command_or_a_new_owner(p
             arguments = {"run_id": run_id[:13], "graph_digest": plan.graph_digest, "decisions": decisions}
             refusal = error(project, "workflow_resume", arguments)
             assert refusal == (
-                f"error[refused]: run {run_id} is owned by a live process and goes on by itself; nothing to "
+                f"error[refused]: run {run_id} is owned by another live process and goes on by itself; nothing to "
                 f"resume: follow it with workflow_wait(run_id={run_id!r})"
             )
         log = (project.home / "workflows" / "runs" / run_id / "owner.log").read_text()
