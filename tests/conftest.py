@@ -157,3 +157,32 @@ async def journaled(
 def wait_journaled(home: Path, run_id: str, kind: str, **kwargs: Any) -> dict[str, Any]:
     """:func:`journaled` for synchronous tests (no event loop may be running in this thread)."""
     return asyncio.run(journaled(home, run_id, kind, **kwargs))
+
+
+GATED = star("""
+return workflow(name = "gated", nodes = [
+    command(name = "wait", argv = ["sh", "-c", "while [ ! -f go ]; do sleep 0.05; done"], timeout_seconds = 60,
+            max_output_bytes = 4096),
+])
+""")
+"""A run whose one node waits until the workspace holds a file ``go``."""
+
+
+def started_gated_run(project: Project) -> tuple[Plan, str, int]:
+    """A run of :data:`GATED` whose owner process is waiting on its node: (plan, run ID, owner pid)."""
+    project.write("gated.star", GATED)
+    plan = project.plan("gated.star")
+    run_id = project.create_run(plan)
+    owner = asyncio.run(project.service.start_detached(run_id))
+    wait_journaled(project.home, run_id, "process_started", node="wait")
+    return plan, run_id, owner
+
+
+def cancelled_gated_run(project: Project) -> tuple[Plan, str]:
+    """A run of :data:`GATED` cancelled while its node waited, its owner gone: resumable."""
+    from tests.processes import wait_gone
+
+    plan, run_id, owner = started_gated_run(project)
+    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
+    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+    return plan, run_id

@@ -216,34 +216,18 @@ def test_runs_filter_and_prefix(project: Project) -> None:
     assert status(project, data["run_id"][:10])["run_id"] == data["run_id"]
 
 
-GATED = star("""
-return workflow(name = "gated", nodes = [
-    command(name = "wait", argv = ["sh", "-c", "while [ ! -f go ]; do sleep 0.05; done"], timeout_seconds = 60,
-            max_output_bytes = 4096),
-])
-""")
-
-
 def test_a_resume_waits_for_an_owner_that_has_stopped_and_reads_as_going_on_once_it_answers(project: Project) -> None:
     """An owner journals the run's end, then lets go of its lock: `resume` asked in between waits
     for it (it was refused: owned by another live process), and `resume --detach` answers only
     once the new owner has started the run (before, `status` right after it still read the
     cancelled run: the new owner journals its node resets first). One rule for every front end
     (service.maintenance.owner_lets_go, the owner's start report)."""
-    import asyncio
     import threading
 
     from rho_notebook.store.run_locks import OwnerLock
-    from tests.conftest import wait_journaled
-    from tests.processes import wait_gone
+    from tests.conftest import cancelled_gated_run
 
-    project.write("gated.star", GATED)
-    plan = project.plan("gated.star")
-    run_id = project.create_run(plan)
-    owner = asyncio.run(project.service.start_detached(run_id))
-    wait_journaled(project.home, run_id, "process_started", node="wait")
-    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
-    assert wait_gone(owner)
+    _, run_id = cancelled_gated_run(project)
 
     lock = OwnerLock(project.service.run_store.folder(run_id).lock)
     assert lock.try_acquire()  # the exiting owner, a moment before it lets go

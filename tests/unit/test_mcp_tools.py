@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp import WorkflowTools
 from rho_notebook.store.run_locks import OwnerLock
-from tests.conftest import REPO, Project, star, wait_journaled
+from tests.conftest import REPO, Project, cancelled_gated_run, star, started_gated_run
 from tests.processes import wait_gone
 
 ONE = star(
@@ -119,21 +119,10 @@ def test_every_reading_tool_answers_the_whole_run_id_of_a_prefix(project: Projec
 
 # -- a run that goes on by itself ------------------------------------------------------------------
 
-GATED = star("""
-return workflow(name = "gated", nodes = [
-    command(name = "wait", argv = ["sh", "-c", "while [ ! -f go ]; do sleep 0.05; done"], timeout_seconds = 60,
-            max_output_bytes = 4096),
-])
-""")
-
 
 def test_resuming_a_live_run_is_refused_without_a_shell_command_or_a_new_owner(project: Project) -> None:
-    project.write("gated.star", GATED)
-    plan = project.plan("gated.star")
-    run_id = project.create_run(plan)
-    owner = asyncio.run(project.service.start_detached(run_id))
+    plan, run_id, owner = started_gated_run(project)
     try:
-        wait_journaled(project.home, run_id, "process_started", node="wait")
         for decisions in ({}, {"wait": "skip"}):
             arguments = {"run_id": run_id[:13], "graph_digest": plan.graph_digest, "decisions": decisions}
             refusal = error(project, "workflow_resume", arguments)
@@ -167,13 +156,7 @@ def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: P
 def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
     """An owner journals the run's end, then lets go of its lock: a resume asked in between waits
     for the lock, then resumes (it was refused as if the run went on, or by the owner it started)."""
-    project.write("gated.star", GATED)
-    plan = project.plan("gated.star")
-    run_id = project.create_run(plan)
-    owner = asyncio.run(project.service.start_detached(run_id))
-    wait_journaled(project.home, run_id, "process_started", node="wait")
-    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
-    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+    plan, run_id = cancelled_gated_run(project)
     assert project.status(run_id).outcome is not None  # cancelled: resumable
 
     lock = OwnerLock(project.service.run_store.folder(run_id).lock)
@@ -282,13 +265,7 @@ def test_a_run_names_the_plans_approval_only_when_it_would_change_the_mode(proje
 
 
 def test_right_after_a_resume_the_run_reads_as_going_on_and_a_cancel_stops_it(project: Project) -> None:
-    project.write("gated.star", GATED)
-    plan = project.plan("gated.star")
-    run_id = project.create_run(plan)
-    owner = asyncio.run(project.service.start_detached(run_id))
-    wait_journaled(project.home, run_id, "process_started", node="wait")
-    asyncio.run(project.service.cancel(run_id, wait_seconds=10))
-    assert wait_gone(owner), f"owner {owner} is still alive after 30 s"
+    plan, run_id = cancelled_gated_run(project)
 
     for _ in range(4):  # the window is short: each round is another chance to fall in it
         arguments = {"run_id": run_id, "graph_digest": plan.graph_digest}
