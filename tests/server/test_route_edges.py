@@ -60,7 +60,9 @@ async def test_resuming_a_live_run_is_refused_and_a_run_whose_owner_is_letting_g
         await jp_fetch("rho", "api", "runs", run_id, "resume", method="POST", body=digest)
     refusal = json.loads(caught.value.response.body.decode()) if caught.value.response else {}
     assert (caught.value.code, refusal["rule"]) == (409, "refused")
-    assert refusal["message"] == f"run {run_id} is owned by another live process and goes on by itself; nothing to resume"
+    assert (
+        refusal["message"] == f"run {run_id} is owned by another live process and goes on by itself; nothing to resume"
+    )
 
     await jp_fetch("rho", "api", "runs", run_id, "cancel", method="POST", body=json.dumps({"wait_seconds": 5}))
 
