@@ -29,7 +29,7 @@ from rho_notebook.cli.fork_verbs import declare_fork
 from rho_notebook.cli.timeline_verbs import declare_timeline
 from rho_notebook.cli.verbs import declare
 from rho_notebook.errors import InvalidWorkflow, RhoError
-from rho_notebook.service.flags import VerbParser
+from rho_notebook.service.flags import VerbParser, with_suggestion
 
 __all__ = [
     "command",
@@ -62,7 +62,7 @@ class _Parser(VerbParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         """A usage error: one line on stderr naming where the whole usage is, exit 2."""
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"{self.prog}: error: {with_suggestion(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 

@@ -25,6 +25,7 @@ from rho_notebook.service.flags import (
     options_of,
     positive_int,
     seconds,
+    with_suggestion,
 )
 
 __all__ = [
@@ -67,7 +68,8 @@ VERBS = (
 
 class _Parser(VerbParser):
     def error(self, message: str) -> NoReturn:
-        raise ArgumentError(f"{self.prog}: {message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
+        usage = self.format_usage().removeprefix("usage: ").strip()
+        raise ArgumentError(f"{self.prog}: {with_suggestion(message)}\nusage: {usage}")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -117,6 +118,23 @@ class VerbParser(argparse.ArgumentParser):
         action = super().add_subparsers(**kwargs)
         self.verbs = action.choices
         return action
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$", re.S)
+
+
+def with_suggestion(message: str) -> str:
+    """argparse's ``invalid choice: 'stauts' (choose from ...)`` with the choice it most likely
+    misspells (``; did you mean 'status'?``); any other message as it is. Both front ends' usage
+    errors pass through it."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return message
+    import difflib
+
+    choices = re.findall(r"'([^']*)'", found.group(2))
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    return f"{message}; did you mean {close[0]!r}?" if close else message
 
 
 def add_output(parser: argparse.ArgumentParser, *, help_text: str | None = None) -> None:

@@ -134,6 +134,12 @@ def test_usage_error_exit_code(project: Project) -> None:
     assert extra.stderr.strip() == (
         "rho-notebook result: error: unrecognized arguments: stray --stray (see `rho-notebook result --help`)"
     )
+    misspelled = project.cli("stauts", "0190")
+    assert misspelled.returncode == 2
+    assert misspelled.stderr.strip().endswith("'fork'); did you mean 'status'? (see `rho-notebook --help`)")
+    mode = project.cli("run", "x.star", "--mode", "superviesd")
+    assert "(choose from 'auto', 'plan', 'supervised'); did you mean 'supervised'?" in mode.stderr
+    assert "did you mean" not in project.cli("nonsense").stderr
 
 
 def test_delete_right_after_completion_waits_for_the_owner_to_let_go(project: Project, monkeypatch: Any) -> None:

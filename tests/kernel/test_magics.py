@@ -498,3 +498,11 @@ def test_a_missing_required_input_of_a_verb_names_the_line_to_run_again(ip: Any)
     # try takes no --input: the value comes from the cell's magic line
     message = usage_error(ip, "%workflow try a")
     assert message.endswith("pass it on the magic line: %%workflow needy --input 'who=JSON'")
+
+
+def test_a_misspelled_verb_or_choice_is_given_the_one_it_most_likely_meant(ip: Any) -> None:
+    """One rewrite for both front ends (service/flags.with_suggestion)."""
+    message = usage_error(ip, "%workflow stauts 01a2")
+    assert message.startswith("%workflow: argument VERB: invalid choice: 'stauts' (choose from "), message
+    assert "); did you mean 'status'?\nusage: %workflow" in message
+    assert "did you mean" not in usage_error(ip, "%workflow frobnicate")
