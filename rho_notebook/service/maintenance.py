@@ -64,9 +64,13 @@ def owner_lets_go(layout: StoreLayout, run_id: str) -> bool:
     rule every front end's ``delete`` and ``resume`` go by: a run that has just ended is neither
     refused as live nor given a second owner."""
     lock = RunStore(layout).folder(run_id).lock
+    if not OwnerLock.is_held(lock):
+        return True
+    if load_state(layout, run_id).lifecycle in LIVE_LIFECYCLES:  # read once: only a new owner changes
+        return False  # a stopped run back to live, and none can take the lock while this one holds it
     deadline = time.monotonic() + OWNER_EXIT_SECONDS
     while OwnerLock.is_held(lock):
-        if load_state(layout, run_id).lifecycle in LIVE_LIFECYCLES or time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
     return True
