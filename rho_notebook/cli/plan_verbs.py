@@ -12,7 +12,8 @@ from rho_notebook.cli._args import EXIT_USAGE
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.model.graph import placement_of, resources_of
 from rho_notebook.model.plan import Plan
-from rho_notebook.service import Service, load_limits, parse_input_args
+from rho_notebook.service import PlanRequest, Service, load_limits, parse_input_args
+from rho_notebook.service.checks import check_flow
 from rho_notebook.service.sync import run_sync
 from rho_notebook.service.wire import invalid_json, plan_summary_json, validate_json
 
@@ -177,29 +178,18 @@ def _validate_flow(args: argparse.Namespace) -> int:
     """``validate FLOW.py --flow NAME``: lint the module, compile the workflow (its top-level code
     runs in the frozen interpreter; no model is called) and check the manifest; exit 1 on an error."""
     service = Service.default()
-    findings = run_sync(service.lint_script(args.file, flow=args.flow))
-    shown: list[dict[str, Any]] = [f.to_json() for f in findings]
-    lines = [f.render() for f in findings]
-    errors = sum(1 for f in findings if f.severity == "error")
-    manifest: dict[str, Any] = {}
-    if not errors:
-        try:
-            inputs = parse_input_args(args.input, limits=load_limits())
-            check = run_sync(service.validate_flow(service.request_for(args.file, inputs=inputs, flow=args.flow)))
-        except InvalidWorkflow as err:
-            shown += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-            lines += [d.render() for d in err.diagnostics()]
-            errors += len(err.diagnostics())
-        else:
-            manifest = check.manifest
-            shown += [f.to_json() for f in check.findings]
-            lines += [f.render() for f in check.findings]
-            errors += check.errors
-    warnings = len(shown) - errors
+
+    def request() -> PlanRequest:
+        inputs = parse_input_args(args.input, limits=load_limits())
+        return service.request_for(args.file, inputs=inputs, flow=args.flow)
+
+    checked, manifest = run_sync(check_flow(service, args.file, flow=args.flow, request=request))
+    errors, warnings = checked.errors, checked.warnings
     if args.output == "json":
-        print(json.dumps(validate_json(shown, valid=errors == 0, flow=args.flow, manifest=manifest), indent=2))
+        answer = validate_json(checked.diagnostics, valid=errors == 0, flow=args.flow, manifest=manifest)
+        print(json.dumps(answer, indent=2))
         return 1 if errors else 0
-    for line in lines:
+    for line in checked.lines:
         print(line, file=sys.stderr)
     if manifest:
         print(f"flow {args.flow} of {args.file}")

@@ -60,6 +60,7 @@ from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import (
     Consent,
+    PlanRequest,
     ResumeRun,
     RunsQuery,
     Service,
@@ -68,6 +69,7 @@ from rho_notebook.service import (
     check_path,
 )
 from rho_notebook.service.catalog import catalog_json
+from rho_notebook.service.checks import check_flow
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json, validate_json
 
@@ -199,21 +201,13 @@ class WorkflowTools:
     async def _validate_flow(self, path: Path, args: ValidateArgs, *, flow: str) -> Any:
         """A flow module's lint findings, then its compiled manifest's check, as ``validate FILE.py
         --flow NAME --output json`` prints them."""
-        findings = [finding.to_json() for finding in await self.service.lint_script(path, flow=flow)]
-        errors = sum(1 for finding in findings if finding.get("severity") == "error")
-        manifest: dict[str, Any] = {}
-        if not errors:
-            request = self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=flow)
-            try:
-                check = await self.service.validate_flow(request)
-            except InvalidWorkflow as err:
-                findings += [{**d.to_json(), "severity": "error"} for d in err.diagnostics()]
-                errors += len(err.diagnostics())
-            else:
-                manifest = check.manifest
-                findings += [finding.to_json() for finding in check.findings]
-                errors += check.errors
-        answer = validate_json(findings, valid=errors == 0, flow=flow, manifest=manifest)
+
+        def request() -> PlanRequest:
+            return self.service.request_for(path, inputs=args.inputs, workspace=self.workspace, flow=flow)
+
+        checked, manifest = await check_flow(self.service, path, flow=flow, request=request)
+        errors = checked.errors
+        answer = validate_json(checked.diagnostics, valid=errors == 0, flow=flow, manifest=manifest)
         if errors:
             raise ToolFailure(answer)
         return answer

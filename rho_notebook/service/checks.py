@@ -1,16 +1,21 @@
-"""What ``validate`` answers for a script or an item graph, built once for every front end: the
-findings as JSON and as lines for people, and the verdict (``{"valid", "diagnostics"}``)."""
+"""What ``validate`` answers for a script, a flow or an item graph, built once for every front end:
+the findings as JSON and as lines for people, and the verdict (``{"valid", "diagnostics"}``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.service.wire import ValidateJson, validate_json
 
-__all__ = ["Checked"]
+if TYPE_CHECKING:
+    from rho_notebook.planning.plan import PlanRequest
+    from rho_notebook.service.service import Service
+
+__all__ = ["Checked", "check_flow"]
 
 
 class _Finding(Protocol):
@@ -36,6 +41,12 @@ class Checked:
         found = list(findings)
         return cls([f.to_json() for f in found], [f.render() for f in found])
 
+    def add(self, findings: Iterable[_Finding]) -> None:
+        """Add ``findings`` after those already found."""
+        more = Checked.of(findings)
+        self.diagnostics += more.diagnostics
+        self.lines += more.lines
+
     def add_errors(self, err: InvalidWorkflow) -> None:
         """Add the diagnostics of ``err`` (inputs that do not fit, say) as errors."""
         for diagnostic in err.diagnostics():
@@ -53,3 +64,22 @@ class Checked:
     def to_json(self) -> ValidateJson:
         """``{"valid", "diagnostics"}``: what ``validate --output json`` prints and MCP answers."""
         return validate_json(self.diagnostics, valid=self.errors == 0)
+
+
+async def check_flow(
+    service: Service, path: Path, *, flow: str, request: Callable[[], PlanRequest]
+) -> tuple[Checked, dict[str, Any]]:
+    """``validate FILE.py --flow NAME`` for every front end: the module's lint findings and, when
+    none is an error, the check of the flow compiled from ``request()`` (its findings, and its
+    manifest, returned beside them; ``{}`` when it was not compiled). A module that does not plan or
+    compile, or inputs that do not fit (``request`` may raise them), are errors among the findings."""
+    checked = Checked.of(await service.lint_script(path, flow=flow))
+    if checked.errors:
+        return checked, {}
+    try:
+        check = await service.validate_flow(request())
+    except InvalidWorkflow as err:
+        checked.add_errors(err)
+        return checked, {}
+    checked.add(check.findings)
+    return checked, check.manifest
