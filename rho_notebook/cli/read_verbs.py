@@ -27,6 +27,7 @@ from rho_notebook.views.text import (
     node_status_line,
     output_text,
     run_output_line,
+    silent_node_line,
     usage_text,
 )
 
@@ -192,9 +193,7 @@ def _say_nothing(service: Service, args: argparse.Namespace) -> None:
         record = glance.status(service.layout, args.run).nodes[args.node]
     except (RhoError, OSError, KeyError):
         return
-    why = "it has not run" if record.attempt == 0 else f"attempt {record.attempt}"
-    where = "" if args.stream == "both" else f" to {args.stream}"
-    print(f"rho-notebook: node {args.node} wrote nothing{where} ({why}; {record.state.value})", file=sys.stderr)
+    print(f"rho-notebook: {silent_node_line(args.node, record, stream=args.stream)}", file=sys.stderr)
 
 
 def run_plans(args: argparse.Namespace) -> int:

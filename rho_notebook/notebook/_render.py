@@ -119,10 +119,15 @@ def graph_html(graph: Graph, *, states: dict[str, str] | None = None) -> str:
     )
 
 
+def input_flags(raw: Sequence[str]) -> list[str]:
+    """The ``--input`` flags of a verb line, quoted to be run again."""
+    return [f"--input {shlex.quote(item)}" for item in raw]
+
+
 def _run_line(name: str, inputs: Sequence[str]) -> str:
     """``%workflow run NAME [--input ...] --yes``: the run of what was just validated, with the
     ``--input`` values a verb line gave (the cell's own are its defaults)."""
-    return " ".join(["%workflow run", name, *(f"--input {shlex.quote(item)}" for item in inputs), "--yes"])
+    return " ".join(["%workflow run", name, *input_flags(inputs), "--yes"])
 
 
 def workflow_report(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import queue
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from rho_notebook.notebook._render import (
     Progress,
     Report,
     graph_report,
+    input_flags,
     plan_report,
     plans_report,
     runs_report,
@@ -52,6 +52,7 @@ from rho_notebook.service.export import export_cells
 from rho_notebook.service.flags import parse_decisions
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
 from rho_notebook.views.run_notes import cancel_text
+from rho_notebook.views.text import silent_node_line
 
 __all__ = ["WorkflowVerbs", "hold_graph"]
 
@@ -90,11 +91,6 @@ def _raises(args: Any) -> dict[str, float]:
             msg = f"--raise-budget {item!r}: write tokens=N, cost=USD or wall=SECONDS (NODE:tokens=N for a node's)"
             raise ArgumentError(msg) from None
     return given
-
-
-def _input_flags(raw: list[str]) -> list[str]:
-    """The ``--input`` flags of a verb line, quoted to be run again."""
-    return [f"--input {shlex.quote(item)}" for item in raw]
 
 
 def _kind(cell: ScriptCell) -> str:
@@ -164,7 +160,7 @@ class WorkflowVerbs:
             msg = f"--flow applies to a FLOW.py file; {target} is a cell of this notebook (a %%flow cell names its flow on its magic line)"
             raise UsageError(msg)
         if retry is None:
-            retry = " ".join([f"%workflow {'plan' if store else 'validate'} {target}", *_input_flags(raw_inputs)])
+            retry = " ".join([f"%workflow {'plan' if store else 'validate'} {target}", *input_flags(raw_inputs)])
         if target in self.session.cells.scripts or target in self.session.cells.graphs:
             source = self.session.source(target)
             kind = "graph" if target in self.session.cells.graphs else _kind(self.session.cells.scripts[target])
@@ -249,7 +245,7 @@ class WorkflowVerbs:
     def _plan_for_run(self, args: Any) -> Plan:
         if self.session.has(args.target) or args.flow is not None:
             retry = " ".join(
-                [f"%workflow run {args.target}", *_input_flags(args.input), *(["--yes"] if args.yes else [])]
+                [f"%workflow run {args.target}", *input_flags(args.input), *(["--yes"] if args.yes else [])]
             )
             plan, _ = self._target(args.target, args.input, store=True, flow=args.flow, retry=retry)
             return plan
@@ -486,10 +482,7 @@ class WorkflowVerbs:
                 break
             time.sleep(0.2)
         if state is not None and not any(shown.values()):  # say why there is nothing, as the CLI does
-            record = state.nodes[args.node]
-            why = "it has not run" if record.attempt == 0 else f"attempt {record.attempt}"
-            where = "" if args.stream == "both" else f" to {args.stream}"
-            print(f"node {args.node} wrote nothing{where} ({why}; {record.state.value})", file=sys.stderr)
+            print(silent_node_line(args.node, state.nodes[args.node], stream=args.stream), file=sys.stderr)
 
     def _verb_approve(self, args: Any) -> None:
         if args.request is None:

@@ -131,6 +131,14 @@ def run_output_line(result: Mapping[str, Any], *, limit: int | None = OUTPUT_CHA
     return f"output of {by}: {output_text(result['output'], limit=limit)}"
 
 
+def silent_node_line(name: str, record: NodeRecord, *, stream: str) -> str:
+    """Why ``logs`` of node ``name`` showed nothing (``stream``: ``stdout``, ``stderr`` or ``both``):
+    whether it ran, and how it stands; one wording for the CLI and ``%workflow logs``."""
+    why = "it has not run" if record.attempt == 0 else f"attempt {record.attempt}"
+    where = "" if stream == "both" else f" to {stream}"
+    return f"node {name} wrote nothing{where} ({why}; {record.state.value})"
+
+
 def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> list[str]:
     """What ``status`` says of a script run that needs a decision: every halted step with why,
     and the exact command that goes on; empty for any other run."""
