@@ -102,14 +102,20 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         self.on_fork = on_fork
         """The "fork from here" of the node pane (``_fork.py``); None: the front end's fork is refused."""
         self._display_ids: list[str] = []
+        self._displaying = threading.Lock()
+        """Held while a picture is drawn and sent (:meth:`_ipython_display_`, :meth:`refresh_static`):
+        a run that stops while the cell displays its view would otherwise send the final picture's
+        update before the display it updates, and the front end drops an update of a display id it
+        has not seen, so the saved cell would keep the running picture."""
         self.on_close: Callable[[], None] | None = None
         self.messages_sent = 0
+        """Custom messages sent (patches and snapshots), for measurements."""
         self.subtitle = ""
         """The static picture's subtitle for a plan (a run's says which run, its lifecycle and outcome)."""
         self.static_text: str | None = None
         """Replaces the picture's ``text/plain`` in the static views (see :meth:`_static_views`)."""
         self.static_svg = True
-        """Custom messages sent (patches and snapshots), for measurements."""
+        """Whether the static views carry the SVG (a run cell's carry only the PNG: display.py)."""
         self.owner_parent = current_parent()
         """The parent request of the cell that created the widget: messages sent from other
         threads carry it."""
@@ -268,13 +274,18 @@ class DagWidget(StaticViews, anywidget.AnyWidget):
         from IPython.display import display
 
         display_id = uuid.uuid4().hex
-        self._display_ids.append(display_id)
-        data, metadata = self._repr_mimebundle_()
-        display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+        with self._displaying:
+            self._display_ids.append(display_id)
+            data, metadata = self._repr_mimebundle_()
+            display(data, metadata=metadata, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
 
     def refresh_static(self) -> None:
         """Replace the static picture in every output this widget was displayed in (the live view
         stays); called when a run stops, so a saved notebook shows the run's final DAG."""
+        with self._displaying:  # after a display under way: its update must not overtake it
+            self._refresh_displays()
+
+    def _refresh_displays(self) -> None:
         if not self._display_ids:
             return
         from IPython.display import update_display

@@ -325,6 +325,46 @@ def test_awaiting_the_run_returns_once_its_view_shows_the_final_picture(
     assert handle._views == []
 
 
+def test_a_run_that_stops_while_its_view_is_displayed_updates_it_after_the_display(
+    project: Project, small_plan: Plan, comms: list[RecordingComm], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run stops while the cell draws its view's picture: the final picture's update follows
+    the display (a front end drops an update of a display id it has not seen yet, and the saved
+    cell would keep the running picture: a browser test caught this on a loaded machine)."""
+    import threading
+
+    import IPython.display
+
+    from rho_notebook.service.background import BackgroundRunner
+
+    handle = BackgroundRunner().start_run(project.service, project.create_run(small_plan), wait_started=False)
+    timer = _ManualTimer()
+    controller = RunController(handle, timer=timer)
+    timer.run_pending()  # the view as the run started
+    wait_for(handle.done, what="the run to stop")  # its last flush is still pending
+    sent: list[tuple[str, str, str]] = []
+    flushing: list[threading.Thread] = []
+
+    def display(data: dict[str, Any], **kwargs: Any) -> None:
+        # the pump flushes the run's end while this display is under way
+        flushing.append(threading.Thread(target=timer.run_pending))
+        flushing[0].start()
+        flushing[0].join(1.0)
+        sent.append(("display", kwargs["display_id"], kwargs["metadata"]["rho_notebook"]["picture"]))
+
+    def update_display(data: dict[str, Any], **kwargs: Any) -> None:
+        sent.append(("update", kwargs["display_id"], kwargs["metadata"]["rho_notebook"]["picture"]))
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "update_display", update_display)
+    controller.widget._ipython_display_()
+    flushing[0].join(10)
+    [(first, shown_id, _)] = sent[:1]
+    assert first == "display", sent
+    assert sent[-1][:2] == ("update", shown_id) and sent[-1][2] == "completed", sent
+    controller.widget.close()
+
+
 def test_graph_view_of_a_plan(small_plan: Plan, comms: list[RecordingComm]) -> None:
     view = widgets.graph_view(small_plan)
     assert view.mode == "plan" and view.run == {}
