@@ -101,6 +101,31 @@ def test_a_flow_without_inputs_takes_a_required_prompt_and_must_define_its_name(
     assert err.value.diagnostics()[0].rule == "flow.compile"
 
 
+def test_a_flow_that_raises_while_compiling_is_refused_at_its_line_with_the_exception_alone(project: Project) -> None:
+    """The compile's traceback becomes the author's file and line and the exception's own words:
+    not the frozen copy's temporary path, the frame's source or the carets under it."""
+    project.home.mkdir(parents=True, mode=0o700)
+    (project.home / "settings.json").write_text('{"providers": {"p": {"type": "openai"}}, "default_provider": "p"}')
+    project.write("typo.py", FLOW.replace('system="Say it back."', 'sytem="Say it back."'))
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "typo.py", "Echo", {"prompt": "x"})
+    [found] = err.value.diagnostics()
+    assert (found.rule, found.line) == ("flow.compile", 7)
+    assert found.message.endswith(
+        "does not compile (exit 1): TypeError: AgentParam.__init__() got an unexpected keyword argument 'sytem'"
+    )
+    project.write("helper.py", 'def make():\n    raise ValueError("no\\nsecond line")\n')
+    project.write(
+        "deep.py", "import helper\n" + FLOW.replace('AgentParam(system="Say it back.", model="m")', "helper.make()")
+    )
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "deep.py", "Echo", {"prompt": "x"})
+    [found] = err.value.diagnostics()
+    assert found.line == 8  # the flow's own line that called into the helper
+    assert found.message.endswith("ValueError: no | second line (raised at //helper.py:2)")
+    assert "rho-flow-compile" not in found.message and "^^^" not in found.message
+
+
 def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_what_to_pass(project: Project) -> None:
     """A misspelt name is pointed at the flow the module defines; a name the harness cannot make a
     workflow of (a class that is no Workflow, one whose constructor needs arguments) is said
