@@ -51,7 +51,7 @@ from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.script import FLOW_INPUTS, freeze_script, parse_inputs_declaration
 from rho_notebook.planning.seal import FrozenGraph
 from rho_notebook.source.limits import Limits, load_limits
-from rho_notebook.source.pymodules import HARNESS_PATH
+from rho_notebook.source.pymodules import HARNESS_PATH, raised_in_modules
 
 __all__ = [
     "COMPILE_TIMEOUT_S",
@@ -155,7 +155,7 @@ def compile_flow(
     if done.returncode != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         refusal = _harness_refusal(lines, spec.module, spec.flow)
-        tail, frames = (refusal, []) if refusal else _raised_at(lines, modules)
+        tail, frames = (refusal, []) if refusal else raised_in_modules(lines, modules)
         inner = frames[-1] if frames else None
         where = "" if inner is None or inner[0] == spec.module else f" (raised at {inner[0]}:{inner[1]})"
         msg = f"flow {spec.flow} of {spec.module} does not compile (exit {done.returncode}): {tail}{where}"
@@ -171,28 +171,6 @@ def compile_flow(
         msg = f"compiling flow {spec.flow} gave no JSON manifest (its last output: {shown!r})"
         raise InvalidWorkflow([Diagnostic(rule="flow.compile", message=msg, file=display)])
     return manifest
-
-
-_FRAME = re.compile(r'  File "(?P<file>[^"]+)", line (?P<line>[0-9]+)')
-
-
-def _raised_at(lines: list[str], modules: Path) -> tuple[str, list[tuple[str, int]]]:
-    """What a failed compile's traceback says, for the author: the exception (its lines after the
-    last frame, without the frames' source and carets), and the (label, line) of each frame in a
-    frozen workspace module, outermost first (none when the traceback has no such frame)."""
-    frames: list[tuple[str, int]] = []
-    last_frame = -1
-    for index, text in enumerate(lines):
-        frame = _FRAME.match(text)
-        if frame is None:
-            continue
-        last_frame = index
-        path = Path(frame["file"])
-        if path.is_relative_to(modules):
-            frames.append(("//" + path.relative_to(modules).as_posix(), int(frame["line"])))
-    after = lines[last_frame + 1 :] if last_frame >= 0 else lines
-    raised = [t for t in after if t and not t.startswith(" ")] or lines[-1:]
-    return " | ".join(raised), frames
 
 
 def _harness_refusal(lines: list[str], module: str, flow: str) -> str | None:

@@ -266,7 +266,7 @@ class ScriptDriver:
         """Launch the script and wait for it to end, applying cancel requests meanwhile; the
         result is why it did not start when it did not."""
         ex = self.execution
-        logs = ScriptLogs(ex.folder.path / "script")
+        logs = ScriptLogs(ex.folder.path / "script", modules=ex.folder.path / "python" / "modules")
 
         async def started(pid: int) -> None:
             ex.emit(event(EventKind.SCRIPT_LAUNCHED, self.run_id, pid=pid))

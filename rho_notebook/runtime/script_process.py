@@ -23,6 +23,7 @@ from rho_notebook.model.graph import Graph, ScriptSpec
 from rho_notebook.model.identity import FileIdentity
 from rho_notebook.policy.gate import Launch
 from rho_notebook.policy.permission import LaunchKind
+from rho_notebook.source.pymodules import raised_in_modules
 from rho_notebook.store.files import atomic_write_json
 
 __all__ = [
@@ -174,9 +175,12 @@ class _LogSink:
 class ScriptLogs:
     """The script process's stdout and stderr logs, opened on their first byte and closed together."""
 
-    def __init__(self, script_dir: Path) -> None:
+    def __init__(self, script_dir: Path, *, modules: Path | None = None) -> None:
         self.stdout = _LogSink(script_dir / "stdout")
         self.stderr = _LogSink(script_dir / "stderr")
+        self.modules = modules
+        """Where the run's workspace modules are frozen (``<run>/python/modules``), to name the
+        script's line that raised."""
 
     def close(self) -> None:
         for sink in (self.stdout, self.stderr):
@@ -189,6 +193,15 @@ class ScriptLogs:
         text = self.stderr.tail.decode("utf-8", "replace")
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return lines[-1][:500] if lines else ""
+
+    def raised_at(self) -> str:
+        """Where the script's traceback (in the stderr tail) last was in a workspace module,
+        ``//review.py:12``; empty when it shows none."""
+        if self.modules is None:
+            return ""
+        text = self.stderr.tail.decode("utf-8", "replace")
+        _, frames = raised_in_modules(text.splitlines(), self.modules)
+        return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
 
 
 def exit_of(result: ProcessResult | str) -> dict[str, Any]:
@@ -217,6 +230,7 @@ def outcome_of(result: ProcessResult | str, logs: ScriptLogs, *, timeout_seconds
         }.get(result.kind, f"ended abnormally: {result.detail}")
         return "failure", f"the script {how}"
     if result.exit_code != 0:
-        last = logs.last_line()
-        return "failure", f"the script exited with code {result.exit_code}" + (f": {last}" if last else "")
+        last, where = logs.last_line(), logs.raised_at()
+        said = (f": {last}" if last else "") + (f" (at {where})" if where else "")
+        return "failure", f"the script exited with code {result.exit_code}{said}"
     return "success", ""

@@ -35,6 +35,7 @@ _FACE = {
     "check_module_label": "pymodules",
     "harness_sha256": "pymodules",
     "module_name": "pymodules",
+    "raised_in_modules": "pymodules",
     "WorkerPool": "warm",
     "use_warm_workers": "warm",
     "warm_pool": "warm",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import keyword
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ __all__ = [
     "ModuleIndex",
     "harness_sha256",
     "module_name",
+    "raised_in_modules",
     "check_module_label",
 ]
 
@@ -272,3 +274,26 @@ class ModuleIndex:
     def modules(self) -> tuple[PythonSource, ...]:
         """Every module read so far, sorted by label."""
         return tuple(self._modules[label] for label in sorted(self._modules))
+
+
+_FRAME = re.compile(r'  File "(?P<file>[^"]+)", line (?P<line>[0-9]+)')
+
+
+def raised_in_modules(lines: list[str], modules: Path) -> tuple[str, list[tuple[str, int]]]:
+    """What a Python traceback (``lines``, as printed to stderr) says to the module's author:
+    the exception (its lines after the last frame, without the frames' source and carets, joined
+    with `` | ``), and the ``(label, line)`` of each frame in a module frozen under the folder
+    ``modules``, outermost first (none when no frame is in one, e.g. a crash inside Python)."""
+    frames: list[tuple[str, int]] = []
+    last_frame = -1
+    for index, text in enumerate(lines):
+        frame = _FRAME.match(text)
+        if frame is None:
+            continue
+        last_frame = index
+        path = Path(frame["file"])
+        if path.is_relative_to(modules):
+            frames.append(("//" + path.relative_to(modules).as_posix(), int(frame["line"])))
+    after = lines[last_frame + 1 :] if last_frame >= 0 else lines
+    raised = [t for t in after if t.strip() and not t.startswith(" ")] or lines[-1:]
+    return " | ".join(raised), frames

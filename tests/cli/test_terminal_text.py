@@ -139,6 +139,7 @@ def test_a_reused_node_is_printed_once_and_a_failed_script_run_says_why(project:
     assert run_id is not None
     shown = project.cli("status", run_id.group(1)).stdout
     assert "\nreason     the script exited with code 1: TypeError: unsupported operand" in shown, shown
+    assert re.search(r"\nreason     .*'NoneType' and 'int' \(at //bad\.py:3\)\n", shown), shown  # the line that raised
 
 
 # -- status ----------------------------------------------------------------------------------------
