@@ -37,6 +37,7 @@ from typing import Any
 
 from rho_notebook.cli._terminal import Printer, allowed_failures, print_summary, terminal_responder
 from rho_notebook.errors import RhoError
+from rho_notebook.model.budget import is_budget_halt, resume_flags
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -252,9 +253,11 @@ def _ended(service: Service, state: RunState, *, graph: Graph, output: str) -> i
         print(json.dumps(status_json(state, layout=service.layout)))
     elif output == "text":
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
-            steps = " ".join(f"--decide {h['step']}=rerun|skip" for h in state.halted if graph.script is not None)
-            budgets = "".join(f"\n  {h['step']}: {h['why']}" for h in state.halted if h["why"].startswith("budget "))
-            print(f"run {run_id}  needs a decision: rho-notebook resume {run_id[:13]} {steps}".rstrip() + budgets)
+            budgets = "".join(f"\n  {h['step']}: {h['why']}" for h in state.halted if is_budget_halt(h["why"]))
+            print(
+                f"run {run_id}  needs a decision: rho-notebook resume {run_id[:13]} {resume_flags(state.halted)}"
+                + budgets
+            )
         elif state.outcome is None:
             print(f"run {run_id}  {state.lifecycle.value}")
         else:

@@ -55,6 +55,7 @@ from rho_notebook.mcp.tools import (
     ValidateArgs,
     WaitArgs,
 )
+from rho_notebook.model.budget import resume_flags
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -309,7 +310,7 @@ class WorkflowTools:
         if state.lifecycle is Lifecycle.WAITING:
             return [person_note(run_id, request) for request in await self.service.pending_approvals(run_id)]
         if state.lifecycle is Lifecycle.NEEDS_DECISION:
-            steps = " ".join(f"--decide {halted['step']}=rerun|skip" for halted in status_json(state).get("halted", []))
+            steps = resume_flags(status_json(state).get("halted", []))
             return [
                 'steps halted by recovery="manual" may be decided with workflow_resume(decisions=...); any other '
                 f"halt needs a person: rho-notebook resume {run_id} {steps}"

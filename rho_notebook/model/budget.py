@@ -14,7 +14,7 @@ This module is imported by the status fold, so it stays standard-library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,18 @@ if TYPE_CHECKING:
     from rho_notebook.model.events import BudgetSet
     from rho_notebook.model.run_state import RunState
 
-__all__ = ["LIMITS", "NAMES", "RUN_SCOPE", "Limits", "fold_budget_set", "limits_of", "parse_budget"]
+__all__ = [
+    "HALT_PREFIX",
+    "LIMITS",
+    "NAMES",
+    "RUN_SCOPE",
+    "Limits",
+    "fold_budget_set",
+    "is_budget_halt",
+    "limits_of",
+    "parse_budget",
+    "resume_flags",
+]
 
 LIMITS = ("max_tokens", "max_cost_usd", "max_wall_seconds")
 """The limits of a budget, as ``budget_set`` records and ``RunState.budgets`` name them."""
@@ -32,6 +43,26 @@ NAMES = {"tokens": "max_tokens", "cost": "max_cost_usd", "wall": "max_wall_secon
 
 RUN_SCOPE = ""
 """The scope of the run's own budget in ``RunState.budgets`` (other scopes are node names)."""
+
+HALT_PREFIX = "budget "
+"""How every budget's refusal of a model call begins (``budget tokens: ...``, ``budget c:cost: ...``):
+the step it halted reads ``why`` so."""
+
+
+def is_budget_halt(why: str) -> bool:
+    """Whether a halted step's ``why`` (or a cancelled attempt's message) is a budget's refusal."""
+    return why.startswith(HALT_PREFIX)
+
+
+def resume_flags(halted: Sequence[Mapping[str, Any]]) -> str:
+    """The flags of ``resume RUN`` that move on a run halted at ``halted`` (its ``[{step, why}]``):
+    ``--raise-budget NAME=N`` for each budget named when budgets halted every step (a graph run
+    takes no ``--decide``), else ``--decide STEP=rerun|skip`` for each step."""
+    whys = [str(step.get("why", "")) for step in halted]
+    if whys and all(map(is_budget_halt, whys)):
+        names = dict.fromkeys(why.split(": ", 1)[0].removeprefix(HALT_PREFIX) for why in whys)
+        return " ".join(f"--raise-budget {name}=N" for name in names)
+    return " ".join(f"--decide {step.get('step', '')}=rerun|skip" for step in halted)
 
 
 @dataclass(frozen=True)

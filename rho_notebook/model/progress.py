@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from rho_notebook.model.budget import is_budget_halt
+
 __all__ = ["PROGRESS_KINDS", "TERMINAL_PROGRESS_KINDS", "describe_event"]
 
 PROGRESS_KINDS = frozenset(
@@ -83,7 +85,7 @@ def _decided(record: dict[str, Any], _approve: str) -> str:
 
 def _halted(record: dict[str, Any], _approve: str) -> str:
     steps = ", ".join(f"{s['step']} ({s['why']})" for s in record.get("steps", []))
-    budget = all(s["why"].startswith("budget ") for s in record.get("steps", []))  # runtime/budget.py
+    budget = all(is_budget_halt(s["why"]) for s in record.get("steps", []))
     return f"needs a decision: {steps}; resume with " + ("--raise-budget" if budget else "--decide STEP=rerun|skip")
 
 

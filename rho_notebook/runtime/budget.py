@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import BudgetExceeded, RunRefused
-from rho_notebook.model.budget import RUN_SCOPE, Limits, limits_of
+from rho_notebook.model.budget import HALT_PREFIX, RUN_SCOPE, Limits, is_budget_halt, limits_of
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ItemNode
 from rho_notebook.model.ledger import Price, Usage, node_usage, run_usage
@@ -57,8 +57,8 @@ __all__ = [
     "workflow_budget_records",
 ]
 
-_PREFIX = "budget "
-"""How every refusal's message begins (:func:`is_budget_halt`)."""
+_PREFIX = HALT_PREFIX
+"""How every refusal's message begins (:func:`is_budget_halt`, which front ends read)."""
 
 _UNITS = {"max_tokens": "tokens", "max_cost_usd": "cost", "max_wall_seconds": "wall"}
 
@@ -122,12 +122,6 @@ def halt_records(run_id: str, node: str, attempt: int, why: str) -> list[dict[st
         ),
         event(EventKind.NODE_RESET, run_id, node=node, reason=why),
     ]
-
-
-def is_budget_halt(message: str) -> bool:
-    """Whether a cancelled attempt's message is a budget's refusal (:meth:`BudgetGuard.check`
-    begins every one with ``budget ``): a script step ended so halts the run instead."""
-    return message.startswith(_PREFIX)
 
 
 def halted_steps(state: RunState, halted: Mapping[str, str], *, emit: Callable[..., object]) -> list[dict[str, str]]:

@@ -23,6 +23,7 @@ from typing_extensions import TypedDict
 
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.lazy import lazy_face
+from rho_notebook.model.budget import resume_flags
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.service.spend_view import BudgetJson, add_spend
@@ -233,16 +234,16 @@ def unsettled_nodes(state: RunState) -> list[str]:
 def person_command(state: RunState, *, command: str = "rho-notebook") -> str | None:
     """The command a person runs to move a run on that waits for one: ``resume`` for a run
     whose owner stopped (``--recover-uncertain`` once its unsettled nodes were looked at),
-    ``resume --decide`` for a script run that needs a decision, ``status`` (which names each
-    approve or answer command) for a run that waits for an approval; None for any other run."""
+    ``resume --raise-budget`` or ``--decide`` for a run that needs a decision (:func:`resume_flags`),
+    ``status`` (which names each approve or answer command) for a run that waits for an approval;
+    None for any other run."""
     run_id = state.run_id
     lifecycle = state.lifecycle
     if lifecycle is Lifecycle.NEEDS_RECOVERY:
         recover = " --recover-uncertain" if unsettled_nodes(state) else ""
         return f"{command} resume {run_id}{recover}"
     if lifecycle is Lifecycle.NEEDS_DECISION:
-        decide = " ".join(f"--decide {h['step']}=rerun|skip" for h in halted_json(state))
-        return f"{command} resume {run_id} {decide}".rstrip()
+        return f"{command} resume {run_id} {resume_flags(halted_json(state))}".rstrip()
     if lifecycle is Lifecycle.WAITING:
         return f"{command} status {run_id}"
     return None

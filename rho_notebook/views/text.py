@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rho_notebook.model.budget import is_budget_halt, resume_flags
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.service.wire import shown_label, shown_state
 
@@ -147,15 +148,11 @@ def decision_lines(state: RunState, *, command: str = "rho-notebook resume") -> 
     lines = ["needs a decision: the run stopped at these steps"]
     for halted in state.halted:
         lines.append(f"  {halted.get('step', '')}: {halted.get('why', '')}")
-    budgets = [str(h.get("why", "")).split(": ", 1)[0].removeprefix("budget ") for h in state.halted]
-    if all(str(h.get("why", "")).startswith("budget ") for h in state.halted):  # runtime/budget.py halts
-        raises = " ".join(f"--raise-budget {name}=N" for name in dict.fromkeys(budgets))
+    if all(is_budget_halt(str(h.get("why", ""))) for h in state.halted):
         lines.append("raise the budget (a script run may also --decide STEP=skip) and resume with:")
-        lines.append(f"  {command} {state.run_id} {raises}")
-        return lines
-    decide = " ".join(f"--decide {halted.get('step', '')}=rerun|skip" for halted in state.halted)
-    lines.append("decide (rerun: run the step once more; skip: go on with its stored result) and resume with:")
-    lines.append(f"  {command} {state.run_id} {decide}")
+    else:
+        lines.append("decide (rerun: run the step once more; skip: go on with its stored result) and resume with:")
+    lines.append(f"  {command} {state.run_id} {resume_flags(state.halted)}")
     return lines
 
 

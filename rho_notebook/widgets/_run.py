@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rho_notebook.errors import RhoError
+from rho_notebook.model.budget import resume_flags
 from rho_notebook.model.events import now_iso
 from rho_notebook.model.run_state import RunState
 from rho_notebook.service import Consent, ResumeRun, Service, StoreLayout, default_runner
@@ -402,7 +403,7 @@ class RunController:
             return
         if lifecycle == "needs_decision":
             halted = self.widget.run.get("halted") or []
-            decide = " ".join(f"--decide {h.get('step')}=rerun|skip" for h in halted) or "--decide STEP=rerun|skip"
+            decide = resume_flags(halted) or "--decide STEP=rerun|skip"
             self._note(
                 "needs a decision: "
                 + "; ".join(f"{h.get('step')} ({h.get('why')})" for h in halted)

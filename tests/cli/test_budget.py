@@ -106,6 +106,22 @@ def test_a_call_that_could_pass_the_budget_halts_the_run_before_it_and_a_raise_f
     assert [(r["source"], r.get("max_tokens")) for r in budgets] == [("run", 40), ("raise", 1000)]
 
 
+def test_every_way_on_a_budget_halt_names_raise_budget_never_decide(project: Project, server: ScriptedServer) -> None:
+    """``runs`` and the end of ``run`` said ``resume RUN --decide c=rerun|skip`` (refused: a graph run
+    takes no --decide) or a bare ``resume RUN`` (which halts again); both now name the raise."""
+    project.write("wf.star", CHAIN)
+    configure(project, server)
+    ran = project.cli("run", "wf.star", "--yes", "--max-tokens", "40", env=ENV, timeout=120)
+    assert ran.returncode == 1, ran.stderr
+    run_id = json.loads(project.cli("runs", "--output", "json", env=ENV).stdout)[0]["run_id"]
+    assert f"needs a decision: rho-notebook resume {run_id[:13]} --raise-budget tokens=N\n" in ran.stdout, ran.stdout
+    (row,) = json.loads(project.cli("runs", "--output", "json", env=ENV).stdout)
+    assert row["next"] == f"rho-notebook resume {run_id} --raise-budget tokens=N"
+    listed = project.cli("runs", env=ENV).stdout
+    assert f"needs a person: rho-notebook resume {run_id} --raise-budget tokens=N" in listed, listed
+    assert "--decide" not in listed
+
+
 SLOW = """
     slow = python(
         name = "slow",

@@ -22,7 +22,7 @@ from rho_notebook.service.wire import (
 )
 from rho_notebook.views.detail import user_traceback
 from rho_notebook.views.state import node_view, node_views
-from rho_notebook.views.text import node_status_line
+from rho_notebook.views.text import decision_lines, node_status_line
 
 AT = "2026-01-01T00:00:00Z"
 
@@ -119,6 +119,23 @@ def test_a_run_that_waits_for_a_person_names_the_command_that_moves_it_on() -> N
     done = folded(launched("a"), finished("a", "success"), {"kind": "run_completed", "outcome": "success"})
     assert person_command(done) is None
     assert "next" not in run_row_json(done)
+
+
+def test_a_run_halted_by_a_budget_is_moved_on_by_a_raise_not_by_decide() -> None:
+    """A graph run takes no --decide: the way on after a budget's halt is --raise-budget, wherever
+    it is said (runs' ``next``, status' last line), and a step budget's halt names its scope."""
+    run_budget = "budget tokens: the run's tokens budget (40) could be passed by the next model call of a"
+    step_budget = "budget b:cost: b's cost budget ($0.1) could be passed by the next model call of b"
+    halted = folded(
+        {"kind": "run_halted", "steps": [{"step": "a", "why": run_budget}, {"step": "b", "why": step_budget}]}
+    )
+    expected = "rho-notebook resume 01RUN --raise-budget tokens=N --raise-budget b:cost=N"
+    assert person_command(halted) == expected
+    assert run_row_json(halted)["next"] == expected
+    assert decision_lines(halted)[-1] == f"  {expected}"
+    # a halt that is not (only) a budget's is decided step by step
+    mixed = folded({"kind": "run_halted", "steps": [{"step": "a", "why": run_budget}, {"step": "b", "why": "changed"}]})
+    assert person_command(mixed) == "rho-notebook resume 01RUN --decide a=rerun|skip --decide b=rerun|skip"
 
 
 HARNESS_TB = """\
