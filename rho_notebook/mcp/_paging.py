@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypedDict
 
-__all__ = ["Page", "EventsPage", "page", "events_page", "cut_value"]
+__all__ = ["Page", "EventsPage", "NodesPage", "page", "events_page", "nodes_page", "cut_value"]
 
 
 class Page(TypedDict):
@@ -73,3 +73,55 @@ def cut_value(value: Any, *, limit: int, where: str) -> Any:
     if size <= limit:
         return value
     return f"[... truncated: {size} characters of JSON; read {where}]"
+
+
+class NodesPage(TypedDict):
+    """Where an answer's ``nodes`` were cut (``nodes_page``, present only when they were)."""
+
+    node_offset: int
+    """The position, in the answer's node order, of the first node shown."""
+    next_node_offset: int | None
+    """Where the next page starts; None when this page shows the last node."""
+    total: int
+    """Nodes the run has."""
+    shown: dict[str, int]
+    """How many of *all* the run's nodes are in each state (``shown``, else ``state``), so a
+    client sees where the failures are without reading every page."""
+    how: str
+
+
+def nodes_page(answer: dict[str, Any], *, node_offset: int, max_chars: int, how: str) -> dict[str, Any]:
+    """``answer`` (a status or result with a ``nodes`` object) itself when it starts at the first
+    node and its nodes' JSON is at most ``max_chars`` characters; else the nodes from
+    ``node_offset`` on, as many as fit (at least one), with ``nodes_page`` saying where the next
+    page starts (``how``: e.g. "call workflow_status with node_offset={offset}")."""
+    nodes: dict[str, Any] = answer["nodes"]
+    if node_offset == 0 and _indented_size(nodes) <= max_chars:
+        return answer
+    names = list(nodes)
+    kept: dict[str, Any] = {}
+    size = 0
+    for name in names[node_offset:]:
+        size += _indented_size({name: nodes[name]})
+        if kept and size > max_chars:
+            break
+        kept[name] = nodes[name]
+    end = min(node_offset, len(names)) + len(kept)
+    shown: dict[str, int] = {}
+    for node in nodes.values():
+        state = str(node.get("shown") or node.get("state"))
+        shown[state] = shown.get(state, 0) + 1
+    following = end if end < len(names) else None
+    where: NodesPage = {
+        "node_offset": node_offset,
+        "next_node_offset": following,
+        "total": len(names),
+        "shown": shown,
+        "how": how.format(offset=following) if following is not None else "this page ends with the run's last node",
+    }
+    return {**answer, "nodes": kept, "nodes_page": where}
+
+
+def _indented_size(value: Any) -> int:
+    """Characters of ``value``'s JSON as an answer's text carries it (indented by two)."""
+    return len(json.dumps(value, indent=2, ensure_ascii=False))

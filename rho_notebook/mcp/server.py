@@ -34,10 +34,11 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, SourceError
-from rho_notebook.mcp._paging import cut_value, events_page, page
+from rho_notebook.mcp._paging import cut_value, events_page, nodes_page, page
 from rho_notebook.mcp._person import person_note, run_notes
 from rho_notebook.mcp._resources import RunResources
 from rho_notebook.mcp.tools import (
+    MAX_NODE_CHARS,
     MAX_TEXT,
     TOOLS,
     CancelArgs,
@@ -284,7 +285,9 @@ class WorkflowTools:
 
     async def workflow_status(self, args: StatusArgs, client: str | None) -> Any:
         state = await self.service.status(args.run_id)
-        return _bounded(status_json(state, layout=self.service.layout))
+        return _bounded(
+            status_json(state, layout=self.service.layout), node_offset=args.node_offset, tool="workflow_status"
+        )
 
     async def workflow_wait(self, args: WaitArgs, client: str | None) -> Any:
         """Poll the durable state until the run settles (ends, or waits for a person) or time runs out."""
@@ -298,7 +301,8 @@ class WorkflowTools:
             if settled or loop.time() >= deadline:
                 break
             await asyncio.sleep(_WAIT_POLL_SECONDS)
-        answer: dict[str, Any] = {**_bounded(status_json(state, layout=self.service.layout)), "timed_out": not settled}
+        status = status_json(state, layout=self.service.layout)
+        answer = {**_bounded(status, node_offset=args.node_offset, tool="workflow_wait"), "timed_out": not settled}
         person = await self._person_needed(state)
         if person:
             answer["person"] = person
@@ -331,7 +335,7 @@ class WorkflowTools:
                 node["output"] = cut_value(node["output"], limit=MAX_TEXT // 4, where=where)
         if "output" in data:
             data["output"] = _run_output(data["output"], run_id)
-        return data
+        return _nodes_paged(data, node_offset=args.node_offset, tool="workflow_result")
 
     async def workflow_logs(self, args: LogsArgs, client: str | None) -> Any:
         run_id = await self.service.resolve_run(args.run_id)  # answered whole, as every other tool does
@@ -423,12 +427,19 @@ def _run_output(value: Any, run_id: str) -> Any:
     return cut_value(value, limit=MAX_TEXT // 2, where=f"the resource rho://runs/{run_id}/output")
 
 
-def _bounded(status: Mapping[str, Any]) -> dict[str, Any]:
-    """A status answer whose run output (a script's ``emit_output``, unbounded) is cut when long."""
+def _bounded(status: Mapping[str, Any], *, node_offset: int, tool: str) -> dict[str, Any]:
+    """A status answer whose run output (a script's ``emit_output``, unbounded) is cut when long,
+    and whose nodes are paged when many (:func:`_nodes_paged`)."""
     answer = dict(status)
     if "output" in answer:
         answer["output"] = _run_output(answer["output"], answer["run_id"])
-    return answer
+    return _nodes_paged(answer, node_offset=node_offset, tool=tool)
+
+
+def _nodes_paged(answer: dict[str, Any], *, node_offset: int, tool: str) -> dict[str, Any]:
+    """The answer with at most :data:`MAX_NODE_CHARS` of node JSON from ``node_offset`` on."""
+    how = f"call {tool} with run_id={answer['run_id']!r} and node_offset={{offset}}"
+    return nodes_page(answer, node_offset=node_offset, max_chars=MAX_NODE_CHARS, how=how)
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str | None:

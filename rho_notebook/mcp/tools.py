@@ -42,6 +42,9 @@ __all__ = [
 
 MAX_TEXT = 20_000
 """Characters of log or output text one answer carries at most (the rest is paged with ``offset``)."""
+MAX_NODE_CHARS = 2 * MAX_TEXT
+"""Characters of node JSON one status, wait or result answer carries at most (the rest is paged
+with ``node_offset``; a node's own output value is cut at ``MAX_TEXT // 4``)."""
 MAX_EVENTS = 1000
 """Journal records one ``workflow_events`` answer carries at most (also bounded by :data:`MAX_TEXT`)."""
 MAX_WAIT_SECONDS = 300.0
@@ -141,8 +144,19 @@ class RunArgs(_Args):
     )
 
 
+NodeOffset = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="the node to start at, in the answer's node order: a cut answer's nodes_page.next_node_offset "
+        "(a run of many nodes is answered a page at a time)",
+    ),
+]
+
+
 class StatusArgs(_Args):
     run_id: RunId
+    node_offset: NodeOffset = 0
 
 
 class WaitArgs(_Args):
@@ -153,10 +167,12 @@ class WaitArgs(_Args):
         le=MAX_WAIT_SECONDS,
         description="how long to wait at most; the answer says the state reached and whether the wait timed out",
     )
+    node_offset: NodeOffset = 0
 
 
 class ResultArgs(_Args):
     run_id: RunId
+    node_offset: NodeOffset = 0
 
 
 class CancelArgs(_Args):

@@ -1487,6 +1487,7 @@ TOOL_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "limit": st.sampled_from([0, 1, -1, 2**63, 20_000, 20_001, 500, 501, float("inf"), "1", None]),
     "state": _mostly(["planned", "completed", "waiting", "damaged", "x", ""], json_values),
     "after_seq": st.sampled_from([0, 1, -1, 3, 2**63, 2**70, 1e308, float("nan"), "1", None]),
+    "node_offset": st.sampled_from([0, 1, -1, 2**63, 2**70, 1e308, float("nan"), "1", None]),
 }
 TOOL_FIELDS = {spec.name: {k: f.is_required() for k, f in spec.args.model_fields.items()} for spec in TOOLS}
 

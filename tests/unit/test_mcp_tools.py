@@ -290,3 +290,45 @@ def test_a_file_name_no_file_system_can_hold_is_refused_by_name_not_with_a_trace
         refusal = error(project, tool, {"file": file})
         assert refusal.startswith("error[") and "holds a NUL byte" in refusal, (tool, refusal)
         assert "failed unexpectedly" not in refusal
+
+
+MANY = star(
+    'return workflow(name = "many", nodes = [command(name = "n" + ("00" + str(i))[-3:], argv = ["true"], timeout_seconds = 30,'
+    " max_output_bytes = 64) for i in range(400)])"
+)
+
+
+def test_a_run_of_many_nodes_is_answered_a_page_of_nodes_at_a_time(project: Project) -> None:
+    """docs/mcp.md: answers are bounded. 400 nodes' status is ~60,000 characters of JSON: each of
+    workflow_status, workflow_wait and workflow_result answers a page of them, counts every node's
+    state, and names the node_offset that reads on; the pages put together are the whole run."""
+    project.write("many.star", MANY)
+    run_id = project.create_run(project.plan("many.star"))
+    asyncio.run(project.service.execute(run_id))
+    names = [f"n{i:03d}" for i in range(400)]
+    for tool in ("workflow_status", "workflow_wait", "workflow_result"):
+        seen: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            raw = text(call(project, tool, {"run_id": run_id[:13], "node_offset": offset}))
+            answer = json.loads(raw)
+            assert len(raw) < 45_000, (tool, len(raw))
+            where = answer["nodes_page"]
+            assert where["total"] == 400 and where["shown"] == {"success": 400} and where["node_offset"] == offset
+            seen += answer["nodes"]
+            offset = where["next_node_offset"]
+            if offset is not None:
+                assert where["how"] == f"call {tool} with run_id={run_id!r} and node_offset={offset}"
+        assert seen == names, tool
+    beyond = json.loads(text(call(project, "workflow_status", {"run_id": run_id, "node_offset": 500})))
+    assert beyond["nodes"] == {} and beyond["nodes_page"]["next_node_offset"] is None
+
+
+def test_a_run_of_few_nodes_is_answered_whole_as_the_cli_answers_it(project: Project) -> None:
+    project.write("one.star", ONE)
+    run_id = project.create_run(project.plan("one.star"))
+    asyncio.run(project.service.execute(run_id))
+    for tool in ("workflow_status", "workflow_result"):
+        answer = json.loads(text(call(project, tool, {"run_id": run_id})))
+        assert "nodes_page" not in answer and list(answer["nodes"]) == ["hi"], tool
+    assert "node_offset" in error(project, "workflow_status", {"run_id": run_id, "node_offset": -1})
