@@ -14,6 +14,7 @@ This module is imported by the status fold, so it stays standard-library only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ __all__ = [
     "Limits",
     "fold_budget_set",
     "is_budget_halt",
+    "limit_problem",
     "limits_of",
     "parse_budget",
     "resume_flags",
@@ -105,6 +107,19 @@ def limits_of(budgets: Mapping[str, Mapping[str, Any]], scope: str = RUN_SCOPE) 
     )
 
 
+def limit_problem(name: str, raw: object) -> str | None:
+    """What keeps ``raw`` from being limit ``name`` (one of :data:`LIMITS`), said as what to give
+    instead; None when it is one. The one rule of every budget's front door: flags, ``rho.run``
+    keywords, ``--raise-budget``, a workflow's, script's or step's ``budget``."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:  # NaN is not > 0
+        return "give a number above 0"
+    if not math.isfinite(raw):
+        return "give a finite number above 0"
+    if name == "max_tokens" and int(raw) != raw:
+        return "give a whole number of tokens"
+    return None
+
+
 def parse_budget(value: Mapping[str, Any], *, where: str) -> Limits:
     """``budget = {"tokens": N, "cost": USD, "wall": S}`` (the short names, or the ``max_*`` ones)
     as :class:`Limits`.
@@ -120,11 +135,9 @@ def parse_budget(value: Mapping[str, Any], *, where: str) -> Limits:
         if name not in LIMITS:
             msg = f"{where}: budget key {key!r} is not a limit; use tokens, cost or wall"
             raise ValueError(msg)
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0 or raw != raw:
-            msg = f"{where}: budget {key} = {raw!r}: give a number above 0"
-            raise ValueError(msg)
-        if name == "max_tokens" and int(raw) != raw:
-            msg = f"{where}: budget {key} = {raw!r}: give a whole number of tokens"
+        problem = limit_problem(name, raw)
+        if problem is not None:
+            msg = f"{where}: budget {key} = {raw!r}: {problem}"
             raise ValueError(msg)
         out[name] = int(raw) if name == "max_tokens" else float(raw)
     return Limits(**out)

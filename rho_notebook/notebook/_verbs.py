@@ -19,7 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import ArgumentError, InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.notebook import api
@@ -49,7 +49,7 @@ from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request
 from rho_notebook.service.cell_args import parse_verb
 from rho_notebook.service.cells import FlowCell, GraphCell, ScriptCell, WorkflowCell
 from rho_notebook.service.export import export_cells
-from rho_notebook.service.flags import parse_decisions
+from rho_notebook.service.flags import parse_budgets, parse_decisions
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
 from rho_notebook.views.run_notes import cancel_text
 from rho_notebook.views.text import silent_node_line
@@ -83,13 +83,10 @@ def _raises(args: Any) -> dict[str, float]:
     for unit, flag in (("tokens", "max_tokens"), ("cost", "max_cost"), ("wall", "max_wall")):
         if getattr(args, flag, None) is not None:
             given[unit] = float(getattr(args, flag))
+    parse_budgets(raises=args.raise_budget)  # the CLI's rule and words for a value that is no limit
     for item in args.raise_budget:
         key, _, value = item.partition("=")
-        try:
-            given[key] = float(value)
-        except ValueError:
-            msg = f"--raise-budget {item!r}: write tokens=N, cost=USD or wall=SECONDS (NODE:tokens=N for a node's)"
-            raise ArgumentError(msg) from None
+        given[key] = float(value)
     return given
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from rho_notebook.errors import ArgumentError
-from rho_notebook.model.budget import NAMES, Limits, parse_budget
+from rho_notebook.model.budget import NAMES, Limits, limit_problem, parse_budget
 
 __all__ = [
     "Front",
@@ -277,12 +277,26 @@ DECIDE = Flag(
 )
 
 
-def _above_zero(text: str) -> float:
-    value = seconds(text)
-    if value <= 0:
-        msg = f"{text!r}: give a number above 0"
+def _limit(name: str, text: str) -> float:
+    """``--max-cost`` / ``--max-wall``: a limit as :func:`limit_problem` checks every budget's."""
+    try:
+        value = float(text)
+    except ValueError:
+        msg = f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    problem = limit_problem(name, value)
+    if problem is not None:
+        msg = f"{text!r}: {problem}"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def _dollars(text: str) -> float:
+    return _limit("max_cost_usd", text)
+
+
+def _wall(text: str) -> float:
+    return _limit("max_wall_seconds", text)
 
 
 def _tokens(text: str) -> int:
@@ -306,14 +320,14 @@ MAX_TOKENS = Flag(
 )
 MAX_COST = Flag(
     "--max-cost",
-    {"type": _above_zero, "default": None, "metavar": "USD"},
+    {"type": _dollars, "default": None, "metavar": "USD"},
     cli="halt before a model call could take the run's cost past USD (every model needs a price in settings "
     "`prices`, else exit 3)" + _BUDGET_DOC,
     notebook="halt before a model call could take the run's cost past USD (every model needs a price)",
 )
 MAX_WALL = Flag(
     "--max-wall",
-    {"type": _above_zero, "default": None, "metavar": "SECONDS"},
+    {"type": _wall, "default": None, "metavar": "SECONDS"},
     cli="halt before a model call once the run has executed SECONDS (over all its executions)" + _BUDGET_DOC,
     notebook="halt before a model call once the run has executed SECONDS",
 )

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from rho_notebook.errors import ArgumentError, PlanError, RunRefused
-from rho_notebook.model.budget import Limits
+from rho_notebook.model.budget import NAMES, Limits, limit_problem
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
@@ -210,10 +210,9 @@ async def start_budgets(
         ``max_cost`` while a model of the plan has no price (:func:`check_priced`).
     """
     for name, value in (("max_tokens", max_tokens), ("max_cost", max_cost), ("max_wall", max_wall)):
-        if value is not None and (
-            isinstance(value, bool) or not value > 0 or (name == "max_tokens" and value != int(value))
-        ):
-            msg = f"{name}={value!r}: give a number above 0 (tokens: a whole number)"
+        problem = None if value is None else limit_problem(NAMES[name.removeprefix("max_")], value)
+        if problem is not None:
+            msg = f"{name}={value!r}: {problem}"
             raise ArgumentError(msg)
     budgets = parse_budgets(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
     await check_priced(layout, plan.graph, budgets, workspace=Path(plan.manifest.workspace_root))

@@ -5,18 +5,28 @@ not name. Pure: no processes."""
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import asyncio
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from rho_notebook.errors import ArgumentError, BudgetExceeded
 from rho_notebook.model.budget import Limits, limits_of
+from rho_notebook.model.budget_spec import budget_spec
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.ledger import Price
 from rho_notebook.model.run_fold import apply
 from rho_notebook.model.run_state import NodeRecord, RunState
 from rho_notebook.runtime.budget import BudgetGuard, budget_records, executed_seconds, is_budget_halt
-from rho_notebook.service.flags import parse_budgets
+from rho_notebook.service.flags import MAX_COST, MAX_WALL, parse_budgets
+from rho_notebook.service.starting import start_budgets
+from rho_notebook.store.layout import StoreLayout
+
+if TYPE_CHECKING:
+    from rho_notebook.model.plan import Plan
 
 RUN = "01900000-0000-7000-8000-000000000000"
 
@@ -121,3 +131,30 @@ def test_budget_flags_parse_to_scoped_limits() -> None:
     for bad in ("tokens", "apples=1", "tokens=0", "tokens=1.5", "cost=cheap"):
         with pytest.raises(ArgumentError):
             parse_budgets(raises=[bad])
+
+
+@pytest.mark.parametrize("bad", ["tokens=inf", "tokens=1e400", "cost=inf", "wall=-inf", "cost=nan", "c:wall=inf"])
+def test_a_limit_that_is_not_finite_is_refused_by_name_not_with_a_traceback(bad: str) -> None:
+    """``--raise-budget tokens=inf`` crashed (OverflowError) and ``cost=inf`` was journaled until JSON
+    refused it (ValueError): every budget's front door now says what to give instead."""
+    with pytest.raises(ArgumentError, match=r"give a (finite )?number above 0"):
+        parse_budgets(raises=[bad])
+
+
+def test_the_limit_flags_and_keywords_say_the_same_rule_as_the_source() -> None:
+    """``--max-cost -1`` said "give a finite number, 0 or more" while 0 was refused too; ``inf`` and
+    ``rho.run(max_tokens=inf)`` (OverflowError) are refused by the one rule every budget passes."""
+    for flag in (MAX_COST, MAX_WALL):
+        for text, said in (("-1", "'-1': give a number above 0"), ("inf", "'inf': give a finite number above 0")):
+            with pytest.raises(argparse.ArgumentTypeError, match=re.escape(said)):
+                flag.options["type"](text)
+    layout = StoreLayout(home=Path("/nonexistent-home"))
+    for keywords, said in (
+        ({"max_tokens": float("inf")}, "max_tokens=inf: give a finite number above 0"),
+        ({"max_cost": -1.0}, "max_cost=-1.0: give a number above 0"),
+        ({"max_tokens": 2.5}, "max_tokens=2.5: give a whole number of tokens"),
+    ):
+        with pytest.raises(ArgumentError, match=re.escape(said)):
+            asyncio.run(start_budgets(layout, cast("Plan", None), **keywords))
+    with pytest.raises(ValueError, match="budget cost = inf: give a finite number above 0"):
+        budget_spec({"cost": float("inf")}, where="define.budget")
