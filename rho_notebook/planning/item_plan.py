@@ -21,6 +21,7 @@ workflow's (digest, confirmation, authority list), whose nodes are the document'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -47,7 +48,7 @@ from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
 
-__all__ = ["HUMAN_TIMEOUT_SECONDS", "graph_entry", "is_graph_request", "to_graph"]
+__all__ = ["HUMAN_TIMEOUT_SECONDS", "check_graph_steps", "graph_entry", "is_graph_request", "to_graph"]
 
 HUMAN_TIMEOUT_SECONDS = 604_800
 """How long a human step waits for its answer (the ``timeout_seconds`` ceiling: 7 days)."""
@@ -170,7 +171,14 @@ class _StepFreezer:
         agent_id = params["agent"]
         try:
             definition = frozen_agent(agent_id, self.agents, request=self.request, resolve_agent=catalog_resolver)
-        except (InvalidWorkflow, PlanError) as err:
+        except InvalidWorkflow as err:  # each finding at the step, with its own rule (agent.unknown, ...)
+            for found in err.diagnostics():
+                if found.file in (None, self.request.entry.display):
+                    self.problem(found.rule, f"step {step.id!r}: {found.message}", at)
+                else:  # in the agent's definition file: said there, naming the step
+                    self.found.append(dataclasses.replace(found, message=f"step {step.id!r}: {found.message}"))
+            return None
+        except PlanError as err:
             self.problem("resolve", f"step {step.id!r}: {err.message}", at)
             return None
         access = params.get("access", "read_only")
@@ -193,7 +201,7 @@ class _StepFreezer:
             cwd = self.resolver.frozen_dir(folder, node=step.id)
             executable = self.resolver.executable(params["argv"][0], cwd_label=cwd, node=step.id)
         except PlanError as err:
-            self.problem("resolve", f"step {step.id!r}: {err.message}", at)
+            self.problem("resolve", f"step {step.id!r}: {err.message.removeprefix(f'node {step.id!r}: ')}", at)
             return None
         code = code_argument_problem(
             item_argv(params["argv"]),
@@ -280,9 +288,8 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
     document = load_graph(request.entry.text, display=shown, limits=limits)
     declared = {name: decl.declaration() for name, decl in document.inputs.items()}
     values = check_inputs(declared, request.inputs, file=shown)
-    where = locate(request.entry.text, display=shown)
     resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
-    nodes, agents = await asyncio.to_thread(_freeze, document, request, resolver, where)
+    nodes, agents = await _frozen_steps(document, request, resolver)
     inputs = tuple(
         InputDecl(
             name=name,
@@ -302,3 +309,27 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
         items=ItemSettings(item_bytes=limits.limit("item_bytes")),
     )
     return FrozenGraph(graph=graph, resolver=resolver, sources=[request.entry], display=shown)
+
+
+async def _frozen_steps(
+    document: ItemGraph, request: PlanRequest, resolver: Resolver
+) -> tuple[list[ItemNode], dict[str, AgentDefinition]]:
+    where = locate(request.entry.text, display=request.entry.display)
+    return await asyncio.to_thread(_freeze, document, request, resolver, where)
+
+
+async def check_graph_steps(request: PlanRequest, *, limits: Limits) -> None:
+    """What planning resolves in a valid document's steps, without its inputs: each agent from the
+    catalog (and its access), each command's program and its code arguments, the loops. It is
+    ``validate``'s check of what the document's rules cannot see, so ``validate`` and ``plan``
+    refuse the same document.
+
+    Raises
+    ------
+    InvalidWorkflow
+        Every step that cannot be resolved, at its parameters (``resolve``, ``agent.unknown``,
+        ``agent.access``, ``argv.code``), or loops that share a step.
+    """
+    document = load_graph(request.entry.text, display=request.entry.display, limits=limits)
+    resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
+    await _frozen_steps(document, request, resolver)

@@ -9,6 +9,7 @@ stores the plan once per graph. A saved notebook plans exactly as its exported f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from rho_notebook.errors import InvalidWorkflow, SourceError
 from rho_notebook.model.plan import Plan
 from rho_notebook.planning.convert import convert_graph as convert_graph_text
 from rho_notebook.planning.forms import plan_request
+from rho_notebook.planning.item_plan import check_graph_steps
 from rho_notebook.planning.itemgraph import GraphFinding, lint_graph_file, read_graph_file
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.script import Finding, lint_script, script_entry
@@ -28,6 +30,7 @@ from rho_notebook.service.export import choose_workflow, export_cells, exported_
 from rho_notebook.service.parameters import read_parameters
 from rho_notebook.service.paths import check_path
 from rho_notebook.service.sources import module_workspace, request_for
+from rho_notebook.source.limits import load_limits
 from rho_notebook.source.warm import use_warm_workers
 from rho_notebook.source.workspace import find_workspace
 from rho_notebook.store.ids import new_id
@@ -146,14 +149,26 @@ async def check_script(layout: StoreLayout, path: Path, *, inputs: Mapping[str, 
     return checked
 
 
-async def check_graph(path: Path, *, inputs: Mapping[str, Any] | None, display: str | None) -> Checked:
-    """A graph document's findings, or the input errors."""
+async def check_graph(
+    layout: StoreLayout, path: Path, *, inputs: Mapping[str, Any] | None, display: str | None
+) -> Checked:
+    """A graph document's findings, or the input errors; once the document has none, what
+    ``plan`` would refuse in its steps too (an unknown agent, a program not found)."""
     try:
-        return Checked.of(await asyncio.to_thread(graph_findings, path, inputs=inputs, display=display))
+        checked = Checked.of(await asyncio.to_thread(graph_findings, path, inputs=inputs, display=display))
     except InvalidWorkflow as err:
         checked = Checked.of([])
         checked.add_errors(err)
         return checked
+    if not checked.errors:
+        request = request_for(layout, path)
+        if display is not None:
+            request = dataclasses.replace(request, entry=dataclasses.replace(request.entry, display=display))
+        try:
+            await check_graph_steps(request, limits=load_limits())
+        except InvalidWorkflow as err:
+            checked.add_errors(err)
+    return checked
 
 
 def convert_graph(path: Path) -> str:

@@ -146,7 +146,7 @@ class Service:
         self, path: Path, *, inputs: Mapping[str, Any] | None = None, display: str | None = None
     ) -> Checked:
         """``validate FILE.graph.yaml``: :meth:`lint_graph`'s findings, or the input errors."""
-        return await parts.planning.check_graph(path, inputs=inputs, display=display)
+        return await parts.planning.check_graph(self.layout, path, inputs=inputs, display=display)
 
     @_in_thread
     def convert_graph(self, path: Path) -> str:

@@ -41,3 +41,35 @@ def test_validate_checks_inputs_against_the_graphs_declaration(project: Project)
     result = project.cli("validate", "triage.graph.yaml", "--input", 'score="high"')
     assert result.returncode == 1
     assert "input 'score' must be an integer" in result.stderr
+
+
+def test_validate_refuses_what_plan_refuses_in_the_steps_at_the_step(project: Project) -> None:
+    """An unknown agent, a program not on PATH, a read-only step with a writing agent: ``plan``
+    refuses them, so ``validate`` does too (docs/planning.md: both resolve agents and freeze
+    executables), at the step's parameters, each once, with its own rule and no nested prefix."""
+    low = "{id: low, kind: set, params: {fields: {level: low}}}"
+    assert low in TRIAGE
+    cases = {
+        "{id: low, kind: agent, params: {agent: nosuch, prompt: '=hi'}}": (
+            "error[agent.unknown]: step 'low': unknown agent 'nosuch'; available agents:"
+        ),
+        "{id: low, kind: command, params: {argv: [no-such-program-x], into: x}}": (
+            "error[resolve]: step 'low': executable 'no-such-program-x' was not found on PATH"
+        ),
+        "{id: low, kind: agent, params: {agent: worker, prompt: '=hi'}}": (
+            "error[agent.access]: step 'low' asks for access: read_only but agent 'worker' is not read-only"
+        ),
+    }
+    for step, said in cases.items():
+        project.write("g.graph.yaml", TRIAGE.replace(low, step))
+        line = next(n for n, text in enumerate(TRIAGE.splitlines(), start=1) if low in text)
+        planned = project.cli("plan", "g.graph.yaml", "--input", "score=1")
+        checked = project.cli("validate", "g.graph.yaml")
+        assert (planned.returncode, checked.returncode) == (1, 1), (planned, checked)
+        for result in (planned, checked):
+            assert f"g.graph.yaml:{line}:" in result.stderr and said in result.stderr, result.stderr
+            assert "error[resolve]: step 'low': error[" not in result.stderr
+            assert "node 'low'" not in result.stderr
+        assert "invalid: g.graph.yaml (1 error)" in checked.stdout
+    shown = json.loads(project.cli("validate", "g.graph.yaml", "--output", "json").stdout)
+    assert [(d["rule"], d["line"]) for d in shown["diagnostics"]] == [("agent.access", line)]
