@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from rho_notebook.errors import ArgumentError, PlanError, RunRefused
+from rho_notebook.errors import ArgumentError, NotFound, PlanError, RunRefused
 from rho_notebook.model.budget import NAMES, Limits, limit_problem
 from rho_notebook.model.graph import Graph
+from rho_notebook.model.node_names import no_node
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.policy.approvals import ApprovalRequest
@@ -53,6 +54,7 @@ __all__ = [
     "check_priced",
     "record_budgets",
     "start_budgets",
+    "check_scopes",
     "raise_budgets",
 ]
 
@@ -219,6 +221,25 @@ async def start_budgets(
     return budgets
 
 
+def check_scopes(graph: Graph, budgets: Mapping[str, Limits], *, run_id: str) -> None:
+    """A node's budget (``--raise-budget NODE:tokens=N``) must name a node of the run's graph: a
+    misspelled one would be journaled for good and bound nothing. A script run's steps are not
+    known before they run, so its scopes are taken as given.
+
+    Raises
+    ------
+    NotFound
+        A scope that is no node of ``graph`` (the message lists its nodes).
+    """
+    if graph.script is not None:
+        return
+    names = [node.name for node in graph.nodes]
+    for scope in sorted(budgets):
+        if scope and scope not in names:
+            msg = no_node(f"run {run_id[:13]}", scope, names) + " (--raise-budget NODE:tokens=N gives a node's budget)"
+            raise NotFound(msg)
+
+
 async def raise_budgets(layout: StoreLayout, run_id: str, raises: Mapping[str, float]) -> None:
     """``rho.resume(run, raise_budget={"tokens": 1000, "NODE:cost": 0.5})``: check and journal the
     new limits (source ``raise``) before the resume's owner starts; nothing when ``raises`` is empty.
@@ -236,6 +257,7 @@ async def raise_budgets(layout: StoreLayout, run_id: str, raises: Mapping[str, f
     store = RunStore(layout)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     graph = await asyncio.to_thread(store.graph, run_id, expected_digest=manifest.graph_digest)
+    check_scopes(graph, budgets, run_id=run_id)
     await check_priced(layout, graph, budgets, workspace=Path(manifest.workspace_root))
     await record_budgets(layout, run_id, budgets, source="raise")
 

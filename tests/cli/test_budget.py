@@ -8,6 +8,7 @@ take it to 36 + 10 = 46, so the run halts before that call: the server sees two 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from rho_notebook.errors import NotFound
+from rho_notebook.service.starting import raise_budgets
 from tests.agents.fakeserver import OPENAI, ScriptedServer
 from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
 from tests.cli.runhelp import status
@@ -120,6 +123,22 @@ def test_every_way_on_a_budget_halt_names_raise_budget_never_decide(project: Pro
     listed = project.cli("runs", env=ENV).stdout
     assert f"needs a person: rho-notebook resume {run_id} --raise-budget tokens=N" in listed, listed
     assert "--decide" not in listed
+
+
+def test_a_raise_for_a_node_the_run_does_not_have_is_refused_by_name(project: Project, server: ScriptedServer) -> None:
+    """``resume RUN --raise-budget cc:tokens=5`` (a typo of c) was journaled for good, shown by
+    ``status`` as ``budget cc: tokens 0 of 5``, and bound nothing; it is refused naming the nodes,
+    from the CLI and from ``rho.resume(raise_budget=...)`` alike, and nothing is journaled."""
+    run_id = halted_chain(project, server)
+    before = len(_journal(project, run_id))
+    typo = project.cli("resume", run_id, "--yes", "--raise-budget", "cc:tokens=5", env=ENV)
+    assert typo.returncode != 0
+    assert f"run {run_id[:13]} has no node 'cc'; its nodes: a, b, c" in typo.stderr, typo.stderr
+    assert "Traceback" not in typo.stderr
+    with pytest.raises(NotFound, match="has no node 'cc'"):
+        asyncio.run(raise_budgets(project.service.layout, run_id, {"cc:tokens": 5}))
+    assert len(_journal(project, run_id)) == before
+    assert len(server.requests) == 2
 
 
 SLOW = """
