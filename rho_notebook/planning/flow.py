@@ -28,6 +28,7 @@ Every finding's message starts with the module path of the agent it is about
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import json
@@ -233,6 +234,26 @@ def _credential_problems(
     return []
 
 
+def _attribute_lines(source: str | None) -> dict[str, tuple[int, int]]:
+    """(line, column) of the first ``X.NAME = ...`` (``self.writer = AgentParam(...)``) of each
+    NAME in ``source``: where a flow places the module at that attribute path. Empty when the
+    text does not parse (it was compiled, so it does)."""
+    try:
+        tree = ast.parse(source or "")
+    except SyntaxError:
+        return {}
+    found: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(tree):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Attribute):
+                at = (target.lineno, target.col_offset + 1)
+                found[target.attr] = min(found.get(target.attr, at), at)
+    return found
+
+
 def check_manifest(
     manifest: Mapping[str, Any],
     *,
@@ -243,12 +264,19 @@ def check_manifest(
     workspace: Path,
     user_home: Path,
     overlay_agents: Mapping[str, tuple[str, str]] | None = None,
+    source: str | None = None,
 ) -> list[Finding]:
-    """Every finding of the rules in this module's docstring, in manifest order."""
+    """Every finding of the rules in this module's docstring, in manifest order; each at the line
+    of ``source`` (the flow module's text) that assigns the agent's attribute, else at line 1."""
     found: list[Finding] = []
+    assigned = _attribute_lines(source)
 
     def add(rule: str, path: str, message: str) -> None:
-        found.append(Finding(rule=rule, severity="error", message=f"{path}: {message}", file=display, line=1, column=1))
+        attributes = path.split(".")[1:]  # the root's name is no attribute
+        line, column = next((assigned[a] for a in reversed(attributes) if a in assigned), (1, 1))
+        found.append(
+            Finding(rule=rule, severity="error", message=f"{path}: {message}", file=display, line=line, column=column)
+        )
 
     where = settings.where()
     for agent in manifest_agents(manifest):
@@ -304,6 +332,7 @@ async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenGraph, 
             workspace=request.workspace.root,
             user_home=request.user_home,
             overlay_agents=request.overlay_agents,
+            source=request.entry.text,
         )
 
     return frozen, manifest, await asyncio.to_thread(check)

@@ -126,6 +126,18 @@ def test_a_flow_that_raises_while_compiling_is_refused_at_its_line_with_the_exce
     assert "rho-flow-compile" not in found.message and "^^^" not in found.message
 
 
+def test_a_manifest_finding_is_at_the_line_that_places_the_agent(project: Project) -> None:
+    """``echo.speaker: provider 'q' is not defined`` points at ``self.speaker = ...``, not at 1:1."""
+    project.home.mkdir(parents=True, mode=0o700)
+    (project.home / "settings.json").write_text('{"providers": {"p": {"type": "openai"}}, "default_provider": "p"}')
+    project.write("placed.py", FLOW.replace('model="m")', 'model="m", provider="q")'))
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "placed.py", "Echo", {"prompt": "x"})
+    [found] = err.value.diagnostics()
+    assert (found.rule, found.line, found.column) == ("flow.provider", 7, 9)
+    assert found.message.startswith("echo.speaker: provider 'q' is not defined in settings")
+
+
 def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_what_to_pass(project: Project) -> None:
     """A misspelt name is pointed at the flow the module defines; a name the harness cannot make a
     workflow of (a class that is no Workflow, one whose constructor needs arguments) is said
