@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -371,9 +372,10 @@ class WorkflowVerbs:
             def on_run() -> RunHandle:
                 return api.run(derived, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=timeout)
 
-            value_flag = f" --value '{args.value}'" if edited else ""
-            again = f"%workflow fork {forked.source_run[:13]} --at {forked.node}{value_flag} --yes"
-            show_plan_card(derived, on_run=on_run, confirm=again)
+            value_flag = ["--value", shlex.quote(args.value)] if edited else []
+            plan_flag = ["--from-plan", from_plan] if from_plan else []
+            again = [f"%workflow fork {forked.source_run[:13]} --at {forked.node}", *value_flag, *plan_flag]
+            show_plan_card(derived, on_run=on_run, confirm=" ".join([*again, *input_flags(args.input), "--yes"]))
             return None
         return self._started(api.run(derived, yes=True, mode=args.mode, approval_timeout=timeout), args)
 

@@ -40,3 +40,22 @@ def test_fork_magic_and_api(ip: Any, ws: Project) -> None:
     assert handle.wait(60).outcome == "success"
     assert handle.result().nodes["b"].output == 21
     assert handle.result().nodes["a"].output == 1  # taken from the source run
+
+
+def test_the_plan_card_of_a_fork_confirms_the_same_fork(ip: Any, ws: Project) -> None:
+    """Without --yes the card said ``%workflow fork RUN --at b --value '...' --yes`` and dropped
+    ``--from-plan`` (and ``--input``), so the line it offered forked something else (another
+    digest), and a value with a quote in it broke the line. The line now asks for the same fork."""
+    ok(ip, chain())
+    first, _ = ok(ip, "%workflow run chain --yes --wait")
+    source, plan_id = first.data.run_id, first.data.plan_id
+    _, card = ok(ip, f"%workflow fork {source[:13]} --at b --value 30 --from-plan {plan_id[:13]}")
+    (derived,) = [line.split("digest ")[1] for line in card.stdout.splitlines() if line.startswith("fork of run")]
+    shown = "\n".join(str(o.data.get("text/plain", "")) for o in card.outputs)
+    (confirm,) = [line.split("confirm the digest: ")[1] for line in shown.splitlines() if "confirm the" in line]
+    assert f"--from-plan {plan_id[:13]}" in confirm and confirm.endswith("--yes"), confirm
+    state, again = ok(ip, confirm + " --wait")
+    assert f"digest {derived}" in again.stdout
+    assert (
+        state.data.nodes["b"].current.reused_from is not None and rho.result(state.data.run_id).nodes["b"].output == 30
+    )
