@@ -26,8 +26,6 @@ from rho_notebook.service.sync import run_sync
 
 __all__ = ["run_list", "run_get", "run_agents"]
 
-_ROW = "{:<24} {:<9} {}"
-
 
 def _workspace(given: Path | None) -> Workspace:
     """``--workspace DIR`` (or ``--dir``): the workspace holding DIR; default, the current directory's."""
@@ -60,9 +58,9 @@ def run_list(args: argparse.Namespace) -> int:
     if not scan.workflows:
         print(f"no workflows in the workspace {workspace.root}")
         return 0
-    print(_ROW.format("NAME", "KIND", "FILE"))
-    for entry in scan.workflows:
-        print(_ROW.format(entry.name, entry.kind, entry.file))
+    width = max(24, *(len(entry.name) for entry in scan.workflows))
+    for name, kind, file in [("NAME", "KIND", "FILE"), *((e.name, e.kind, e.file) for e in scan.workflows)]:
+        print(f"{name:<{width}} {kind:<9} {file}")
     return 0
 
 

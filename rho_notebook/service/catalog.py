@@ -34,6 +34,7 @@ whose inputs cannot be read is still described, with the reason (``inputs_error`
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import os
 import re
@@ -306,10 +307,12 @@ def find_workflow(root: Path, given: str, scan: WorkflowScan) -> WorkflowEntry:
         files = ", ".join(f"{entry.file} ({entry.kind} {entry.name})" for entry in found)
         msg = f"{given!r} names {len(found)} workflows of the workspace {root}: {files}; give the file instead"
         raise BadArgument(msg)
-    names = ", ".join(sorted({entry.name for entry in scan.workflows})) or "none"
+    known = sorted({entry.name for entry in scan.workflows})
+    close = difflib.get_close_matches(given, known, n=1)
+    meant = f" (did you mean {close[0]}?)" if close else ""
     more = " (the scan stopped early: more may exist)" if scan.truncated else ""
     msg = (
-        f"no workflow {given!r} in the workspace {root}; its workflows{more}: {names} "
+        f"no workflow {given!r} in the workspace {root}{meant}; its workflows{more}: {', '.join(known) or 'none'} "
         "(`rho-notebook list` shows their files and kinds)"
     )
     raise NotFound(msg)
@@ -349,7 +352,7 @@ async def describe_workflow(root: Path, entry: WorkflowEntry, *, starlark: Starl
         source=source,
         inputs=inputs,
         inputs_error=error,
-        run=_run_command(entry),
+        run=_run_command(entry, takes_inputs=inputs != []),
     )
 
 
@@ -422,10 +425,8 @@ def _notebook_cell(text: str, name: str) -> tuple[str, str]:
     return found
 
 
-def _run_command(entry: WorkflowEntry) -> str:
-    """The command that plans and runs ``entry`` (from the workspace root)."""
-    if entry.kind == "flow":
-        return f"rho-notebook run {entry.file} --flow {entry.name} --input KEY=JSON..."
-    if entry.kind == "notebook":
-        return f"rho-notebook run {entry.file} --workflow {entry.name} --input KEY=JSON..."
-    return f"rho-notebook run {entry.file} --input KEY=JSON..."
+def _run_command(entry: WorkflowEntry, *, takes_inputs: bool) -> str:
+    """The command that plans and runs ``entry`` (from the workspace root); ``--input`` only when
+    it may take inputs (it declares some, or they could not be read)."""
+    flags = {"flow": f" --flow {entry.name}", "notebook": f" --workflow {entry.name}"}.get(entry.kind, "")
+    return f"rho-notebook run {entry.file}{flags}" + (" --input KEY=JSON..." if takes_inputs else "")

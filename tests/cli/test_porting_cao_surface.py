@@ -110,7 +110,20 @@ def test_get_of_an_unknown_name_names_the_catalog(ws: Project) -> None:
     assert missing.stdout == ""
     assert "no workflow 'summarise' in the workspace" in missing.stderr
     assert "its workflows: hello, summarize" in missing.stderr
+    assert "(did you mean summarize?)" in missing.stderr
     assert "rho-notebook list" in missing.stderr
+
+
+def test_list_keeps_its_columns_for_long_names_and_get_offers_input_only_when_there_are_some(ws: Project) -> None:
+    """A name longer than the NAME column (an OpenRath class name) pushes the columns, not the
+    row; ``get``'s run line of a workflow without inputs has no ``--input KEY=JSON...``."""
+    ws.write("EngineeringProjectWorkflowTeam.py", HELLO)
+    text = ws.cli("list")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert len({line.index(" script ") for line in lines[1:]} | {lines[0].index(" KIND ")}) == 1, text.stdout
+    assert "run       rho-notebook run hello.py\n" in ws.cli("get", "hello").stdout
+    assert "run       rho-notebook run summarize.py --input KEY=JSON...\n" in ws.cli("get", "summarize").stdout
 
 
 @pytest.mark.parametrize(
