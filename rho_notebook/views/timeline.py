@@ -196,7 +196,7 @@ class _Fold:
             self.open_run = False
         self.last = max(self.last, at)
         node = record.get("node")
-        if isinstance(node, str) and node:
+        if isinstance(node, str) and node and kind != "budget_set":  # a node's limit is none of its activity
             self.feed_node(self.row(node, at), kind, record, at)
 
     def feed_node(self, row: _Row, kind: Any, record: Mapping[str, Any], at: float) -> None:

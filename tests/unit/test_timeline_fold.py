@@ -235,3 +235,15 @@ def test_an_attempt_without_a_result_ends_uncertain_not_with_the_clock() -> None
     found = timeline_of(RUN, recovered, now=at(50))
     assert not found["running"] and rows(found)["a"]["state"] == "uncertain"
     assert rows(found)["a"]["bars"][0]["finished"] == 9.0
+
+
+def test_a_budget_set_record_neither_makes_a_row_nor_moves_one() -> None:
+    """A node's budget is journaled at start (``budget_set`` with its ``node``): that put the node's
+    row first (its "first activity"), and a budget raised for a scope with no node made a row of
+    its own that never ran. Only a node's own records place its row."""
+    records = diamond()
+    records.insert(2, rec(0, "budget_set", "d", source="workflow", max_tokens=100))
+    records.insert(3, rec(0, "budget_set", "nowhere", source="raise", max_tokens=5))
+    tl = timeline_of(RUN, records, needs=NEEDS, now=at(100))
+    assert [row["name"] for row in tl["rows"]] == ["a", "b", "c", "d"]
+    assert tl["critical_path"] == ["a", "c", "d"]
