@@ -234,14 +234,15 @@ def _credential_problems(
     return []
 
 
-def _attribute_lines(source: str | None) -> dict[str, tuple[int, int]]:
+def _attribute_lines(source: str | None, flow: str | None) -> tuple[dict[str, tuple[int, int]], tuple[int, int]]:
     """(line, column) of the first ``X.NAME = ...`` (``self.writer = AgentParam(...)``) of each
-    NAME in ``source``: where a flow places the module at that attribute path. Empty when the
-    text does not parse (it was compiled, so it does)."""
+    NAME in ``source``: where a flow places the module at that attribute path; and of the
+    top-level class or assignment named ``flow`` ((1, 1) when there is none, or the text does not
+    parse: it was compiled, so it does)."""
     try:
         tree = ast.parse(source or "")
     except SyntaxError:
-        return {}
+        return {}, (1, 1)
     found: dict[str, tuple[int, int]] = {}
     for node in ast.walk(tree):
         targets = (
@@ -251,7 +252,17 @@ def _attribute_lines(source: str | None) -> dict[str, tuple[int, int]]:
             if isinstance(target, ast.Attribute):
                 at = (target.lineno, target.col_offset + 1)
                 found[target.attr] = min(found.get(target.attr, at), at)
-    return found
+    defined = next(
+        (
+            (node.lineno, node.col_offset + 1)
+            for node in tree.body
+            if (isinstance(node, ast.ClassDef) and node.name == flow)
+            or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == flow for t in node.targets))
+            or (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == flow)
+        ),
+        (1, 1),
+    )
+    return found, defined
 
 
 def check_manifest(
@@ -265,15 +276,17 @@ def check_manifest(
     user_home: Path,
     overlay_agents: Mapping[str, tuple[str, str]] | None = None,
     source: str | None = None,
+    flow: str | None = None,
 ) -> list[Finding]:
     """Every finding of the rules in this module's docstring, in manifest order; each at the line
-    of ``source`` (the flow module's text) that assigns the agent's attribute, else at line 1."""
+    of ``source`` (the flow module's text) that assigns the agent's attribute, else at the
+    top-level definition of ``flow`` (a preset instance's agent), else at line 1."""
     found: list[Finding] = []
-    assigned = _attribute_lines(source)
+    assigned, defined = _attribute_lines(source, flow)
 
     def add(rule: str, path: str, message: str) -> None:
         attributes = path.split(".")[1:]  # the root's name is no attribute
-        line, column = next((assigned[a] for a in reversed(attributes) if a in assigned), (1, 1))
+        line, column = next((assigned[a] for a in reversed(attributes) if a in assigned), defined)
         found.append(
             Finding(rule=rule, severity="error", message=f"{path}: {message}", file=display, line=line, column=column)
         )
@@ -333,6 +346,7 @@ async def _compiled(request: PlanRequest, limits: Limits) -> tuple[FrozenGraph, 
             user_home=request.user_home,
             overlay_agents=request.overlay_agents,
             source=request.entry.text,
+            flow=request.flow,
         )
 
     return frozen, manifest, await asyncio.to_thread(check)

@@ -136,6 +136,14 @@ def test_a_manifest_finding_is_at_the_line_that_places_the_agent(project: Projec
     [found] = err.value.diagnostics()
     assert (found.rule, found.line, found.column) == ("flow.provider", 7, 9)
     assert found.message.startswith("echo.speaker: provider 'q' is not defined in settings")
+    # a preset instance's own agent: at the instance's line
+    project.write(
+        "preset.py", "from rho_notebook import flow\n\nagent = flow.Agent(system_prompt='x', provider='q', model='m')\n"
+    )
+    with pytest.raises(InvalidWorkflow) as err:
+        plan_flow(project, "preset.py", "agent", {"prompt": "x"})
+    [found] = err.value.diagnostics()
+    assert (found.rule, found.line, found.column) == ("flow.provider", 3, 1)
 
 
 def test_a_flow_name_that_gives_no_workflow_is_refused_in_one_line_that_says_what_to_pass(project: Project) -> None:
