@@ -27,6 +27,8 @@ class Diagnostic:
     column: int | None = None
     suggestion: str | None = field(default=None, kw_only=True)
     """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
+    input: str | None = field(default=None, kw_only=True)
+    """The input a value is missing for (``input.missing``; in JSON when set), for front ends' own words."""
 
     def location(self) -> str:
         if self.file is None:
@@ -41,7 +43,8 @@ class Diagnostic:
         return f"{prefix}error[{self.rule}]: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line, "column": self.column}
+        found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
+        return {**found, "column": self.column, **({} if self.input is None else {"input": self.input})}
 
 
 class RhoError(Exception):

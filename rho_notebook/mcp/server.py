@@ -71,7 +71,7 @@ from rho_notebook.service import (
     check_path,
 )
 from rho_notebook.service.catalog import catalog_json
-from rho_notebook.service.checks import check_flow
+from rho_notebook.service.checks import check_flow, inputs_spelled
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json, validate_json
 
@@ -81,6 +81,8 @@ _log = logging.getLogger(__name__)
 
 _WAIT_POLL_SECONDS = 0.1
 _CLIENT_NAME_MAX = 200
+_PASS_INPUT = '; pass it in the inputs argument: {{"{key}": VALUE}}'
+"""How a missing input is given to a tool (the CLI says ``--input``: :func:`inputs_spelled`)."""
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
 Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
@@ -136,9 +138,9 @@ class WorkflowTools:
         try:
             return _answer(await method(args, client))
         except ToolFailure as failure:
-            return _error(failure.answer)
+            return _error(inputs_spelled(failure.answer, _PASS_INPUT))
         except InvalidWorkflow as err:
-            return _error(invalid_json(err))
+            return _error(inputs_spelled(invalid_json(err), _PASS_INPUT))
         except RhoError as err:
             return _error(f"error[{err.rule}]: {_refusal(err)}")
         except Exception as err:  # a bug or an OS failure: the client gets one line, the log the traceback

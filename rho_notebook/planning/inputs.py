@@ -24,6 +24,7 @@ from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.source.limits import Limits
 
 __all__ = [
+    "PASS_INPUT",
     "SCRIPT_INPUT_BYTES",
     "TEXT_TYPES",
     "BareWord",
@@ -33,6 +34,9 @@ __all__ = [
     "resolve_path_inputs",
 ]
 
+PASS_INPUT = "; pass --input '{key}=JSON'"
+"""How the CLI and the magics say to give a missing input (an ``input.missing`` message's end);
+front ends that take inputs otherwise say it their own way (the diagnostic's ``input``)."""
 SCRIPT_INPUT_BYTES = 32 * 1024
 """Cap on a script's resolved inputs, measured as canonical JSON (sorted keys, no spaces, UTF-8)."""
 TEXT_TYPES = frozenset({"string", "path", "enum"})
@@ -238,12 +242,10 @@ def _text_problems(supplied: Mapping[str, Any], *, file: str | None, noun: str) 
 
 
 def _missing(key: str, kind: str, *, file: str | None, noun: str) -> Diagnostic:
-    return Diagnostic(
-        rule=f"{noun}.missing",
-        message=f"missing required {noun} {key!r} ({kind})"
-        + (f"; pass --input '{key}=JSON'" if noun == "input" else ""),
-        file=file,
-    )
+    if noun != "input":
+        return Diagnostic(rule=f"{noun}.missing", message=f"missing required {noun} {key!r} ({kind})", file=file)
+    message = f"missing required input {key!r} ({kind})" + PASS_INPUT.format(key=key)
+    return Diagnostic(rule="input.missing", message=message, file=file, input=key)
 
 
 _EXAMPLES = {"integer": "3", "bool": "true"}

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rho_notebook.errors import InvalidWorkflow
+from rho_notebook.planning.inputs import PASS_INPUT
 from rho_notebook.service.wire import ValidateJson, validate_json
 
 if TYPE_CHECKING:
     from rho_notebook.planning.plan import PlanRequest
     from rho_notebook.service.service import Service
 
-__all__ = ["Checked", "check_flow"]
+__all__ = ["Checked", "check_flow", "inputs_spelled"]
 
 
 class _Finding(Protocol):
@@ -83,3 +84,19 @@ async def check_flow(
         return checked, {}
     checked.add(check.findings)
     return checked, check.manifest
+
+
+def inputs_spelled(answer: Any, pass_input: str) -> Any:
+    """A validate answer (``{"valid": false, "diagnostics": [...]}``; anything else is returned as
+    it is) whose missing-input findings say to pass the input as ``pass_input`` (a format of
+    ``{key}``: a front end that takes inputs otherwise than ``--input``) instead of ``--input``."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("diagnostics"), list):
+        return answer
+    spelled = []
+    for found in answer["diagnostics"]:
+        key = found.get("input") if isinstance(found, dict) else None
+        said = PASS_INPUT.format(key=key)
+        if isinstance(key, str) and str(found["message"]).endswith(said):
+            found = {**found, "message": str(found["message"]).removesuffix(said) + pass_input.format(key=key)}
+        spelled.append(found)
+    return {**answer, "diagnostics": spelled}

@@ -332,3 +332,25 @@ def test_a_run_of_few_nodes_is_answered_whole_as_the_cli_answers_it(project: Pro
         answer = json.loads(text(call(project, tool, {"run_id": run_id})))
         assert "nodes_page" not in answer and list(answer["nodes"]) == ["hi"], tool
     assert "node_offset" in error(project, "workflow_status", {"run_id": run_id, "node_offset": -1})
+
+
+NEEDS_SCORE = ONE.replace("inputs = {}", 'inputs = {"score": input.integer()}')
+NEEDS_TARGET = "from rho_notebook.script import run_command\n\nINPUTS = {'target': {'type': 'path', 'required': True}}\n\nrun_command(['true'])\n"
+
+
+def test_a_missing_input_is_asked_for_in_the_tools_inputs_argument_not_with_a_flag(project: Project) -> None:
+    """The CLI says ``pass --input 'score=JSON'``; a tool takes ``inputs``, so it says that, for
+    every form that declares inputs, and the finding names the input for a client to read."""
+    project.write("need.star", NEEDS_SCORE)
+    project.write("need.py", NEEDS_TARGET)
+    for tool, file, key in [
+        ("workflow_validate", "need.star", "score"),
+        ("workflow_plan", "need.star", "score"),
+        ("workflow_plan", "need.py", "target"),
+    ]:
+        [found] = json.loads(error(project, tool, {"file": file}))["diagnostics"]
+        assert found["rule"] == "input.missing" and found["input"] == key, (tool, file, found)
+        assert found["message"].endswith(f'; pass it in the inputs argument: {{"{key}": VALUE}}'), found
+        assert "--input" not in found["message"], found
+    planned = json.loads(text(call(project, "workflow_plan", {"file": "need.star", "inputs": {"score": 3}})))
+    assert planned["plan_id"]
