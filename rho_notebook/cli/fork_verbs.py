@@ -63,12 +63,17 @@ def _edited(args: argparse.Namespace) -> tuple[bool, Any]:
     Raises
     ------
     ValueError
-        The text is not JSON (the message says which flag).
+        The text is not JSON, or the file cannot be read (the message says which flag).
     """
     if args.value is not None:
         text, where = args.value, "--value"
     elif args.value_file is not None:
-        text, where = Path(args.value_file).read_text(encoding="utf-8"), f"--value-file {args.value_file}"
+        where = f"--value-file {args.value_file}"
+        try:
+            text = Path(args.value_file).read_text(encoding="utf-8")
+        except OSError as err:  # the flag and the file named, not a bare [Errno 2]
+            msg = f"{where}: cannot read it ({err.strerror or err}); give a file that holds NODE's value as JSON"
+            raise ValueError(msg) from None
     else:
         return False, None
     try:

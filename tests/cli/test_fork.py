@@ -148,6 +148,17 @@ def test_schema_mismatch_is_refused_before_the_run_naming_the_field(project: Pro
     assert project.stored_plans() == plans_before  # refused before anything was stored
 
 
+def test_a_value_file_that_cannot_be_read_is_named_with_its_flag(project: Project) -> None:
+    """``--value-file missing.json`` said only ``[Errno 2] No such file or directory: 'missing.json'``."""
+    _, run = _first_run(project)
+    (project.root / "folder").mkdir()
+    for path, why in (("missing.json", "No such file or directory"), ("folder", "Is a directory")):
+        done = project.cli("fork", run, "--at", "c", "--value-file", path, "--yes")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"rho-notebook fork: --value-file {path}: cannot read it ({why})" in done.stderr, done.stderr
+        assert "[Errno" not in done.stderr
+
+
 def test_refusals_name_the_node(project: Project) -> None:
     project.write("nodes/steps.py", STEPS)
     project.write(
