@@ -34,10 +34,28 @@ def declare_timeline(verbs: Any) -> None:
     )
     timeline.add_argument("run", help="run ID or unique prefix")
     timeline.add_argument(
-        "--width", type=int, default=0, metavar="COLUMNS", help="columns to draw in (default: the terminal's width)"
+        "--width",
+        type=_columns,
+        default=0,
+        metavar="COLUMNS",
+        help=f"columns to draw in, {_MIN_WIDTH} or more (default: the terminal's width)",
     )
     add_output(timeline, help_text="text: the Gantt; json: the rows as the Timeline tab gets them")
     timeline.set_defaults(handler="timeline_verbs:run_timeline")
+
+
+def _columns(text: str) -> int:
+    """``--width``: a whole number of columns the Gantt fits in (0, -5 and 3 were taken silently,
+    as the terminal's width or as 40)."""
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"{text!r} is not a whole number of columns"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < _MIN_WIDTH:
+        msg = f"{text!r}: give {_MIN_WIDTH} columns or more (leave --width out to fit the terminal)"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def run_timeline(args: argparse.Namespace) -> int:

@@ -98,3 +98,14 @@ def test_timeline_of_a_script_run_retried_by_resume(project: Project) -> None:
     assert [(bar["state"], bar["retry"]) for bar in rows["check"]["bars"]] == [("failure", True), ("success", False)]
     assert len(rows["fetch"]["bars"]) == 1 and len(rows["fetch"]["replays"]) == 1  # answered from the journal
     assert data["critical_path"] == ["fetch", "check", "report"]
+
+
+def test_a_width_the_gantt_cannot_fit_is_refused_not_replaced(project: Project) -> None:
+    """``--width 0`` and ``--width -5`` were taken as the terminal's width and ``--width 3`` as 40:
+    the Gantt came out in other columns than asked, without a word."""
+    for width in ("0", "-5", "3"):
+        result = project.cli("timeline", "01nosuchrun", "--width", width)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert f"argument --width: '{width}': give 40 columns or more" in result.stderr, result.stderr
+    result = project.cli("timeline", "01nosuchrun", "--width", "wide")
+    assert result.returncode == 2 and "'wide' is not a whole number of columns" in result.stderr
