@@ -60,15 +60,23 @@ def _flow_classes(tree: ast.Module, names: dict[str, str], modules: set[str]) ->
     return found
 
 
-def _flow_instances(tree: ast.Module, classes: list[str]) -> list[str]:
+_PRESETS = ("Workflow", "Agent", "Compressor", "Selector", "EmptyWorkflow")
+"""The workflows ``rho_notebook.flow`` exports, whose instances a module may name to ``--flow``."""
+
+
+def _flow_instances(tree: ast.Module, classes: list[str], names: dict[str, str], modules: set[str]) -> list[str]:
     """Top-level names assigned an instance of one of ``classes`` (``review = Review()``, or
-    annotated: ``review: Review = Review()``), in the module's order."""
+    annotated: ``review: Review = Review()``) or of a preset (``agent = flow.Agent(...)``), in
+    the module's order."""
     found: list[str] = []
     for statement in tree.body:
         if not isinstance(statement, ast.Assign | ast.AnnAssign):
             continue
         value = statement.value
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+        if isinstance(value, ast.Call) and (
+            (isinstance(value.func, ast.Name) and value.func.id in classes)
+            or any(_is_flow_export(value.func, names, modules, exported=preset) for preset in _PRESETS)
+        ):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             found.extend(t.id for t in targets if isinstance(t, ast.Name))
     return found
@@ -90,7 +98,7 @@ def flows_defined(tree: ast.Module) -> list[str]:
     top-level names assigned one's instance, in the module's order."""
     names, modules = _flow_imports(tree)
     classes = _flow_classes(tree, names, modules)
-    return classes + _flow_instances(tree, classes)
+    return classes + _flow_instances(tree, classes, names, modules)
 
 
 def required_arguments(tree: ast.Module, name: str) -> list[str]:
@@ -126,10 +134,23 @@ def unnamed_flow(tree: ast.Module, display: str) -> Finding | None:
             return None  # top-level code that does something
         if not _constructs_only(statement.value, constructors, names, modules):
             return None
-    flows = _flow_instances(tree, classes) or classes
+    flows = _flow_instances(tree, classes, names, modules) or classes
     if not flows:
         return None
-    where = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name in classes) if classes else tree
+    where = next(
+        (s for s in tree.body if isinstance(s, ast.ClassDef) and s.name in classes)
+        if classes
+        else (  # a preset's instance
+            s
+            for s in tree.body
+            if isinstance(s, ast.Assign | ast.AnnAssign)
+            and any(
+                isinstance(t, ast.Name) and t.id in flows
+                for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+            )
+        ),
+        tree,
+    )
     shown = " or ".join(f"--flow {name}" for name in flows[:3])
     message = (
         f"the module defines the flow {', '.join(flows)} and its top-level code runs nothing: as a script, a run "

@@ -8,9 +8,10 @@ What counts as a workflow, by kind:
 ``script``
     A ``*.py`` file that imports ``rho_notebook.script`` (docs/scripts.md), named by its stem.
 ``flow``
-    A ``*.py`` file that imports ``rho_notebook.flow`` (docs/flows.md): one entry per top-level
-    class deriving from a ``Workflow`` (the ``--flow NAME`` it runs), or the file's stem if it
-    defines none.
+    A ``*.py`` file that defines flows (docs/flows.md): one entry per name ``--flow`` takes in it
+    (:func:`~rho_notebook.planning.script_flows.flows_defined`: its ``Workflow`` subclasses and
+    the instances assigned at its top level). A module that imports ``rho_notebook.flow`` and
+    defines none is a ``script``: a run runs its top-level code.
 ``graph``
     A ``*.graph.yaml`` document, named by its top-level ``name:`` line, else its stem.
 ``notebook``
@@ -204,21 +205,14 @@ def _python_entries(text: str, relative: str, *, stem: str) -> list[WorkflowEntr
             imported.add(node.module)
             if node.module == "rho_notebook":
                 imported.update(f"rho_notebook.{alias.name}" for alias in node.names)
-    if any(name == "rho_notebook.flow" or name.startswith("rho_notebook.flow.") for name in imported):
-        classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef) and _is_workflow_class(node)]
-        return [WorkflowEntry(file=relative, kind="flow", name=name) for name in classes or [stem]]
-    if any(name == "rho_notebook.script" or name.startswith("rho_notebook.script.") for name in imported):
-        return [WorkflowEntry(file=relative, kind="script", name=stem)]
+    from rho_notebook.planning.script_flows import flows_defined  # what --flow takes, by planning's own rule
+
+    flows = flows_defined(tree)
+    if flows:
+        return [WorkflowEntry(file=relative, kind="flow", name=name) for name in flows]
+    if any(name.split(".")[:2] in (["rho_notebook", "script"], ["rho_notebook", "flow"]) for name in imported):
+        return [WorkflowEntry(file=relative, kind="script", name=stem)]  # run as a script: its top level
     return []
-
-
-def _is_workflow_class(node: ast.ClassDef) -> bool:
-    """A class deriving (by name) from ``Workflow`` or ``flow.Workflow``."""
-    for base in node.bases:
-        name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
-        if name == "Workflow":
-            return True
-    return False
 
 
 def _graph_name(text: str, path: Path) -> str:

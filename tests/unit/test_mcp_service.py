@@ -347,6 +347,39 @@ def test_workflows_lists_every_form_and_skips_what_is_not_the_workspaces(project
     ]
 
 
+def test_a_flow_module_is_listed_by_the_names_flow_takes(project: Project) -> None:
+    """The catalog's flow names are planning's (``flows_defined``): a preset instance is listed by
+    its name (``--flow agent``), a module-level instance too, and a module that imports the flow
+    package but defines no flow is a script (its top level runs), never a ``--flow STEM`` that
+    planning refuses."""
+    project.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings = '{"providers": {"p": {"type": "openai"}}, "default_provider": "p", "default_model": "m"}'
+    (project.home / "settings.json").write_text(settings)
+    project.write("preset.py", "from rho_notebook import flow\n\nagent = flow.Agent(system_prompt='x', provider='p')\n")
+    project.write(
+        "pair.py",
+        "from rho_notebook.flow import Workflow\n\n\nclass Review(Workflow):\n    pass\n\n\nreview = Review()\n",
+    )
+    project.write("driver.py", "from pair import Review\nfrom rho_notebook.flow import use_providers\n\nw = Review()\n")
+    entries = run(project.service.workflows(project.root))
+    assert [(e.file, e.kind, e.name) for e in entries] == [
+        ("driver.py", "script", "driver"),
+        ("pair.py", "flow", "Review"),
+        ("pair.py", "flow", "review"),
+        ("preset.py", "flow", "agent"),
+    ]
+    for entry in entries:
+        if entry.kind == "flow":
+            plan = asyncio.run(
+                project.service.validate(
+                    project.service.request_for(
+                        project.root / entry.file, inputs={"prompt": "x"}, workspace=project.workspace, flow=entry.name
+                    )
+                )
+            )
+            assert plan.graph.script is not None and plan.graph.script.flow == entry.name
+
+
 def test_a_store_kept_in_the_workspace_is_not_scanned(project: Project) -> None:
     """``RHO_NOTEBOOK_HOME=./store``: the store's plans keep copies of their sources, which are not
     the workspace's workflows (`list` showed every plan's copy, and `get NAME` found them ambiguous)."""

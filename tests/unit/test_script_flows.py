@@ -60,6 +60,16 @@ def test_every_spelling_of_a_flow_definition_is_seen(text: str, named: str) -> N
     assert len(found) == 1 and found[0].endswith(f"pass {named}"), found
 
 
+def test_a_preset_instance_is_a_flow_defined_at_its_line() -> None:
+    """porting.md's ``agent = flow.Agent(...)``: run without ``--flow`` it calls nothing, and
+    ``--flow agent`` is what runs it, so the warning says so at the instance."""
+    text = "from rho_notebook import flow\n\nLIMIT = 3\nagent = flow.Agent(system_prompt='x', provider='main')\n"
+    assert unnamed(text) == [
+        "m.py:4:1: warning[flow.unnamed]: the module defines the flow agent and its top-level code runs nothing: "
+        "as a script, a run of it calls no step; to validate, plan or run the flow, pass --flow agent"
+    ]
+
+
 @pytest.mark.parametrize(
     "tail",
     [
