@@ -91,7 +91,8 @@ def _catalog(verbs: Any) -> None:
 
 
 _NOTEBOOK_WORKFLOW_HELP = (
-    "with NOTEBOOK.ipynb: the %%%%workflow or %%%%script cell NAME to plan (needed when the notebook has several)"
+    "with NOTEBOOK.ipynb: the %%%%workflow, %%%%script, %%%%flow or %%%%graph cell NAME to plan "
+    "(needed when the notebook has several)"
 )
 
 
