@@ -31,13 +31,14 @@ of these functions. Nothing here imports IPython or ipywidgets.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, overload
 
-from rho_notebook.errors import ConfirmationRequired, RunRefused
+from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
@@ -63,6 +64,7 @@ from rho_notebook.service import (
     find_workspace,
     wait_for,
 )
+from rho_notebook.service.flags import MODES, check_keywords
 from rho_notebook.service.usage import UsageTable, run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.runs import latest_run
@@ -148,6 +150,7 @@ def request_for(
 def _planned(
     source_or_path: SourceLike, *, inputs: Mapping[str, Any] | None, store: bool, flow: str | None = None
 ) -> Plan:
+    check_keywords(mappings={"inputs": inputs})
     svc = service()
     source = _source(source_or_path)
     request = svc.request_for(source, inputs=inputs, flow=flow)
@@ -248,11 +251,12 @@ def run(
     ExecutorInvalid, DaskNotInstalled
         ``executor`` is not one of the forms above, or ``distributed`` is not installed.
     """
+    check_keywords(durations={"approval_timeout": approval_timeout}, choices={"mode": (mode, MODES)})
     svc = service()
     agreed = consent(yes=yes, confirm_digest=confirm_digest)
 
     async def create() -> str:
-        chosen = plan_or_id if isinstance(plan_or_id, Plan) else await svc.load_plan(str(plan_or_id))
+        chosen = plan_or_id if isinstance(plan_or_id, Plan) else await _load_plan(svc, str(plan_or_id))
         from rho_notebook.service.starting import record_budgets, start_budgets  # the runtime: on first use
 
         limits = await start_budgets(svc.layout, chosen, max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
@@ -267,6 +271,17 @@ def run(
     return default_runner().start_run(svc, run_id, approval_timeout=approval_timeout)
 
 
+async def _load_plan(svc: Service, plan_id: str) -> Plan:
+    """The stored plan ``plan_id`` names; a file's path is refused with the call that plans it."""
+    try:
+        return await svc.load_plan(plan_id)
+    except NotFound as err:
+        if not await asyncio.to_thread(Path(plan_id).is_file):
+            raise
+        plan_it = f"plan it first: rho.run(rho.plan({plan_id!r}), yes=True)"
+        raise NotFound(f"{err.problem}: {plan_id!r} is a file, not a plan; {plan_it}") from None
+
+
 def run_try(
     tried: TryPlan,
     *,
@@ -278,6 +293,7 @@ def run_try(
     """Confirm a ``try`` plan's digest and start it in the background, its upstream nodes'
     results taken from ``tried.source_run`` (``%workflow try``; see :meth:`Service.try_node`).
     The tried node itself always launches, even when it is ``reuse = True`` and unchanged."""
+    check_keywords(durations={"approval_timeout": approval_timeout}, choices={"mode": (mode, MODES)})
     svc = service()
     agreed = consent(yes=yes, confirm_digest=confirm_digest)
 
@@ -328,6 +344,7 @@ def fork(
     ConfirmationRequired
         No consent for the fork's digest (the message names it).
     """
+    check_keywords(durations={"approval_timeout": approval_timeout}, choices={"mode": (mode, MODES)})
     edited = output is not _NO_OUTPUT
     value = output if edited else None
     chosen = service().fork(
@@ -373,6 +390,7 @@ def resume(
     ConfirmationRequired, NeedsRecovery, RunRefused
     """
     svc = service()
+    check_keywords(durations={"approval_timeout": approval_timeout})
     runner = default_runner()
     full = call(svc.resolve_run(run_id))
     live = runner.handle(full)
@@ -478,6 +496,7 @@ def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState
     if state is not None and state not in {lc.value for lc in Lifecycle}:
         msg = f"unknown lifecycle {state!r}; one of {', '.join(lc.value for lc in Lifecycle)}"
         raise ValueError(msg)
+    check_keywords(at_least_one={"limit": limit})
     query = RunsQuery(state=Lifecycle(state) if state is not None else None, limit=limit or 0)
     return call(service().runs(query))
 
@@ -522,6 +541,7 @@ def cancel(run_id: str, *, wait_seconds: float = 2.0) -> CancelResult:
     Works for a run owned by any process (a notebook, a terminal): the same path as
     ``rho-notebook cancel``.
     """
+    check_keywords(durations={"wait_seconds": wait_seconds})
     return call(service().cancel(run_id, wait_seconds=wait_seconds))
 
 
@@ -533,6 +553,7 @@ def logs(run_id: str, node: str, *, stream: Literal["stdout", "stderr", "both"] 
     NotFound
         No such run, or the run has no such node.
     """
+    check_keywords(choices={"stream": (stream, ("stdout", "stderr", "both"))})
     streams: tuple[Stream, ...] = ("stdout", "stderr") if stream == "both" else (stream,)
     return call(service().log_text(run_id, node, streams=streams))
 

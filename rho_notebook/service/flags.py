@@ -35,6 +35,7 @@ __all__ = [
     "parse_decisions",
     "parse_budgets",
     "seconds",
+    "check_keywords",
     "given_run_id",
 ]
 
@@ -43,6 +44,10 @@ Decision = Literal["rerun", "skip"]
 
 MODES = ("auto", "plan", "supervised")
 """The permission modes a run may be started in (docs/approvals.md)."""
+
+
+_SECONDS = "give a finite number, 0 or more"
+_AT_LEAST_ONE = "give a whole number, 1 or more"
 
 
 def seconds(text: str) -> float:
@@ -54,9 +59,37 @@ def seconds(text: str) -> float:
         msg = f"{text!r} is not a number"
         raise argparse.ArgumentTypeError(msg) from None
     if not math.isfinite(value) or value < 0:
-        msg = f"{text!r}: give a finite number, 0 or more"
+        msg = f"{text!r}: {_SECONDS}"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def check_keywords(
+    *,
+    durations: Mapping[str, Any] | None = None,
+    at_least_one: Mapping[str, Any] | None = None,
+    choices: Mapping[str, tuple[Any, Sequence[str]]] | None = None,
+    mappings: Mapping[str, Any] | None = None,
+) -> None:
+    """The Python API's keywords held to the rules of the flags they match (None: not given):
+    ``durations`` as :func:`seconds`, ``at_least_one`` as :func:`positive_int`, ``choices`` (name ->
+    (value, the choices)) as a flag's choices, ``mappings`` as ``--input``'s pairs (a dict).
+
+    Raises ArgumentError: ``name=value: what to give``, the first keyword that breaks its rule."""
+    for name, value in (durations or {}).items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if value is not None and not (number and math.isfinite(value) and value >= 0):
+            raise ArgumentError(f"{name}={value!r}: {_SECONDS}")
+    for name, value in (at_least_one or {}).items():
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not (whole and value >= 1):
+            raise ArgumentError(f"{name}={value!r}: {_AT_LEAST_ONE}")
+    for name, (value, allowed) in (choices or {}).items():
+        if value not in allowed:
+            raise ArgumentError(f"{name}={value!r}: one of {', '.join(map(repr, allowed))}")
+    for name, value in (mappings or {}).items():
+        if value is not None and not isinstance(value, Mapping):
+            raise ArgumentError(f"{name}={value!r}: give a dict of {name} by name, e.g. {{'target': 'src'}}")
 
 
 def _integer(text: str) -> int:
@@ -71,7 +104,7 @@ def positive_int(text: str) -> int:
     """A whole number, 1 or more (``runs --limit``)."""
     value = _integer(text)
     if value < 1:
-        msg = f"{text!r}: give a whole number, 1 or more"
+        msg = f"{text!r}: {_AT_LEAST_ONE}"
         raise argparse.ArgumentTypeError(msg)
     return value
 

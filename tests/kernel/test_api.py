@@ -104,6 +104,39 @@ def test_run_needs_the_exact_digest(ws: Project) -> None:
     assert manifest["origin"] == "notebook"
 
 
+def test_keywords_the_cli_would_refuse_are_refused_by_name_before_anything_starts(ws: Project) -> None:
+    """The API's keywords follow the rules of the flags they match: a mode, a timeout, a limit or a
+    stream the CLI refuses is an ArgumentError naming the keyword, never a pydantic dump, a
+    silently empty answer or every run; a file given where a plan is named says how to plan it."""
+    from rho_notebook.errors import ArgumentError, NotFound
+
+    ws.write("wf.star", FLOW)
+    plan = rho.plan("wf.star")
+    refused = {
+        "mode='yolo': one of 'auto', 'plan', 'supervised'": lambda: rho.run(plan, yes=True, mode="yolo"),
+        "approval_timeout=-5: give a finite number, 0 or more": lambda: rho.run(plan, yes=True, approval_timeout=-5),
+        "approval_timeout=nan: give a finite number, 0 or more": lambda: rho.run(
+            plan, yes=True, approval_timeout=float("nan")
+        ),
+        "limit=0: give a whole number, 1 or more": lambda: rho.runs(limit=0),
+        "wait_seconds=-1: give a finite number, 0 or more": lambda: rho.cancel("0000", wait_seconds=-1),
+        "stream='out': one of 'stdout', 'stderr', 'both'": lambda: rho.logs("0000", "hi", stream="out"),  # type: ignore[arg-type]
+        "inputs=[1, 2]: give a dict of inputs by name": lambda: rho.plan("wf.star", inputs=[1, 2]),  # type: ignore[arg-type]
+    }
+    for message, act in refused.items():
+        with pytest.raises(ArgumentError) as caught:
+            act()
+        assert str(caught.value).startswith(message), str(caught.value)
+    assert not (ws.home / "workflows" / "runs").exists()
+    with pytest.raises(NotFound) as unplanned:
+        rho.run("wf.star", yes=True)
+    assert str(unplanned.value) == (
+        "no plan matches 'wf.star': 'wf.star' is a file, not a plan; plan it first: rho.run(rho.plan('wf.star'), yes=True)"
+    )
+    with pytest.raises(NotFound, match="list them with"):  # an ID that is no file keeps the listing hint
+        rho.run("ffff", yes=True)
+
+
 def test_result_json_matches_the_cli(ws: Project) -> None:
     ws.write("wf.star", FLOW)
     handle = rho.run(rho.plan("wf.star"), yes=True)
