@@ -390,7 +390,8 @@ def resume(
     ConfirmationRequired, NeedsRecovery, RunRefused
     """
     svc = service()
-    check_keywords(durations={"approval_timeout": approval_timeout})
+    check_keywords(durations={"approval_timeout": approval_timeout}, mappings={"decisions": decisions})
+    check_keywords(choices={f"decisions[{k!r}]": (v, ("rerun", "skip")) for k, v in (decisions or {}).items()})
     runner = default_runner()
     full = call(svc.resolve_run(run_id))
     live = runner.handle(full)

@@ -89,7 +89,7 @@ def check_keywords(
             raise ArgumentError(f"{name}={value!r}: one of {', '.join(map(repr, allowed))}")
     for name, value in (mappings or {}).items():
         if value is not None and not isinstance(value, Mapping):
-            raise ArgumentError(f"{name}={value!r}: give a dict of {name} by name, e.g. {{'target': 'src'}}")
+            raise ArgumentError(f"{name}={value!r}: give a dict of {name} by name")
 
 
 def _integer(text: str) -> int:

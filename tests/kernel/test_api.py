@@ -122,6 +122,8 @@ def test_keywords_the_cli_would_refuse_are_refused_by_name_before_anything_start
         "wait_seconds=-1: give a finite number, 0 or more": lambda: rho.cancel("0000", wait_seconds=-1),
         "stream='out': one of 'stdout', 'stderr', 'both'": lambda: rho.logs("0000", "hi", stream="out"),  # type: ignore[arg-type]
         "inputs=[1, 2]: give a dict of inputs by name": lambda: rho.plan("wf.star", inputs=[1, 2]),  # type: ignore[arg-type]
+        "decisions=['s']: give a dict of decisions by name": lambda: rho.resume("0000", decisions=["s"]),  # type: ignore[arg-type]
+        "decisions['s']='maybe': one of 'rerun', 'skip'": lambda: rho.resume("0000", decisions={"s": "maybe"}),  # type: ignore[dict-item]
     }
     for message, act in refused.items():
         with pytest.raises(ArgumentError) as caught:
