@@ -154,9 +154,14 @@ class WorkflowTools:
         return path if path.is_absolute() else self.workspace.root / path
 
     def _inside(self, path: Path, *, file: str, what: str, rule: str) -> None:
-        """Refuse a file outside the served workspace (symlinks resolved, the file's own too: a notebook
-        is planned where it resolves), as planning refuses a .star, script or item graph there: no
-        tool reads, or plans in, another folder."""
+        """Refuse a file outside the *served* workspace (symlinks resolved, the file's own too: a
+        notebook is planned where it resolves): no tool reads, or plans in, another folder.
+
+        Planning checks a .star, script or item graph against the workspace it is given (the
+        served one here: ``planning.script.workspace_label``), resolving only the folder's links,
+        since reading a linked file is refused anyway. A notebook is not read that way: it is
+        exported beside the file a link points to and planned there, so for a notebook only this
+        check keeps the plan inside the served workspace."""
         root = os.path.realpath(self.workspace.root)
         if not Path(os.path.realpath(check_path(path, argument="file"))).is_relative_to(root):
             msg = f"{file} is outside the workspace {root}; {what} must live inside it (workflow_list names them)"
