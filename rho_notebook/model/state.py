@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import Enum
 
-__all__ = ["NodeState", "Outcome", "Lifecycle", "TERMINAL_STATES", "node_state", "workflow_outcome"]
+__all__ = [
+    "NodeState",
+    "Outcome",
+    "Lifecycle",
+    "TERMINAL_STATES",
+    "node_state",
+    "not_completed",
+    "workflow_outcome",
+]
 
 
 class NodeState(str, Enum):
@@ -76,6 +84,18 @@ class Lifecycle(str, Enum):
     NEEDS_DECISION = "needs_decision"
     """A script run stopped at a halted step: ``resume --decide STEP=rerun|skip`` goes on."""
     DAMAGED = "damaged"
+
+
+def not_completed(run_id: str, lifecycle: Lifecycle, *, action: str) -> str:
+    """Why ``action`` (``fork``, ``record``: verbs that read a whole run) refuses run ``run_id``
+    whose lifecycle is not completed, and what to do about it: wait for a live run to end; any
+    other run goes on as ``status`` says (a decision, a recovery, an approval)."""
+    short = run_id[:13]
+    if lifecycle in (Lifecycle.RUNNING, Lifecycle.CANCELLING):
+        then = f"wait for it to end (`rho-notebook wait {short}`), then {action} it"
+    else:
+        then = f"{action} it once it has completed (`rho-notebook status {short}` says how it goes on)"
+    return f"run {run_id} is {lifecycle.value}, not completed: {then}"
 
 
 def workflow_outcome(states: Iterable[tuple[NodeState, bool]], *, stalled: bool = False) -> Outcome:

@@ -45,7 +45,7 @@ from rho_notebook.model.fork import ForkEdit, ForkRecord, TakenAttempt, canonica
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.schema import validate_value
-from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.model.state import Lifecycle, NodeState, not_completed
 from rho_notebook.runtime.script_attempts import STEP_VALUE_FIELD
 from rho_notebook.runtime.status import journal_state
 from rho_notebook.store.files import atomic_write_json, ensure_private_dir, read_nofollow
@@ -92,11 +92,7 @@ def _completed_state(layout: StoreLayout, run_id: str) -> RunState:
         msg = f"run {run_id} is damaged ({state.damage}); nothing can be taken from it"
         raise _refuse(msg, "")
     if state.lifecycle is not Lifecycle.COMPLETED:
-        msg = (
-            f"run {run_id} is {state.lifecycle.value}, not completed: fork a run once it has completed "
-            f"(rho-notebook status {run_id[:13]})"
-        )
-        raise _refuse(msg, "")
+        raise _refuse(not_completed(run_id, state.lifecycle, action="fork"), "")
     return state
 
 

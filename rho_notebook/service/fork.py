@@ -35,7 +35,7 @@ from rho_notebook.model.graph import Graph
 from rho_notebook.model.node_names import no_node
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.schema import validate_value
-from rho_notebook.model.state import Lifecycle, NodeState
+from rho_notebook.model.state import Lifecycle, NodeState, not_completed
 from rho_notebook.policy.approvals import who_am_i
 from rho_notebook.runtime.replay import SourceValue, may_reuse, source_values
 from rho_notebook.runtime.script_fork import fork_script_record
@@ -105,8 +105,7 @@ def _source(layout: StoreLayout, run: str) -> tuple[str, RunManifest, Graph, set
     manifest = runs.manifest(run_id)
     state = load_state(layout, run_id)
     if state.lifecycle is not Lifecycle.COMPLETED:
-        msg = f"run {run_id} is {state.lifecycle.value}, not completed: fork a completed run (rho-notebook status {run_id[:13]})"
-        raise ForkRefused(msg, node="")
+        raise ForkRefused(not_completed(run_id, state.lifecycle, action="fork"), node="")
     skipped = {name for name, record in state.nodes.items() if record.state is NodeState.SKIPPED}
     return run_id, manifest, runs.graph(run_id, expected_digest=manifest.graph_digest), skipped
 

@@ -33,7 +33,7 @@ from rho_notebook.model.graph import Graph
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.source import SourceText
-from rho_notebook.model.state import Lifecycle
+from rho_notebook.model.state import Lifecycle, not_completed
 from rho_notebook.policy.trust import TrustStore
 from rho_notebook.runtime.owner import default_executors, execute_run
 from rho_notebook.runtime.recording import (
@@ -229,11 +229,7 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
     graph = store.graph(run_id, expected_digest=manifest.graph_digest)
     state = load_state(layout, run_id)
     if state.lifecycle is not Lifecycle.COMPLETED:
-        msg = (
-            f"run {run_id[:13]} is {state.lifecycle.value}, not completed; "
-            f"record a run that finished (`rho-notebook status {run_id[:13]}`)"
-        )
-        raise RecordingError(msg)
+        raise RecordingError(not_completed(run_id, state.lifecycle, action="record"))
     try:
         plans = PlanStore(layout)
         plan = plans.load(manifest.plan_id)

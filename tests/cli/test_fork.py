@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.store.journal import read_journal
-from tests.conftest import Project, star
+from tests.conftest import Project, star, started_gated_run
+from tests.processes import wait_gone
 
 STEPS = """\
 def step(tag, log, upstream=None):
@@ -329,3 +330,18 @@ def test_the_fork_node_reruns_even_when_reusable_and_downstream_reuse_still_appl
     assert _launched(log) == ["b:1"]  # b re-runs; c has the same inputs and takes its stored success
     reused = {r["node"]: r for r in _journal(project, fork) if r["kind"] == "node_reused"}
     assert reused["c"]["reuse_key"] is not None and "taken_from" in reused["a"]
+
+
+def test_a_live_run_is_refused_with_the_way_to_wait_for_it(project: Project) -> None:
+    """Forking (or recording) a running run said to 'fork a completed run (rho-notebook status X)';
+    it now says to wait for it to end, with the command. One wording for fork and record."""
+    _, run_id, owner = started_gated_run(project)
+    try:
+        for verb, code in ((("fork", run_id, "--at", "wait", "--yes"), 3), (("record", run_id, "rec"), 1)):
+            refused = project.cli(*verb)
+            assert refused.returncode == code, refused.stdout + refused.stderr
+            said = f"run {run_id} is running, not completed: wait for it to end (`rho-notebook wait {run_id[:13]}`)"
+            assert f"{said}, then {verb[0]} it" in refused.stderr, refused.stderr
+    finally:
+        (project.root / "go").touch()
+        assert wait_gone(owner), f"owner {owner} is still alive"
