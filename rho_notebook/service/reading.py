@@ -8,6 +8,7 @@ through the run's folder, so the symlink checks and the journal's chain are appl
 from __future__ import annotations
 
 import asyncio
+import codecs
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,8 @@ async def logs(
     run_id = await asyncio.to_thread(store.resolve, run)
     folder = store.folder(run_id)
     offsets = dict.fromkeys(streams, 0)
+    # a read may end inside a character the node has not finished writing: its bytes wait for the next
+    decoders = {stream: codecs.getincrementaldecoder("utf-8")("replace") for stream in streams}
     while True:
         state = await asyncio.to_thread(load_state, layout, run_id)
         if node not in state.nodes:
@@ -183,11 +186,13 @@ async def logs(
             taken = await asyncio.to_thread(taken_attempt, layout, run_id, node)
             if taken is not None:  # a fork's copy of a taken node's value
                 attempt_folder = store.folder(taken[0]).attempt_dir(node, taken[1])
+        last = not follow or record.state not in _WAITING or state.lifecycle not in LIVE_LIFECYCLES
         for stream in streams:
             data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
-            if data:
-                offsets[stream] += len(data)
-                yield stream, data.decode("utf-8", "replace")
-        if not follow or record.state not in _WAITING or state.lifecycle not in LIVE_LIFECYCLES:
+            offsets[stream] += len(data)
+            text = decoders[stream].decode(data, final=last)
+            if text:
+                yield stream, text
+        if last:
             return
         await asyncio.sleep(_LOG_POLL_SECONDS)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -83,6 +84,36 @@ def test_logs_follow_prints_output_as_it_is_produced(project: Project) -> None:
     # read through the same buffered file objects (communicate() would bypass their buffers)
     assert follower.stdout.read() == "third\n"
     assert follower.stderr.read() == "second\n"
+    assert follower.wait(timeout=30) == 0
+    proc.wait(timeout=30)
+
+
+def test_logs_follow_keeps_a_character_whole_when_a_read_ends_inside_it(project: Project) -> None:
+    """The node writes the first two bytes of a three-byte character, waits, then the last: a
+    follower that read the first two prints the character once it is whole, not two U+FFFD."""
+    project.write(
+        "wf.star",
+        star(
+            'return workflow(name = "l", nodes = [shell(name = "s", executable = "sh", arguments = ["-c"],'
+            " command = \"printf 'done \\\\342\\\\234'; while [ ! -e go ]; do sleep 0.05; done; printf '\\\\223!\\\\n'\","
+            f" {C})])"
+        ),
+    )
+    proc = start_run(project)
+    run_id, _ = wait_for_event(proc, lambda e: e["kind"] == "process_started")
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "rho_notebook", "logs", run_id, "s", "--stream", "stdout", "--follow"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert follower.stdout is not None
+    assert follower.stdout.read(5) == b"done "  # the follower has read the split character's first bytes
+    time.sleep(0.3)  # a few of its polls, so a follower that decodes each read has printed them
+    (project.root / "go").touch()
+    assert follower.stdout.read().decode() == "\u2713!\n"
     assert follower.wait(timeout=30) == 0
     proc.wait(timeout=30)
 
