@@ -185,10 +185,16 @@ async def check_priced(layout: StoreLayout, graph: Graph, budgets: Mapping[str, 
     trusted = await asyncio.to_thread(TrustStore(layout).is_trusted, Workspace(workspace))
     missing = await asyncio.to_thread(unpriced_models, graph, layout.home, workspace, trusted=trusted)
     if missing:
+        whose = " and ".join(
+            f"node {scope}'s" if scope else "the run's"
+            for scope, limits in sorted(budgets.items())
+            if limits.max_cost_usd is not None
+        )
         msg = (
-            f"--max-cost needs a price for every model the run may call, and {', '.join(missing)} has none: add "
-            f'settings `prices` {{"{missing[0]}": {{"input_per_mtok": ..., "output_per_mtok": ...}}}} '
-            "(docs/usage.md#budgets), or limit tokens with --max-tokens instead"
+            f"{whose} cost budget needs a price for every model the run may call, and {', '.join(missing)} has "
+            "none: add settings `prices` "
+            f'{{"{missing[0]}": {{"input_per_mtok": ..., "output_per_mtok": ...}}}} (docs/usage.md#budgets), '
+            "or limit tokens instead (--max-tokens N, --raise-budget tokens=N)"
         )
         raise RunRefused(msg)
 

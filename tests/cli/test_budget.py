@@ -218,6 +218,20 @@ def test_max_cost_with_a_model_that_has_no_price_is_refused_at_start(project: Pr
     assert server.requests == []
 
 
+def test_a_cost_raise_without_a_price_names_the_budget_not_another_flag(
+    project: Project, server: ScriptedServer
+) -> None:
+    """``resume RUN --raise-budget c:cost=2`` with an unpriced model was refused as if the person had
+    typed ``--max-cost``; the refusal names the budget it is about, and nothing is journaled."""
+    run_id = halted_chain(project, server)
+    before = len(_journal(project, run_id))
+    refused = project.cli("resume", run_id, "--yes", "--raise-budget", "c:cost=2", env=ENV)
+    assert refused.returncode == 3, refused.stderr
+    assert "node c's cost budget needs a price for every model the run may call" in refused.stderr, refused.stderr
+    assert "local/test-model" in refused.stderr and "--max-cost" not in refused.stderr
+    assert len(_journal(project, run_id)) == before
+
+
 def test_a_priced_cost_budget_halts_like_a_token_budget(project: Project, server: ScriptedServer) -> None:
     project.write("wf.star", CHAIN)
     # $1 per million input and output tokens: 18 tokens a call is $0.000018, a call may add $0.00001
