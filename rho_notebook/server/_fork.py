@@ -54,16 +54,15 @@ async def plan_fork(service: Service, run: str, node: str, body: dict[str, Any])
         raise ApiError(400 if err.fields else 409, err.message, rule=err.rule) from None
 
 
-def _fork_json(planned: ForkPlan, run: str, node: str, edited: bool) -> dict[str, Any]:
+def _fork_json(planned: ForkPlan, node: str) -> dict[str, Any]:
     plan = planned.plan
-    how = "takes the edited value" if edited else "runs again"
     return {
         "plan_id": plan.plan_id,
         "graph_digest": plan.graph_digest,
         "forked_from": {"run": planned.source_run, "node": node},
         "taken": list(planned.taken),
         "anew": list(planned.anew),
-        "summary": f"Fork run {run} at {node} ({node} {how}, what follows runs anew): the derived plan's graph digest",
+        "summary": planned.summary(),
     }
 
 
@@ -96,7 +95,7 @@ class ForkHandler(RhoHandler):
         given, plan_id = body.get("graph_digest"), body.get("plan_id")
         if given is None:
             planned = await plan_fork(self.ctx.service, run, node, body)
-            self.send_json(_fork_json(planned, run, node, planned.edited))
+            self.send_json(_fork_json(planned, node))
             return
         if not isinstance(given, str) or not isinstance(plan_id, str):
             msg = 'to start a planned fork send {"node", "plan_id", "graph_digest"} as the planning answer gave them'

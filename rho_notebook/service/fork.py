@@ -74,6 +74,12 @@ class ForkPlan:
             f"runs anew: {self._anew()}",
         ]
 
+    def summary(self) -> str:
+        """One line for a pane that asks a person to confirm the digest (the sidebar's, the widget's)."""
+        how = "takes the edited value" if self.edited else "runs again"
+        what = f"{self.node} {how}, what follows runs anew"
+        return f"Fork run {self.source_run} at {self.node} ({what}): the derived plan's graph digest"
+
     def _anew(self) -> str:
         if self.plan.graph.script is None:  # a graph: exactly these nodes
             return ", ".join(self.anew) or "(none)"

@@ -68,11 +68,10 @@ class ForkAction:
         value = content.get("value")
         planned = call(self.service.fork(self.run_id, at=node, value=value, edited=edited, via="notebook"))
         self._planned[planned.plan.plan_id] = planned
-        how = "takes the edited value" if edited else "runs again"
         return {
             "plan_id": planned.plan.plan_id,
             "graph_digest": planned.plan.graph_digest,
-            "summary": f"Fork run {self.run_id} at {node} ({node} {how}): the derived plan's graph digest",
+            "summary": planned.summary(),
         }
 
 

@@ -70,6 +70,7 @@ async def test_fork_is_planned_then_started_with_the_confirmed_digest(jp_fetch: 
     planned = body(await _fork(jp_fetch, run_id, edited))
     assert planned["graph_digest"].startswith("sha256:") and planned["forked_from"] == {"run": run_id, "node": "c"}
     assert planned["taken"] == ["a", "b", "side"] and planned["anew"] == ["d"]
+    assert planned["summary"].startswith(f"Fork run {run_id} at c (c takes the edited value, what follows runs anew)")
     assert "run_id" not in planned
     assert await _run_ids(jp_fetch) == before
 

@@ -59,6 +59,9 @@ def test_fork_from_the_widget_pane(project: Project, comms: list[RecordingComm])
     assert "answer" not in refused and "count" in refused["error"], refused
     planned = _ask(comm, {"id": "f2", "node": "c", "value": {"word": "seven", "count": 7}})["answer"]
     assert planned["graph_digest"].startswith("sha256:") and "run_id" not in planned
+    # the words the sidebar's pane shows for the same fork (one ForkPlan.summary, not one per front end)
+    said = f"Fork run {run_id} at c (c takes the edited value, what follows runs anew): the derived plan's graph digest"
+    assert planned["summary"] == said
     assert _runs(project) == before, "planning a fork creates no run"
 
     stranger = _ask(comm, {"id": "f3", "node": "c", "plan_id": "nope", "graph_digest": planned["graph_digest"]})
