@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
+from rho_notebook.errors import CodeStepError, Diagnostic, InvalidWorkflow, PlanError
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.budget_spec import budget_spec
 from rho_notebook.model.graph import Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
@@ -44,6 +44,7 @@ from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import workspace_label
 from rho_notebook.planning.seal import FrozenGraph
+from rho_notebook.source.code_step import check_code_step
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
@@ -289,7 +290,7 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
     declared = {name: decl.declaration() for name, decl in document.inputs.items()}
     values = check_inputs(declared, request.inputs, file=shown)
     resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
-    nodes, agents = await _frozen_steps(document, request, resolver)
+    nodes, agents = await _frozen_steps(document, request, resolver, limits)
     inputs = tuple(
         InputDecl(
             name=name,
@@ -312,10 +313,45 @@ async def to_graph(request: PlanRequest, *, limits: Limits) -> FrozenGraph:
 
 
 async def _frozen_steps(
-    document: ItemGraph, request: PlanRequest, resolver: Resolver
+    document: ItemGraph, request: PlanRequest, resolver: Resolver, limits: Limits
 ) -> tuple[list[ItemNode], dict[str, AgentDefinition]]:
+    """The document's nodes and agents; every step that cannot be resolved, and every code step
+    whose source does not parse, refused together."""
     where = locate(request.entry.text, display=request.entry.display)
-    return await asyncio.to_thread(_freeze, document, request, resolver, where)
+    found: list[Diagnostic] = []
+    frozen: tuple[list[ItemNode], dict[str, AgentDefinition]] = ([], {})
+    try:
+        frozen = await asyncio.to_thread(_freeze, document, request, resolver, where)
+    except InvalidWorkflow as err:
+        found = err.diagnostics()
+    sources = list(_code_sources(document))
+    checks = [check_code_step(text, step=step, limits=limits) for step, _, text in sources]
+    for (_, at, _), outcome in zip(sources, await asyncio.gather(*checks, return_exceptions=True), strict=True):
+        if isinstance(outcome, CodeStepError):
+            line, column = where(at)
+            found.append(
+                Diagnostic(
+                    rule=outcome.rule, message=outcome.message, file=request.entry.display, line=line, column=column
+                )
+            )
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    if found:
+        raise InvalidWorkflow(found)
+    return frozen
+
+
+def _code_sources(document: ItemGraph) -> Iterator[tuple[str, tuple[str | int, ...], str]]:
+    """(step id, path of its ``source`` in the document, the source) of each code step, an
+    aggregate's inner code step included."""
+    for index, step in enumerate(document.steps):
+        params = step.params.model_dump(mode="json")
+        under: tuple[str | int, ...] = ("steps", index, "params")
+        if step.kind == "aggregate" and params["step"]["kind"] == "code":
+            params, under = params["step"]["params"], (*under, "step", "params")
+        elif step.kind != "code":
+            continue
+        yield step.id, (*under, "source"), params["source"]
 
 
 async def check_graph_steps(request: PlanRequest, *, limits: Limits) -> None:
@@ -332,4 +368,4 @@ async def check_graph_steps(request: PlanRequest, *, limits: Limits) -> None:
     """
     document = load_graph(request.entry.text, display=request.entry.display, limits=limits)
     resolver = Resolver(workspace=request.workspace.root, search_path=request.search_path)
-    await _frozen_steps(document, request, resolver)
+    await _frozen_steps(document, request, resolver, limits)

@@ -27,7 +27,7 @@ their folders are, then imports ``rho_notebook.source._starlark.serve`` through 
 
 Frames, parent -> worker:
     {"op": "evaluate", "entry": LABEL, "text": SRC, "limits": {...}}
-    {"op": "code", "text": SRC, "item": {...}, "limits": {...}}
+    {"op": "code", "text": SRC, "item": {...}, "limits": {...}, "check"?: true}   (check: parse only)
     {"op": "source", "label": L, "text": SRC} | {"op": "source_error", "rule": R, "message": M}
     {"op": "inputs", "values": {...}} | {"op": "inputs_error", "diagnostics": [...]}
 Frames, worker -> parent:

@@ -22,7 +22,7 @@ from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.warm import WorkerPool, talk_in_worker
 from rho_notebook.source.workers import PipeChannel
 
-__all__ = ["run_code_step"]
+__all__ = ["check_code_step", "run_code_step"]
 
 
 async def run_code_step(
@@ -58,11 +58,37 @@ async def run_code_step(
     asyncio.CancelledError
         When the awaiting task is cancelled; the worker is killed and reaped first.
     """
+    return await _talk(source, item, step=step, limits=limits, pool=pool, check=False)
+
+
+async def check_code_step(source: str, *, step: str, limits: Limits | None = None) -> None:
+    """Parse a code step's source in a fresh worker, evaluating nothing (planning's check, so that
+    a source that cannot run is refused before the run, not at its step).
+
+    Raises
+    ------
+    CodeStepError
+        ``code.error`` (the source does not parse) or ``limit.<budget>`` (the source is larger
+        than ``source_bytes``), at the line and column inside the source.
+    """
+    await _talk(source, {}, step=step, limits=limits, pool=None, check=True)
+
+
+async def _talk(
+    source: str,
+    item: dict[str, Any],
+    *,
+    step: str,
+    limits: Limits | None,
+    pool: WorkerPool | None,
+    check: bool,
+) -> dict[str, Any]:
     limits = limits or load_limits()
     worker_limits = limits.worker_limits()
+    request = {"op": "code", "text": source, "item": item, "limits": worker_limits} | ({"check": True} if check else {})
 
     async def talk(chan: PipeChannel) -> dict[str, Any]:
-        await chan.send({"op": "code", "text": source, "item": item, "limits": worker_limits})
+        await chan.send(request)
         reply = await chan.receive()
         if reply["op"] == "code_result":
             result: dict[str, Any] = reply["item"]

@@ -73,3 +73,30 @@ def test_validate_refuses_what_plan_refuses_in_the_steps_at_the_step(project: Pr
         assert "invalid: g.graph.yaml (1 error)" in checked.stdout
     shown = json.loads(project.cli("validate", "g.graph.yaml", "--output", "json").stdout)
     assert [(d["rule"], d["line"]) for d in shown["diagnostics"]] == [("agent.access", line)]
+
+
+def test_a_code_step_that_cannot_parse_is_refused_before_the_run(project: Project) -> None:
+    """Before, validate and plan took a code step whose source does not parse and the run failed
+    at that step; now both refuse it at the step's ``source``, naming the line inside the source,
+    for a code step and an aggregate's inner one, and a good source still runs."""
+    low = "{id: low, kind: set, params: {fields: {level: low}}}"
+    line = next(n for n, text in enumerate(TRIAGE.splitlines(), start=1) if low in text)
+    broken = '{id: low, kind: code, params: {source: "def run(item)\\n  return item"}}'
+    project.write("g.graph.yaml", TRIAGE.replace(low, broken))
+    for verb in ("validate", "plan"):
+        result = project.cli(verb, "g.graph.yaml", "--input", "score=1")
+        assert result.returncode == 1, result
+        assert f"g.graph.yaml:{line}:" in result.stderr, result.stderr
+        assert "error[code.error]: code step 'low': line 1:14: Parse error" in result.stderr, result.stderr
+    inner = (
+        "{id: low, kind: aggregate, params: {over: xs, max_items: 3, into: ys, "
+        "step: {kind: code, params: {source: 'def run(item) return item'}}}}"
+    )
+    project.write("g.graph.yaml", TRIAGE.replace(low, inner))
+    result = project.cli("validate", "g.graph.yaml")
+    assert result.returncode == 1, result
+    assert f"g.graph.yaml:{line}:111: error[code.error]: code step 'low': line 1:15: Parse error" in result.stderr
+    good = '{id: low, kind: code, params: {source: "def run(item):\\n  return dict(item, level = \\"low\\")"}}'
+    project.write("g.graph.yaml", TRIAGE.replace(low, good))
+    ran = project.cli("run", "g.graph.yaml", "--input", "score=1", "--yes")
+    assert ran.returncode == 0, ran.stdout + ran.stderr

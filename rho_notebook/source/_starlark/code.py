@@ -29,13 +29,17 @@ _HELD_TYPE = re.compile(r"not supported on type `(\w+)`")
 ITEM_VALUES = "the new item may hold only dicts with string keys, lists, strings, integers, booleans and None"
 
 
-def run_code(s: Session, text: str, item: dict[str, Any]) -> dict[str, Any]:
-    """Evaluate a code step's source, call ``run(item)`` and return the checked new item."""
+def run_code(s: Session, text: str, item: dict[str, Any], *, check: bool = False) -> dict[str, Any]:
+    """Evaluate a code step's source, call ``run(item)`` and return the checked new item;
+    ``check`` (planning): only parse it, evaluating nothing, and return ``{}`` (a ``load`` fails
+    the step when it runs, as docs/graphs.md says)."""
     s.source_bytes = len(text.encode())
     if s.source_bytes > s.limits["source_bytes"]:
         s.over("source_bytes", s.limits["source_bytes"], s.source_bytes, CODE)
     s.sources[CODE] = text
     ast = sl.parse(CODE, text)
+    if check:
+        return {}
     for load in ast.loads():
         s.fail(
             "code.load",

@@ -64,7 +64,7 @@ def serve(channel: Channel, request: dict[str, Any]) -> bool:
 
 def _answer(session: Session, request: dict[str, Any]) -> None:
     if request.get("op") == "code":
-        item = run_code(session, request["text"], request["item"])
+        item = run_code(session, request["text"], request["item"], check=request.get("check") is True)
         session.channel.send({"op": "code_result", "item": item, "stats": stats(session)})
     else:
         evaluate_entry(session, request)
