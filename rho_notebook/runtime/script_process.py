@@ -231,6 +231,6 @@ def outcome_of(result: ProcessResult | str, logs: ScriptLogs, *, timeout_seconds
         return "failure", f"the script {how}"
     if result.exit_code != 0:
         last, where = logs.last_line(), logs.raised_at()
-        said = (f": {last}" if last else "") + (f" (at {where})" if where else "")
+        said = (f": {last}" if last else "") + (f" (at {where})" if where and where not in last else "")
         return "failure", f"the script exited with code {result.exit_code}{said}"
     return "success", ""

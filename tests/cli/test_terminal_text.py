@@ -140,6 +140,12 @@ def test_a_reused_node_is_printed_once_and_a_failed_script_run_says_why(project:
     shown = project.cli("status", run_id.group(1)).stdout
     assert "\nreason     the script exited with code 1: TypeError: unsupported operand" in shown, shown
     assert re.search(r"\nreason     .*'NoneType' and 'int' \(at //bad\.py:3\)\n", shown), shown  # the line that raised
+    project.write(
+        "budget.py",
+        "from rho_notebook.script import run_model\n\nrun_model([{'role': 'user', 'content': 'hi'}], provider='p', model='m', budget={'token': 5})\n",
+    )
+    said = project.cli("run", "budget.py", "--yes").stdout
+    assert said.count("//budget.py:3") == 1, said  # the shim's own '(step call at ...)' is not said twice
 
 
 # -- status ----------------------------------------------------------------------------------------
