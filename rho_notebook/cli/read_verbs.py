@@ -20,12 +20,8 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import Service, glance
 from rho_notebook.service.listing import RunsQuery
 from rho_notebook.service.wire import status_json
-from rho_notebook.views.run_notes import cancel_text, next_step_lines, status_head_lines
+from rho_notebook.views.run_notes import cancel_text, status_lines
 from rho_notebook.views.text import (
-    budget_lines,
-    decision_lines,
-    node_status_line,
-    output_text,
     run_output_line,
     silent_node_line,
     usage_text,
@@ -50,32 +46,10 @@ def run_status(args: argparse.Namespace) -> int:
     service = Service.default()
     layout = service.layout
     state = glance.status(layout, args.run)
-    data = status_json(state, layout=layout)
     if args.output == "json":
-        print(json.dumps(data, indent=2))
+        print(json.dumps(status_json(state, layout=layout), indent=2))
         return 0
-    print(f"run        {state.run_id}")
-    print(f"workflow   {state.workflow}   plan {state.plan_id}")
-    print(f"digest     {state.graph_digest}")
-    print(f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""))
-    if "usage" in data:  # only a run that made (or saved) a model call
-        print(f"usage      {usage_text(data['usage'])}")
-    for line in budget_lines(data.get("budgets", [])):  # while a budget is set (docs/usage.md#budgets)
-        print(line)
-    if state.damage is not None:
-        print(f"damage     {state.damage}")
-        print("           (nodes below are the journal's readable part; resume is refused: docs/running.md)")
-    else:
-        for line in status_head_lines(layout, state):
-            print(line)
-    for name in data["nodes"]:
-        node = data["nodes"][name]
-        print(node_status_line(name, state.nodes[name], shown=node["shown"], usage=node.get("usage")))
-    if "output" in data:
-        print(f"output     {output_text(data['output'])}")
-    for line in decision_lines(state):
-        print(line)
-    for line in next_step_lines(layout, state):
+    for line in status_lines(layout, state):
         print(line)
     return 0
 

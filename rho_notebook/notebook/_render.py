@@ -18,9 +18,10 @@ from rho_notebook.model.graph import AgentNode, ApprovalNode, CommandNode, Graph
 from rho_notebook.model.itemgraph import ItemGraph
 from rho_notebook.model.plan import Plan, PlanManifest
 from rho_notebook.model.run_state import RunState
+from rho_notebook.service import StoreLayout
 from rho_notebook.service.cells import GraphCell, ScriptCell, WorkflowCell, inputs_text
-from rho_notebook.service.wire import node_order
-from rho_notebook.views.text import condition_text, decision_lines, node_status_line, output_text
+from rho_notebook.views.run_notes import status_lines
+from rho_notebook.views.text import condition_text
 
 __all__ = [
     "Report",
@@ -165,17 +166,9 @@ def plan_report(plan: Plan) -> Report:
     return Report("\n".join(lines), data=plan)
 
 
-def status_report(state: RunState) -> Report:
-    lines = [
-        f"run        {state.run_id}",
-        f"workflow   {state.workflow}   plan {state.plan_id}",
-        f"lifecycle  {state.lifecycle.value}" + (f"   outcome {state.outcome}" if state.outcome else ""),
-    ]
-    lines.extend(node_status_line(name, state.nodes[name]) for name in node_order(state))
-    if state.output is not None:
-        lines.append(f"output     {output_text(state.output)}")
-    lines.extend(decision_lines(state))
-    return Report("\n".join(lines), data=state)
+def status_report(state: RunState, layout: StoreLayout) -> Report:
+    """``%workflow status``: what ``rho-notebook status`` prints (:func:`status_lines`), as a report."""
+    return Report("\n".join(status_lines(layout, state)), data=state)
 
 
 def runs_report(states: Iterable[RunState]) -> Report:

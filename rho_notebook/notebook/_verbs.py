@@ -401,7 +401,7 @@ class WorkflowVerbs:
             raise usage_error(error)
         if error is not None:
             raise error
-        return status_report(handle.state())
+        return status_report(handle.state(), handle.layout)
 
     def _follow(self, handle: RunHandle, *, output: str) -> None:
         """Print the run's events on this (the kernel's) thread until it stops."""
@@ -434,7 +434,7 @@ class WorkflowVerbs:
         if args.output == "json":
             print(json.dumps(status_json(state, layout=api.service().layout), indent=2))
             return None
-        return status_report(state)
+        return status_report(state, api.service().layout)
 
     def _verb_cancel(self, args: Any) -> None:
         result = api.cancel(args.run, wait_seconds=args.wait)

@@ -21,12 +21,13 @@ from rho_notebook.model.run_state import RunState
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import glance
 from rho_notebook.service.listing import owner_pid
-from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order, unsettled_nodes
+from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order, status_json, unsettled_nodes
+from rho_notebook.views.text import budget_lines, decision_lines, node_status_line, output_text, usage_text
 
 if TYPE_CHECKING:
     from rho_notebook.service import StoreLayout
 
-__all__ = ["cancel_text", "executor_text", "failure_reason", "status_head_lines", "next_step_lines"]
+__all__ = ["cancel_text", "executor_text", "failure_reason", "status_head_lines", "next_step_lines", "status_lines"]
 
 _LABEL = "{:<10} {}"
 """One labelled line of ``status`` (``reason     ...``), aligned with ``lifecycle  ...``."""
@@ -139,3 +140,31 @@ def next_step_lines(layout: StoreLayout, state: RunState, *, command: str = "rho
             todo = f"{approve}  (or add --deny)"
         lines.append(_LABEL.format("next", f"{request.node} waits for a person: {todo}"))
     return lines
+
+
+def status_lines(layout: StoreLayout, state: RunState) -> list[str]:
+    """All that ``status`` says of a run of the store at ``layout``, line by line: the same text for
+    ``rho-notebook status`` and ``%workflow status`` (its usage and budgets, each node's state as
+    the run has it and its spend, why it failed, what a person does next)."""
+    data = status_json(state, layout=layout)
+    lines = [
+        _LABEL.format("run", state.run_id),
+        _LABEL.format("workflow", f"{state.workflow}   plan {state.plan_id}"),
+        _LABEL.format("digest", state.graph_digest),
+        _LABEL.format("lifecycle", state.lifecycle.value + (f"   outcome {state.outcome}" if state.outcome else "")),
+    ]
+    if "usage" in data:  # only a run that made (or saved) a model call
+        lines.append(_LABEL.format("usage", usage_text(data["usage"])))
+    lines += budget_lines(data.get("budgets", []))  # while a budget is set (docs/usage.md#budgets)
+    if state.damage is not None:
+        lines.append(_LABEL.format("damage", state.damage))
+        lines.append(
+            _LABEL.format("", "(nodes below are the journal's readable part; resume is refused: docs/running.md)")
+        )
+    else:
+        lines += status_head_lines(layout, state)
+    for name, node in data["nodes"].items():
+        lines.append(node_status_line(name, state.nodes[name], shown=node["shown"], usage=node.get("usage")))
+    if "output" in data:
+        lines.append(_LABEL.format("output", output_text(data["output"])))
+    return lines + decision_lines(state) + next_step_lines(layout, state)

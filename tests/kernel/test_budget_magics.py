@@ -47,6 +47,15 @@ def test_run_max_tokens_halts_and_resume_raise_budget_finishes(ip: Any, ws: Proj
     assert final.lifecycle.value == "needs_decision" and len(server.requests) == 2
     state = status_json(ws, handle.run_id)
     assert state["halted"][0]["step"] == "c" and "budget tokens" in state["halted"][0]["why"]
+    # %workflow status says what `rho-notebook status` says: it left out the usage, the budget and
+    # each node's spend (the notebook kept its own shorter copy of the status text)
+    report, _ = ok(ip, f"%workflow status {handle.run_id}")
+    shown = repr(report).splitlines()
+    cli = ws.cli("status", handle.run_id, env={KEY_ENV: SECRET}).stdout.splitlines()
+    assert shown == cli
+    assert any(line.startswith("usage      2 calls  22 in / 14 out tokens") for line in shown), shown
+    assert "budget     run: tokens 36 of 40 (set by run)" in shown
+    assert any(line.startswith("  a ") and "[1 call  11 in / 7 out tokens" in line for line in shown), shown
     assert "--raise-budget" in usage_error(ip, f"%workflow resume {handle.run_id} --yes --raise-budget apples")
     ok(ip, f"resumed = %workflow resume {handle.run_id} --yes --raise-budget tokens=1000")
     resumed = ip.user_ns["resumed"]
