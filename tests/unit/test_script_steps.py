@@ -455,16 +455,16 @@ def test_model_step_provider_failure_is_a_step_failure(project: Project) -> None
 
 
 def test_an_agent_the_step_cannot_resolve_is_said_once_without_a_nested_rule(project: Project) -> None:
-    """``step 'ask': unknown agent 'nosuch' ...``, not ``step 'ask': error[agent.unknown]: ...``; a
-    problem in an agent's definition file keeps the file and line it is at."""
+    """``step 'ask': [agent.unknown] unknown agent 'nosuch' ...``, not ``step 'ask':
+    error[agent.unknown]: ...``; a problem in an agent's definition file keeps its file and line."""
     steps = runner(project)
     with pytest.raises(StepInvalid) as caught:
         steps.prepare(StepCall(key="ask", kind="agent", args={"agent": "nosuch", "prompt": "hi"}))
-    assert caught.value.message.startswith("step 'ask': unknown agent 'nosuch'"), caught.value.message
+    assert caught.value.message.startswith("step 'ask': [agent.unknown] unknown agent 'nosuch'"), caught.value.message
     assert "error[" not in caught.value.message
     project.write("scripts/agents/broken.md", "---\nid: broken\ndescription: x\nruntime: nope\n---\nhi\n")
     with pytest.raises(StepInvalid) as caught:
         steps.prepare(StepCall(key="ask", kind="agent", args={"agent": "broken", "prompt": "hi"}))
     assert caught.value.message.startswith("step 'ask': "), caught.value.message
-    assert "agents/broken.md:4:1: runtime: 'nope' is not allowed" in caught.value.message
+    assert "agents/broken.md:4:1: runtime: 'nope' is not allowed" in caught.value.message, caught.value.message
     assert "error[" not in caught.value.message
