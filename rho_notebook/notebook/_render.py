@@ -193,10 +193,11 @@ def plans_report(manifests: Iterable[PlanManifest]) -> Report:
 
 
 def script_report(plan: Plan, cell: ScriptCell, *, label: str, inputs: Sequence[str] = ()) -> Report:
-    """What a ``%%script`` cell prints: stored, checked, frozen, and how to run it."""
+    """What a ``%%script`` cell (or ``%workflow validate`` of a ``%%flow`` cell) prints: stored,
+    checked, frozen, and how to run it."""
     lines = cell.body.count("\n")
     values = plan.manifest.inputs
-    head = f"script {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel"
+    head = f"{'script' if cell.flow is None else 'flow'} {cell.name}: stored as {label} ({lines} line{'s' if lines != 1 else ''}); valid; not run in this kernel"
     rows = {
         "digest": plan.graph_digest,
         "inputs": inputs_text(values) if values else "(none)",

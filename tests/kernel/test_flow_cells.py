@@ -370,6 +370,8 @@ def test_a_flow_cell_is_held_as_a_script_module_and_exported(ip: Any, ws: Projec
     assert isinstance(cell, FlowCell) and cell.flow == "review" and cell.text == BODY
     assert session.source("review").flow == "review" and session.source("review").entry.label == "//review.py"
     assert session.describe()["workflows"]["review"]["kind"] == "flow"
+    validated, _ = ok(ip, "%workflow validate review --input 'prompt=\"x\"'")
+    assert "flow review: stored as //review.py" in repr(validated)  # a flow cell, not a script
     report, _ = ok(ip, "%workflow export out --workflow review")
     assert (ws.root / "out" / "review.py").read_text() == BODY
     assert f"rho-notebook plan {ws.root / 'out' / 'review.py'} --flow review" in repr(report)
