@@ -12,6 +12,10 @@ from tests.conftest import Project
 
 def test_the_nodes_are_listed_sorted_and_none_is_said_not_listed() -> None:
     assert no_node("run r", "x", {"b", "a"}) == "run r has no node 'x'; its nodes: a, b"
+    assert no_node("run r", "secnd", {"second", "first"}) == (
+        "run r has no node 'secnd' (did you mean 'second'?); its nodes: first, second"
+    )
+    assert no_node("run r", "cc", {"a", "b", "c"}) == "run r has no node 'cc'; its nodes: a, b, c"  # not close enough
     assert no_node("plan p", "x", ()) == (
         "plan p has no node 'x'; it has no nodes (a script's steps become nodes as it runs)"
     )
