@@ -106,8 +106,17 @@ def _node_launched(state: RunState, ev: NodeLaunched) -> None:
         node.handled = False
         _went_on(state)
     node.state, node.reason = NodeState.RUNNING, ""
-    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"]))
+    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], fork_copy=_fork_copy(ev)))
     state.refresh_waiting()
+
+
+def _fork_copy(ev: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A fork's taken or edited node or step (its record's ``taken_from`` / ``edited``), else None."""
+    for key in ("taken_from", "edited"):
+        found = ev.get(key)
+        if isinstance(found, dict):
+            return {key: dict(found)}
+    return None
 
 
 def _node_reused(state: RunState, ev: NodeReused) -> None:
@@ -116,7 +125,8 @@ def _node_reused(state: RunState, ev: NodeReused) -> None:
         return
     node.state, node.reason = NodeState.RUNNING, ""
     source = {"run_id": ev["source_run"], "node": ev["source_node"], "attempt": ev["source_attempt"]}
-    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], reused_from=source))
+    copy = _fork_copy(ev)
+    node.attempts.append(AttemptRecord(number=ev["attempt"], started_at=ev["at"], reused_from=source, fork_copy=copy))
 
 
 def _approval_carried(state: RunState, ev: ApprovalCarried) -> None:

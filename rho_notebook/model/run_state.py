@@ -41,6 +41,10 @@ class AttemptRecord:
     """For a reused attempt (no launch): {"run_id", "node", "attempt"} of the stored success."""
     usage: dict[str, Any] | None = None
     """The tally of this attempt's ``model_called`` records (:mod:`~rho_notebook.model.ledger`)."""
+    fork_copy: dict[str, Any] | None = None
+    """A fork's copy journaled in place of a launch (docs/fork.md): ``{"taken_from": {run, node,
+    attempt}}`` or ``{"edited": {by, via, value_digest}}``. It made no model call, whatever the
+    copied exit record says."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,6 +64,8 @@ class AttemptRecord:
             data["reused_from"] = dict(self.reused_from)
         if self.usage is not None:
             data["usage"] = self.usage  # never changed in place: add_call makes a new tally
+        if self.fork_copy is not None:
+            data["fork_copy"] = self.fork_copy
         return data
 
     @classmethod

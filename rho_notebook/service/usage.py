@@ -251,7 +251,7 @@ def attempt_tally(node: str, attempt: AttemptRecord, read_usage: UsageReader | N
     them) its ``usage.json`` or its exit summary; None when it made no call."""
     if attempt.usage is not None:
         return attempt.usage
-    if attempt.reused_from is not None:
+    if attempt.reused_from is not None or attempt.fork_copy is not None:  # a copy carries its source's exit
         return None
     exit_record = attempt.exit or {}
     kind = exit_record.get("kind")
@@ -265,6 +265,9 @@ def attempt_tally(node: str, attempt: AttemptRecord, read_usage: UsageReader | N
 
 
 # -- the ledger --------------------------------------------------------------------------------------
+
+_FORK_DEPTH = 32
+"""How many forks of forks a taken copy's saving is followed through to the attempt that ran."""
 
 
 @dataclass
@@ -292,7 +295,10 @@ class _Reader:
         total = _sum(self.attempt(name, a) for a in record.attempts)
         saved: Usage | None = None
         current = record.current
-        if current is not None and current.reused_from is not None:
+        if current is not None and current.fork_copy is not None:  # a fork's taken copy saved its source's spend
+            once = self.taken(current.fork_copy)
+            saved = _sum([once] * max(1, record.replayed)) if once is not None else None
+        elif current is not None and current.reused_from is not None:
             saved = self.source(current.reused_from)
         elif record.replayed and current is not None:
             once = self.attempt(name, current)
@@ -304,12 +310,22 @@ class _Reader:
                 by_key[key] = by_key.get(key, Usage()).plus(tally_usage(sub, self.table()))
         return NodeLedger(usage=total, saved=saved, by_key=by_key)
 
-    def source(self, source: Mapping[str, Any]) -> Usage | None:
+    def taken(self, copy: Mapping[str, Any], *, depth: int = 0) -> Usage | None:
+        """What a fork's taken copy saved: its source attempt's spend (an edited value: none)."""
+        origin = copy.get("taken_from")
+        if not isinstance(origin, Mapping):
+            return None
+        where = {"run_id": origin.get("run"), "node": origin.get("node"), "attempt": origin.get("attempt")}
+        return self.source(where, depth=depth)
+
+    def source(self, source: Mapping[str, Any], *, depth: int = 0) -> Usage | None:
         state = self.source_state(str(source.get("run_id"))) if self.source_state is not None else None
         record = state.nodes.get(str(source.get("node"))) if state is not None else None
         if record is None:
             return None
         found = next((a for a in record.attempts if a.number == source.get("attempt")), None)
+        if found is not None and found.fork_copy is not None and depth < _FORK_DEPTH:  # a fork of a fork
+            return self.taken(found.fork_copy, depth=depth + 1)
         if found is None or found.reused_from is not None:
             return None
         # the journal of the source run answers (this reader's usage.json files are this run's)

@@ -235,3 +235,52 @@ def test_a_reused_node_counts_zero_and_shows_what_it_saved(project: Project, ser
     pane = asyncio.run(read_node_detail(project.service, again, "second"))
     assert pane.get("spend") is not None and pane["spend"]["input_tokens"] == 20
     assert asyncio.run(read_node_detail(project.service, again, "done")).get("spend") is None
+
+
+ASKS = """\
+from rho_notebook.script import emit_output, run_model
+
+
+def ask(n):
+    return run_model([{"role": "user", "content": f"q{n}"}], provider="local", model="test-model", step_id=f"ask-{n}")
+
+
+emit_output([ask(n).ok for n in (1, 2, 3)])
+"""
+
+
+def _forked(project: Project, run_id: str, *args: str) -> Any:
+    done = project.cli("fork", run_id, *args, "--yes", "--output", "json", env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_forks_taken_nodes_and_steps_count_zero_and_show_what_they_saved(
+    project: Project, serve: Callable[..., Any]
+) -> None:
+    """A script fork's taken step copied its source's exit record, and the ledger read that as a
+    call of the fork (the old-run fallback): the fork's usage counted 2 calls where 1 was made. A
+    taken node or step now counts zero and shows in ``saved`` what its source attempt spent, through
+    a fork of a fork; the edited one saves nothing."""
+    server = serve([OPENAI.answer("fine", tokens=(11, 7))], repeat_last=True)
+    write_settings_for(project.home, server, prices=PRICES)
+    project.write("asks.py", ASKS)
+    source = _run(project, "asks.py")
+    forked = _forked(project, source, "--at", "ask-2", "--value", '"edited"')
+    assert [r.body["messages"][-1]["content"] for r in server.requests] == ["q1", "q2", "q3", "q3"]
+    state = _json(project, "status", forked["run_id"])
+    assert (state["usage"]["calls"], state["usage"]["input_tokens"]) == (1, 11), state["usage"]
+    taken = state["nodes"]["ask-1"]["usage"]
+    assert taken["calls"] == 0 and (taken["saved"]["calls"], taken["saved"]["output_tokens"]) == (1, 7)
+    edited = state["nodes"]["ask-2"].get("usage") or {"calls": 0}
+    assert edited["calls"] == 0 and "saved" not in edited  # edited: no call, nothing saved
+    assert state["usage"]["saved"]["calls"] == 1
+
+    project.write("spend.star", WORKFLOW)
+    graph_run = _run(project, "spend.star")
+    first = _forked(project, graph_run, "--at", "done")
+    again = _forked(project, first["run_id"], "--at", "done")
+    for fork in (first, again):  # the fork of a fork saved what the first run spent
+        state = _json(project, "status", fork["run_id"])
+        assert state["usage"]["calls"] == 0 and state["usage"]["saved"]["calls"] == 2, state["usage"]
+        assert state["nodes"]["first"]["usage"]["saved"]["input_tokens"] == 11
