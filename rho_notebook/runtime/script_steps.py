@@ -364,10 +364,8 @@ class StepRunner:
                 definition, user_home=self.layout.home, workspace=self.workspace, trusted=self.trusted, file=where
             )
         except InvalidWorkflow as err:
-            shown = "; ".join(
-                f"[{d.rule}] " + (f"{d.location()}: " if d.location() else "") + d.message for d in err.diagnostics()
-            )
-            raise StepInvalid(f"step {call.key!r}: {shown}") from None
+            said = [f"[{d.rule}] " + f"{d.location()}: " * bool(d.location()) + d.message for d in err.diagnostics()]
+            raise StepInvalid(f"step {call.key!r}: {'; '.join(said)}") from None
         self._budgets.within(call.key, "template_bytes", len(prompt.encode()) + len(definition.body.encode()))
         operation = AgentOperation(
             name=call.key,
