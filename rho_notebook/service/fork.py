@@ -210,6 +210,12 @@ def derive_fork_plan(
             raise ForkRefused("give --input or --from-plan, not both: plan anew with the inputs instead", node=at)
         from_plan = _replanned(layout, PlanStore(layout).load(manifest.plan_id), inputs)
         changed = _changed(run_graph, from_plan.graph)
+    if from_plan is not None and from_plan.graph.name != run_graph.name:  # a wrong plan ID, not an edit
+        msg = (
+            f"plan {from_plan.plan_id} is of workflow {from_plan.graph.name!r} and run {run_id} of "
+            f"{run_graph.name!r}: --from-plan takes a plan of the run's own workflow, edited (rho-notebook plans)"
+        )
+        raise ForkRefused(msg, node=at)
     graph = from_plan.graph if from_plan is not None else run_graph
     names = {n.name for n in graph.nodes}
     if at not in names or at not in {n.name for n in run_graph.nodes}:

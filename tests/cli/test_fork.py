@@ -225,6 +225,20 @@ def test_fork_from_a_newer_plan(project: Project) -> None:
     assert _launched(log) == []
 
 
+def test_a_plan_of_another_workflow_is_refused_as_from_plan(project: Project) -> None:
+    """``--from-plan`` with the plan ID of another workflow (a wrong ID) forked a run of that other
+    workflow at a node both happen to name, taking nothing, and called it a fork of RUN."""
+    log, run = _first_run(project)
+    other = (project.root / "wf.star").read_text().replace("name = 'chain'", "name = 'other'")
+    project.write("other.star", other)
+    plan = json.loads(project.cli("plan", "other.star", "--output", "json", check=True).stdout)["plan_id"]
+    refused = project.cli("fork", run, "--at", "a", "--from-plan", plan, "--yes")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    said = f"plan {plan} is of workflow 'other' and run {run} of 'chain': --from-plan takes a plan of the run's own"
+    assert said in refused.stderr, refused.stderr
+    assert _launched(log) == []
+
+
 def test_fork_with_a_changed_input(project: Project) -> None:
     log = project.root.parent / "side.log"
     project.write("nodes/steps.py", STEPS)
