@@ -14,7 +14,6 @@ sha256 of a file's bytes is recorded on its definition.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import functools
 import hashlib
@@ -29,6 +28,7 @@ from types import MappingProxyType
 from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, NotRegularFile
 from rho_notebook.model.agent import AgentDefinition, AgentOrigin
+from rho_notebook.model.spelling import meant
 from rho_notebook.oshelpers import read_regular_nofollow
 
 __all__ = ["BUILTIN_AGENT_IDS", "builtin_agents", "catalog_claims", "resolve_agent"]
@@ -399,9 +399,9 @@ def _claimed_by_broken(agent_id: str, candidate: _Candidate, broken: _Candidate)
 
 def _unknown(agent_id: str, *, available: set[str], searched: list[str], place: str) -> InvalidWorkflow:
     message = f"unknown agent {agent_id!r}"
-    close = difflib.get_close_matches(agent_id, sorted(available), n=1)
+    close = meant(agent_id, sorted(available))
     if close:
-        message += f" (did you mean {close[0]!r}?)"
+        message += f" (did you mean {close!r}?)"
     if not is_agent_id(agent_id):
         message += "; agent ids are 1-64 lowercase ASCII letters and digits joined by single hyphens"
     message += (

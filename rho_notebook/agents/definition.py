@@ -25,7 +25,6 @@ is in :mod:`rho_notebook.agents._definition_values`, the ``tools`` vocabularies 
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from rho_notebook.agents._definition_values import (
 )
 from rho_notebook.errors import Diagnostic, InvalidWorkflow
 from rho_notebook.model.agent import AgentDefinition, AgentOrigin
+from rho_notebook.model.spelling import meant
 
 __all__ = ["AGENT_ID_PATTERN", "FRONTMATTER_KEYS", "is_agent_id", "parse_agent_definition"]
 
@@ -271,8 +271,7 @@ def _unknown_key_message(key: str) -> str:
     message = f"unknown key {key!r}; agent frontmatter accepts only: {', '.join(FRONTMATTER_KEYS)}"
     hint = _KEY_HINTS.get(key)
     if hint is None:
-        close = difflib.get_close_matches(key, FRONTMATTER_KEYS, n=1, cutoff=0.6)
-        hint = close[0] if close else None
+        hint = meant(key, FRONTMATTER_KEYS)
     return f"{message} (did you mean {hint!r}?)" if hint else message
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection
+
+from rho_notebook.model.spelling import meant
 
 __all__ = ["no_node"]
 
@@ -16,6 +17,6 @@ def no_node(subject: str, node: str, names: Collection[str]) -> str:
     at it."""
     if not names:
         return f"{subject} has no node {node!r}; it has no nodes (a script's steps become nodes as it runs)"
-    close = difflib.get_close_matches(node, sorted(names), n=1, cutoff=0.8)
-    meant = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{subject} has no node {node!r}{meant}; its nodes: {', '.join(sorted(names))}"
+    close = meant(node, sorted(names), cutoff=0.8)
+    guess = f" (did you mean {close!r}?)" if close else ""
+    return f"{subject} has no node {node!r}{guess}; its nodes: {', '.join(sorted(names))}"

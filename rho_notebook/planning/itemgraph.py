@@ -74,7 +74,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from difflib import get_close_matches
 from functools import partial
 from pathlib import Path
 from typing import Any, get_args
@@ -83,6 +82,7 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, MappingError, SourceError
+from rho_notebook.model import spelling
 from rho_notebook.model.item_edges import Edge
 from rho_notebook.model.itemgraph import (
     GRAPH_SUFFIXES,
@@ -403,11 +403,11 @@ def _guesses(problems: list[Any]) -> tuple[dict[Path_, str], set[Path_]]:
         parent, name = loc[:-1], str(loc[-1])
         beside = missing.get(parent, [])
         only = beside if len(beside) == 1 and unknown[parent] == 1 else []
-        found = get_close_matches(name, beside, n=1) or only or get_close_matches(name, _keys_at(parent), n=1)
+        found = spelling.meant(name, beside) or (only[0] if only else None) or spelling.meant(name, _keys_at(parent))
         if found:
-            guesses[loc] = found[0]
-            if found[0] in beside:
-                guessed.add((*parent, found[0]))
+            guesses[loc] = found
+            if found in beside:
+                guessed.add((*parent, found))
     return guesses, guessed
 
 
@@ -453,8 +453,8 @@ def _unknown_param(raw: Any, name: str, *, inner: bool, meant: str | None = None
     takes = f"its params are {allowed}" if allowed else "it takes no params"
     if inner and name == "into":
         return f"an aggregate's inner {shown_kind} step has no into: the aggregate's into holds every result; {takes}"
-    close = get_close_matches(name, list(model.model_fields), n=1) if model is not None else []
-    guess = f" (did you mean {(meant or close[0])!r}?)" if meant or close else ""
+    close = meant or (spelling.meant(name, model.model_fields) if model is not None else None)
+    guess = f" (did you mean {close!r}?)" if close else ""
     return f"unknown param {name!r} for {'an inner' if inner else 'a'} {shown_kind} step{guess}; {takes}"
 
 

@@ -19,12 +19,12 @@ import ast
 import asyncio
 import os
 import re
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError, SourceError
 from rho_notebook.model.graph import NAME_PATTERN, Graph, InputDecl, ScriptSpec
+from rho_notebook.model.spelling import meant
 from rho_notebook.planning._findings import Finding
 from rho_notebook.planning.budgets import script_budget
 from rho_notebook.planning.forms import is_script_request
@@ -159,12 +159,12 @@ def _check_flow_name(text: str, flow: str, display: str) -> None:
     tree = parse_script(text, display)
     if isinstance(tree, ast.Module) and not _flow_defined(tree, flow):
         defined = flows_defined(tree)
-        close = get_close_matches(flow, defined, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        close = meant(flow, defined)
+        hint = f" (did you mean {close}?)" if close else ""
         listed = f": {', '.join(defined)}" if defined else " (it defines none)"
         msg = f"{display} defines no {flow} at its top level{hint}; --flow names a Workflow subclass or instance the module defines{listed}"
-        meant = next(iter(close or defined), None)  # the closest name, else the first the module defines
-        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display, suggestion=meant)])
+        suggestion = close or next(iter(defined), None)  # the closest name, else the first the module defines
+        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display, suggestion=suggestion)])
     needs = required_arguments(tree, flow) if isinstance(tree, ast.Module) else []
     if needs:
         msg = (

@@ -19,7 +19,8 @@ import ast
 import importlib
 import importlib.util
 import inspect
-from difflib import get_close_matches
+
+from rho_notebook.model.spelling import meant
 
 __all__ = ["argument_problems", "missing_name"]
 
@@ -32,9 +33,9 @@ def missing_name(module: str, name: str) -> str | None:
     if hasattr(loaded, name) or importlib.util.find_spec(f"{module}.{name}") is not None:
         return None
     public = [n for n in getattr(loaded, "__all__", ()) if isinstance(n, str)]
-    close = get_close_matches(name, public, n=1)
+    close = meant(name, public)
     if close:
-        return f"{module} has no {name!r}; did you mean {close[0]!r}?"
+        return f"{module} has no {name!r}; did you mean {close!r}?"
     return f"{module} has no {name!r}; it provides {', '.join(public)}"
 
 
@@ -53,8 +54,8 @@ def argument_problems(function: str, call: ast.Call, spelled: dict[str, ast.expr
     problems = []
     for name in given:
         if name not in named:
-            close = get_close_matches(name, named, n=1)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            close = meant(name, named)
+            guess = f" (did you mean {close!r}?)" if close else ""
             problems.append(f"{function}() takes no argument {name!r}{guess}; it takes {', '.join(named)}")
     starred = any(isinstance(a, ast.Starred) for a in call.args)
     if not starred and len(call.args) > len(positional):

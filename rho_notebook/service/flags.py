@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from rho_notebook.errors import ArgumentError
 from rho_notebook.model.budget import NAMES, Limits, limit_problem, parse_budget
+from rho_notebook.model.spelling import meant
 
 __all__ = [
     "Front",
@@ -163,11 +164,8 @@ def with_suggestion(message: str) -> str:
     found = _INVALID_CHOICE.search(message)
     if found is None:
         return message
-    import difflib
-
-    choices = re.findall(r"'([^']*)'", found.group(2))
-    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
-    return f"{message}; did you mean {close[0]!r}?" if close else message
+    close = meant(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
+    return f"{message}; did you mean {close!r}?" if close else message
 
 
 def add_output(parser: argparse.ArgumentParser, *, help_text: str | None = None) -> None:
