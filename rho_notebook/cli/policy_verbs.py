@@ -41,7 +41,7 @@ def run_approve(args: argparse.Namespace) -> int:
 
 def run_answer(args: argparse.Namespace) -> int:
     service = Service.default()
-    values = parse_input_args(args.fields, limits=load_limits())
+    values = parse_input_args(args.fields, limits=load_limits(), flag="answer RUN STEP")
 
     async def answer() -> tuple[ApprovalRequest, ApprovalDecision]:
         request = await service.form_request(args.run, args.step)

@@ -107,9 +107,12 @@ def _bad_text(value: Any) -> str | None:
     return None
 
 
-def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
+def parse_input_args(args: Sequence[str], *, limits: Limits, flag: str = "--input") -> dict[str, Any]:
     """``["target=\\"src\\"", "full=true", "mode=quick"]`` -> ``{"target": "src", "full": True,
-    "mode": BareWord("quick")}``: JSON values, and the text of values that are not JSON."""
+    "mode": BareWord("quick")}``: JSON values, and the text of values that are not JSON.
+
+    ``flag`` is how the problems name where a value was given: ``--input`` (the default), or the
+    ``FIELD=VALUE`` arguments of ``answer``."""
     values: dict[str, Any] = {}
     problems: list[Diagnostic] = []
     total = 0
@@ -119,8 +122,8 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
             problems.append(
                 Diagnostic(
                     rule="input.syntax",
-                    message=f"--input {arg!r} must have the form KEY=VALUE (JSON, or a bare word for a string, "
-                    "path or enum input), e.g. --input target=src",
+                    message=f"{flag} {arg!r} must have the form KEY=VALUE (JSON, or a bare word for a string, "
+                    f"path or enum input), e.g. {flag} target=src",
                 )
             )
             continue
@@ -128,15 +131,15 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
             total += len(raw.encode("utf-8"))
         except UnicodeEncodeError:
             problems.append(
-                Diagnostic(rule="input.encoding", message=f"--input {key!r}: the value is not valid UTF-8 text")
+                Diagnostic(rule="input.encoding", message=f"{flag} {key!r}: the value is not valid UTF-8 text")
             )
             continue
-        value, problem = _parse_value(key, raw, limits)
+        value, problem = _parse_value(key, raw, limits, flag=flag)
         if problem is not None:
             problems.append(problem)
             continue
         if key in values:
-            problems.append(Diagnostic(rule="input.duplicate", message=f"--input {key} is given more than once"))
+            problems.append(Diagnostic(rule="input.duplicate", message=f"{flag} {key} is given more than once"))
         values[key] = value
     if total > limits.limit("input_bytes"):
         problems.append(
@@ -150,11 +153,11 @@ def parse_input_args(args: Sequence[str], *, limits: Limits) -> dict[str, Any]:
     return values
 
 
-def _parse_value(key: str, raw: str, limits: Limits) -> tuple[Any, Diagnostic | None]:
+def _parse_value(key: str, raw: str, limits: Limits, *, flag: str) -> tuple[Any, Diagnostic | None]:
     """One ``--input`` value: its JSON meaning, a :class:`BareWord` when it is not JSON, or the
     problem (nested too deep; a float, which inputs do not take)."""
     depth = limits.limit("value_depth")
-    too_deep = Diagnostic(rule="limit.input_depth", message=f"--input {key} is nested deeper than {depth} levels")
+    too_deep = Diagnostic(rule="limit.input_depth", message=f"{flag} {key} is nested deeper than {depth} levels")
     if _text_depth(raw) > depth:
         return None, too_deep
     floats: list[str] = []
@@ -163,11 +166,11 @@ def _parse_value(key: str, raw: str, limits: Limits) -> tuple[Any, Diagnostic | 
     except json.JSONDecodeError:
         return BareWord(raw), None
     except (ValueError, RecursionError) as err:
-        return None, Diagnostic(rule="input.json", message=f"--input {key}: {raw!r} cannot be read: {err}")
+        return None, Diagnostic(rule="input.json", message=f"{flag} {key}: {raw!r} cannot be read: {err}")
     if floats:
         message = (
-            f"--input {key}: floats are not supported in inputs (got {floats[0]}); use an integer, "
-            f"or for text quote it as JSON: --input '{key}=\"{raw}\"'"
+            f"{flag} {key}: floats are not supported in inputs (got {floats[0]}); use an integer, "
+            f"or for text quote it as JSON: {flag} '{key}=\"{raw}\"'"
         )
         return None, Diagnostic(rule="input.json", message=message)
     if _too_deep(value) > depth:

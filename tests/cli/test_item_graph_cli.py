@@ -110,6 +110,10 @@ def test_a_human_step_waits_and_is_answered_from_the_cli(project: Project) -> No
     assert missing.returncode != 0 and "review" in missing.stderr  # names the step that waits
     bare = project.cli("answer", run_id, "review", 'level="high"', "count=three")
     assert bare.returncode != 0 and "give an integer as JSON, e.g. count=3" in bare.stderr, bare.stderr
+    split = project.cli("answer", run_id, "review", "level=very", "high")  # the shell split an unquoted value
+    assert split.returncode != 0
+    assert "answer RUN STEP 'high' must have the form KEY=VALUE" in split.stderr, split.stderr
+    assert "--input" not in split.stderr  # answer takes FIELD=VALUE arguments, not --input
 
     answered = project.cli("answer", run_id, "review", 'level="high"', "--comment", "on call")
     assert answered.returncode == 0, answered.stderr
