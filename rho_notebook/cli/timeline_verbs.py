@@ -75,5 +75,6 @@ def run_timeline(args: argparse.Namespace) -> int:
     except (UnicodeEncodeError, LookupError):
         unicode = False
     for line in timeline_text(timeline, width=max(_MIN_WIDTH, width), unicode=unicode):
-        print(line)
+        # a script step's key may hold what the terminal cannot show: replaced, never a traceback
+        print(line if unicode else line.encode(encoding, "replace").decode(encoding))
     return 0

@@ -371,8 +371,8 @@ def _row_json(row: _Row, origin: float, path: Sequence[str]) -> RowJson:
     return found
 
 
-_GLYPHS = {"queued": "░", "retry": "▒", "run": "█", "wait": "?", "mark": "◇", "path": "*"}
-_ASCII = {"queued": ".", "retry": "=", "run": "#", "wait": "?", "mark": "o", "path": "*"}
+_GLYPHS = {"queued": "░", "retry": "▒", "run": "█", "wait": "?", "mark": "◇", "path": "*", "cut": "…"}
+_ASCII = {"queued": ".", "retry": "=", "run": "#", "wait": "?", "mark": "o", "path": "*", "cut": "~"}
 _NAME_MAX = 28
 _SUFFIX = 22
 
@@ -392,7 +392,7 @@ def timeline_text(timeline: TimelineJson, *, width: int = 100, unicode: bool = T
         lines.append("critical path: " + path.join(timeline["critical_path"]))
     for row in rows:
         cells = _row_cells(row, columns, span, glyphs)
-        name = row["name"] if len(row["name"]) <= name_width else row["name"][: name_width - 1] + "…"
+        name = row["name"] if len(row["name"]) <= name_width else row["name"][: name_width - 1] + glyphs["cut"]
         last = row["bars"][-1] if row["bars"] else None
         took = _duration(_took(last, timeline["span"])) if last is not None else ""
         mark = glyphs["path"] if row["critical"] else " "

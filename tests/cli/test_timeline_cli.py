@@ -109,3 +109,18 @@ def test_a_width_the_gantt_cannot_fit_is_refused_not_replaced(project: Project) 
         assert f"argument --width: '{width}': give 40 columns or more" in result.stderr, result.stderr
     result = project.cli("timeline", "01nosuchrun", "--width", "wide")
     assert result.returncode == 2 and "'wide' is not a whole number of columns" in result.stderr
+
+
+def test_a_terminal_that_cannot_show_the_blocks_gets_ascii_not_a_traceback(project: Project) -> None:
+    """With an ASCII standard output, a node name cut to fit (and any step key the terminal cannot
+    encode) crashed ``timeline`` with a UnicodeEncodeError."""
+    name = "a-node-with-a-really-long-name-indeed"
+    project.write(
+        "long.star",
+        star(f'return workflow(name = "long", nodes = [command(name = "{name}", argv = ["true"], {C})])'),
+    )
+    assert project.cli("run", "long.star", "--yes").returncode == 0
+    run_id = json.loads(project.cli("runs", "--output", "json").stdout)[0]["run_id"]
+    shown = project.cli("timeline", run_id, "--width", "80", env={"PYTHONIOENCODING": "ascii"})
+    assert shown.returncode == 0, shown.stderr
+    assert f"{name[:27]}~" in shown.stdout and "#" in shown.stdout

@@ -247,3 +247,13 @@ def test_a_budget_set_record_neither_makes_a_row_nor_moves_one() -> None:
     tl = timeline_of(RUN, records, needs=NEEDS, now=at(100))
     assert [row["name"] for row in tl["rows"]] == ["a", "b", "c", "d"]
     assert tl["critical_path"] == ["a", "c", "d"]
+
+
+def test_the_ascii_gantt_is_ascii_even_where_a_long_name_is_cut() -> None:
+    """A name cut to fit ended with "…" in the ASCII Gantt too, and printing it on a terminal that
+    cannot encode it failed with a UnicodeEncodeError traceback."""
+    long = "a-node-with-a-really-long-name-indeed"
+    records = [rec(0, "run_started", pid=1, resumed=False), *ran(long, 0, 0, 1), rec(1, "run_completed")]
+    lines = timeline_text(timeline_of(RUN, records, needs={long: []}, now=at(5)), width=80, unicode=False)
+    assert all(line.isascii() for line in lines), lines
+    assert any(line.startswith(long[:27] + "~") for line in lines), lines
