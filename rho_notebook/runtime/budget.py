@@ -216,7 +216,8 @@ class BudgetGuard:
             if passes:
                 extra = f" and this call may output up to {out}" if out is not None else ""
                 why = f"{spent.tokens} tokens spent{extra}"
-                self._refuse(state, "max_tokens", limits.max_tokens, spent.tokens, why, whose, node, scope)
+                used = spent.tokens >= limits.max_tokens
+                self._refuse(state, "max_tokens", limits.max_tokens, spent.tokens, why, whose, node, scope, used=used)
         if limits.max_cost_usd is not None:
             dearest = max((p.output_per_mtok for p in self.prices.values()), default=0.0)
             cost = spent.cost_usd
@@ -226,23 +227,39 @@ class BudgetGuard:
             else:
                 ahead = (out or 0) * dearest / 1_000_000
                 if cost + ahead > limits.max_cost_usd or (out is None and cost >= limits.max_cost_usd):
-                    why = f"${cost:.6f} spent"
-                    self._refuse(state, "max_cost_usd", limits.max_cost_usd, cost, why, whose, node, scope)
+                    why, used = f"${cost:.6f} spent", cost >= limits.max_cost_usd
+                    self._refuse(state, "max_cost_usd", limits.max_cost_usd, cost, why, whose, node, scope, used=used)
         if limits.max_wall_seconds is not None:
             elapsed = self.earlier_seconds + (time.monotonic() - self.started)
             if elapsed >= limits.max_wall_seconds:
                 why = f"the run has executed {elapsed:.1f} s"
-                self._refuse(state, "max_wall_seconds", limits.max_wall_seconds, elapsed, why, whose, node, scope)
+                limit = limits.max_wall_seconds
+                self._refuse(state, "max_wall_seconds", limit, elapsed, why, whose, node, scope, used=True)
 
     @staticmethod
-    def _refuse(
-        state: RunState, limit: str, value: float, spent: float, why: str, whose: str, node: str, scope: str | None
+    def _refuse(  # noqa: PLR0913 (one message from the facts of one check)
+        state: RunState,
+        limit: str,
+        value: float,
+        spent: float,
+        why: str,
+        whose: str,
+        node: str,
+        scope: str | None,
+        *,
+        used: bool = False,
     ) -> None:
+        """Refuse the call; ``used``: the limit is reached already (else the call could pass it)."""
         unit = _UNITS[limit]
         shown = f"${value}" if unit == "cost" else (f"{value:g} s" if unit == "wall" else f"{value:g}")
         name = unit if scope is None else f"{scope}:{unit}"
+        what = (
+            f"is used up before the next model call of {node}"
+            if used
+            else f"could be passed by the next model call of {node}"
+        )
         msg = (
-            f"{_PREFIX}{name}: {whose} {unit} budget ({shown}) could be passed by the next model call of {node} "
+            f"{_PREFIX}{name}: {whose} {unit} budget ({shown}) {what} "
             f"({why}); raise it with `rho-notebook resume {state.run_id[:13]} --raise-budget {name}=N`"
         )
         raise BudgetExceeded(msg, budget=name, limit=float(value), spent=spent, node=node)

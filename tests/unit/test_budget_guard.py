@@ -113,6 +113,9 @@ def test_wall_counts_each_execution_from_its_start_to_its_last_record() -> None:
     with pytest.raises(BudgetExceeded) as caught:
         BudgetGuard(earlier_seconds=35.0).check(state, node="a", max_output_tokens=None, key=None)
     assert caught.value.budget == "wall"
+    # it said the budget "could be passed by the next model call" when it was long passed already
+    said = "budget wall: the run's wall budget (30 s) is used up before the next model call of a (the run has executed"
+    assert str(caught.value.message).startswith(said), caught.value.message
     BudgetGuard(earlier_seconds=5.0).check(state, node="a", max_output_tokens=None, key=None)
 
 
