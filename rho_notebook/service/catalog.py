@@ -35,7 +35,6 @@ whose inputs cannot be read is still described, with the reason (``inputs_error`
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import os
 import re
@@ -47,6 +46,7 @@ from pydantic import JsonValue
 
 from rho_notebook.errors import BadArgument, Diagnostic, InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.spelling import meant
 from rho_notebook.service.cells import split_cell
 
 if TYPE_CHECKING:
@@ -302,11 +302,11 @@ def find_workflow(root: Path, given: str, scan: WorkflowScan) -> WorkflowEntry:
         msg = f"{given!r} names {len(found)} workflows of the workspace {root}: {files}; give the file instead"
         raise BadArgument(msg)
     known = sorted({entry.name for entry in scan.workflows})
-    close = difflib.get_close_matches(given, known, n=1)
-    meant = f" (did you mean {close[0]}?)" if close else ""
+    close = meant(given, known)
+    guess = f" (did you mean {close}?)" if close else ""
     more = " (the scan stopped early: more may exist)" if scan.truncated else ""
     msg = (
-        f"no workflow {given!r} in the workspace {root}{meant}; its workflows{more}: {', '.join(known) or 'none'} "
+        f"no workflow {given!r} in the workspace {root}{guess}; its workflows{more}: {', '.join(known) or 'none'} "
         "(`rho-notebook list` shows their files and kinds)"
     )
     raise NotFound(msg)
