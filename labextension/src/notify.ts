@@ -20,9 +20,9 @@ const END_TOAST_MS = 8000;
 
 /** What the lifecycle asks of a person, in the words of the CLI (docs/running.md). */
 function waitText(row: RunRowJson, count: number): string {
-  if (row.lifecycle === "needs_decision")
-    return `needs a decision: rho-notebook resume ${row.run_id} --decide STEP=rerun|skip`;
-  if (row.lifecycle === "needs_recovery") return `needs recovery: rho-notebook resume ${row.run_id}`;
+  const next = row.next ?? `rho-notebook resume ${row.run_id}`; // the server's wording of the CLI's rule
+  if (row.lifecycle === "needs_decision") return `needs a decision: ${next}`;
+  if (row.lifecycle === "needs_recovery") return `needs recovery: ${next}`;
   return count === 1 ? "waits for a person: 1 request" : `waits for a person: ${count} requests`;
 }
 

@@ -92,13 +92,13 @@ export function matchesSearch(row: RunRowJson, text: string, label: string): boo
   return words.every((word) => runId.startsWith(word) || haystack.includes(word));
 }
 
-/** The command that makes a run no owner holds go on, for a run that needs a person. */
+/** The command that makes a run no owner holds go on, for a run that needs a person: the row's
+ * `next`, which the server words by the CLI's own rule (`--raise-budget` for a run its budget
+ * halted, `--decide STEP=rerun|skip` for halted script steps, `--recover-uncertain`). */
 export function actCommand(row: RunRowJson): string {
-  const runId = row.run_id ?? "";
-  if (row.lifecycle === "needs_decision") return `rho-notebook resume ${runId} --decide STEP=rerun|skip`;
+  if (row.lifecycle !== "needs_decision" && row.lifecycle !== "needs_recovery") return "";
   // (inspect `rho-notebook status RUN` first: the sidebar's Resume offers the same recovery)
-  if (row.lifecycle === "needs_recovery") return `rho-notebook resume ${runId} --recover-uncertain`;
-  return "";
+  return row.next ?? `rho-notebook resume ${row.run_id ?? ""}`;
 }
 
 /** Node states that are done, as shown (an allowed or handled failure is done, too). */

@@ -279,3 +279,49 @@ def test_a_run_that_needs_recovery_is_listed_live_with_the_command(lab: Lab, pag
         if leftover:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leftover, signal.SIGKILL)
+
+
+def test_a_run_its_budget_halted_is_listed_with_the_raise_that_moves_it_on(lab: Lab, page: Any) -> None:
+    """The sidebar said ``resume RUN --decide STEP=rerun|skip`` for every run that needs a decision,
+    which a graph run refuses; for a run its budget halted it now shows the server's ``next``,
+    ``--raise-budget tokens=N``, as ``rho-notebook runs`` does."""
+    from tests.agents.fakeserver import OPENAI, ScriptedServer
+    from tests.agents.helpers import KEY_ENV, SECRET, write_settings_for
+    from tests.cli.test_budget import CHAIN
+
+    _installed(lab)
+    (lab.root / "greetings-old.star").write_text(_greeting("hello"))
+    (lab.root / "chain.star").write_text(CHAIN)
+    with ScriptedServer([OPENAI.answer("done")], repeat_last=True) as server:
+        write_settings_for(lab.home, server)
+        settings = json.loads((lab.home / "settings.json").read_text())
+        settings["providers"]["local"]["max_tokens"] = 10  # the third call could pass 40: the run halts before it
+        (lab.home / "settings.json").write_text(json.dumps(settings))
+        env = {**os.environ, "RHO_NOTEBOOK_HOME": str(lab.home), "PYTHONPATH": str(REPO), KEY_ENV: SECRET}
+        ran = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rho_notebook",
+                "run",
+                "chain.star",
+                "--yes",
+                "--max-tokens",
+                "40",
+                "--output",
+                "jsonl",
+            ],
+            cwd=lab.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert ran.returncode == 1, ran.stderr
+    run_id = str(json.loads(ran.stdout.splitlines()[0])["run_id"])
+
+    _open(lab, page)
+    row = page.locator(f".rho-sb-run[data-run-id='{run_id}'][data-lifecycle='needs_decision']")
+    row.wait_for(timeout=30_000)
+    assert row.locator(".rho-sb-act").inner_text().strip() == f"rho-notebook resume {run_id} --raise-budget tokens=N"
+    assert "--decide" not in row.inner_text()
