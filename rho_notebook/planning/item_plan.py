@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rho_notebook.errors import CodeStepError, Diagnostic, InvalidWorkflow, PlanError
+from rho_notebook.errors import Diagnostic, InvalidWorkflow, PlanError
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.budget_spec import budget_spec
 from rho_notebook.model.graph import Graph, InputDecl, ItemNode, ItemRoute, ItemSettings
@@ -44,7 +44,7 @@ from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
 from rho_notebook.planning.script import workspace_label
 from rho_notebook.planning.seal import FrozenGraph
-from rho_notebook.source.code_step import check_code_step
+from rho_notebook.source.code_step import check_code_steps
 from rho_notebook.source.labels import FileSourceReader, SourceText
 from rho_notebook.source.limits import Limits, load_limits
 from rho_notebook.source.workspace import Workspace
@@ -324,18 +324,12 @@ async def _frozen_steps(
         frozen = await asyncio.to_thread(_freeze, document, request, resolver, where)
     except InvalidWorkflow as err:
         found = err.diagnostics()
-    sources = list(_code_sources(document))
-    checks = [check_code_step(text, step=step, limits=limits) for step, _, text in sources]
-    for (_, at, _), outcome in zip(sources, await asyncio.gather(*checks, return_exceptions=True), strict=True):
-        if isinstance(outcome, CodeStepError):
-            line, column = where(at)
-            found.append(
-                Diagnostic(
-                    rule=outcome.rule, message=outcome.message, file=request.entry.display, line=line, column=column
-                )
-            )
-        elif isinstance(outcome, BaseException):
-            raise outcome
+    sources = {step: (at, text) for step, at, text in _code_sources(document)}
+    for refused in await check_code_steps([(step, text) for step, (_, text) in sources.items()], limits=limits):
+        line, column = where(sources[refused.step][0])
+        found.append(
+            Diagnostic(rule=refused.rule, message=refused.message, file=request.entry.display, line=line, column=column)
+        )
     if found:
         raise InvalidWorkflow(found)
     return frozen

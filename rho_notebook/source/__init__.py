@@ -18,7 +18,7 @@ _FACE = {
     "WorkerChannel": "evaluate",
     "evaluate_source": "evaluate",
     "talk_to_worker": "evaluate",
-    "check_code_step": "code_step",
+    "check_code_steps": "code_step",
     "run_code_step": "code_step",
     "FileSourceReader": "labels",
     "SourceReader": "labels",

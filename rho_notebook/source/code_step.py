@@ -15,14 +15,15 @@ line:column inside the step's source.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rho_notebook.errors import CodeStepError, WorkerStopped
 from rho_notebook.source.limits import Limits, load_limits
-from rho_notebook.source.warm import WorkerPool, talk_in_worker
+from rho_notebook.source.warm import WorkerPool, talk_in_worker, warm_pool
 from rho_notebook.source.workers import PipeChannel
 
-__all__ = ["check_code_step", "run_code_step"]
+__all__ = ["check_code_steps", "run_code_step"]
 
 
 async def run_code_step(
@@ -61,17 +62,29 @@ async def run_code_step(
     return await _talk(source, item, step=step, limits=limits, pool=pool, check=False)
 
 
-async def check_code_step(source: str, *, step: str, limits: Limits | None = None) -> None:
-    """Parse a code step's source in a fresh worker, evaluating nothing (planning's check, so that
-    a source that cannot run is refused before the run, not at its step).
+async def check_code_steps(sources: Sequence[tuple[str, str]], *, limits: Limits | None = None) -> list[CodeStepError]:
+    """Parse each code step's source (``(step, source)``), evaluating nothing: planning's check, so
+    that a source that cannot run is refused before the run, not at its step. One worker parses
+    them all in turn (this process's warm worker when it keeps one, else one started for the
+    check and stopped after it), never a worker per step.
 
-    Raises
-    ------
-    CodeStepError
-        ``code.error`` (the source does not parse) or ``limit.<budget>`` (the source is larger
-        than ``source_bytes``), at the line and column inside the source.
-    """
-    await _talk(source, {}, step=step, limits=limits, pool=None, check=True)
+    Returns the errors, in the order of ``sources``: ``code.error`` (a source does not parse) or
+    ``limit.<budget>`` (a source larger than ``source_bytes``), at the line and column inside it."""
+    if not sources:
+        return []
+    shared = warm_pool()
+    pool = shared if shared is not None else WorkerPool(max_uses=len(sources) + 1)
+    found: list[CodeStepError] = []
+    try:
+        for step, source in sources:
+            try:
+                await _talk(source, {}, step=step, limits=limits, pool=pool, check=True)
+            except CodeStepError as err:
+                found.append(err)
+    finally:
+        if shared is None:
+            pool.close()
+    return found
 
 
 async def _talk(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rho_notebook.errors import CodeStepError
+from rho_notebook.errors import CodeStepError, InvalidWorkflow
 from rho_notebook.exec.code import CodeOperation, code_workers, run_code
 from rho_notebook.runtime.detached import start_owner
 from rho_notebook.source.code_step import run_code_step
@@ -271,3 +271,31 @@ def _graph(last: str) -> str:
     codes = "".join(_CODE_STEP.format(i=i) for i in range(3))
     edges = "  - {from: c0, to: c1}\n  - {from: c1, to: c2}\n  - {from: c2, to: done}\n"
     return f"name: codes\ninputs:\n  n: {{type: integer}}\nsteps:{codes}{last}\nedges:\n{edges}"
+
+
+def test_planning_checks_every_code_step_in_one_worker_and_names_the_one_that_does_not_parse(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning parses each code step's source before the run; it did so in a fresh worker per
+    step, all at once (100 steps: 100 processes, planning 2.3 s instead of 0.1). One worker now
+    parses them in turn, and the error still points at its own step."""
+    import rho_notebook.source.warm as warm
+
+    started: list[bool] = []
+    start = warm.start_worker
+
+    def counted(worker_limits: dict[str, int], *, warm: bool) -> Any:
+        started.append(warm)
+        return start(worker_limits, warm=warm)
+
+    monkeypatch.setattr(warm, "start_worker", counted)
+    good = '"def run(item):\\n  return item"'
+    steps = [f"  - {{id: c{i}, kind: code, params: {{source: {good}}}}}" for i in range(6)]
+    steps[3] = '  - {id: c3, kind: code, params: {source: "def run(item)\\n  return item"}}'
+    edges = "\n".join(f"  - {{from: c{i}, to: c{i + 1}}}" for i in range(5))
+    project.write("codes.graph.yaml", "name: codes\nsteps:\n" + "\n".join(steps) + f"\nedges:\n{edges}\n")
+    with pytest.raises(InvalidWorkflow) as refused:
+        project.plan("codes.graph.yaml")
+    [found] = refused.value.diagnostics()
+    assert (found.rule, found.line) == ("code.error", 6) and "code step 'c3'" in found.message, found
+    assert len(started) == 1, started
