@@ -317,7 +317,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
   const decisionCount = h("b", {}, "0");
   const decisionChip = h(
     "span",
-    { class: "rho-chip rho-chip-needs_decision rho-zero", "data-mark": "needs_decision", title: "steps the run stopped at: resume with --decide STEP=rerun|skip" },
+    { class: "rho-chip rho-chip-needs_decision rho-zero", "data-mark": "needs_decision", title: "steps the run stopped at: the run's message says how it goes on" },
     h("i", {}, DECISION_STYLE[2]),
     ` ${DECISION_LABEL} `,
     decisionCount,
@@ -574,7 +574,7 @@ export function renderDag(el: HTMLElement, source: DagSource, options: DagViewOp
     const digest = run.graph_digest ?? "";
     resumeButton.textContent = `\u21bb Resume \u2014 confirm ${digest.slice(0, 19)}\u2026`;
     resumeButton.title = `resume this run from its frozen graph, confirming graph digest ${digest}`;
-    message.textContent = run.message ?? (run.lifecycle === "needs_decision" ? decisionText(run.run_id ?? "", run.halted) : "");
+    message.textContent = run.message ?? (run.lifecycle === "needs_decision" ? decisionText(run.run_id ?? "", run.halted, run.next) : "");
     const hasOutput = run.output !== undefined;
     runOutput.hidden = !hasOutput;
     runOutput.replaceChildren(...(hasOutput ? [h("b", {}, "output "), h("code", { title: JSON.stringify(run.output) ?? "" }, outputText(run.output))] : []));

@@ -192,12 +192,13 @@ export function instancesText(instances: InstancesJson): string {
   return `instances: ${parts.join(", ") || "none yet"}`;
 }
 
-/** `needs a decision: a (why); b (why): rho-notebook resume RUN --decide a=rerun|skip ...`. */
-export function decisionText(runId: string, halted: readonly HaltedStepJson[] | undefined): string {
+/** `needs a decision: a (why); b (why) — NEXT`, where NEXT is the run view's `next` (the server's
+ * words: `--raise-budget` for a run its budget halted), else `rho-notebook resume RUN --decide a=rerun|skip ...`. */
+export function decisionText(runId: string, halted: readonly HaltedStepJson[] | undefined, next?: string): string {
   if (!halted || !halted.length) return "";
   const steps = halted.map((h) => `${h.step} (${h.why})`).join("; ");
   const decide = halted.map((h) => `--decide ${h.step}=rerun|skip`).join(" ");
-  return `needs a decision: ${steps} \u2014 rho-notebook resume ${runId} ${decide}`;
+  return `needs a decision: ${steps} \u2014 ${next ?? `rho-notebook resume ${runId} ${decide}`}`;
 }
 
 /** A run's emitted output on one line, cut with an ellipsis past `maxChars`. */

@@ -379,9 +379,15 @@ export interface RunView {
    */
   script?: boolean;
   /**
-   * Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``.
+   * Lifecycle ``needs_decision``: the steps the run stopped at, and why.
    */
   halted?: HaltedStepJson[];
+  /**
+   * The command a person runs to move the run on, as ``runs`` words it (``resume RUN
+   * --raise-budget tokens=N`` for a run its budget halted, ``--decide STEP=rerun|skip`` per halted
+   * script step, ``--recover-uncertain``); absent when the run needs nobody.
+   */
+  next?: string;
   /**
    * A script run's emitted output (absent when it emitted none).
    */

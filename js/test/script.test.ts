@@ -142,6 +142,10 @@ describe("the model of the marks", () => {
       "needs a decision: a (lost); b (manual) \u2014 rho-notebook resume 01R --decide a=rerun|skip --decide b=rerun|skip",
     );
     expect(decisionText("01R", [])).toBe("");
+    // a run its budget halted: the server's `next` (a graph run takes no --decide)
+    expect(decisionText("01R", [{ step: "c", why: "budget tokens: ..." }], "rho-notebook resume 01R --raise-budget tokens=N")).toBe(
+      "needs a decision: c (budget tokens: ...) \u2014 rho-notebook resume 01R --raise-budget tokens=N",
+    );
     expect(outputText("x".repeat(300), 10)).toBe('"xxxxxxxx\u2026');
   });
 });

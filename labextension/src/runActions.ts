@@ -1,8 +1,9 @@
 // Cancel and Resume, as the DAG toolbar asks for them. Cancel is sent at once (the server journals
 // the request; the owner acknowledges it). Resume first shows the run's graph digest in a dialog and
 // sends it with the request, so the server resumes only that frozen graph; a run whose owner exited
-// uncleanly also offers to recover its uncertain attempts. A script run that needs a decision is
-// resumed with `--decide STEP=rerun|skip` per halted step: the dialog shows that command.
+// uncleanly also offers to recover its uncertain attempts. A run that needs a decision goes on from
+// a terminal: the dialog shows the command the server words (`next`: `--decide STEP=rerun|skip` per
+// halted script step, `--raise-budget` for a run its budget halted).
 
 import { Dialog, showDialog, showErrorMessage } from "@jupyterlab/apputils";
 import { Widget } from "@lumino/widgets";
@@ -18,7 +19,7 @@ export type ActionOutcome = "requested" | "declined" | "failed";
 export async function runAction(
   api: RhoApi,
   kind: "cancel" | "resume",
-  run: { runId: string; digest: string; lifecycle: string | undefined; halted?: HaltedStepJson[] },
+  run: { runId: string; digest: string; lifecycle: string | undefined; halted?: HaltedStepJson[]; next?: string },
 ): Promise<ActionOutcome> {
   try {
     if (kind === "cancel") {
@@ -28,11 +29,15 @@ export async function runAction(
     if (run.lifecycle === "needs_decision") {
       const body = new Widget();
       const halted = run.halted ?? [];
+      const command = run.next ?? decideCommand(run.runId, halted);
+      const how = command.includes("--decide")
+        ? "Decide each (rerun: run the step once more; skip: go on with its stored result) and resume from a terminal:"
+        : "Resume it from a terminal:";
       body.node.append(
-        h("p", {}, "The script run stopped at steps it cannot decide alone:"),
+        h("p", {}, "The run stopped at steps it cannot go on with alone:"),
         h("ul", {}, ...halted.map((s) => h("li", {}, h("code", {}, s.step), `: ${s.why}`))),
-        h("p", {}, "Decide each (rerun: run the step once more; skip: go on with its stored result) and resume from a terminal:"),
-        h("code", { class: "rho-sb-digest rho-sb-decide" }, decideCommand(run.runId, halted)),
+        h("p", {}, how),
+        h("code", { class: "rho-sb-digest rho-sb-decide" }, command),
       );
       await showDialog({ title: "Needs a decision", body, buttons: [Dialog.okButton({ label: "Close" })] });
       return "declined";

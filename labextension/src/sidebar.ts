@@ -287,6 +287,7 @@ export class WorkflowsPanel extends Widget {
       digest: row?.graph_digest ?? shown?.graph_digest ?? "",
       lifecycle: row?.lifecycle ?? shown?.lifecycle,
       halted: shown?.halted,
+      next: row?.next ?? shown?.next,
     });
     if (outcome === "declined") {
       this.selected.source?.scheduleRefresh();

@@ -228,7 +228,11 @@ class RunView(TypedDict, total=False):
     script: bool
     """A script run: its steps appear as nodes while it runs (the layout grows)."""
     halted: list[HaltedStepJson]
-    """Lifecycle ``needs_decision``: the steps to decide with ``resume RUN --decide STEP=rerun|skip``."""
+    """Lifecycle ``needs_decision``: the steps the run stopped at, and why."""
+    next: str
+    """The command a person runs to move the run on, as ``runs`` words it (``resume RUN
+    --raise-budget tokens=N`` for a run its budget halted, ``--decide STEP=rerun|skip`` per halted
+    script step, ``--recover-uncertain``); absent when the run needs nobody."""
     output: Any
     """A script run's emitted output (absent when it emitted none)."""
     usage: UsageJson

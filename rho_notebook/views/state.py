@@ -15,7 +15,7 @@ from typing import Any
 
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import NodeRecord, RunState
-from rho_notebook.model.state import NodeState
+from rho_notebook.model.state import Lifecycle, NodeState
 from rho_notebook.service.wire import (
     LIVE_LIFECYCLES,
     NodeView,
@@ -24,6 +24,7 @@ from rho_notebook.service.wire import (
     halted_json,
     instances_json,
     outcome_name,
+    person_command,
     reused_from_json,
     shown_state,
 )
@@ -147,6 +148,9 @@ def run_view_of(
         view["script"] = True
     if state.halted:
         view["halted"] = halted_json(state)
+    command = person_command(state)
+    if command is not None and state.lifecycle is not Lifecycle.WAITING:  # a waiting run's form says what to do
+        view["next"] = command
     if state.output is not None:
         view["output"] = state.output
     return view

@@ -325,3 +325,11 @@ def test_a_run_its_budget_halted_is_listed_with_the_raise_that_moves_it_on(lab: 
     row.wait_for(timeout=30_000)
     assert row.locator(".rho-sb-act").inner_text().strip() == f"rho-notebook resume {run_id} --raise-budget tokens=N"
     assert "--decide" not in row.inner_text()
+    row.click()  # its DAG view says the same, and so does the Resume dialog
+    message = page.locator(".rho-dag .rho-message").last
+    message.wait_for(timeout=30_000)
+    assert message.inner_text().endswith(f"rho-notebook resume {run_id} --raise-budget tokens=N"), message.inner_text()
+    page.locator(".rho-dag button", has_text="Resume").last.click()
+    dialog = page.locator(".jp-Dialog .rho-sb-decide")
+    dialog.wait_for(timeout=30_000)
+    assert dialog.inner_text().strip() == f"rho-notebook resume {run_id} --raise-budget tokens=N"

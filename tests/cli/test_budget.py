@@ -123,6 +123,10 @@ def test_every_way_on_a_budget_halt_names_raise_budget_never_decide(project: Pro
     listed = project.cli("runs", env=ENV).stdout
     assert f"needs a person: rho-notebook resume {run_id} --raise-budget tokens=N" in listed, listed
     assert "--decide" not in listed
+    from rho_notebook.views.state import run_view_of  # the DAG view's (widget and sidebar) says the same
+
+    view = run_view_of(asyncio.run(project.service.status(run_id)))
+    assert view["next"] == f"rho-notebook resume {run_id} --raise-budget tokens=N"
 
 
 def test_a_raise_for_a_node_the_run_does_not_have_is_refused_by_name(project: Project, server: ScriptedServer) -> None:
