@@ -5,46 +5,17 @@ at the problem, and they pickle across process boundaries. Each class says how f
 ``exit_code`` of the ``rho-notebook`` command (1 failed or invalid, 2 usage, 3 refused) and
 ``http_status`` of the REST answer (400 bad input, 404 not found, 409 conflict or refusal, 500 ours).
 
-This module imports nothing of ours, so every layer may import it. Every public exception class of
+This module imports nothing of ours but :mod:`rho_notebook.diagnostics` (whose :class:`Diagnostic` it
+re-exports: import it from here), so every layer may import it. Every public exception class of
 the core layers lives here (tests/unit/test_module_shape.py); the few that are not :class:`RhoError`
 are signals between two layers, at the end.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One problem found in a workflow, with the rule it breaks and where it is."""
-
-    rule: str
-    message: str
-    file: str | None = None
-    line: int | None = None
-    column: int | None = None
-    suggestion: str | None = field(default=None, kw_only=True)
-    """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
-    input: str | None = field(default=None, kw_only=True)
-    """The input a value is missing for (``input.missing``; in JSON when set), for front ends' own words."""
-
-    def location(self) -> str:
-        if self.file is None:
-            return ""
-        if self.line is None:
-            return self.file
-        return f"{self.file}:{self.line}:{self.column or 1}"
-
-    def render(self) -> str:
-        where = self.location()
-        prefix = f"{where}: " if where else ""
-        return f"{prefix}error[{self.rule}]: {self.message}"
-
-    def to_json(self) -> dict[str, Any]:
-        found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
-        return {**found, "column": self.column, **({} if self.input is None else {"input": self.input})}
+from rho_notebook.diagnostics import Diagnostic as Diagnostic  # re-exported: every layer imports it from here
 
 
 class RhoError(Exception):

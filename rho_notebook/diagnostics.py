@@ -1,0 +1,44 @@
+"""One problem found in a workflow (:class:`Diagnostic`): the rule it breaks, what is wrong and
+where, as front ends print it and answer it as JSON.
+
+Errors carry diagnostics (:meth:`rho_notebook.errors.RhoError.diagnostics`); import the class from
+:mod:`rho_notebook.errors`, which re-exports it. Standard library only, like the rest of the base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Diagnostic"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a workflow, with the rule it breaks and where it is."""
+
+    rule: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    suggestion: str | None = field(default=None, kw_only=True)
+    """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
+    input: str | None = field(default=None, kw_only=True)
+    """The input a value is missing for (``input.missing``; in JSON when set), for front ends' own words."""
+
+    def location(self) -> str:
+        if self.file is None:
+            return ""
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column or 1}"
+
+    def render(self) -> str:
+        where = self.location()
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}error[{self.rule}]: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
+        return {**found, "column": self.column, **({} if self.input is None else {"input": self.input})}
