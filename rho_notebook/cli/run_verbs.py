@@ -272,7 +272,13 @@ def run_resume(args: argparse.Namespace) -> int:
     run_id = manifest.run_id
     graph = run_sync(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
-    from rho_notebook.service.starting import check_priced, check_resumable, check_scopes, record_budgets
+    from rho_notebook.service.starting import (
+        check_priced,
+        check_resumable,
+        check_resume_consent,
+        check_scopes,
+        record_budgets,
+    )
 
     try:  # before a person is asked to confirm the digest of a resume that would start nothing
         run_sync(check_resumable(service.layout, run_id, executor=args.executor))
@@ -297,7 +303,7 @@ def run_resume(args: argparse.Namespace) -> int:
     if isinstance(budgets, int):
         return budgets
     try:
-        run_sync(service.check_resume(request))
+        run_sync(check_resume_consent(service.layout, request))  # check_resumable was asked above
         if budgets:
             workspace = Path(manifest.workspace_root)
             check_scopes(graph, budgets, run_id=run_id)

@@ -49,6 +49,7 @@ __all__ = [
     "Presence",
     "create_run_of",
     "check_resume",
+    "check_resume_consent",
     "check_resumable",
     "resume_detached",
     "check_priced",
@@ -118,15 +119,32 @@ async def check_resume(layout: StoreLayout, request: ResumeRun) -> str:
         owner executes it (an owner that has just stopped is waited for:
         :func:`~rho_notebook.service.maintenance.owner_lets_go`).
     """
+    run_id = await _consented(layout, request)
+    await check_resumable(layout, run_id, executor=request.executor)
+    await _not_owned(layout, run_id, request)
+    return run_id
+
+
+async def check_resume_consent(layout: StoreLayout, request: ResumeRun) -> str:
+    """:func:`check_resume` for a front end that asked :func:`check_resumable` itself before it
+    asked a person to confirm (the CLI): consent, then no live owner; returns the full run ID."""
+    run_id = await _consented(layout, request)
+    await _not_owned(layout, run_id, request)
+    return run_id
+
+
+async def _consented(layout: StoreLayout, request: ResumeRun) -> str:
     store = RunStore(layout)
     run_id = await asyncio.to_thread(store.resolve, request.run)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     request.consent.check(manifest.graph_digest, what=f"resume run {run_id[:13]}")
-    await check_resumable(layout, run_id, executor=request.executor)
+    return run_id
+
+
+async def _not_owned(layout: StoreLayout, run_id: str, request: ResumeRun) -> None:
     if not await asyncio.to_thread(owner_lets_go, layout, run_id):  # before an owner is started for nothing
         msg = f"run {run_id} is owned by another live process and goes on by itself; nothing to resume"
         raise RunRefused(f"{msg}: {request.follow_hint}" if request.follow_hint else msg)
-    return run_id
 
 
 async def check_resumable(layout: StoreLayout, run_id: str, *, executor: str | None) -> None:
