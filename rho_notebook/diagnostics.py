@@ -7,6 +7,7 @@ Errors carry diagnostics (:meth:`rho_notebook.errors.RhoError.diagnostics`); imp
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,20 @@ class Diagnostic:
         where = self.location()
         prefix = f"{where}: " if where else ""
         return f"{prefix}error[{self.rule}]: {self.message}"
+
+    def inline(self, *, rule: bool = True, within: str | None = None) -> str:
+        """This finding as a phrase inside another message, on one line: ``[RULE] FILE:LINE:COL: MESSAGE``.
+
+        Never ``error[RULE]:``, which reads as a finding of its own. ``rule=False`` where the
+        outer finding carries this one's rule; the location is left out when there is none or it
+        is in ``within``, the file the outer finding is about."""
+        where = self.location() if self.file not in (None, within) else ""
+        return f"[{self.rule}] " * rule + f"{where}: " * bool(where) + self.message
+
+    @staticmethod
+    def inline_all(found: Iterable[Diagnostic]) -> str:
+        """Every finding of ``found`` :meth:`inline`, joined with ``"; "`` (a nested error's diagnostics)."""
+        return "; ".join(d.inline() for d in found)
 
     def to_json(self) -> dict[str, Any]:
         found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}

@@ -320,8 +320,8 @@ def check_manifest(
                     overlay=overlay_agents,
                 )
             except InvalidWorkflow as err:
-                first = err.diagnostics()[0].message if err.diagnostics() else str(err)
-                add("flow.agent", path, f"agent {agent_id!r} is not in the agent catalog: {first}")
+                said = Diagnostic.inline_all(err.diagnostics())
+                add("flow.agent", path, f"agent {agent_id!r} is not in the agent catalog: {said}")
     return found
 
 

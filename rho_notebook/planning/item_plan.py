@@ -175,7 +175,8 @@ class _StepFreezer:
         except InvalidWorkflow as err:  # each finding at the step, with its own rule (agent.unknown, ...)
             for found in err.diagnostics():
                 if found.file in (None, self.request.entry.display):
-                    self.problem(found.rule, f"step {step.id!r}: {found.message}", at)
+                    said = found.inline(rule=False, within=self.request.entry.display)  # its rule is the finding's
+                    self.problem(found.rule, f"step {step.id!r}: {said}", at)
                 else:  # in the agent's definition file: said there, naming the step
                     self.found.append(dataclasses.replace(found, message=f"step {step.id!r}: {found.message}"))
             return None

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from rho_notebook.errors import (
+    Diagnostic,
     InvalidWorkflow,
     SettingsError,
     StepInvalid,
@@ -364,8 +365,7 @@ class StepRunner:
                 definition, user_home=self.layout.home, workspace=self.workspace, trusted=self.trusted, file=where
             )
         except InvalidWorkflow as err:
-            said = [f"[{d.rule}] " + f"{d.location()}: " * bool(d.location()) + d.message for d in err.diagnostics()]
-            raise StepInvalid(f"step {call.key!r}: {'; '.join(said)}") from None
+            raise StepInvalid(f"step {call.key!r}: {Diagnostic.inline_all(err.diagnostics())}") from None
         self._budgets.within(call.key, "template_bytes", len(prompt.encode()) + len(definition.body.encode()))
         operation = AgentOperation(
             name=call.key,

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from rho_notebook.errors import NotFound
+from rho_notebook.errors import Diagnostic, NotFound
 from rho_notebook.store.ids import match_id
 
 
@@ -27,3 +27,17 @@ def test_a_not_found_error_keeps_its_listing_across_a_pickle() -> None:
     assert isinstance(copy, NotFound)
     assert copy.message == "no plan matches 'p'; list them with `rho-notebook plans`"
     assert copy.listed_with("%workflow {}") == "no plan matches 'p'; list them with %workflow plans"
+
+
+def test_a_nested_diagnostic_inlines_as_one_phrase_never_as_a_finding_of_its_own() -> None:
+    """One rule for a diagnostic said inside another message (a script step's refusal, a flow's
+    ``flow.agent``, an item-graph step's finding): ``[rule] where: message``, never ``error[...]``."""
+    located = Diagnostic(rule="agent.runtime", message="runtime: 'nope' is not allowed", file="a/b.md", line=4)
+    bare = Diagnostic(rule="agent.unknown", message="unknown agent 'x'")
+    assert located.inline() == "[agent.runtime] a/b.md:4:1: runtime: 'nope' is not allowed"
+    assert bare.inline() == "[agent.unknown] unknown agent 'x'"
+    assert located.inline(rule=False) == "a/b.md:4:1: runtime: 'nope' is not allowed"
+    assert located.inline(rule=False, within="a/b.md") == "runtime: 'nope' is not allowed"
+    assert Diagnostic.inline_all([bare, located]) == f"{bare.inline()}; {located.inline()}"
+    assert "error[" not in Diagnostic.inline_all([bare, located])
+    assert pickle.loads(pickle.dumps(located)) == located

@@ -244,6 +244,19 @@ def test_the_manifest_check_names_the_module_path_of_each_problem(tmp_path: Path
     assert no_default == ["flow.provider: f.a: names no provider and settings set no default_provider (settings.json)"]
 
 
+def test_a_catalog_agent_whose_definition_is_broken_is_said_with_its_file_and_line(tmp_path: Path) -> None:
+    """``flow.agent`` said only the first nested message, without the definition file's line; now
+    every nested finding is inlined as a script step's refusal says it (``[rule] file:line: ...``)."""
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "broken.md").write_text("---\nid: broken\ndescription: x\nruntime: nope\n---\nhi\n")
+    manifest = {"agents": [{"path": "f.catalog", "agent": "broken", "provider": {"name": None, "model": None}}]}
+    problems = check(manifest, {**SETTINGS, "default_provider": "local"}, {}, tmp_path)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("flow.agent: f.catalog: agent 'broken' is not in the agent catalog: ["), problems
+    assert "agents/broken.md:4:1: runtime: 'nope' is not allowed" in problems[0], problems
+    assert "error[" not in problems[0]
+
+
 def test_a_step_key_is_one_folder_and_plain_names_keep_theirs(tmp_path: Path) -> None:
     assert node_folder("team.research.writer/f1#2") == "team.research.writer%2Ff1#2"
     assert node_folder("support.router#1") == "support.router#1"
