@@ -64,7 +64,7 @@ from rho_notebook.service import (
     find_workspace,
     wait_for,
 )
-from rho_notebook.service.flags import MODES, check_keywords
+from rho_notebook.service.flags import DECISIONS, MODES, Decision, check_keywords
 from rho_notebook.service.usage import UsageTable, run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.runs import latest_run
@@ -361,7 +361,7 @@ def resume(
     yes: bool = False,
     confirm_digest: str | None = None,
     approval_timeout: float | None = None,
-    decisions: Mapping[str, Literal["rerun", "skip"]] | None = None,
+    decisions: Mapping[str, Decision] | None = None,
     executor: str | None = None,
     raise_budget: Mapping[str, float] | None = None,
 ) -> RunHandle:
@@ -391,7 +391,7 @@ def resume(
     """
     svc = service()
     check_keywords(durations={"approval_timeout": approval_timeout}, mappings={"decisions": decisions})
-    check_keywords(choices={f"decisions[{k!r}]": (v, ("rerun", "skip")) for k, v in (decisions or {}).items()})
+    check_keywords(choices={f"decisions[{k!r}]": (v, DECISIONS) for k, v in (decisions or {}).items()})
     runner = default_runner()
     full = call(svc.resolve_run(run_id))
     live = runner.handle(full)

@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from rho_notebook.errors import ArgumentError
 from rho_notebook.model.budget import NAMES, Limits, limit_problem, parse_budget
@@ -24,6 +24,8 @@ from rho_notebook.model.spelling import meant
 
 __all__ = [
     "Front",
+    "Decision",
+    "DECISIONS",
     "Flag",
     "VerbParser",
     "options_of",
@@ -42,6 +44,9 @@ __all__ = [
 
 Front = Literal["cli", "notebook"]
 Decision = Literal["rerun", "skip"]
+"""A halted script step decided (``--decide STEP=rerun|skip``, ``rho.resume(decisions=...)``)."""
+DECISIONS: tuple[Decision, ...] = get_args(Decision)
+"""The words of :data:`Decision`, in the order messages list them."""
 
 MODES = ("auto", "plan", "supervised")
 """The permission modes a run may be started in (docs/approvals.md)."""
@@ -430,13 +435,13 @@ def parse_decisions(given: Sequence[str]) -> dict[str, Decision]:
     decisions: dict[str, Decision] = {}
     for item in given:
         step, sep, decision = item.partition("=")
-        if not sep or not step or decision not in ("rerun", "skip"):
+        if not sep or not step or decision not in DECISIONS:
             msg = f"--decide {item!r}: write --decide STEP=rerun or --decide STEP=skip"
             raise ArgumentError(msg)
         if step in decisions:
             msg = f"--decide names step {step!r} twice; give one decision per halted step"
             raise ArgumentError(msg)
-        decisions[step] = "rerun" if decision == "rerun" else "skip"
+        decisions[step] = DECISIONS[DECISIONS.index(decision)]  # the Literal itself, for the type
     return decisions
 
 

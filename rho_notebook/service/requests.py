@@ -12,6 +12,7 @@ from typing import Literal
 
 from rho_notebook.errors import ConfirmationRequired
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.service.flags import Decision
 
 __all__ = ["Consent", "Mode", "Via", "StartRun", "ResumeRun", "normalize_digest"]
 
@@ -98,7 +99,7 @@ class ResumeRun(FrozenModel):
     consent: Consent
     recover_uncertain: bool = False
     """After inspection: stop leftover processes and rerun attempts without a journaled result."""
-    decisions: dict[str, Literal["rerun", "skip"]] = {}
+    decisions: dict[str, Decision] = {}
     """A script run's ``--decide STEP=rerun|skip``: each authorises one call of that step (rerun:
     one new attempt; skip: its stored result is accepted)."""
     executor: str | None = None
