@@ -272,13 +272,7 @@ def run_resume(args: argparse.Namespace) -> int:
     run_id = manifest.run_id
     graph = run_sync(service.run_graph(run_id))
     what = f"resume run {run_id[:13]}"
-    from rho_notebook.service.starting import (
-        check_priced,
-        check_resumable,
-        check_resume_consent,
-        check_scopes,
-        record_budgets,
-    )
+    from rho_notebook.service.starting import check_resumable, check_resume_consent, resume_budgets
 
     try:  # before a person is asked to confirm the digest of a resume that would start nothing
         run_sync(check_resumable(service.layout, run_id, executor=args.executor))
@@ -304,12 +298,7 @@ def run_resume(args: argparse.Namespace) -> int:
         return budgets
     try:
         run_sync(check_resume_consent(service.layout, request))  # check_resumable was asked above
-        if budgets:
-            workspace = Path(manifest.workspace_root)
-            check_scopes(graph, budgets, run_id=run_id)
-            run_sync(check_priced(service.layout, graph, budgets, workspace=workspace))
-            source = "raise" if getattr(args, "raise_budget", None) else "run"
-            run_sync(record_budgets(service.layout, run_id, budgets, source=source))
+        run_sync(resume_budgets(service.layout, run_id, budgets))
     except ConfirmationRequired as err:
         return _refused(args, err, digest=manifest.graph_digest, what=what)
     except RunRefused as err:

@@ -57,6 +57,7 @@ __all__ = [
     "start_budgets",
     "check_scopes",
     "raise_budgets",
+    "resume_budgets",
 ]
 
 Responder = Callable[[ApprovalRequest], None]
@@ -277,7 +278,23 @@ async def raise_budgets(layout: StoreLayout, run_id: str, raises: Mapping[str, f
     """
     if not raises:
         return
-    budgets = parse_budgets(raises=[f"{key}={value}" for key, value in raises.items()])
+    await resume_budgets(layout, run_id, parse_budgets(raises=[f"{key}={value}" for key, value in raises.items()]))
+
+
+async def resume_budgets(layout: StoreLayout, run_id: str, budgets: Mapping[str, Limits]) -> None:
+    """The limits a resume sets (``resume --max-tokens``, ``--raise-budget``, ``rho.resume(raise_budget=)``,
+    from every front end alike): checked, then journaled with source ``raise`` before the resume's
+    owner starts (a limit set after the run started is a raise, whatever its flag; docs/usage.md).
+
+    Raises
+    ------
+    NotFound
+        A node's budget for a node the run's graph does not have (:func:`check_scopes`).
+    RunRefused
+        A cost limit while a model of the run has no price (:func:`check_priced`).
+    """
+    if not budgets:
+        return
     store = RunStore(layout)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     graph = await asyncio.to_thread(store.graph, run_id, expected_digest=manifest.graph_digest)
@@ -288,7 +305,8 @@ async def raise_budgets(layout: StoreLayout, run_id: str, raises: Mapping[str, f
 
 async def record_budgets(layout: StoreLayout, run_id: str, budgets: Mapping[str, Limits], *, source: str) -> None:
     """Journal ``budgets`` (scope -> limits; ``""`` the run) in run ``run_id`` durably, before an
-    owner starts it (``run --max-tokens``: source ``run``; ``resume --raise-budget``: ``raise``)."""
+    owner starts it (``run --max-tokens``: source ``run``; any limit a resume sets: ``raise``,
+    :func:`resume_budgets`)."""
     records = [
         record
         for scope, limits in sorted(budgets.items())
