@@ -7,6 +7,7 @@ Errors carry diagnostics (:meth:`rho_notebook.errors.RhoError.diagnostics`); imp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,10 @@ class Diagnostic:
     """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
     input: str | None = field(default=None, kw_only=True)
     """The input a value is missing for (``input.missing``; in JSON when set), for front ends' own words."""
+    step: str | None = field(default=None, kw_only=True)
+    """The item-graph step the finding is about (in JSON when set), as a document finding names it."""
+    field: str | None = dataclasses.field(default=None, kw_only=True)
+    """The dotted path inside that step its location points at (``params.source``; in JSON when set)."""
 
     def location(self) -> str:
         if self.file is None:
@@ -56,4 +61,5 @@ class Diagnostic:
 
     def to_json(self) -> dict[str, Any]:
         found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
-        return {**found, "column": self.column, **({} if self.input is None else {"input": self.input})}
+        named = {"input": self.input, "step": self.step, "field": self.field}
+        return {**found, "column": self.column, **{key: value for key, value in named.items() if value is not None}}

@@ -7,16 +7,18 @@ positions. :mod:`~rho_notebook.planning.itemgraph` lists the reading rules (``gr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from rho_notebook.errors import Diagnostic
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
 from rho_notebook.planning._findings import Finding
 
-__all__ = ["Document", "GraphFinding", "Loader", "Path_", "control_character", "subject_of"]
+__all__ = ["Document", "GraphFinding", "Loader", "Path_", "control_character", "field_of", "subject_of"]
 
 Path_ = tuple[str | int, ...]
 
@@ -32,6 +34,9 @@ class GraphFinding(Finding):
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "step": self.step, "field": self.field}
+
+    def diagnostic(self) -> Diagnostic:
+        return dataclasses.replace(super().diagnostic(), step=self.step, field=self.field)
 
 
 # -- reading YAML with positions -------------------------------------------------------------------
@@ -162,6 +167,12 @@ def _dotted(parts: Path_) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def field_of(path: Path_) -> str | None:
+    """The field a path under ``steps[N]`` (or ``edges[N]``) names inside that step (or edge), as
+    findings name it (``params.argv[1]``); None for the step itself."""
+    return _dotted(path[2:]) or None
 
 
 def subject_of(data: Any, path: Path_) -> tuple[str | None, str | None, str]:

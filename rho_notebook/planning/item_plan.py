@@ -38,6 +38,7 @@ from rho_notebook.planning.code_args import code_argument_problem, item_argv
 from rho_notebook.planning.forms import is_graph_request
 from rho_notebook.planning.frozen_agents import catalog_resolver, frozen_agent, mutating_tools
 from rho_notebook.planning.inputs import check_inputs
+from rho_notebook.planning.item_document import field_of
 from rho_notebook.planning.item_size import loop_bodies
 from rho_notebook.planning.itemgraph import load_graph, locate
 from rho_notebook.planning.request import PlanRequest
@@ -123,8 +124,9 @@ def _loops(graph: ItemGraph, request: PlanRequest, where: _Where) -> _Loops:
     except ValueError as err:
         index = next(i for i, e in enumerate(graph.edges) if e.loop is not None)
         line, column = where(("edges", index, "loop"))
+        shown, step = request.entry.display, graph.edges[index].source  # an edge's step is its from, as a document's
         raise InvalidWorkflow(
-            [Diagnostic(rule="graph.loop", message=str(err), file=request.entry.display, line=line, column=column)]
+            [Diagnostic("graph.loop", str(err), shown, line, column, step=step, field="loop")]
         ) from None
 
 
@@ -149,9 +151,11 @@ class _StepFreezer:
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
     found: list[Diagnostic] = field(default_factory=list)
 
-    def problem(self, rule: str, message: str, at: tuple[int, int]) -> None:
+    def problem(self, rule: str, message: str, at: tuple[int, int], *, step: str, under: tuple[str | int, ...]) -> None:
+        """A finding at ``at``, the position of ``under`` (a path into the document) in step ``step``."""
+        display, inside = self.request.entry.display, field_of(under)
         self.found.append(
-            Diagnostic(rule=rule, message=message, file=self.request.entry.display, line=at[0], column=at[1])
+            Diagnostic(rule=rule, message=message, file=display, line=at[0], column=at[1], step=step, field=inside)
         )
 
     def extra(self, index: int, step: Step, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -163,12 +167,14 @@ class _StepFreezer:
             kind, acting, under = params["step"]["kind"], params["step"]["params"], (*under, "step", "params")
         at = self.where(under)
         if kind in ("agent", "model") and acting.get("agent") is not None:
-            return self.agent(step, kind, acting, at)
+            return self.agent(under, step, kind, acting, at)
         if kind == "command":
             return self.command(under, step, acting, at)
         return {}
 
-    def agent(self, step: Step, kind: str, params: dict[str, Any], at: tuple[int, int]) -> dict[str, Any] | None:
+    def agent(
+        self, under: tuple[str | int, ...], step: Step, kind: str, params: dict[str, Any], at: tuple[int, int]
+    ) -> dict[str, Any] | None:
         agent_id = params["agent"]
         try:
             definition = frozen_agent(agent_id, self.agents, request=self.request, resolve_agent=catalog_resolver)
@@ -176,12 +182,13 @@ class _StepFreezer:
             for found in err.diagnostics():
                 if found.file in (None, self.request.entry.display):
                     said = found.inline(rule=False, within=self.request.entry.display)  # its rule is the finding's
-                    self.problem(found.rule, f"step {step.id!r}: {said}", at)
+                    self.problem(found.rule, f"step {step.id!r}: {said}", at, step=step.id, under=under)
                 else:  # in the agent's definition file: said there, naming the step
-                    self.found.append(dataclasses.replace(found, message=f"step {step.id!r}: {found.message}"))
+                    named = f"step {step.id!r}: {found.message}"
+                    self.found.append(dataclasses.replace(found, message=named, step=step.id))
             return None
         except PlanError as err:
-            self.problem("resolve", f"step {step.id!r}: {err.message}", at)
+            self.problem("resolve", f"step {step.id!r}: {err.message}", at, step=step.id, under=under)
             return None
         access = params.get("access", "read_only")
         if kind == "agent" and access == "read_only" and not definition.is_read_only():
@@ -191,6 +198,8 @@ class _StepFreezer:
                 f"(its tools include {', '.join(mutating_tools(definition)) or 'a runtime that writes'}); "
                 "set access: mutating",
                 at,
+                step=step.id,
+                under=under,
             )
             return None
         return {"agent": agent_id, "access": access}
@@ -203,7 +212,8 @@ class _StepFreezer:
             cwd = self.resolver.frozen_dir(folder, node=step.id)
             executable = self.resolver.executable(params["argv"][0], cwd_label=cwd, node=step.id)
         except PlanError as err:
-            self.problem("resolve", f"step {step.id!r}: {err.message.removeprefix(f'node {step.id!r}: ')}", at)
+            said = err.message.removeprefix(f"node {step.id!r}: ")
+            self.problem("resolve", f"step {step.id!r}: {said}", at, step=step.id, under=under)
             return None
         code = code_argument_problem(
             item_argv(params["argv"]),
@@ -213,7 +223,8 @@ class _StepFreezer:
             subject="step",
         )
         if code is not None:
-            self.problem("argv.code", code.message, self.where((*under, "argv", code.argument)))
+            argument = (*under, "argv", code.argument)
+            self.problem("argv.code", code.message, self.where(argument), step=step.id, under=argument)
             return None
         return {"cwd": cwd, "executable": executable, "access": "mutating"}
 
@@ -327,10 +338,10 @@ async def _frozen_steps(
         found = err.diagnostics()
     sources = {step: (at, text) for step, at, text in _code_sources(document)}
     for refused in await check_code_steps([(step, text) for step, (_, text) in sources.items()], limits=limits):
-        line, column = where(sources[refused.step][0])
-        found.append(
-            Diagnostic(rule=refused.rule, message=refused.message, file=request.entry.display, line=line, column=column)
-        )
+        at = sources[refused.step][0]
+        line, column = where(at)
+        shown, inside = request.entry.display, field_of(at)  # params.source (an aggregate's: params.step.params.source)
+        found.append(Diagnostic(refused.rule, refused.message, shown, line, column, step=refused.step, field=inside))
     if found:
         raise InvalidWorkflow(found)
     return frozen

@@ -100,3 +100,29 @@ def test_a_code_step_that_cannot_parse_is_refused_before_the_run(project: Projec
     project.write("g.graph.yaml", TRIAGE.replace(low, good))
     ran = project.cli("run", "g.graph.yaml", "--input", "score=1", "--yes")
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_what_validate_resolves_in_the_steps_names_the_step_and_field_in_json(project: Project) -> None:
+    """The findings of resolving the steps (an unknown agent, a program not on PATH, a mapping as
+    code) and of parsing a code step carried no ``step``/``field`` in JSON, unlike every other
+    finding of the document; now they name both, at the place their line and column point."""
+    low = "{id: low, kind: set, params: {fields: {level: low}}}"
+    cases = {
+        "{id: low, kind: agent, params: {agent: nosuch, prompt: '=hi'}}": ("agent.unknown", "params"),
+        "{id: low, kind: command, params: {argv: [no-such-program-x], into: x}}": ("resolve", "params"),
+        "{id: low, kind: command, params: {argv: [sh, -c, '={{ $json.c }}'], into: x}}": (
+            "argv.code",
+            "params.argv[2]",
+        ),
+        '{id: low, kind: code, params: {source: "def run(item)\\n  return item"}}': ("code.error", "params.source"),
+        (
+            "{id: low, kind: aggregate, params: {over: xs, max_items: 3, into: ys, "
+            "step: {kind: code, params: {source: 'def run(item) return item'}}}}"
+        ): ("code.error", "params.step.params.source"),
+    }
+    for step, (rule, field) in cases.items():
+        project.write("g.graph.yaml", TRIAGE.replace(low, step))
+        result = project.cli("validate", "g.graph.yaml", "--output", "json")
+        assert result.returncode == 1, result
+        (found,) = json.loads(result.stdout)["diagnostics"]
+        assert (found["rule"], found["step"], found["field"]) == (rule, "low", field), found
