@@ -36,12 +36,11 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, overload
+from typing import Any, TypeVar, Union, overload
 
 from rho_notebook.errors import ConfirmationRequired, NotFound, RunRefused
-from rho_notebook.model.plan import Plan, PlanManifest
-from rho_notebook.model.run_state import RunState
-from rho_notebook.model.state import Lifecycle
+from rho_notebook.model.plan import Plan
+from rho_notebook.notebook._reads import logs, plans, result, runs, status, usage
 from rho_notebook.service import (
     ApprovalDecision,
     ApprovalRequest,
@@ -54,10 +53,8 @@ from rho_notebook.service import (
     ResumeRun,
     RunHandle,
     RunResult,
-    RunsQuery,
     Service,
     StartRun,
-    Stream,
     TryPlan,
     Workspace,
     default_runner,
@@ -65,7 +62,6 @@ from rho_notebook.service import (
     wait_for,
 )
 from rho_notebook.service.flags import DECISIONS, MODES, Decision, check_keywords
-from rho_notebook.service.usage import UsageTable, run_ledger
 from rho_notebook.service.wire import LIVE_LIFECYCLES
 from rho_notebook.views.runs import latest_run
 
@@ -467,41 +463,6 @@ def live_handle(run_id: str, *, service: Service | None = None) -> RunHandle | N
     return known
 
 
-def status(run_id: str) -> RunState:
-    """One durable snapshot of a run (never takes ownership): ``rho-notebook status``."""
-    return call(service().status(run_id))
-
-
-def result(run_id: str) -> RunResult:
-    """Per node: state, attempts, exit, validated output and artifact paths.
-
-    ``rho.result(run_id).to_json()`` is exactly ``rho-notebook result RUN --output json``.
-    """
-    return call(service().run_result(run_id))
-
-
-def usage(run_id: str) -> UsageTable:
-    """What a run's model calls spent (docs/usage.md): a list of typed rows
-    (:class:`~rho_notebook.service.usage.UsageRow`: ``key``, ``level``, ``usage``, ``saved``), the
-    run's first, then one per node, then one per roll-up of script and flow steps by key prefix.
-    A notebook shows it as a table (``_repr_html_``; no pandas); ``row.usage.cost_usd`` is None
-    when a model has no price in settings. The same counts as ``status``'s ``usage`` objects.
-    """
-    svc = service()
-    state = call(svc.status(run_id))
-    return run_ledger(state, layout=svc.layout).rows()
-
-
-def runs(*, state: str | None = None, limit: int | None = None) -> list[RunState]:
-    """Runs in the store, oldest first; ``state`` filters by lifecycle, ``limit`` keeps the newest."""
-    if state is not None and state not in {lc.value for lc in Lifecycle}:
-        msg = f"unknown lifecycle {state!r}; one of {', '.join(lc.value for lc in Lifecycle)}"
-        raise ValueError(msg)
-    check_keywords(at_least_one={"limit": limit})
-    query = RunsQuery(state=Lifecycle(state) if state is not None else None, limit=limit or 0)
-    return call(service().runs(query))
-
-
 def show(run_id: str | None = None, *, workflow: str | None = None, node: str | None = None) -> Any:
     """An earlier run redrawn from the store: its live DAG and node outputs, under a picker of
     the runs of its workflow in its workspace (newest first) that switches between them. Nothing
@@ -531,11 +492,6 @@ def show(run_id: str | None = None, *, workflow: str | None = None, node: str | 
     return run_picker(run_id, service=svc, handle_for=handle_for, select=node)
 
 
-def plans() -> list[PlanManifest]:
-    """Saved plans, oldest first."""
-    return call(service().plans())
-
-
 def cancel(run_id: str, *, wait_seconds: float = 2.0) -> CancelResult:
     """Durably request cancellation and wait up to ``wait_seconds`` for the owner's acknowledgement.
 
@@ -544,19 +500,6 @@ def cancel(run_id: str, *, wait_seconds: float = 2.0) -> CancelResult:
     """
     check_keywords(durations={"wait_seconds": wait_seconds})
     return call(service().cancel(run_id, wait_seconds=wait_seconds))
-
-
-def logs(run_id: str, node: str, *, stream: Literal["stdout", "stderr", "both"] = "both") -> dict[str, str]:
-    """The retained stdout / stderr of a node's latest attempt (decoded as UTF-8, replacing errors).
-
-    Raises
-    ------
-    NotFound
-        No such run, or the run has no such node.
-    """
-    check_keywords(choices={"stream": (stream, ("stdout", "stderr", "both"))})
-    streams: tuple[Stream, ...] = ("stdout", "stderr") if stream == "both" else (stream,)
-    return call(service().log_text(run_id, node, streams=streams))
 
 
 @overload
