@@ -28,6 +28,9 @@ class Diagnostic:
     """The name the person probably meant (``flow.name``: the flow to name); not rendered, not in JSON."""
     input: str | None = field(default=None, kw_only=True)
     """The input a value is missing for (``input.missing``; in JSON when set), for front ends' own words."""
+    flows: tuple[str, ...] = field(default=(), kw_only=True)
+    """The flows the module defines (``flow.name``) or to name (``flow.unnamed``; in JSON when set), so
+    that a front end that names a flow otherwise than ``--flow`` can word the finding its own way."""
     step: str | None = field(default=None, kw_only=True)
     """The item-graph step the finding is about (in JSON when set), as a document finding names it."""
     field: str | None = dataclasses.field(default=None, kw_only=True)
@@ -61,5 +64,5 @@ class Diagnostic:
 
     def to_json(self) -> dict[str, Any]:
         found = {"rule": self.rule, "message": self.message, "file": self.file, "line": self.line}
-        named = {"input": self.input, "step": self.step, "field": self.field}
+        named = {"input": self.input, "flows": list(self.flows) or None, "step": self.step, "field": self.field}
         return {**found, "column": self.column, **{key: value for key, value in named.items() if value is not None}}

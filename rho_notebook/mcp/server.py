@@ -71,7 +71,7 @@ from rho_notebook.service import (
     check_path,
 )
 from rho_notebook.service.catalog import catalog_json
-from rho_notebook.service.checks import check_flow, inputs_spelled
+from rho_notebook.service.checks import FlowSpelling, check_flow, flows_spelled, inputs_spelled
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.wire import LIVE_LIFECYCLES, invalid_json, plan_summary_json, status_json, validate_json
 
@@ -83,6 +83,10 @@ _WAIT_POLL_SECONDS = 0.1
 _CLIENT_NAME_MAX = 200
 _PASS_INPUT = '; pass it in the inputs argument: {{"{key}": VALUE}}'
 """How a missing input is given to a tool (the CLI says ``--input``: :func:`inputs_spelled`)."""
+_FLOWS = FlowSpelling(
+    flag="the workflow argument", lead="pass it in the workflow argument: ", each='{{"workflow": "{name}"}}'
+)
+"""How a flow is named to a tool (the CLI says ``--flow``: :func:`flows_spelled`)."""
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
 Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
@@ -138,9 +142,9 @@ class WorkflowTools:
         try:
             return _answer(await method(args, client))
         except ToolFailure as failure:
-            return _error(inputs_spelled(failure.answer, _PASS_INPUT))
+            return _error(_spelled(failure.answer))
         except InvalidWorkflow as err:
-            return _error(inputs_spelled(invalid_json(err), _PASS_INPUT))
+            return _error(_spelled(invalid_json(err)))
         except RhoError as err:
             return _error(f"error[{err.rule}]: {_refusal(err)}")
         except Exception as err:  # a bug or an OS failure: the client gets one line, the log the traceback
@@ -205,7 +209,7 @@ class WorkflowTools:
         checked = await self.service.check_script(path, inputs=args.inputs)
         if checked.errors:
             raise ToolFailure(checked.to_json())
-        return checked.to_json()
+        return _spelled(checked.to_json())  # a flow module's flow.unnamed warning
 
     async def _validate_flow(self, path: Path, args: ValidateArgs, *, flow: str) -> Any:
         """A flow module's lint findings, then its compiled manifest's check, as ``validate FILE.py
@@ -235,7 +239,7 @@ class WorkflowTools:
             # what `plan SCRIPT.py` prints on stderr: e.g. a flow module planned without its workflow runs nothing
             warnings = [finding.to_json() for finding in await self.service.lint_script(path, flow=args.workflow)]
             if warnings:
-                return {**plan_summary_json(plan, stored=True), "warnings": warnings}
+                return _spelled({**plan_summary_json(plan, stored=True), "warnings": warnings})
         elif args.workflow is not None:
             raise ToolFailure(
                 "workflow names a notebook's workflow or a flow module's; leave it out for a .star file or a FILE.graph.yaml"
@@ -405,6 +409,11 @@ def _text(value: Any) -> str:
 
 def _answer(value: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=_text(value))], is_error=False)
+
+
+def _spelled(answer: Any) -> Any:
+    """A validate or plan answer in the tools' terms: inputs and flows named as arguments, not flags."""
+    return flows_spelled(inputs_spelled(answer, _PASS_INPUT), _FLOWS)
 
 
 def _refusal(err: RhoError) -> str:

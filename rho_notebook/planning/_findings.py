@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rho_notebook.errors import Diagnostic
@@ -22,6 +22,8 @@ class Finding:
     file: str
     line: int
     column: int
+    flows: tuple[str, ...] = field(default=(), kw_only=True)
+    """The flows to name (``flow.unnamed``; in JSON when set), as :class:`Diagnostic` ``flows``."""
 
     def render(self) -> str:
         """``file:line:col: warning[rule]: message``, like a diagnostic."""
@@ -35,7 +37,8 @@ class Finding:
             "file": self.file,
             "line": self.line,
             "column": self.column,
+            **({"flows": list(self.flows)} if self.flows else {}),
         }
 
     def diagnostic(self) -> Diagnostic:
-        return Diagnostic(rule=self.rule, message=self.message, file=self.file, line=self.line, column=self.column)
+        return Diagnostic(self.rule, self.message, self.file, self.line, self.column, flows=self.flows)

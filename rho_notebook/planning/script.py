@@ -32,7 +32,7 @@ from rho_notebook.planning.inputs import SCRIPT_INPUT_BYTES, check_inputs, check
 from rho_notebook.planning.python import freeze_runtime, frozen_modules
 from rho_notebook.planning.request import PlanRequest
 from rho_notebook.planning.resolve import Resolver
-from rho_notebook.planning.script_flows import flows_defined, required_arguments
+from rho_notebook.planning.script_flows import CLI_FLOWS, flows_defined, required_arguments
 from rho_notebook.planning.script_inputs import INPUT_TYPES, NAME, parse_inputs_declaration, parse_script
 from rho_notebook.planning.script_lint import lint_script
 from rho_notebook.planning.seal import FrozenGraph
@@ -153,25 +153,33 @@ def _flow_defined(tree: ast.Module, name: str) -> bool:
 
 
 def _check_flow_name(text: str, flow: str, display: str) -> None:
-    if not flow.isidentifier():
-        msg = f"--flow {flow!r} is not a Python name; give the name of the Workflow class (or instance) the module defines"
-        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
+    """Refuse (``flow.name``) a ``--flow`` that names no workflow the module makes without arguments;
+    the finding's ``flows`` are those the module defines (a front end words ``--flow`` its own way)."""
     tree = parse_script(text, display)
+    defined = flows_defined(tree) if isinstance(tree, ast.Module) else []
+
+    def refused(msg: str, suggestion: str | None = None) -> InvalidWorkflow:
+        found = Diagnostic(rule="flow.name", message=msg, file=display, suggestion=suggestion, flows=(*defined,))
+        return InvalidWorkflow([found])
+
+    if not flow.isidentifier():
+        what = "give the name of the Workflow class (or instance) the module defines"
+        raise refused(f"{CLI_FLOWS.flag} {flow!r} is not a Python name; {what}")
     if isinstance(tree, ast.Module) and not _flow_defined(tree, flow):
-        defined = flows_defined(tree)
         close = meant(flow, defined)
         hint = f" (did you mean {close}?)" if close else ""
         listed = f": {', '.join(defined)}" if defined else " (it defines none)"
-        msg = f"{display} defines no {flow} at its top level{hint}; --flow names a Workflow subclass or instance the module defines{listed}"
-        suggestion = close or next(iter(defined), None)  # the closest name, else the first the module defines
-        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display, suggestion=suggestion)])
+        names = f"{CLI_FLOWS.flag} names a Workflow subclass or instance the module defines{listed}"
+        # the suggestion: the closest name, else the first the module defines
+        raise refused(
+            f"{display} defines no {flow} at its top level{hint}; {names}", close or next(iter(defined), None)
+        )
     needs = required_arguments(tree, flow) if isinstance(tree, ast.Module) else []
     if needs:
-        msg = (
-            f"{flow}() needs arguments ({', '.join(needs)}), and --flow makes it without any: give them defaults, "
-            f"or make the instance at the module's top level (flow = {flow}(...)) and pass its name to --flow"
+        raise refused(
+            f"{flow}() needs arguments ({', '.join(needs)}), and {CLI_FLOWS.flag} makes it without any: give them defaults, "
+            f"or make the instance at the module's top level (flow = {flow}(...)) and pass its name to {CLI_FLOWS.flag}"
         )
-        raise InvalidWorkflow([Diagnostic(rule="flow.name", message=msg, file=display)])
 
 
 def _freeze(request: PlanRequest, *, name: str, inputs: tuple[InputDecl, ...], shown: str) -> FrozenGraph:

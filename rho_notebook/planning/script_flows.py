@@ -12,11 +12,36 @@ as doing something). The warning names the ``--flow`` to pass.
 from __future__ import annotations
 
 import ast
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rho_notebook.planning._findings import Finding
 from rho_notebook.planning.script_inputs import finding_at
 
-__all__ = ["flows_defined", "required_arguments", "unnamed_flow"]
+__all__ = ["CLI_FLOWS", "FlowSpelling", "flows_defined", "required_arguments", "unnamed_flow"]
+
+
+@dataclass(frozen=True)
+class FlowSpelling:
+    """How a front end names a flow in ``flow.unnamed`` and ``flow.name``: the findings say it as
+    :data:`CLI_FLOWS` (the CLI and the magics); a front end that names a flow otherwise (MCP's
+    ``workflow`` argument) words them with :func:`~rho_notebook.service.checks.flows_spelled`, by
+    the findings' ``flows``."""
+
+    flag: str
+    """What names a flow: ``--flow``."""
+    lead: str
+    """How passing one starts: ``pass ``."""
+    each: str
+    """One flow passed, a format of ``{name}``: ``--flow {name}``."""
+
+    def passing(self, flows: Sequence[str]) -> str:
+        """``pass --flow A or --flow B``: how ``flow.unnamed`` ends, naming at most three of ``flows``."""
+        return self.lead + " or ".join(self.each.format(name=name) for name in flows[:3])
+
+
+CLI_FLOWS = FlowSpelling(flag="--flow", lead="pass ", each="--flow {name}")
 
 _FLOW_MODULE = "rho_notebook.flow"
 _DEFINITIONS = (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Pass)
@@ -151,9 +176,8 @@ def unnamed_flow(tree: ast.Module, display: str) -> Finding | None:
         ),
         tree,
     )
-    shown = " or ".join(f"--flow {name}" for name in flows[:3])
     message = (
         f"the module defines the flow {', '.join(flows)} and its top-level code runs nothing: as a script, a run "
-        f"of it calls no step; to validate, plan or run the flow, pass {shown}"
+        f"of it calls no step; to validate, plan or run the flow, {CLI_FLOWS.passing(flows)}"
     )
-    return finding_at(where, display, "flow.unnamed", message, severity="warning")
+    return dataclasses.replace(finding_at(where, display, "flow.unnamed", message, severity="warning"), flows=(*flows,))

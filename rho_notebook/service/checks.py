@@ -3,6 +3,7 @@ the findings as JSON and as lines for people, and the verdict (``{"valid", "diag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,13 +11,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rho_notebook.errors import InvalidWorkflow
 from rho_notebook.planning.inputs import PASS_INPUT
+from rho_notebook.planning.script_flows import CLI_FLOWS, FlowSpelling
 from rho_notebook.service.wire import ValidateJson, validate_json
 
 if TYPE_CHECKING:
     from rho_notebook.planning.plan import PlanRequest
     from rho_notebook.service.service import Service
 
-__all__ = ["Checked", "check_flow", "inputs_spelled"]
+__all__ = ["Checked", "FlowSpelling", "check_flow", "flows_spelled", "inputs_spelled"]
 
 
 class _Finding(Protocol):
@@ -100,3 +102,30 @@ def inputs_spelled(answer: Any, pass_input: str) -> Any:
             found = {**found, "message": str(found["message"]).removesuffix(said) + pass_input.format(key=key)}
         spelled.append(found)
     return {**answer, "diagnostics": spelled}
+
+
+_FLOW_RULES = ("flow.unnamed", "flow.name")
+_CLI_FLAG = re.compile(rf"(?<![\w-]){re.escape(CLI_FLOWS.flag)}(?![\w-])")
+
+
+def flows_spelled(answer: Any, spelling: FlowSpelling) -> Any:
+    """A validate or plan answer (its ``diagnostics`` or ``warnings``; anything else is returned as
+    it is) whose ``flow.unnamed`` and ``flow.name`` findings name a flow as ``spelling`` says (a
+    front end that takes it otherwise than ``--flow``), by the flows each finding names."""
+    if not isinstance(answer, dict):
+        return answer
+    spelled = dict(answer)
+    for key in ("diagnostics", "warnings"):
+        if isinstance(answer.get(key), list):
+            spelled[key] = [_flow_spelled(found, spelling) for found in answer[key]]
+    return spelled
+
+
+def _flow_spelled(found: Any, spelling: FlowSpelling) -> Any:
+    if not isinstance(found, dict) or found.get("rule") not in _FLOW_RULES:
+        return found
+    message, flows = str(found.get("message", "")), found.get("flows") or []
+    said = CLI_FLOWS.passing(flows)
+    if flows and message.endswith(said):
+        message = message.removesuffix(said) + spelling.passing(flows)
+    return {**found, "message": _CLI_FLAG.sub(lambda _: spelling.flag, message)}

@@ -147,7 +147,10 @@ def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: P
         result = call(project, "workflow_validate", {"file": "review.py", "workflow": flow})
         cli = project.cli("validate", "review.py", "--flow", flow, "--output", "json")
         assert result.is_error == (cli.returncode != 0)
-        assert json.loads(text(result)) == json.loads(cli.stdout)
+        said = json.loads(cli.stdout)
+        for found in said["diagnostics"]:  # a tool names the flow by its workflow argument, not --flow
+            found["message"] = found["message"].replace("--flow", "the workflow argument")
+        assert json.loads(text(result)) == said
     assert "leave it out for a .star file" in error(project, "workflow_validate", {"file": "x.star", "workflow": "X"})
     notebook = error(project, "workflow_validate", {"file": "x.ipynb", "workflow": "X"})
     assert "plan a notebook with workflow_plan" in notebook  # not: leave workflow out
@@ -179,6 +182,28 @@ def test_planning_a_flow_module_without_its_workflow_answers_the_warning_the_cli
     assert planned["nodes"] == []  # as a script, the module calls no step
     assert [warning["rule"] for warning in planned["warnings"]] == ["flow.unnamed"]
     assert "review.py" in planned["warnings"][0]["file"]
+
+
+def test_a_flow_is_named_in_the_tools_workflow_argument_not_with_a_flag(project: Project) -> None:
+    """The CLI says ``pass --flow Review`` (flow.unnamed) and ``--flow names a Workflow ...``
+    (flow.name); a tool takes ``workflow``, so it says that, and each finding names the flows."""
+    shutil.copy(REPO / "examples" / "flows" / "review.py", project.root / "review.py")
+    planned = json.loads(text(call(project, "workflow_plan", {"file": "review.py"})))
+    validated = json.loads(text(call(project, "workflow_validate", {"file": "review.py"})))
+    for [found] in (planned["warnings"], validated["diagnostics"]):
+        assert found["rule"] == "flow.unnamed" and found["flows"] == ["Review"], found
+        assert found["message"].endswith('pass it in the workflow argument: {"workflow": "Review"}'), found
+        assert "--flow" not in found["message"], found
+    for tool in ("workflow_plan", "workflow_validate"):
+        for flow, said in [
+            ("Reveiw", "the workflow argument names a Workflow"),
+            ("x y", "the workflow argument 'x y'"),
+        ]:
+            [found] = json.loads(error(project, tool, {"file": "review.py", "workflow": flow}))["diagnostics"]
+            assert found["rule"] == "flow.name" and found["flows"] == ["Review"], found
+            assert said in found["message"] and "--flow" not in found["message"], found
+    cli = project.cli("validate", "review.py")
+    assert "to validate, plan or run the flow, pass --flow Review" in cli.stdout + cli.stderr  # the CLI's own words
 
 
 def test_a_script_without_warnings_is_planned_without_the_key(project: Project) -> None:
