@@ -3,7 +3,8 @@
 The fork's derived plan (RUN's graph, or ``--from-plan``'s, with a frozen fork record) is planned
 and stored first (:meth:`~rho_notebook.service.Service.fork`), its digest shown; then it runs as
 ``run PLAN`` runs it (:func:`~rho_notebook.cli.run_verbs.start_plan`: consent to the digest,
-``--yes`` without a terminal, the owner followed to the end). Every refusal (RUN not completed, a
+``--yes`` without a terminal, ``--max-tokens/--max-cost/--max-wall`` journaled before the owner
+starts, the owner followed to the end). Every refusal (RUN not completed, a
 node to be taken that did not succeed or changed, an edited value that does not fit NODE's output
 schema) is made before anything is stored or started, naming the node (and the field).
 """
@@ -17,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from rho_notebook.cli._args import EXIT_USAGE
-from rho_notebook.service.flags import APPROVAL_TIMEOUT, DETACH, MODE, NO_REUSE, RUN_OUTPUT, WAIT, YES, add_flags
+from rho_notebook.service.flags import (
+    APPROVAL_TIMEOUT,
+    BUDGET_FLAGS,
+    DETACH,
+    MODE,
+    NO_REUSE,
+    RUN_OUTPUT,
+    WAIT,
+    YES,
+    add_flags,
+)
 
 __all__ = ["declare_fork", "run_fork"]
 
@@ -53,7 +64,7 @@ def declare_fork(verbs: Any) -> None:
         help="run NODE and what follows from this newer plan (e.g. an edited prompt); a node to be taken must be "
         "defined there as in RUN",
     )
-    add_flags(fork, (YES, RUN_OUTPUT, MODE, APPROVAL_TIMEOUT, WAIT, DETACH, NO_REUSE), front="cli")
+    add_flags(fork, (YES, RUN_OUTPUT, MODE, APPROVAL_TIMEOUT, WAIT, DETACH, NO_REUSE, *BUDGET_FLAGS), front="cli")
     fork.set_defaults(handler="fork_verbs:run_fork")
 
 

@@ -77,6 +77,11 @@ def _budget_args(args: Any) -> dict[str, Any]:
     return {"max_tokens": args.max_tokens, "max_cost": args.max_cost, "max_wall": args.max_wall}
 
 
+def _budget_flags(budget: dict[str, Any]) -> list[str]:
+    """:func:`_budget_args`'s keywords given back as the flags that set them (a retry line)."""
+    return [f"--{name.replace('_', '-')} {value}" for name, value in budget.items() if value is not None]
+
+
 def _raises(args: Any) -> dict[str, float]:
     """``--raise-budget [NODE:]tokens=N|cost=USD|wall=S`` as :func:`api.resume`'s ``raise_budget``;
     ``resume --max-tokens/--max-cost/--max-wall`` set the run's limits as the CLI's resume does."""
@@ -350,8 +355,9 @@ class WorkflowVerbs:
         return self._started(handle, args)
 
     def _verb_fork(self, args: Any) -> Any:
-        """``%workflow fork RUN --at NODE [--value JSON] [--from-plan PLAN]`` (docs/fork.md): the
-        derived plan is stored and shown, then run on a plan card (or at once with ``--yes``)."""
+        """``%workflow fork RUN --at NODE [--value JSON] [--from-plan PLAN] [--max-tokens N]``
+        (docs/fork.md): the derived plan is stored and shown, then run on a plan card (or at once
+        with ``--yes``), its budget journaled as ``%workflow run``'s."""
         edited = args.value is not None
         try:
             value = json.loads(args.value) if edited else None
@@ -366,18 +372,20 @@ class WorkflowVerbs:
         forked = api.call(fork)
         for line in forked.lines():
             print(line)
-        derived, timeout = forked.plan, _approval_timeout(args)
+        derived, timeout, budget = forked.plan, _approval_timeout(args), _budget_args(args)
         if not args.yes:
 
             def on_run() -> RunHandle:
-                return api.run(derived, confirm_digest=derived.graph_digest, mode=args.mode, approval_timeout=timeout)
+                digest = derived.graph_digest
+                return api.run(derived, confirm_digest=digest, mode=args.mode, approval_timeout=timeout, **budget)
 
             value_flag = ["--value", shlex.quote(args.value)] if edited else []
             plan_flag = ["--from-plan", from_plan] if from_plan else []
             again = [f"%workflow fork {forked.source_run[:13]} --at {forked.node}", *value_flag, *plan_flag]
-            show_plan_card(derived, on_run=on_run, confirm=" ".join([*again, *input_flags(args.input), "--yes"]))
+            again += [*input_flags(args.input), *_budget_flags(budget), "--yes"]
+            show_plan_card(derived, on_run=on_run, confirm=" ".join(again))
             return None
-        return self._started(api.run(derived, yes=True, mode=args.mode, approval_timeout=timeout), args)
+        return self._started(api.run(derived, yes=True, mode=args.mode, approval_timeout=timeout, **budget), args)
 
     def _verb_resume(self, args: Any) -> Any:
         handle = api.resume(

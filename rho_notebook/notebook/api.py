@@ -324,16 +324,22 @@ def fork(
     confirm_digest: str | None = None,
     mode: Mode = "auto",
     approval_timeout: float | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+    max_wall: float | None = None,
 ) -> RunHandle:
     """Fork the completed run ``run_id`` at node ``at`` (docs/fork.md) and start the fork in the
     background: every node not downstream of ``at`` is taken from the run (never launched),
     ``at`` takes ``output`` (checked against its output schema first) or re-runs (from
     ``from_plan``'s definition when given), and everything downstream runs anew. The fork's
     derived plan is consented to like any plan (``yes=True`` or ``confirm_digest``; the same fork
-    asked again gives the same digest).
+    asked again gives the same digest). ``max_tokens``, ``max_cost`` and ``max_wall`` are the
+    fork's budget, as for :func:`run` (checked before the fork is planned).
 
     Raises
     ------
+    ArgumentError
+        A limit that is not a number above 0.
     ForkRefused
         The run is not completed, a node to be taken did not succeed (or changed in
         ``from_plan``), or ``output`` does not fit the node's schema (the message names the field).
@@ -341,13 +347,25 @@ def fork(
         No consent for the fork's digest (the message names it).
     """
     check_keywords(durations={"approval_timeout": approval_timeout}, choices={"mode": (mode, MODES)})
+    from rho_notebook.service.starting import budget_keywords  # the runtime: on first use
+
+    budget_keywords(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)  # before the fork's plan is stored
     edited = output is not _NO_OUTPUT
     value = output if edited else None
     chosen = service().fork(
         run_id, at=at, value=value, edited=edited, inputs=inputs, from_plan=from_plan, via="notebook"
     )
     forked = call(chosen)
-    return run(forked.plan, yes=yes, confirm_digest=confirm_digest, mode=mode, approval_timeout=approval_timeout)
+    return run(
+        forked.plan,
+        yes=yes,
+        confirm_digest=confirm_digest,
+        mode=mode,
+        approval_timeout=approval_timeout,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        max_wall=max_wall,
+    )
 
 
 def resume(

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from rho_notebook.errors import ArgumentError, HelpShown
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.service.flags import (
+    BUDGET_FLAGS,
     FLOW,
     RESUME_FLAGS,
     RUN_FLAGS,
@@ -209,7 +210,7 @@ def _notebook_verbs(verbs: Any) -> None:
     p.add_argument("--value", metavar="JSON", help="NODE's edited output (checked against its output schema)")
     p.add_argument("--from-plan", metavar="PLAN", help="run NODE and what follows from this newer plan")
     _input(p, "an input given a new value: the nodes whose definition changes run anew")
-    add_flags(p, TRY_FLAGS, front="notebook")
+    add_flags(p, (*TRY_FLAGS, *BUDGET_FLAGS), front="notebook")
 
     p = verbs.add_parser(
         "show", help="redraw an earlier run's DAG and outputs from the store, with a picker of its workflow's runs"

@@ -32,6 +32,7 @@ __all__ = [
     "MODES",
     "RUN_FLAGS",
     "RESUME_FLAGS",
+    "BUDGET_FLAGS",
     "TRY_FLAGS",
     "add_flags",
     "add_output",
@@ -374,6 +375,7 @@ RAISE_BUDGET = Flag(
     notebook="set a limit of a run halted by its budget and go on; repeatable",
 )
 BUDGET_FLAGS = (MAX_TOKENS, MAX_COST, MAX_WALL)
+"""A run's budget at start: ``run``, ``fork`` (and ``resume``, where it is a raise)."""
 
 RUN_FLAGS: tuple[Flag, ...] = (
     YES,

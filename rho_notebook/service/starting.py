@@ -54,6 +54,7 @@ __all__ = [
     "resume_detached",
     "check_priced",
     "record_budgets",
+    "budget_keywords",
     "start_budgets",
     "check_scopes",
     "raise_budgets",
@@ -236,14 +237,28 @@ async def start_budgets(
     RunRefused
         ``max_cost`` while a model of the plan has no price (:func:`check_priced`).
     """
+    budgets = budget_keywords(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
+    await check_priced(layout, plan.graph, budgets, workspace=Path(plan.manifest.workspace_root))
+    return budgets
+
+
+def budget_keywords(
+    *, max_tokens: int | None = None, max_cost: float | None = None, max_wall: float | None = None
+) -> dict[str, Limits]:
+    """The run budget the API's ``max_tokens=, max_cost=, max_wall=`` keywords ask for, held to the
+    rules of ``--max-tokens/--max-cost/--max-wall`` (no price check: :func:`start_budgets` adds it).
+
+    Raises
+    ------
+    ArgumentError
+        A limit that is not a number above 0 (``max_tokens=0: ...``).
+    """
     for name, value in (("max_tokens", max_tokens), ("max_cost", max_cost), ("max_wall", max_wall)):
         problem = None if value is None else limit_problem(NAMES[name.removeprefix("max_")], value)
         if problem is not None:
             msg = f"{name}={value!r}: {problem}"
             raise ArgumentError(msg)
-    budgets = parse_budgets(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
-    await check_priced(layout, plan.graph, budgets, workspace=Path(plan.manifest.workspace_root))
-    return budgets
+    return parse_budgets(max_tokens=max_tokens, max_cost=max_cost, max_wall=max_wall)
 
 
 def check_scopes(graph: Graph, budgets: Mapping[str, Limits], *, run_id: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import rho_notebook as rho
 from tests.conftest import Project
-from tests.kernel.helpers import C, ok, usage_error, workflow_cell
+from tests.kernel.helpers import C, ok, status_json, usage_error, workflow_cell
 
 
 def chain() -> str:
@@ -59,3 +59,20 @@ def test_the_plan_card_of_a_fork_confirms_the_same_fork(ip: Any, ws: Project) ->
     assert (
         state.data.nodes["b"].current.reused_from is not None and rho.result(state.data.run_id).nodes["b"].output == 30
     )
+
+
+def test_fork_magic_takes_the_run_budget_flags(ip: Any, ws: Project) -> None:
+    """``%workflow fork --max-tokens`` was refused as an unknown flag: a fork that runs agents again
+    could not be given a budget at start. It is journaled as ``%workflow run``'s (source ``run``),
+    and the plan card's confirm line keeps it."""
+    ok(ip, chain())
+    first, _ = ok(ip, "%workflow run chain --yes --wait")
+    source = first.data.run_id
+    state, _ = ok(ip, f"%workflow fork {source[:13]} --at b --value 20 --yes --wait --max-tokens 500 --max-wall 60")
+    (budget,) = status_json(ws, state.data.run_id)["budgets"]
+    assert (budget["source"], budget["max_tokens"], budget["max_wall_seconds"]) == ("run", 500, 60.0)
+    assert "--max-tokens" in usage_error(ip, f"%workflow fork {source[:13]} --at b --yes --max-tokens 0")
+    _, card = ok(ip, f"%workflow fork {source[:13]} --at b --value 30 --max-tokens 700")
+    shown = "\n".join(str(o.data.get("text/plain", "")) for o in card.outputs)
+    (confirm,) = [line.split("confirm the digest: ")[1] for line in shown.splitlines() if "confirm the" in line]
+    assert "--max-tokens 700 --yes" in confirm, confirm
