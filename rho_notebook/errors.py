@@ -252,6 +252,25 @@ class NeedsRecovery(RunRefused):
     rule = "needs_recovery"
 
 
+class NothingToResume(RunRefused):
+    """A completed run a resume would start nothing of (``problem``, runtime/recovery.py); its
+    failed node ``fork_at`` a fork would run again, said as a ``rho-notebook fork`` command unless
+    a front end words it its own way (:meth:`again_with`: MCP has no fork tool)."""
+
+    def __init__(self, problem: str, *, run_id: str, plan_id: str, graph_digest: str, fork_at: str | None) -> None:
+        self.problem, self.run_id, self.plan_id, self.graph_digest, self.fork_at = (
+            problem, run_id, plan_id, graph_digest, fork_at
+        )  # fmt: skip
+        super().__init__(
+            self.again_with("to run {node} again, fork the run at it: `rho-notebook fork {run} --at {node}`")
+        )
+
+    def again_with(self, fork: str) -> str:
+        """The message; ``fork`` is a format of ``{node}``, ``{run}`` (short), ``{plan_id}``, ``{digest}``."""
+        known = {"node": self.fork_at, "run": self.run_id[:13], "plan_id": self.plan_id, "digest": self.graph_digest}
+        return self.problem if self.fork_at is None else f"{self.problem}; {fork.format(**known)}"
+
+
 class TryRefused(RunRefused):
     """``try NODE`` cannot take its upstream values from the source run: an ancestor's definition
     changed since (``fields`` names what), is missing there, or did not succeed there."""

@@ -33,7 +33,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError, SourceError
+from rho_notebook.errors import InvalidWorkflow, NotFound, NothingToResume, RhoError, SourceError
 from rho_notebook.mcp._paging import cut_value, events_page, nodes_page, page
 from rho_notebook.mcp._person import person_note, run_notes
 from rho_notebook.mcp._resources import RunResources
@@ -87,6 +87,11 @@ _FLOWS = FlowSpelling(
     flag="the workflow argument", lead="pass it in the workflow argument: ", each='{{"workflow": "{name}"}}'
 )
 """How a flow is named to a tool (the CLI says ``--flow``: :func:`flows_spelled`)."""
+_RUN_AGAIN = (
+    "to run {node} again, start a new run of its plan: workflow_run(plan_id='{plan_id}', graph_digest='{digest}'); "
+    "no tool forks a run: a person may fork it at {node}, keeping what succeeded, with rho-notebook fork {run} --at {node}"
+)
+"""What runs a completed run's failed node again (the CLI says ``rho-notebook fork``: MCP has no fork tool)."""
 _DIGEST_HINT = "pass graph_digest={digest} as workflow_plan answered it"
 _INSTRUCTIONS = """\
 Rho workflows: frozen DAGs (and Python scripts, and item graphs: FILE.graph.yaml) of agent and command steps.
@@ -418,9 +423,11 @@ def _spelled(answer: Any) -> Any:
 
 def _refusal(err: RhoError) -> str:
     """A refusal's message; a not-found one names the tool that lists what exists (the CLI's verb
-    where no tool lists it: plans)."""
+    where no tool lists it: plans), a resume that would start nothing the tool that runs it again."""
     if isinstance(err, NotFound):
         return err.listed_with("`rho-notebook {}`", runs="the `workflow_runs` tool")
+    if isinstance(err, NothingToResume):
+        return err.again_with(_RUN_AGAIN)
     return err.message
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-from rho_notebook.errors import NeedsRecovery
+from rho_notebook.errors import NeedsRecovery, NothingToResume
 from rho_notebook.model.events import EventKind, event
 from rho_notebook.model.graph import Graph, ItemNode
 from rho_notebook.model.run_state import RunState
@@ -27,11 +28,18 @@ from rho_notebook.oshelpers import kill_group_of, processes_with_env
 from rho_notebook.runtime.scheduler import Scheduler
 from rho_notebook.store.journal import JournalWriter
 
-__all__ = ["nothing_to_resume", "recovery_events"]
+__all__ = ["nothing_to_resume", "recovery_events", "resume_refusal"]
 
 
 def nothing_to_resume(state: RunState, *, script: bool) -> str | None:
-    """Why resuming this run would start nothing (None: it would start something).
+    """Why resuming this run would start nothing (None: it would start something), as the CLI
+    says it (:func:`resume_refusal`)."""
+    refusal = resume_refusal(state, script=script)
+    return None if refusal is None else refusal.message
+
+
+def resume_refusal(state: RunState, *, script: bool) -> NothingToResume | None:
+    """The refusal of a resume that would start nothing (None: it would start something).
 
     A run completed with success has nothing left. A graph run completed otherwise has nothing
     either unless a node of it was cancelled: a graph resume starts again only cancelled or
@@ -42,20 +50,19 @@ def nothing_to_resume(state: RunState, *, script: bool) -> str | None:
     if state.lifecycle is not Lifecycle.COMPLETED:
         return None
     run_id = state.run_id
+    refusal = partial(NothingToResume, run_id=run_id, plan_id=state.plan_id, graph_digest=state.graph_digest)
     if state.outcome == "success":
-        return f"run {run_id} already completed with outcome success; nothing to resume"
+        return refusal(f"run {run_id} already completed with outcome success; nothing to resume", fork_at=None)
     if script or any(rec.state is NodeState.CANCELLATION for rec in state.nodes.values()):
         return None
     failed = sorted(name for name, rec in state.nodes.items() if rec.state is NodeState.FAILURE)
-    again = (
-        f"to run {failed[0]} again, fork the run at it: `rho-notebook fork {run_id[:13]} --at {failed[0]}`"
-        if failed
-        else "plan and run the workflow again"
-    )
-    return (
+    problem = (
         f"run {run_id} completed with outcome {state.outcome} and has nothing to resume: resume starts again only "
-        f"cancelled or interrupted nodes, not failed, denied or blocked ones; {again}"
+        f"cancelled or interrupted nodes, not failed, denied or blocked ones"
     )
+    if not failed:
+        return refusal(f"{problem}; plan and run the workflow again", fork_at=None)
+    return refusal(problem, fork_at=failed[0])  # its message names the CLI's fork command
 
 
 def _stop_orphans(run_id: str) -> list[int]:

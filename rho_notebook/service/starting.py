@@ -32,7 +32,7 @@ from rho_notebook.runtime.budget import budget_records, journal_budgets, unprice
 from rho_notebook.runtime.detached import OwnerOptions, start_owner
 from rho_notebook.runtime.executor_choice import resolve_executor
 from rho_notebook.runtime.owner import create_run
-from rho_notebook.runtime.recovery import nothing_to_resume
+from rho_notebook.runtime.recovery import resume_refusal
 from rho_notebook.runtime.replay import fork_copies
 from rho_notebook.runtime.script_fork import copy_script_values
 from rho_notebook.runtime.status import load_state
@@ -160,7 +160,7 @@ async def check_resumable(layout: StoreLayout, run_id: str, *, executor: str | N
     ExecutorInvalid, DaskNotInstalled
         ``executor`` is not one to run with (exit 2, as when the owner says it).
     RunRefused
-        :func:`~rho_notebook.runtime.recovery.nothing_to_resume` says why.
+        :func:`~rho_notebook.runtime.recovery.resume_refusal` (a ``NothingToResume``).
     """
     if executor is not None:  # (dask: imports distributed, off the loop)
         await asyncio.to_thread(resolve_executor, executor, home=layout.home, environ=os.environ)
@@ -172,9 +172,9 @@ async def check_resumable(layout: StoreLayout, run_id: str, *, executor: str | N
     await asyncio.to_thread(OwnerLock.holder, store.folder(run_id).lock)
     manifest = await asyncio.to_thread(store.manifest, run_id)
     graph = await asyncio.to_thread(store.graph, run_id, expected_digest=manifest.graph_digest)
-    why = nothing_to_resume(state, script=graph.script is not None)
-    if why is not None:
-        raise RunRefused(why)
+    refusal = resume_refusal(state, script=graph.script is not None)
+    if refusal is not None:
+        raise refusal
 
 
 async def resume_detached(layout: StoreLayout, request: ResumeRun) -> int:

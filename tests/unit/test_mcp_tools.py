@@ -16,6 +16,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from rho_notebook.mcp import WorkflowTools
+from rho_notebook.service import Consent, StartRun
 from rho_notebook.store.run_locks import OwnerLock
 from tests.conftest import REPO, Project, cancelled_gated_run, star, started_gated_run
 from tests.processes import wait_gone
@@ -154,6 +155,26 @@ def test_a_flow_modules_workflow_is_validated_as_the_cli_validates_it(project: P
     assert "leave it out for a .star file" in error(project, "workflow_validate", {"file": "x.star", "workflow": "X"})
     notebook = error(project, "workflow_validate", {"file": "x.ipynb", "workflow": "X"})
     assert "plan a notebook with workflow_plan" in notebook  # not: leave workflow out
+
+
+def test_resuming_a_failed_run_says_which_tool_runs_it_again_not_a_cli_fork(project: Project) -> None:
+    """A failed graph run has nothing to resume; the CLI says to fork it at the failed node with
+    ``rho-notebook fork``, but MCP has no fork tool: the answer names the workflow_run call that runs
+    its plan again, and a person's fork command only as what a person may do."""
+    project.write("fails.star", ONE.replace('["echo", "hi"]', '["false"]'))
+    plan = project.plan("fails.star")
+    state = asyncio.run(project.service.run(StartRun(plan=plan.plan_id, consent=Consent(yes=True))))
+    assert state.outcome == "failure"
+    said = error(project, "workflow_resume", {"run_id": state.run_id, "graph_digest": plan.graph_digest})
+    assert said.startswith(f"error[refused]: run {state.run_id} completed with outcome failure"), said
+    runs_again = (
+        f"start a new run of its plan: workflow_run(plan_id='{plan.plan_id}', graph_digest='{plan.graph_digest}')"
+    )
+    assert f"to run hi again, {runs_again}; no tool forks a run" in said, said
+    assert "fork the run at it" not in said and "`rho-notebook" not in said, said
+    cli = project.cli("resume", state.run_id, "--yes")
+    assert cli.returncode == 3, cli
+    assert f"to run hi again, fork the run at it: `rho-notebook fork {state.run_id[:13]} --at hi`" in cli.stderr, cli
 
 
 def test_a_run_whose_owner_has_journaled_its_end_but_still_holds_the_lock_is_resumed(project: Project) -> None:
