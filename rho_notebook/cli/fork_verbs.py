@@ -12,12 +12,12 @@ schema) is made before anything is stored or started, naming the node (and the f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from rho_notebook.cli._args import EXIT_USAGE
+from rho_notebook.errors import ArgumentError
 from rho_notebook.service.flags import (
     APPROVAL_TIMEOUT,
     BUDGET_FLAGS,
@@ -28,6 +28,7 @@ from rho_notebook.service.flags import (
     WAIT,
     YES,
     add_flags,
+    json_value,
 )
 
 __all__ = ["declare_fork", "run_fork"]
@@ -73,8 +74,10 @@ def _edited(args: argparse.Namespace) -> tuple[bool, Any]:
 
     Raises
     ------
+    ArgumentError
+        The text is not JSON (:func:`~rho_notebook.service.flags.json_value`, naming the flag).
     ValueError
-        The text is not JSON, or the file cannot be read (the message says which flag).
+        The file cannot be read (the message names the flag and the file).
     """
     if args.value is not None:
         text, where = args.value, "--value"
@@ -87,11 +90,7 @@ def _edited(args: argparse.Namespace) -> tuple[bool, Any]:
             raise ValueError(msg) from None
     else:
         return False, None
-    try:
-        return True, json.loads(text)
-    except ValueError as err:
-        msg = f"{where} is not JSON: {err}"
-        raise ValueError(msg) from None
+    return True, json_value(text, where=where)
 
 
 def run_fork(args: argparse.Namespace) -> int:
@@ -102,7 +101,7 @@ def run_fork(args: argparse.Namespace) -> int:
     try:
         edited, value = _edited(args)
         inputs = parse_input_args(args.input, limits=load_limits())
-    except (OSError, ValueError) as err:
+    except (ArgumentError, OSError, ValueError) as err:
         print(f"rho-notebook fork: {err}", file=sys.stderr)
         return EXIT_USAGE
     service = Service.default()

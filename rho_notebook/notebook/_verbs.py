@@ -20,7 +20,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.utils.text import DollarFormatter
 
-from rho_notebook.errors import InvalidWorkflow, NotFound, RhoError
+from rho_notebook.errors import ArgumentError, InvalidWorkflow, NotFound, RhoError
 from rho_notebook.model.plan import Plan
 from rho_notebook.model.state import Lifecycle
 from rho_notebook.notebook import api
@@ -50,7 +50,7 @@ from rho_notebook.service import RunHandle, RunsQuery, Service, describe_request
 from rho_notebook.service.cell_args import parse_verb
 from rho_notebook.service.cells import FlowCell, GraphCell, ScriptCell, WorkflowCell
 from rho_notebook.service.export import export_cells
-from rho_notebook.service.flags import parse_budgets, parse_decisions
+from rho_notebook.service.flags import json_value, parse_budgets, parse_decisions
 from rho_notebook.service.wire import diff_json, plan_json, plan_summary_json, status_json, validate_json
 from rho_notebook.views.run_notes import cancel_text
 from rho_notebook.views.text import silent_node_line
@@ -360,9 +360,9 @@ class WorkflowVerbs:
         with ``--yes``), its budget journaled as ``%workflow run``'s."""
         edited = args.value is not None
         try:
-            value = json.loads(args.value) if edited else None
-        except ValueError as err:
-            raise UsageError(f"%workflow fork: --value is not JSON: {err}") from None
+            value = json_value(args.value, where="--value") if edited else None
+        except ArgumentError as err:
+            raise UsageError(f"%workflow fork: {err}") from None
         run = self._expand_id(args.run)
         from_plan = self._expand_id(args.from_plan) if args.from_plan else None
         inputs = self._inputs(args.input) or None

@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from rho_notebook.errors import RhoError
+from rho_notebook.errors import ArgumentError, RhoError
 from rho_notebook.server._context import CONTEXT_KEY, ServerContext
+from rho_notebook.service.flags import json_value
 
 __all__ = ["ApiError", "RhoHandler", "MAX_BODY_BYTES"]
 
@@ -113,12 +114,9 @@ class RhoHandler(APIHandler):
         if not raw.strip():
             return {}
         try:
-            value = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ApiError(400, f"the request body is not valid JSON: {err}", rule="bad_request") from None
-        except RecursionError:
-            msg = "the request body nests too deeply to parse; send a flat JSON object"
-            raise ApiError(400, msg, rule="bad_request") from None
+            value = json_value(raw, where="the request body")
+        except ArgumentError as err:  # not JSON (NaN and Infinity are not), or nested too deeply
+            raise ApiError(400, str(err), rule="bad_request") from None
         if not isinstance(value, dict):
             raise ApiError(400, "the request body must be a JSON object", rule="bad_request")
         return value

@@ -12,6 +12,7 @@ prompt, prints progress only with ``--wait``). A flag only one front end has (``
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "add_output",
     "parse_decisions",
     "parse_budgets",
+    "json_value",
     "seconds",
     "check_keywords",
     "given_run_id",
@@ -423,6 +425,32 @@ TRY_FLAGS: tuple[Flag, ...] = (
     WAIT,
 )
 """``%workflow try NODE`` (the notebook's verb: run one node from an earlier run's values)."""
+
+
+def json_value(text: str | bytes, *, where: str) -> Any:
+    """JSON text a person or a client gave, parsed as JSON is written: ``fork --value`` (the
+    CLI's and the magic's), ``--value-file``'s contents, a REST request body. ``NaN`` and
+    ``Infinity``, which Python's ``json`` takes, are refused here, as no JSON value, rather than
+    later by what meets them (a fork refused them as a value that is not JSON data).
+
+    Raises
+    ------
+    ArgumentError
+        ``{where} is not JSON: ...`` (the parser's reason), or ``{where} nests too deeply to parse``.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, _no_constant's
+        msg = f"{where} is not JSON: {err}"
+        raise ArgumentError(msg) from None
+    except RecursionError:
+        msg = f"{where} nests too deeply to parse; send a flatter value"
+        raise ArgumentError(msg) from None
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is no JSON value (JSON has no NaN or Infinity)"
+    raise ValueError(msg)
 
 
 def parse_decisions(given: Sequence[str]) -> dict[str, Decision]:

@@ -160,6 +160,24 @@ def test_a_value_file_that_cannot_be_read_is_named_with_its_flag(project: Projec
         assert "[Errno" not in done.stderr
 
 
+def test_a_value_that_is_not_json_is_a_usage_error_before_anything_is_stored(project: Project) -> None:
+    """``--value NaN`` was taken by Python's json and refused later as a fork (exit 3), and a value
+    nested too deeply to parse ended in a traceback: both are the flag's mistake (exit 2), said by
+    the one parser of edited values the magic and the REST API share."""
+    _, run = _first_run(project)
+    plans_before = project.stored_plans()
+    for text in ("NaN", '{"total": -Infinity}'):
+        done = project.cli("fork", run, "--at", "c", "--value", text, "--yes")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "rho-notebook fork: --value is not JSON: " in done.stderr, done.stderr
+        assert "is no JSON value (JSON has no NaN or Infinity)" in done.stderr, done.stderr
+    project.write("value.json", "[" * 100_000 + "]" * 100_000)
+    done = project.cli("fork", run, "--at", "c", "--value-file", "value.json", "--yes")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "rho-notebook fork: --value-file value.json nests too deeply to parse" in done.stderr, done.stderr
+    assert project.stored_plans() == plans_before
+
+
 def test_refusals_name_the_node(project: Project) -> None:
     project.write("nodes/steps.py", STEPS)
     project.write(

@@ -35,6 +35,8 @@ def test_fork_magic_and_api(ip: Any, ws: Project) -> None:
 
     message = usage_error(ip, f"%workflow fork {source[:13]} --at b --value '\"x\"' --yes")
     assert "b" in message and "integer" in message
+    message = usage_error(ip, f"%workflow fork {source[:13]} --at b --value NaN --yes")
+    assert message.startswith("%workflow fork: --value is not JSON: NaN is no JSON value"), message
 
     handle = rho.fork(source, at="b", output=21, yes=True)
     assert handle.wait(60).outcome == "success"

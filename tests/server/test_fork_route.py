@@ -115,3 +115,20 @@ async def test_rerun_from_here_launches_the_node_and_what_follows(jp_fetch: Any,
     fork_id = body(response)["run_id"]
     assert (await _finished(jp_fetch, fork_id))["outcome"] == "success"
     assert sorted(launched(store.project.home, fork_id)) == ["c", "d"]
+
+
+async def test_a_value_that_is_not_json_is_400_before_anything_is_planned(jp_fetch: Any, store: Store) -> None:
+    """``"value": NaN`` (Python's json writes and reads it) was planned as a fork and refused 409,
+    as if the run could not be forked there: it is the request's mistake, 400 ``bad_request``."""
+    run_id = await _completed_chain(jp_fetch, store)
+    plans = store.project.stored_plans()
+    for text in ("NaN", "Infinity", "-Infinity"):
+        payload = '{"node": "c", "value": {"word": "w", "count": ' + text + "}}"
+        with pytest.raises(HTTPClientError) as caught:
+            await jp_fetch("rho", "api", "runs", run_id, "fork", method="POST", body=payload)
+        response = caught.value.response
+        assert response is not None
+        error = json.loads(response.body.decode())
+        assert caught.value.code == 400 and error["rule"] == "bad_request", error
+        assert error["message"].startswith("the request body is not JSON: " + text), error
+    assert store.project.stored_plans() == plans
