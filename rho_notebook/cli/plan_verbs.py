@@ -72,11 +72,23 @@ def _placement_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def print_script_warnings(service: Service, path: Path, *, flow: str | None) -> None:
-    """The lint warnings of a script or flow module on stderr (its errors stop the plan)."""
-    for finding in run_sync(service.lint_script(path, flow=flow)):
-        if finding.severity == "warning":
-            print(finding.render(), file=sys.stderr)
+def print_script_warnings(service: Service, path: Path, *, flow: str | None) -> int:
+    """The lint warnings of a script or flow module on stderr (its errors stop the plan): how many."""
+    warnings = [finding for finding in run_sync(service.lint_script(path, flow=flow)) if finding.severity == "warning"]
+    for finding in warnings:
+        print(finding.render(), file=sys.stderr)
+    return len(warnings)
+
+
+def _verdict(args: argparse.Namespace, *, errors: int, warnings: int) -> str:
+    """``validate``'s last line for a script or flow module (``plan`` says the invalid one too)."""
+    counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    flow = getattr(args, "flow", None)
+    if errors:
+        return f"invalid: {f'flow {flow} of ' if flow else ''}{args.file} ({counts}); nothing was stored"
+    if flow:
+        return f"valid: flow {flow} of {args.file} passes validate ({counts}; nothing was stored)"
+    return f"valid: the script {args.file} passes validate ({counts}; nothing was stored)"
 
 
 def _notebook_plan(service: Service, args: argparse.Namespace, inputs: dict[str, Any], *, store: bool) -> Plan:
@@ -109,10 +121,19 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
     if args.file.suffix == ".ipynb":
         plan = _notebook_plan(service, args, inputs, store=store)
     else:
-        request = service.request_for(args.file, inputs=inputs, flow=getattr(args, "flow", None))
-        if args.file.suffix == ".py":
-            print_script_warnings(service, args.file, flow=getattr(args, "flow", None))
-        plan = run_sync(service.plan(request) if store else service.validate(request))
+        flow, warnings = getattr(args, "flow", None), 0
+        try:
+            request = service.request_for(args.file, inputs=inputs, flow=flow)
+            if args.file.suffix == ".py":
+                warnings = print_script_warnings(service, args.file, flow=flow)
+            plan = run_sync(service.plan(request) if store else service.validate(request))
+        except InvalidWorkflow as err:
+            if args.file.suffix != ".py" or args.output != "text":
+                raise
+            for found in err.diagnostics():  # a script or flow module: said as validate says it
+                print(found.render(), file=sys.stderr)
+            print(_verdict(args, errors=len(err.diagnostics()), warnings=warnings))
+            return err.exit_code
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
     else:
@@ -136,12 +157,8 @@ def _validate_script(args: argparse.Namespace) -> int:
         return 1 if errors else 0
     for line in checked.lines:
         print(line, file=sys.stderr)
-    counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-    if errors:
-        print(f"invalid: {args.file} ({counts}); nothing was stored")
-        return 1
-    print(f"valid: the script {args.file} passes validate ({counts}; nothing was stored)")
-    return 0
+    print(_verdict(args, errors=errors, warnings=warnings))
+    return 1 if errors else 0
 
 
 def _manifest_lines(manifest: dict[str, Any]) -> list[str]:
@@ -195,12 +212,8 @@ def _validate_flow(args: argparse.Namespace) -> int:
         print(f"flow {args.flow} of {args.file}")
         for line in _manifest_lines(manifest):
             print(f"  {line}")
-    counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-    if errors:
-        print(f"invalid: flow {args.flow} of {args.file} ({counts}); nothing was stored")
-        return 1
-    print(f"valid: flow {args.flow} of {args.file} passes validate ({counts}; nothing was stored)")
-    return 0
+    print(_verdict(args, errors=errors, warnings=warnings))
+    return 1 if errors else 0
 
 
 def run_validate(args: argparse.Namespace) -> int:

@@ -252,3 +252,21 @@ def test_plan_script_shows_the_lint_warnings(project: Project) -> None:
     result = project.cli("plan", "scripts/stamped.py")
     assert result.returncode == 0, result.stderr
     assert "scripts/stamped.py:1:1: warning[script.nondeterminism]: import time" in result.stderr
+
+
+def test_plan_of_an_invalid_script_ends_with_the_line_validate_prints(project: Project) -> None:
+    """``plan`` printed the findings of a script it refused but not ``validate``'s summary line, so
+    its output read as cut off; now both end with the same ``invalid: ...`` line (exit 1)."""
+    project.write(
+        "scripts/bad.py",
+        'import random\nfrom rho_notebook.script import run_step\n\nrun_step("a", "x", recovery="no")\n',
+    )
+    checked = project.cli("validate", "scripts/bad.py")
+    planned = project.cli("plan", "scripts/bad.py")
+    said = "invalid: scripts/bad.py (1 error, 1 warning); nothing was stored"
+    assert (checked.returncode, planned.returncode) == (1, 1), planned
+    assert checked.stdout.strip() == said and planned.stdout.strip() == said, planned.stdout
+    assert "error[script.recovery]" in planned.stderr and "warning[script.nondeterminism]" in planned.stderr
+    as_json = project.cli("plan", "scripts/bad.py", "--output", "json")
+    assert json.loads(as_json.stdout)["valid"] is False and "invalid:" not in as_json.stdout
+    assert project.stored_plans() == []
