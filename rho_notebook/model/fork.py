@@ -21,7 +21,16 @@ from pydantic import Field
 
 from rho_notebook.model.base import FrozenModel
 
-__all__ = ["UNSET", "ForkEdit", "ForkRecord", "TakenAttempt", "canonical_json", "edit_of", "value_digest"]
+__all__ = [
+    "UNSET",
+    "ForkEdit",
+    "ForkRecord",
+    "TakenAttempt",
+    "canonical_json",
+    "edit_of",
+    "value_digest",
+    "value_named",
+]
 
 
 class _Unset:
@@ -36,6 +45,12 @@ class _Unset:
 
 UNSET: Final[Any] = _Unset()
 """``fork(..., value=UNSET)``: the fork node re-runs instead of taking an edited value."""
+
+
+def value_named(via: str) -> str:
+    """How a refusal names the edited value to the front end ``via`` (:attr:`ForkEdit.via`): a REST
+    client sent the JSON field ``"value"`` (``server``); the CLI and the magics take ``--value``."""
+    return 'the "value" field' if via == "server" else "--value"
 
 
 def canonical_json(value: Any) -> str:

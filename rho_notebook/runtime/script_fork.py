@@ -41,7 +41,15 @@ from pydantic import ValidationError
 from rho_notebook.errors import ForkRefused, RhoError
 from rho_notebook.exec.base import JOURNALED_VALUE_BYTES
 from rho_notebook.model.events import EventKind, event
-from rho_notebook.model.fork import ForkEdit, ForkRecord, TakenAttempt, canonical_json, edit_of, value_digest
+from rho_notebook.model.fork import (
+    ForkEdit,
+    ForkRecord,
+    TakenAttempt,
+    canonical_json,
+    edit_of,
+    value_digest,
+    value_named,
+)
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.run_state import RunState
 from rho_notebook.model.schema import validate_value
@@ -159,9 +167,9 @@ def _schema_of(key: str, args: dict[str, Any]) -> Any:
         raise _refuse(f"step {key!r}: its output schema cannot be read ({err})", key) from None
 
 
-def edited_payload(key: str, step: dict[str, Any], value: Any) -> dict[str, Any]:
+def edited_payload(key: str, step: dict[str, Any], value: Any, *, via: str = "cli") -> dict[str, Any]:
     """The ``{"output", "value"}`` a step call gets when a person gave ``value`` for step ``key``
-    (``step``: its journaled record).
+    (``step``: its journaled record) through front end ``via`` (how a refusal names the value).
 
     A step with an output schema (``output=``) takes ``value`` as both, checked against the schema;
     any other step's edited value is its output text (a string): a command step's ``value`` is then
@@ -191,9 +199,10 @@ def edited_payload(key: str, step: dict[str, Any], value: Any) -> dict[str, Any]
             raise ForkRefused(message, node=key, fields=(where,) if where else ())
         return {"output": value, "value": value}
     if not isinstance(value, str):
+        how = "--value '\"...\"'" if value_named(via) == "--value" else value_named(via)
         msg = (
             f"step {key!r} has no output schema: its value is its output text, a JSON string "
-            f"(--value '\"...\"'), not {type(value).__name__}"
+            f"({how}), not {type(value).__name__}"
         )
         raise _refuse(msg, key)
     if step.get("kind") == "command":
@@ -223,7 +232,7 @@ def fork_script_record(
     taken, step = source_steps(layout, run_id, at)
     edit: ForkEdit | None = None
     if has_value:
-        edited_payload(at, step, value)
+        edited_payload(at, step, value, via=via)
         try:
             edit = edit_of(value, by=by, via=via)
         except ValueError as err:

@@ -30,7 +30,7 @@ from rho_notebook.errors import ForkRefused, NotFound, PlanError
 from rho_notebook.exec.item import edited_item_problem
 from rho_notebook.model.canonical import graph_digest
 from rho_notebook.model.diff import node_changes
-from rho_notebook.model.fork import UNSET, ForkRecord, TakenAttempt, edit_of, value_digest
+from rho_notebook.model.fork import UNSET, ForkRecord, TakenAttempt, edit_of, value_digest, value_named
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.node_names import no_node
 from rho_notebook.model.plan import Plan
@@ -116,7 +116,7 @@ def _source(layout: StoreLayout, run: str) -> tuple[str, RunManifest, Graph, set
     return run_id, manifest, runs.graph(run_id, expected_digest=manifest.graph_digest), skipped
 
 
-def _check_value(graph: Graph, node: str, value: Any) -> None:
+def _check_value(graph: Graph, node: str, value: Any, *, via: str) -> None:
     """An edited value needs NODE's output schema and must fit it (the field named); an item
     step's is the item it passes on (:func:`~rho_notebook.exec.item.edited_item_problem`)."""
     try:
@@ -130,7 +130,10 @@ def _check_value(graph: Graph, node: str, value: Any) -> None:
         return
     schema = graph.node(node).output
     if schema is None:
-        msg = f"node {node!r} declares no output schema, so an edited value cannot be checked: fork it without --value"
+        msg = (
+            f"node {node!r} declares no output schema, so an edited value cannot be checked: "
+            f"fork it without {value_named(via)}"
+        )
         raise ForkRefused(msg, node=node)
     problems = validate_value(schema, value, where=node)
     if problems:
@@ -223,7 +226,7 @@ def derive_fork_plan(
         raise NotFound(msg)
     edited = value is not UNSET
     if edited:
-        _check_value(graph, at, value)
+        _check_value(graph, at, value, via=via)
     taken, anew = _split(run_graph, graph, at, edited, changed)
     taken -= skipped  # decided again on the same values: skipped again, never launched
     if from_plan is not None:

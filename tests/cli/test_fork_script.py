@@ -244,6 +244,15 @@ def test_an_edited_value_is_checked_against_the_steps_output_schema_naming_the_f
     assert edited_payload("c", command, "text\n")["value"] == {"exit_code": 0, "stdout": "text\n", "stderr": ""}
 
 
+def test_a_value_that_is_no_text_is_refused_naming_what_the_front_end_sent() -> None:
+    """A REST client was told to write ``--value '"..."'``: it has no flags, it sent ``"value"``."""
+    command = {"kind": "command", "args": {"argv": ["true"]}}
+    for via, said in (("cli", "(--value '\"...\"'), not int"), ("server", '(the "value" field), not int')):
+        with pytest.raises(ForkRefused) as caught:
+            edited_payload("c", command, 3, via=via)
+        assert caught.value.message.endswith(said), caught.value.message
+
+
 BRANCHES = """\
 from rho_notebook.flow import AgentParam, Session, Workflow, run_session_loop
 

@@ -132,3 +132,13 @@ async def test_a_value_that_is_not_json_is_400_before_anything_is_planned(jp_fet
         assert caught.value.code == 400 and error["rule"] == "bad_request", error
         assert error["message"].startswith("the request body is not JSON: " + text), error
     assert store.project.stored_plans() == plans
+
+
+async def test_a_refusal_names_the_json_field_the_client_sent_not_a_flag(jp_fetch: Any, store: Store) -> None:
+    """A value for d (no output schema) was refused with ``fork it without --value``: a REST client
+    has no flags; it sent the field ``"value"``."""
+    run_id = await _completed_chain(jp_fetch, store)
+    code, error = await _error(jp_fetch, run_id, {"node": "d", "value": "d got eight"})
+    assert code == 409 and error["rule"] == "fork", error
+    assert error["message"].endswith('fork it without the "value" field'), error
+    assert "--value" not in error["message"]
