@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from rho_notebook.errors import Diagnostic, NotFound
+from rho_notebook.errors import Diagnostic, NotFound, NothingToResume
 from rho_notebook.store.ids import match_id
 
 
@@ -41,3 +41,22 @@ def test_a_nested_diagnostic_inlines_as_one_phrase_never_as_a_finding_of_its_own
     assert Diagnostic.inline_all([bare, located]) == f"{bare.inline()}; {located.inline()}"
     assert "error[" not in Diagnostic.inline_all([bare, located])
     assert pickle.loads(pickle.dumps(located)) == located
+
+
+def test_a_refused_resume_keeps_the_node_a_fork_would_run_across_a_pickle() -> None:
+    """The CLI's words come with the error; a front end without a fork verb words its own (MCP)."""
+    refused = NothingToResume(
+        "run r has nothing to resume", run_id="r" * 20, plan_id="p", graph_digest="d", fork_at="n"
+    )
+    copy = pickle.loads(pickle.dumps(refused))
+    assert isinstance(copy, NothingToResume) and copy.rule == "refused" and copy.exit_code == 3
+    assert (
+        copy.message
+        == f"run r has nothing to resume; to run n again, fork the run at it: `rho-notebook fork {'r' * 13} --at n`"
+    )
+    assert (
+        copy.again_with("run {node} of {plan_id} ({digest}) again")
+        == "run r has nothing to resume; run n of p (d) again"
+    )
+    done = NothingToResume("run r already completed", run_id="r", plan_id="p", graph_digest="d", fork_at=None)
+    assert done.message == done.again_with("unused") == "run r already completed"
