@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "parse_input_args",
     "check_inputs",
     "check_inputs_size",
+    "unknown_input",
     "resolve_path_inputs",
 ]
 
@@ -203,16 +204,7 @@ def check_inputs(
     problems = _text_problems(supplied, file=file, noun=noun)
     if problems:
         raise InputError(problems)
-    for key in sorted(set(supplied) - set(declared)):
-        known = ", ".join(sorted(declared)) or "none"
-        problems.append(
-            Diagnostic(
-                rule=f"{noun}.unknown",
-                message=f"unknown {noun} {key!r}; "
-                + (f"this workflow declares: {known}" if noun == "input" else f"the form has: {known}"),
-                file=file,
-            )
-        )
+    problems += [unknown_input(key, declared, file=file, noun=noun) for key in sorted(set(supplied) - set(declared))]
     values: dict[str, Any] = {}
     for key in sorted(declared):
         decl = declared[key]
@@ -231,6 +223,14 @@ def check_inputs(
     if problems:
         raise InputError(problems)
     return values
+
+
+def unknown_input(key: str, declared: Iterable[str], *, file: str | None = None, noun: str = "input") -> Diagnostic:
+    """``input.unknown`` (``field.unknown``: a form's): ``key`` is none of ``declared``, which it lists.
+    Also what ``fork --input`` says of an input the run's workflow does not declare."""
+    known = ", ".join(sorted(declared)) or "none"
+    where = f"this workflow declares: {known}" if noun == "input" else f"the form has: {known}"
+    return Diagnostic(rule=f"{noun}.unknown", message=f"unknown {noun} {key!r}; {where}", file=file)
 
 
 def _text_problems(supplied: Mapping[str, Any], *, file: str | None, noun: str) -> list[Diagnostic]:

@@ -261,15 +261,15 @@ def _rerun(graph: Graph, at: str) -> Graph:
 def _replanned(layout: StoreLayout, base: Plan, inputs: Mapping[str, Any]) -> Plan:
     """``--input``: the source run's workflow planned again from its entry file with those inputs
     changed (the others as the run had them); stored like any plan."""
+    from rho_notebook.planning.inputs import unknown_input
     from rho_notebook.service.planning import plan
     from rho_notebook.service.sources import request_for
     from rho_notebook.source.workspace import Workspace
 
     m = base.manifest
     unknown = sorted(set(inputs) - set(m.inputs))
-    if unknown:
-        msg = f"--input {unknown[0]}: workflow {m.workflow!r} has no such input (its inputs: {', '.join(sorted(m.inputs)) or 'none'})"
-        raise ForkRefused(msg, node="", fields=(unknown[0],))
+    if unknown:  # said as planning says it of `run --input`
+        raise ForkRefused(unknown_input(unknown[0], m.inputs).inline(), node="", fields=(unknown[0],))
     if not (m.entry.startswith("//") and m.entry.endswith(".star")):
         msg = f"--input: run's plan came from {m.entry}, not a .star file; plan it anew with the input and fork with --from-plan PLAN"
         raise ForkRefused(msg, node="")

@@ -276,7 +276,9 @@ def test_fork_with_a_changed_input(project: Project) -> None:
     _run_json(project, "fork", run, "--at", "d", "--input", 'tag="ccc"')
     assert _launched(log) == ["ccc:2", "d:5"]  # c's text changed: not taken; d re-runs on its value
     refused = project.cli("fork", run, "--at", "d", "--input", "nope=1", "--yes")
-    assert refused.returncode == 3 and "nope" in refused.stderr
+    # worded as `run --input nope=1` says it (planning's input.unknown), not a wording of its own
+    assert refused.returncode == 3, refused.stderr
+    assert "[input.unknown] unknown input 'nope'; this workflow declares: tag" in refused.stderr, refused.stderr
 
 
 ITEMS = """\
