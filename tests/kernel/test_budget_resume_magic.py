@@ -33,3 +33,4 @@ def test_resume_max_tokens_sets_the_run_budget(ip: Any, ws: Project, server: Scr
     assert resumed.wait(10).outcome == "success" and len(server.requests) == 3
     (budget,) = status_json(ws, handle.run_id)["budgets"]
     assert (budget["node"], budget["max_tokens"], budget["spent_tokens"]) == (None, 1000, 54)
+    assert budget["source"] == "raise"  # as the CLI's resume --max-tokens journals it (set after the start)
