@@ -10,6 +10,8 @@ what happened with what was recorded (:func:`compare`).
     format, run_id, plan_id, graph_digest, workflow,
     kind            "script" | "graph"
     entry           the entry label (``//review.py``, ``//wf.star``)
+    notebook        (only when the plan was made from a notebook's cell, whose exported entry is no
+                    file of the workspace) that notebook, relative to the workspace root
     workspace       the workspace root, relative to DIR (move both together)
     inputs          the run's resolved inputs
     live_commands   whether the generated test runs command steps for real
@@ -132,8 +134,12 @@ class Recording:
     outcome: str | None
     output: Any
     steps: dict[str, RecordedStep]
+    notebook: str | None = None
+    """The notebook (a path relative to the workspace root) whose cell the run's plan was exported
+    from, when the entry is no file of the workspace: a replay plans that notebook's cell."""
 
     def to_json(self) -> dict[str, Any]:
+        notebook = {} if self.notebook is None else {"notebook": self.notebook}
         return {
             "format": RECORDING_FORMAT,
             "run_id": self.run_id,
@@ -142,6 +148,7 @@ class Recording:
             "workflow": self.workflow,
             "kind": self.kind,
             "entry": self.entry,
+            **notebook,
             "workspace": self.workspace,
             "inputs": self.inputs,
             "live_commands": self.live_commands,
@@ -190,6 +197,7 @@ class Recording:
             outcome=data.get("outcome"),
             output=data.get("output"),
             steps={str(key): RecordedStep.from_json(step) for key, step in dict(data["steps"]).items()},
+            notebook=None if data.get("notebook") is None else str(data["notebook"]),
         )
 
     def workspace_root(self, folder: Path) -> Path:

@@ -11,7 +11,8 @@ Layout of DIR:
 ``conftest.py``             keeps pytest from collecting ``sources/`` (not written over one of yours)
 ==========================  ========================================================================
 
-A replay plans the entry again from the *current* workspace sources with the recorded inputs,
+A replay plans the entry again from the *current* workspace sources with the recorded inputs (a
+run planned from a notebook's cell: that cell of the notebook as it is now),
 creates a run of it (reuse off) in the default store, executes it with the recorded answers
 (:func:`rho_notebook.runtime.recording.recording_executors`, or the recording-backed step runner
 for scripts) and compares keys, states and values with the recording. A step whose inputs changed
@@ -49,6 +50,8 @@ from rho_notebook.runtime.recording import (
 from rho_notebook.runtime.script_steps import StepRunner
 from rho_notebook.runtime.status import load_state
 from rho_notebook.service.background import default_runner
+from rho_notebook.service.export import read_cells
+from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.paths import make_folder
 from rho_notebook.service.requests import Consent, StartRun
 from rho_notebook.source.workspace import Workspace
@@ -185,6 +188,9 @@ def _test_name(workflow: str) -> str:
 def generated_test(recording: Recording) -> str:
     """The generated pytest file for ``recording``."""
     name = _test_name(recording.workflow)
+    source = f"{recording.entry} (the current source in the workspace)"
+    if recording.notebook is not None:
+        source = f"the cell {recording.workflow!r} of {recording.notebook} (as it is now)"
     how = (
         "Command steps run for real (recorded with --live-commands); agent and model steps are answered\n"
         "from recording.json."
@@ -195,7 +201,7 @@ def generated_test(recording: Recording) -> str:
     return f'''"""Regression test for {recording.kind} workflow {recording.workflow!r}, recorded from run {recording.run_id}
 by `rho-notebook record`.
 
-Re-executes {recording.entry} (the current source in the workspace) with the recorded inputs and
+Re-executes {source} with the recorded inputs and
 asserts the same step keys, states and outputs as the recorded run. {how}
 A step whose inputs changed (prompt, argv, agent, schema, cwd) fails, named with both digests.
 """
@@ -241,8 +247,9 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
         raise RecordingError(msg) from None
     folder = store.folder(run_id)
     steps = _steps(folder, state, graph)  # read (and refused) before DIR is made
-    out_dir = make_folder(out_dir, argument="dir")
     root = Path(manifest.workspace_root)
+    notebook = _notebook_of(plan, sources, root, run_id=run_id)
+    out_dir = make_folder(out_dir, argument="dir")
     recording = Recording(
         run_id=run_id,
         plan_id=manifest.plan_id,
@@ -256,6 +263,7 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
         outcome=state.outcome,
         output=state.output,
         steps=steps,
+        notebook=notebook,
     )
     path = recording.save(out_dir)
     copies = _copy_sources(sources, graph, out_dir / "sources")
@@ -275,6 +283,46 @@ def record_run(layout: StoreLayout, run_id: str, out_dir: Path, *, live_commands
     )
 
 
+def _notebook_of(plan: Plan, sources: list[SourceText], root: Path, *, run_id: str) -> str | None:
+    """The notebook (relative to ``root``) whose cell ``plan`` was exported from, or None when its
+    entry is a file of the workspace. A notebook's exported entry is labelled by the notebook's
+    folder (docs/notebook.md), so the notebook is the one in that folder with a cell of the
+    workflow's name; of several, the one whose cell is the frozen entry as it is now.
+
+    Raises RecordingError: The entry is no file of the workspace and no one notebook is its source."""
+    entry = root / plan.manifest.entry.removeprefix("//")
+    if entry.is_file():
+        return None
+    name, folder = plan.manifest.workflow, entry.parent
+    frozen = next((source.text for source in sources if source.label == plan.manifest.entry), None)
+    found: list[tuple[Path, bool]] = []
+    for candidate in sorted(folder.glob("*.ipynb")) if folder.is_dir() else ():
+        try:
+            cells = read_cells(candidate)
+        except RhoError:
+            continue
+        cell = cells.workflows.get(name) or cells.scripts.get(name) or cells.graphs.get(name)
+        if cell is not None:
+            found.append((candidate, cell.text == frozen))
+    same = [path for path, unchanged in found if unchanged]
+    chosen = [path for path, _ in found] if len(found) == 1 else same
+    if len(chosen) == 1:
+        return os.path.relpath(chosen[0], root)
+    where = os.path.relpath(folder, root)
+    if not found:
+        msg = (
+            f"run {run_id[:13]}: its entry {plan.manifest.entry} is no file of the workspace {root}, and no notebook "
+            f"in {where} has a cell named {name!r} to replay it from; restore the file or the notebook, then record again"
+        )
+    else:
+        shown = ", ".join(os.path.relpath(path, root) for path, _ in found)
+        msg = (
+            f"run {run_id[:13]}: several notebooks in {where} have a cell named {name!r} ({shown}) and none is "
+            "unchanged since the run; keep one, then record again"
+        )
+    raise RecordingError(msg)
+
+
 # -- replaying -----------------------------------------------------------------------------------------
 
 
@@ -284,8 +332,15 @@ async def _start(layout: StoreLayout, recording: Recording, workspace: Workspace
     from rho_notebook.service.service import Service  # service.py imports this module
 
     service = Service(layout=layout)
-    entry = workspace.root / recording.entry.removeprefix("//")
-    plan = await service.plan(service.request_for(entry, inputs=recording.inputs, workspace=workspace))
+    if recording.notebook is not None:  # its cell is the source, as `run NOTEBOOK.ipynb` plans it
+        notebook = workspace.root / recording.notebook
+        python = notebook_interpreter(notebook).path
+        plan = await service.plan_notebook(
+            notebook, workflow=recording.workflow, inputs=recording.inputs, python_interpreter=python
+        )
+    else:
+        entry = workspace.root / recording.entry.removeprefix("//")
+        plan = await service.plan(service.request_for(entry, inputs=recording.inputs, workspace=workspace))
     request = StartRun(plan=plan.plan_id, consent=Consent(yes=True), reuse=False)
     return plan, await service.create_run_of(plan, request)
 

@@ -207,3 +207,51 @@ def test_record_refuses_an_unfinished_run(project: Project) -> None:
     result = project.cli("record", run_id, "rec")
     assert result.returncode == 1
     assert "not completed" in result.stderr
+
+
+def notebook_of(path: Path, workflow_cell: str) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nbformat.write(new_notebook(cells=[new_code_cell("%load_ext rho_notebook"), new_code_cell(workflow_cell)]), path)
+
+
+NB_CELL = f"""%%workflow count
+def build(inputs):
+    return workflow(name = "count", nodes = [
+        command(name = "show", argv = ["sh", "-c", "echo shown >> side-effects.txt; echo n=3"], {C}),
+    ])
+
+WORKFLOW = define(build = build)
+"""
+
+
+def test_a_run_of_a_notebook_replays_from_the_notebooks_cell(project: Project) -> None:
+    """A notebook's workflow is exported to a temporary folder and planned under a label by the
+    notebook's folder, which is no file: the recording names the notebook and replays its cell,
+    as it is now (an edit fails naming the node). Of two notebooks with that cell, the unchanged one."""
+    (project.root / "notebooks").mkdir()
+    notebook_of(project.root / "notebooks" / "counting.ipynb", NB_CELL)
+    ran = project.cli("run", "notebooks/counting.ipynb", "--yes", "--output", "jsonl")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run_id = json.loads(ran.stdout.splitlines()[0])["run_id"]
+    notebook_of(project.root / "notebooks" / "other.ipynb", NB_CELL.replace("n=3", "n=4"))  # same name, edited
+    data = record(project, run_id, "tests/recordings/count")
+    recording = json.loads((project.root / "tests/recordings/count/recording.json").read_text())
+    assert recording["entry"] == "//notebooks/count.star" and recording["notebook"] == "notebooks/counting.ipynb"
+    test = Path(str(data["test"]))
+    assert "the cell 'count' of notebooks/counting.ipynb (as it is now)" in test.read_text()
+    passed = pytest_of(project, test)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+    notebook_of(project.root / "notebooks" / "counting.ipynb", NB_CELL.replace("n=3", "n=5"))
+    failed = pytest_of(project, test)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "step 'show' diverged from the recording" in failed.stdout
+
+    (project.root / "notebooks" / "counting.ipynb").unlink()
+    (project.root / "notebooks" / "other.ipynb").unlink()
+    refused = project.cli("record", run_id, "rec2")
+    assert refused.returncode == 1
+    assert "its entry //notebooks/count.star is no file of the workspace" in refused.stderr
+    assert "no notebook in notebooks has a cell named 'count'" in refused.stderr
