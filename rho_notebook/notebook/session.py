@@ -150,10 +150,8 @@ class NotebookSession:
     def cell(self, name: str) -> WorkflowCell | ScriptCell:
         found = self.cells.workflows.get(name) or self.cells.scripts.get(name) or self.cells.graphs.get(name)
         if found is None:
-            known = ", ".join(self.workflow_names()) or "none yet"
-            msg = (
-                f"this notebook has no %%workflow or %%script {name} cell (its workflows: {known}); run the cell first"
-            )
+            known = self.cells.names_text(name, none="none yet")
+            msg = f"this notebook has no %%workflow or %%script {name} cell ({known}); run the cell first"
             raise NotFound(msg)
         return found
 

@@ -49,6 +49,7 @@ from rho_notebook.agents.definition import is_agent_id, parse_agent_definition
 from rho_notebook.errors import ArgumentError, Diagnostic, InvalidWorkflow, NameMismatch
 from rho_notebook.model.agent import AgentDefinition
 from rho_notebook.model.itemgraph import ItemGraph
+from rho_notebook.model.spelling import meant
 from rho_notebook.planning.inputs import parse_input_args
 from rho_notebook.planning.itemgraph import lint_graph
 from rho_notebook.service.cell_args import (
@@ -439,6 +440,13 @@ class CellSet:
         """Every named workflow: ``%%workflow NAME``, ``%%script NAME``, ``%%flow NAME`` and ``%%graph NAME``
         cells, sorted."""
         return sorted([*self.workflows, *self.scripts, *self.graphs])
+
+    def names_text(self, name: str, *, none: str = "none") -> str:
+        """``its workflows: a, b`` for a message saying there is no workflow ``name``, with the one
+        ``name`` most likely misspells (``; did you mean 'triage'?``)."""
+        names = self.names()
+        close = meant(name, names)
+        return f"its workflows: {', '.join(names) or none}" + (f"; did you mean {close!r}?" if close else "")
 
     def source(
         self,

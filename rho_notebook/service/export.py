@@ -135,7 +135,7 @@ def choose_workflow(cells: CellSet, name: str | None, *, where: str) -> Workflow
     if name is not None:
         found = cells.workflows.get(name) or cells.scripts.get(name) or cells.graphs.get(name)
         if found is None:
-            msg = f"{where} has no %%workflow {name} cell (nor a %%script, %%flow or %%graph {name}); its workflows: {', '.join(names) or 'none'}{hint}"
+            msg = f"{where} has no %%workflow {name} cell (nor a %%script, %%flow or %%graph {name}); {cells.names_text(name)}{hint}"
             raise ExportError(msg)
         return found
     if len(names) == 1:

@@ -196,3 +196,20 @@ def test_exporting_a_name_no_cell_has_names_every_cell_kind_that_could(project: 
         )
     else:
         raise AssertionError("exported a workflow no cell names")
+
+
+def test_a_misspelled_workflow_name_is_answered_with_the_one_meant(project: Project) -> None:
+    """Exporting (and so planning or running a notebook headless) with ``--workflow othr`` names
+    the workflow it most likely means, as every other misspelled name is answered."""
+    from rho_notebook.errors import ExportError
+    from rho_notebook.service.cells import CellSet
+    from rho_notebook.service.export import export_notebook
+
+    path = notebook(project.root / "nb.ipynb", OTHER)
+    try:
+        export_notebook(path, project.root / "out", workflow="othr")
+    except ExportError as err:
+        assert err.message.endswith("its workflows: other; did you mean 'other'?"), err.message
+    else:
+        raise AssertionError("exported a workflow no cell names")
+    assert CellSet().names_text("x", none="none yet") == "its workflows: none yet"
