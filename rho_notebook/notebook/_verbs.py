@@ -201,9 +201,9 @@ class WorkflowVerbs:
                 )
             except InvalidWorkflow as err:
                 raise UsageError(diagnostics_text(err, what=target)) from None
-        known = ", ".join(self.session.workflow_names()) or "none yet"
+        known = self.session.cells.names_text(target, none="none yet")
         raise UsageError(
-            f"{target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a workflow file "
+            f"{target!r} is neither a %%workflow of this notebook ({known}) nor a workflow file "
             "(FILE.star, SCRIPT.py or FILE.graph.yaml)"
         )
 
@@ -259,9 +259,9 @@ class WorkflowVerbs:
         try:
             return api.call(api.service().load_plan(args.target))
         except NotFound:
-            known = ", ".join(self.session.workflow_names()) or "none yet"
+            known = self.session.cells.names_text(args.target, none="none yet")
             raise UsageError(
-                f"{args.target!r} is neither a %%workflow of this notebook (its workflows: {known}) nor a plan ID; list plans with %workflow plans"
+                f"{args.target!r} is neither a %%workflow of this notebook ({known}) nor a plan ID; list plans with %workflow plans"
             ) from None
 
     def _verb_run(self, args: Any) -> Any:

@@ -303,6 +303,11 @@ def test_user_mistakes_are_usage_errors(ip: Any, ws: Project) -> None:
     _, captured = ok(ip, "%workflow plan hello --output json")
     plan_id = json.loads(captured.stdout)["plan_id"]
     assert "frozen" in usage_error(ip, f"%workflow run {plan_id} --input 'who=\"x\"'")
+    # a misspelled workflow is answered with the one meant, whether it could be a file or a plan
+    assert "(its workflows: hello; did you mean 'hello'?) nor a workflow file" in usage_error(
+        ip, "%workflow validate helo"
+    )
+    assert "(its workflows: hello; did you mean 'hello'?) nor a plan ID" in usage_error(ip, "%workflow run helo")
     assert "close the quote" in usage_error(ip, "%workflow run 'hello")
     result, captured = cell(ip, "%workflow run --help")
     assert result.error_in_exec is None and "--approval-timeout" in captured.stdout
