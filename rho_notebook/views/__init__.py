@@ -55,6 +55,7 @@ _FACE = {
     "condition_text": "text",
     "decision_lines": "text",
     "node_status_line": "text",
+    "node_status_lines": "text",
     "output_text": "text",
     "provenance_text": "text",
     "reference_text": "text",

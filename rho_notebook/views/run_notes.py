@@ -22,7 +22,7 @@ from rho_notebook.model.state import Lifecycle
 from rho_notebook.service import glance
 from rho_notebook.service.listing import owner_pid
 from rho_notebook.service.wire import LIVE_LIFECYCLES, node_order, status_json, unsettled_nodes
-from rho_notebook.views.text import budget_lines, decision_lines, node_status_line, output_text, usage_text
+from rho_notebook.views.text import budget_lines, decision_lines, node_status_lines, output_text, usage_text
 
 if TYPE_CHECKING:
     from rho_notebook.service import StoreLayout
@@ -163,8 +163,8 @@ def status_lines(layout: StoreLayout, state: RunState) -> list[str]:
         )
     else:
         lines += status_head_lines(layout, state)
-    for name, node in data["nodes"].items():
-        lines.append(node_status_line(name, state.nodes[name], shown=node["shown"], usage=node.get("usage")))
+    rows = [(name, state.nodes[name], node["shown"], node.get("usage")) for name, node in data["nodes"].items()]
+    lines += node_status_lines(rows)
     if "output" in data:
         lines.append(_LABEL.format("output", output_text(data["output"])))
     return lines + decision_lines(state) + next_step_lines(layout, state)

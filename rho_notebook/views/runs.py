@@ -15,7 +15,7 @@ from rho_notebook.service.wire import ResultJson, RunRowJson, allowed_failures_o
 from rho_notebook.views.text import (
     OUTPUT_CHARS,
     decision_lines,
-    node_status_line,
+    node_status_lines,
     output_text,
     run_output_line,
     usage_text,
@@ -78,9 +78,9 @@ def run_show_text(state: RunState, result: ResultJson) -> str:
     if "usage" in result:  # the run made or saved a model call (docs/usage.md)
         lines.append(f"usage {usage_text(result['usage'])}")
     allowed = allowed_failures_of(state)
-    lines.extend(
-        node_status_line(name, record, shown=shown_state(record, allowed=name in allowed))
-        for name, record in ((name, state.nodes[name]) for name in node_order(state))
+    rows = [(name, state.nodes[name]) for name in node_order(state)]
+    lines += node_status_lines(
+        [(name, record, shown_state(record, allowed=name in allowed), None) for name, record in rows]
     )
     for name, node in result["nodes"].items():
         if "output" in node:

@@ -30,6 +30,7 @@ __all__ = [
     "schema_text",
     "reference_text",
     "node_status_line",
+    "node_status_lines",
     "provenance_text",
     "decision_lines",
     "output_text",
@@ -204,14 +205,35 @@ def budget_lines(budgets: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+NAME_WIDTH, STATE_WIDTH, MAX_NAME_WIDTH = 24, 13, 40
+"""The columns of :func:`node_status_line`: the least widths, and the most a long name widens its column to."""
+
+
+def node_status_lines(rows: Sequence[tuple[str, NodeRecord, str, Mapping[str, Any] | None]]) -> list[str]:
+    """The node lines of a run's status, one per ``(name, record, shown, usage)``, in columns as
+    wide as their longest entry needs (a state label such as ``waiting for approval``, a name up
+    to :data:`MAX_NAME_WIDTH` characters), so the attempts line up whatever the states are."""
+    names = max((len(name) for name, *_ in rows), default=0)
+    labels = max((len(shown_label(shown)) for _, _, shown, _ in rows), default=0)
+    widths = (max(NAME_WIDTH, min(names, MAX_NAME_WIDTH)), max(STATE_WIDTH, labels))
+    return [
+        node_status_line(name, record, shown=shown, usage=usage, widths=widths) for name, record, shown, usage in rows
+    ]
+
+
 def node_status_line(
-    name: str, record: NodeRecord, *, shown: str | None = None, usage: Mapping[str, Any] | None = None
+    name: str,
+    record: NodeRecord,
+    *,
+    shown: str | None = None,
+    usage: Mapping[str, Any] | None = None,
+    widths: tuple[int, int] = (NAME_WIDTH, STATE_WIDTH),
 ) -> str:
     """One node of ``status``: name, state as the run has it (``shown``, default: what the
     record alone says: ``waiting for approval``, ``failure (handled)``; pass the status JSON's
     ``shown`` for ``failure (allowed)``), attempt, exit code, the Dask worker it ran on, UNCERTAIN,
     provenance, a script step's kind and replays, its model calls' ``usage`` (when it made or saved
-    one), and reason."""
+    one), and reason; ``widths`` are the name's and the state's columns (:func:`node_status_lines`)."""
     code = record.exit_code()
     current = record.current
     extra = f"  exit {code}" if code is not None else ""
@@ -229,4 +251,5 @@ def node_status_line(
     if usage is not None and (usage.get("calls") or usage.get("saved")):
         extra += f"  [{usage_text({k: v for k, v in usage.items() if k != 'wall_seconds'})}]"
     label = shown_label(shown if shown is not None else shown_state(record))
-    return f"  {name:<24} {label:<13} attempt {record.attempt}{extra}{note}{source}{reason}"
+    name_width, state_width = widths
+    return f"  {name:<{name_width}} {label:<{state_width}} attempt {record.attempt}{extra}{note}{source}{reason}"

@@ -22,7 +22,7 @@ from rho_notebook.service.wire import (
 )
 from rho_notebook.views.detail import user_traceback
 from rho_notebook.views.state import node_view, node_views
-from rho_notebook.views.text import decision_lines, node_status_line
+from rho_notebook.views.text import decision_lines, node_status_line, node_status_lines
 
 AT = "2026-01-01T00:00:00Z"
 
@@ -199,3 +199,25 @@ def test_package_frames_leave_and_text_around_the_traceback_stays() -> None:
 )
 def test_text_without_an_authors_frame_is_kept_whole(text: str) -> None:
     assert user_traceback(text) == text
+
+
+def test_status_lines_widen_their_columns_to_the_longest_state_and_name() -> None:
+    """``failure (allowed)`` and ``waiting for approval`` are wider than the state column's 13
+    characters: every line's column widens, so the attempts stay in one column."""
+    state = folded(launched("a"), finished("a", "failure"), launched("b"), asked("b"), nodes=("a", "b", "c"))
+    rows = [
+        ("a", state.nodes["a"], "failure_allowed", None),
+        ("b", state.nodes["b"], shown_state(state.nodes["b"]), None),
+        ("c", state.nodes["c"], shown_state(state.nodes["c"]), None),
+    ]
+    lines = node_status_lines(rows)
+    assert len({line.index("attempt") for line in lines}) == 1, lines
+    assert lines[1].startswith("  b" + " " * 24 + "waiting for approval attempt 1")
+    short = node_status_lines([("c", state.nodes["c"], "pending", None)])  # the usual widths when all fit
+    assert short == [node_status_line("c", state.nodes["c"], shown="pending")]
+    assert short[0] == "  c" + " " * 24 + "pending" + " " * 7 + "attempt 0"
+    long_name = "n" * 30
+    widened = node_status_lines(
+        [(long_name, state.nodes["c"], "pending", None), ("c", state.nodes["c"], "pending", None)]
+    )
+    assert widened[1].index("attempt") == widened[0].index("attempt") == 2 + 30 + 1 + 13 + 1
