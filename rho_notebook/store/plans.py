@@ -9,9 +9,10 @@ last being the digest of its source labels and their content digests (:func:`sou
 :meth:`PlanStore.save_once` looks that key up in the index (one read) and hands back the stored
 plan instead of saving a second one. An index entry is a hint, checked on every hit: the plan it
 names must still exist, load (graph and sources match their digests) and have the same key, entry
-module, workspace trust and file identities (an executable touched since has another identity, and
-a plan frozen with the old one would fail at launch), else it is a miss and the new plan is saved
-and indexed in its place.
+module, workspace trust and file identities as a launch checks them (an executable touched since
+has another identity, and a plan frozen with the old one would fail at launch; a working directory
+whose entries changed launches alike), else it is a miss and the new plan is saved and indexed in
+its place.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ def _same_plan(stored: PlanManifest, new: PlanManifest) -> bool:
         and stored.entry == new.entry
         and stored.workspace_root == new.workspace_root
         and stored.workspace_trusted == new.workspace_trusted
-        and stored.identities == new.identities
+        and _launch_facts(stored) == _launch_facts(new)
     )
+
+
+def _launch_facts(manifest: PlanManifest) -> dict[str, tuple[int, ...]]:
+    """The identities a launch checks: a working directory's listing changing (a notebook's
+    export folder made and removed beside it, a node's output files) is not a new plan."""
+    return {path: identity.launch_facts() for path, identity in manifest.identities.items()}
 
 
 class PlanStore:

@@ -54,3 +54,13 @@ def test_a_notebooks_mistakes_name_its_cells_and_workflow_is_for_notebooks_only(
     misplaced = project.cli("plan", "wf.star", "--workflow", "numbers")
     assert misplaced.returncode == 2
     assert misplaced.stderr.strip() == "rho-notebook: --workflow applies to a NOTEBOOK.ipynb, not to wf.star"
+
+
+def test_a_notebook_at_the_workspace_root_is_one_plan_run_after_run(project: Project) -> None:
+    """Its export folder is made and removed in the workspace root, the nodes' working directory,
+    so the root's mtime moves with every run; the plan is still the one stored plan."""
+    notebook(project.root / "root.ipynb", MODULE, ENTRY)
+    for _ in range(3):
+        ran = project.cli("run", "root.ipynb", "--yes", "--output", "json")
+        assert ran.returncode == 0, ran.stderr
+    assert len(plans(project)) == 1

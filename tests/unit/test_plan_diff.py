@@ -300,3 +300,21 @@ def test_try_refuses_a_source_run_of_another_workspace(project: Project, tmp_pat
     plan = other.plan("wf.star")
     with pytest.raises(TryRefused, match="another workspace"):
         asyncio.run(Service(layout=StoreLayout(home=project.home)).try_node(plan.plan_id, "c", from_run=run_id))
+
+
+def test_a_working_directory_whose_entries_changed_is_the_same_plan(project: Project) -> None:
+    """A launch holds a working directory to its device and inode, not its size and mtime, which
+    move whenever an entry is added or removed (a node's output, a notebook's export folder made
+    and removed beside it): re-planning after that hands back the stored plan."""
+    project.write("wf.star", flow(cmd("t", "true")))
+    first = project.plan("wf.star")
+    assert "//" in first.manifest.identities
+    project.write("made-by-a-run.txt", "output\n")
+    (project.root / ".rho-notebook-export-x").mkdir()
+    (project.root / ".rho-notebook-export-x").rmdir()
+    info = project.root.stat()
+    os.utime(project.root, ns=(info.st_atime_ns, first.manifest.identities["//"].mtime_ns + 5_000_000_000))
+    again = project.plan("wf.star")
+    assert again.plan_id == first.plan_id
+    moved = project.plan("wf.star", store=False)
+    assert moved.manifest.identities["//"].mtime_ns != first.manifest.identities["//"].mtime_ns  # what changed
