@@ -87,7 +87,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The API and the module's dunders: ``rho.<Tab>`` offers what a person may call, not this
+    module's own imports (``importlib``, ``Any``)."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -43,6 +43,7 @@ def test_importing_the_package_imports_no_ipython_or_widgets() -> None:
     )
     assert out.stdout.strip() == "[]", out.stdout
     assert set(rho.__all__) <= set(dir(rho))
+    assert {name for name in dir(rho) if not name.startswith("__")} == set(rho.__all__)  # not Any, importlib
     with pytest.raises(AttributeError):
         rho.no_such_thing  # noqa: B018
 
