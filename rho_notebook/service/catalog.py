@@ -19,9 +19,10 @@ What counts as a workflow, by kind:
 
 Folders that never hold the workspace's own workflows are not entered: hidden ones (``.rho/``,
 ``.git/``, ``.venv/``), Python environments (a folder with ``pyvenv.cfg``), ``node_modules``,
-``__pycache__``, ``site-packages`` and the store's home when it lies in the workspace
+``__pycache__``, ``site-packages``, the store's home when it lies in the workspace
 (``RHO_NOTEBOOK_HOME=./store``: its plans keep copies of their sources, which are not the
-workspace's workflows). Symlinks are not followed. The scan is bounded: it stops
+workspace's workflows) and, for the same reason, the ``sources/`` of a recording (a folder beside
+a ``recording.json``: ``rho-notebook record``). Symlinks are not followed. The scan is bounded: it stops
 after :data:`MAX_FILES` candidate files and says so (:attr:`WorkflowScan.truncated`); a file too
 big or unreadable is listed in :attr:`WorkflowScan.skipped` with the reason, never silently left out.
 
@@ -154,9 +155,19 @@ def _candidates(root: Path, store: str | None) -> Iterator[Path]:
         elif entry.is_file(follow_symlinks=False) and _kind_of_name(entry.name) is not None:
             yield Path(entry.path)
     for folder in folders:
-        if (folder / "pyvenv.cfg").exists():
+        if (folder / "pyvenv.cfg").exists() or _recorded_copies(folder):
             continue
         yield from _candidates(folder, store)
+
+
+RECORDING_FILE = "recording.json"
+"""What ``rho-notebook record`` writes in DIR (:data:`rho_notebook.runtime.recording.RECORDING_FILE`)."""
+
+
+def _recorded_copies(folder: Path) -> bool:
+    """Whether ``folder`` is the ``sources/`` of a recording (``record RUN DIR``): copies of a
+    plan's sources that its test replays against, not the workspace's workflows."""
+    return folder.name == "sources" and (folder.parent / RECORDING_FILE).is_file()
 
 
 def _kind_of_name(name: str) -> str | None:

@@ -403,3 +403,19 @@ def test_the_workflow_scan_is_bounded_and_says_so(project: Project) -> None:
     assert len(full.skipped) == 1 and full.skipped[0].startswith("broken.ipynb: ")
     bounded = scan_workflows(project.root, max_files=3)
     assert bounded.truncated and bounded.files_read == 3
+
+
+def test_a_recordings_copied_sources_are_not_scanned(project: Project) -> None:
+    """``record RUN DIR`` copies the plan's sources to DIR/sources for its test; they are not the
+    workspace's workflows (`list` showed the copy beside the original, and `get NAME` was ambiguous).
+    A folder named sources with no recording beside it is scanned as any other."""
+    from rho_notebook.runtime.recording import RECORDING_FILE
+    from rho_notebook.service.catalog import RECORDING_FILE as SKIPPED_BESIDE
+
+    assert SKIPPED_BESIDE == RECORDING_FILE
+    project.write("wf.star", star('return workflow(name = "solo", nodes = [])'))
+    project.write("tests/rec/sources/wf.star", star('return workflow(name = "solo", nodes = [])'))
+    project.write("tests/rec/recording.json", "{}")
+    project.write("lib/sources/other.star", star('return workflow(name = "other", nodes = [])'))
+    files = sorted(entry.file for entry in scan_workflows(project.root).workflows)
+    assert files == ["lib/sources/other.star", "wf.star"]
