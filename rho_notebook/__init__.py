@@ -1,9 +1,9 @@
 """rho_notebook: Rho workflows in Jupyter and on the command line.
 
 ``import rho_notebook as rho`` gives the Python API (:mod:`rho_notebook.notebook.api`): ``rho.validate``,
-``rho.plan``, ``rho.run``, ``rho.runs``, ``rho.plans``, ``rho.status``, ``rho.cancel``,
-``rho.resume``, ``rho.attach``, ``rho.result``, ``rho.logs``, ``rho.approve``, ``rho.export`` and
-``rho.show``, with ``rho.RunHandle``, ``rho.RunResult``, ``rho.NotebookSource`` and
+``rho.plan``, ``rho.run``, ``rho.fork``, ``rho.runs``, ``rho.plans``, ``rho.status``, ``rho.cancel``,
+``rho.resume``, ``rho.attach``, ``rho.result``, ``rho.usage``, ``rho.logs``, ``rho.approve``,
+``rho.export`` and ``rho.show``, with ``rho.RunHandle``, ``rho.RunResult``, ``rho.NotebookSource`` and
 ``rho.ConfirmationRequired``. Every
 such name is imported from that module on first use, so importing the package loads nothing but
 the standard library (in particular neither IPython nor ipywidgets).
