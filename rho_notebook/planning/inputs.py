@@ -21,6 +21,7 @@ from typing import Any
 
 from rho_notebook.errors import Diagnostic, InputError
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN
+from rho_notebook.model.spelling import meant
 from rho_notebook.source.limits import Limits
 
 __all__ = [
@@ -270,6 +271,9 @@ def _value_problem(key: str, decl: Mapping[str, Any], value: Any, *, file: str |
         return Diagnostic(rule=f"{noun}.type", message=message, file=file)
     if kind == "enum":
         message = f"{noun} {key!r} is {json.dumps(value)}, which is not one of {json.dumps(choices)}"
+        close = meant(str(value), [str(choice) for choice in choices]) if isinstance(value, str) else None
+        if close is not None:
+            message += f"; did you mean {json.dumps(close)}?"
         return Diagnostic(rule=f"{noun}.enum", message=message, file=file)
     message = f"{noun} {key!r} must be {article} {kind}, got {json.dumps(value)}"
     return Diagnostic(rule=f"{noun}.type", message=message, file=file)

@@ -80,3 +80,22 @@ def test_any_input_text_is_a_value_or_an_input_error(args: list[str]) -> None:
         check_inputs(DECLARED, supplied)
     except InputError as err:
         assert all(found.message for found in err.diagnostics())
+
+
+def test_a_misspelled_choice_is_answered_with_the_one_meant() -> None:
+    """An enum input (or a human step's enum field) given a near miss names the choice meant; a
+    value like no choice, or not text, gets the list alone."""
+    declared = {"mode": {"type": "enum", "choices": ["oncall", "backlog"]}}
+    with pytest.raises(InputError) as near:
+        check_inputs(declared, {"mode": "oncal"})
+    (found,) = near.value.diagnostics()
+    assert found.rule == "input.enum"
+    assert found.message == (
+        'input \'mode\' is "oncal", which is not one of ["oncall", "backlog"]; did you mean "oncall"?'
+    )
+    with pytest.raises(InputError) as far:
+        check_inputs(declared, {"mode": "slow"}, noun="field")
+    assert far.value.diagnostics()[0].message == 'field \'mode\' is "slow", which is not one of ["oncall", "backlog"]'
+    with pytest.raises(InputError) as number:
+        check_inputs(declared, {"mode": 3})
+    assert "did you mean" not in number.value.diagnostics()[0].message
