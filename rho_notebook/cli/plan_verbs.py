@@ -80,15 +80,23 @@ def print_script_warnings(service: Service, path: Path, *, flow: str | None) -> 
     return len(warnings)
 
 
-def _verdict(args: argparse.Namespace, *, errors: int, warnings: int) -> str:
-    """``validate``'s last line for a script or flow module (``plan`` says the invalid one too)."""
+def _verdict(file: Path, *, flow: str | None, errors: int, warnings: int) -> str:
+    """``validate``'s last line for a script or flow module (``plan`` and ``run`` say the invalid one too)."""
     counts = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-    flow = getattr(args, "flow", None)
     if errors:
-        return f"invalid: {f'flow {flow} of ' if flow else ''}{args.file} ({counts}); nothing was stored"
+        return f"invalid: {f'flow {flow} of ' if flow else ''}{file} ({counts}); nothing was stored"
     if flow:
-        return f"valid: flow {flow} of {args.file} passes validate ({counts}; nothing was stored)"
-    return f"valid: the script {args.file} passes validate ({counts}; nothing was stored)"
+        return f"valid: flow {flow} of {file} passes validate ({counts}; nothing was stored)"
+    return f"valid: the script {file} passes validate ({counts}; nothing was stored)"
+
+
+def print_script_invalid(err: InvalidWorkflow, file: Path, *, flow: str | None, warnings: int) -> int:
+    """A script or flow module that ``plan`` or ``run`` refused, said as ``validate`` says it: its
+    findings on stderr, then the ``invalid: ...`` line; the exit status."""
+    for found in err.diagnostics():
+        print(found.render(), file=sys.stderr)
+    print(_verdict(file, flow=flow, errors=len(err.diagnostics()), warnings=warnings))
+    return err.exit_code
 
 
 def _notebook_plan(service: Service, args: argparse.Namespace, inputs: dict[str, Any], *, store: bool) -> Plan:
@@ -130,10 +138,7 @@ def _run(args: argparse.Namespace, *, store: bool) -> int:
         except InvalidWorkflow as err:
             if args.file.suffix != ".py" or args.output != "text":
                 raise
-            for found in err.diagnostics():  # a script or flow module: said as validate says it
-                print(found.render(), file=sys.stderr)
-            print(_verdict(args, errors=len(err.diagnostics()), warnings=warnings))
-            return err.exit_code
+            return print_script_invalid(err, args.file, flow=flow, warnings=warnings)
     if args.output == "json":
         print(json.dumps(plan_summary_json(plan, stored=store), indent=2))
     else:
@@ -157,7 +162,7 @@ def _validate_script(args: argparse.Namespace) -> int:
         return 1 if errors else 0
     for line in checked.lines:
         print(line, file=sys.stderr)
-    print(_verdict(args, errors=errors, warnings=warnings))
+    print(_verdict(args.file, flow=getattr(args, "flow", None), errors=errors, warnings=warnings))
     return 1 if errors else 0
 
 
@@ -212,7 +217,7 @@ def _validate_flow(args: argparse.Namespace) -> int:
         print(f"flow {args.flow} of {args.file}")
         for line in _manifest_lines(manifest):
             print(f"  {line}")
-    print(_verdict(args, errors=errors, warnings=warnings))
+    print(_verdict(args.file, flow=args.flow, errors=errors, warnings=warnings))
     return 1 if errors else 0
 
 

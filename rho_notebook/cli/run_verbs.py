@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rho_notebook.cli._args import EXIT_USAGE, is_file
 from rho_notebook.cli.follow_verbs import start_and_follow
-from rho_notebook.errors import ArgumentError, ConfirmationRequired, RunRefused
+from rho_notebook.errors import ArgumentError, ConfirmationRequired, InvalidWorkflow, RunRefused
 from rho_notebook.model.budget import Limits
 from rho_notebook.model.graph import Graph
 from rho_notebook.model.itemgraph import GRAPH_SUFFIXES, is_graph_file
@@ -170,12 +170,18 @@ def _run_file(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     service = Service.default()
     inputs = parse_input_args(getattr(args, "input", None) or [], limits=load_limits())
-    flow = getattr(args, "flow", None)
-    if str(args.plan).endswith(".py"):  # what plan would warn of (a flow run as a script, ...)
-        from rho_notebook.cli.plan_verbs import print_script_warnings
+    flow, warnings = getattr(args, "flow", None), 0
+    script = str(args.plan).endswith(".py")
+    from rho_notebook.cli.plan_verbs import print_script_invalid, print_script_warnings
 
-        print_script_warnings(service, Path(args.plan), flow=flow)
-    plan = run_sync(service.plan(service.request_for(Path(args.plan), inputs=inputs, flow=flow)))
+    try:
+        if script:  # what plan would warn of (a flow run as a script, ...)
+            warnings = print_script_warnings(service, Path(args.plan), flow=flow)
+        plan = run_sync(service.plan(service.request_for(Path(args.plan), inputs=inputs, flow=flow)))
+    except InvalidWorkflow as err:
+        if not script or args.output != "text":
+            raise
+        return print_script_invalid(err, Path(args.plan), flow=flow, warnings=warnings)
     kind = "script" if flow is None else f"flow {flow} of"
     if is_graph_file(str(args.plan)):
         kind = "item graph"

@@ -263,10 +263,13 @@ def test_plan_of_an_invalid_script_ends_with_the_line_validate_prints(project: P
     )
     checked = project.cli("validate", "scripts/bad.py")
     planned = project.cli("plan", "scripts/bad.py")
+    ran = project.cli("run", "scripts/bad.py", "--yes")  # run plans it first: said the same way
     said = "invalid: scripts/bad.py (1 error, 1 warning); nothing was stored"
-    assert (checked.returncode, planned.returncode) == (1, 1), planned
+    assert (checked.returncode, planned.returncode, ran.returncode) == (1, 1, 1), planned
     assert checked.stdout.strip() == said and planned.stdout.strip() == said, planned.stdout
-    assert "error[script.recovery]" in planned.stderr and "warning[script.nondeterminism]" in planned.stderr
+    assert ran.stdout.strip() == said, ran.stdout
+    for refused in (planned, ran):
+        assert "error[script.recovery]" in refused.stderr and "warning[script.nondeterminism]" in refused.stderr
     as_json = project.cli("plan", "scripts/bad.py", "--output", "json")
     assert json.loads(as_json.stdout)["valid"] is False and "invalid:" not in as_json.stdout
     assert project.stored_plans() == []
