@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from rho_notebook.cli._args import EXIT_USAGE, is_file
 from rho_notebook.errors import NotFound
 from rho_notebook.model.plan import Plan
-from rho_notebook.service import Service, find_workspace, load_limits, parse_input_args
+from rho_notebook.service import Service, load_limits, parse_input_args
 from rho_notebook.service.kernel_python import notebook_interpreter
 from rho_notebook.service.sync import run_sync
 
@@ -48,11 +48,11 @@ _GOING = frozenset({"planned", "running", "waiting", "cancelling"})
 def run_export(args: argparse.Namespace) -> int:
     result = run_sync(Service.default().export(args.notebook, args.dir, workflow=args.workflow))
     print(result)
-    workspace = find_workspace(result.out_dir)
-    if result.modules and workspace.root != result.out_dir:
+    root = result.modules_outside_root()
+    if root is not None:
         print(
             f"note: %%star and %%py modules were written at their labels under {result.out_dir}; labels resolve against the "
-            f"workspace root ({workspace.root}), so plan the folder as its own workspace or export into the workspace root",
+            f"workspace root ({root}), so plan the folder as its own workspace or export into the workspace root",
             file=sys.stderr,
         )
     print(f"plan it with: {result.plan_command()}")

@@ -533,7 +533,9 @@ class WorkflowVerbs:
                 "%workflow export [NOTEBOOK.ipynb] DIR [--workflow NAME]: give a notebook and a folder, or only a folder for this session's cells"
             )
         text = str(result)
-        if result.inputs or result.flow:
+        if result.modules_outside_root() is not None:
+            text += f"\nits modules resolve from the folder only as a workspace of its own; plan with: {result.plan_command()}"
+        elif result.inputs or result.flow:
             what = "inputs are" if result.inputs else "flow name is"
             text += f"\nthe cell's {what} not part of the folder; plan with: {result.plan_command()}"
         return Report(text, data=result)

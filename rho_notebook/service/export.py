@@ -51,7 +51,7 @@ from rho_notebook.service.cells import (
 from rho_notebook.service.notebook_file import notebook_cells, read_notebook_json
 from rho_notebook.service.paths import make_folder
 from rho_notebook.source.labels import SourceText, label_for_path, read_regular_file_nofollow
-from rho_notebook.source.workspace import Workspace
+from rho_notebook.source.workspace import Workspace, find_workspace
 
 __all__ = [
     "ExportResult",
@@ -79,14 +79,29 @@ class ExportResult:
     flow: str | None = None
     """A ``%%flow NAME`` cell: the entry plans and runs with ``--flow NAME``."""
 
+    def modules_outside_root(self) -> Path | None:
+        """The workspace root the folder lies in when its ``%%star``/``%%py`` modules cannot be
+        found from it: written at their labels under the folder, they resolve against the root,
+        so the folder plans only as a workspace of its own (docs/notebook.md). None otherwise."""
+        if not self.modules:
+            return None
+        root = find_workspace(self.out_dir).root
+        return None if root == self.out_dir else root
+
     def plan_command(self) -> str:
-        """The ``rho-notebook plan`` command line of the folder, with the cell's ``--flow`` and ``--input``
-        (an item graph declares its inputs in the document)."""
+        """The command line that plans the folder, with the cell's ``--flow`` and ``--input`` (an
+        item graph declares its inputs in the document); when its modules need it
+        (:meth:`modules_outside_root`), the folder is made a workspace of its own first
+        (``mkdir DIR/.rho``) and planned from inside it."""
         flags = f" --flow {self.flow}" if self.flow else ""
         flags += "".join(
             " --input " + shlex.quote(f"{key}={json.dumps(value)}") for key, value in sorted(self.inputs.items())
         )
-        return f"rho-notebook plan {self.entry}{flags}"
+        if self.modules_outside_root() is not None:
+            inside = shlex.quote(str(self.entry.relative_to(self.out_dir)))
+            marker = shlex.quote(str(self.out_dir / ".rho"))
+            return f"mkdir -p {marker} && cd {shlex.quote(str(self.out_dir))} && rho-notebook plan {inside}{flags}"
+        return f"rho-notebook plan {shlex.quote(str(self.entry))}{flags}"
 
     def __str__(self) -> str:
         lines = [f"exported workflow {self.workflow} to {self.out_dir}"]

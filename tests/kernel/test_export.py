@@ -55,29 +55,36 @@ def test_export_is_deterministic_and_plans_to_the_same_digest(project: Project) 
     assert sorted(files) == ["agents/helper.md", "lib/steps.star", "numbers.star"]
     assert files["numbers.star"].decode().startswith("# %%workflow numbers --input 'count=3'\nload(")
     assert files["agents/helper.md"].decode() == AGENT.split("\n", 1)[1]
-    assert "plan it with: rho-notebook plan" in first.stdout and "--input count=3" in first.stdout
+    # its module //lib/steps.star resolves from out1 only as a workspace of its own: the command says so
+    command = first.stdout.split("plan it with: ", 1)[1].strip()
+    assert command == (
+        f"mkdir -p {project.root / 'out1' / '.rho'} && cd {project.root / 'out1'} && "
+        "rho-notebook plan numbers.star --input count=3"
+    )
     assert project.cli("export", "nb/numbers.ipynb", "out1").returncode == 0  # re-export over itself
     assert _files(project.root / "out1") == files
     # each export is a module root of its own (.rho/ marks it): //lib/steps.star resolves in it
     digests = []
     for folder in ("out1", "out2"):
-        (project.root / folder / ".rho").mkdir()
-        result = _cli_in(
-            project, project.root / folder, "plan", "numbers.star", "--input", "count=3", "--output", "json"
-        )
+        said = command.replace("out1", folder) + " --output json"  # the printed command, as a person runs it
+        result = _shell_in(project, said)
         assert result.returncode == 0, result.stderr
         digests.append(json.loads(result.stdout)["graph_digest"])
     assert digests[0] == digests[1]
+    inside = project.cli("export", "nb/numbers.ipynb", ".")  # into the workspace root: planned as it is
+    assert inside.stdout.strip().endswith(
+        f"plan it with: rho-notebook plan {project.root / 'numbers.star'} --input count=3"
+    )
 
 
-def _cli_in(project: Project, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _shell_in(project: Project, command: str) -> subprocess.CompletedProcess[str]:
+    """A printed command line run by a shell, with this checkout's ``rho-notebook`` first on PATH."""
     import os
     import sys
 
-    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "rho_notebook", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "RHO_NOTEBOOK_HOME": str(project.home), "PYTHONPATH": str(REPO), "PATH": path}
+    return subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_choosing_the_workflow(project: Project) -> None:

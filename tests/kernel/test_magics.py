@@ -324,6 +324,9 @@ def test_export_and_hub(ip: Any, ws: Project) -> None:
     assert (ws.root / "out" / "hello.star").read_text().startswith("# %%workflow hello\n")
     assert (ws.root / "out" / "lib" / "util.star").read_text() == "# %%star //lib/util.star\nX = 1\n"
     assert "hello.star" in repr(report)
+    # //lib/util.star is under out/, not the workspace root: the way to plan it says so
+    said = f"plan with: mkdir -p {ws.root / 'out' / '.rho'} && cd {ws.root / 'out'} && rho-notebook plan hello.star"
+    assert said in repr(report), repr(report)
     _, captured = ok(ip, "%workflow hub")
     text = _text(captured)
     assert "workflow   hello" in text and "module     //lib/util.star" in text
