@@ -116,11 +116,13 @@ def kind_of(mode: int) -> str:
     return "not a file"
 
 
-def read_fd(fd: int) -> bytes:
-    """Everything from ``fd``'s position to its end."""
+def read_fd(fd: int, *, limit: int | None = None) -> bytes:
+    """Everything from ``fd``'s position to its end, or its first ``limit`` bytes."""
     chunks = []
-    while chunk := os.read(fd, 1 << 20):
+    left = -1 if limit is None else limit
+    while left and (chunk := os.read(fd, 1 << 20 if left < 0 else min(left, 1 << 20))):
         chunks.append(chunk)
+        left = left - len(chunk) if left > 0 else left
     return b"".join(chunks)
 
 

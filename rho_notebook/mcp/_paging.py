@@ -4,9 +4,10 @@ to a size with a marker saying where the whole value is."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterable
 from typing import Any, TypedDict
 
-__all__ = ["Page", "EventsPage", "NodesPage", "page", "events_page", "nodes_page", "cut_value"]
+__all__ = ["Page", "EventsPage", "NodesPage", "page", "page_pieces", "events_page", "nodes_page", "cut_value"]
 
 
 class Page(TypedDict):
@@ -23,12 +24,30 @@ class Page(TypedDict):
 def page(text: str, *, offset: int, limit: int, how: str) -> Page:
     """``text[offset:offset + limit]``; when more follows, a marker saying ``how`` to read on
     (e.g. "call workflow_logs with offset=N", ``{offset}`` filled in)."""
-    window = text[offset : offset + limit]
+    return _window(text[offset : offset + limit], offset=offset, total=len(text), how=how)
+
+
+async def page_pieces(pieces: AsyncIterable[str], *, offset: int, limit: int, how: str) -> Page:
+    """:func:`page` of the text ``pieces`` make, read once and never joined: only the window is
+    kept, so a node's output of up to 64 MiB is paged in the memory of one piece."""
+    kept: list[str] = []
+    seen = 0  # characters before this piece
+    for_window = limit
+    async for piece in pieces:
+        start = max(offset - seen, 0)
+        if for_window > 0 and start < len(piece):
+            kept.append(piece[start : start + for_window])
+            for_window -= len(kept[-1])
+        seen += len(piece)
+    return _window("".join(kept), offset=offset, total=seen, how=how)
+
+
+def _window(window: str, *, offset: int, total: int, how: str) -> Page:
     end = offset + len(window)
-    if end >= len(text):
-        return {"text": window, "offset": offset, "next_offset": None, "total": len(text), "truncated": False}
-    marker = f"\n[... truncated: {len(text) - end} more characters; {how.format(offset=end)}]"
-    return {"text": window + marker, "offset": offset, "next_offset": end, "total": len(text), "truncated": True}
+    if end >= total:
+        return {"text": window, "offset": offset, "next_offset": None, "total": total, "truncated": False}
+    marker = f"\n[... truncated: {total - end} more characters; {how.format(offset=end)}]"
+    return {"text": window + marker, "offset": offset, "next_offset": end, "total": total, "truncated": True}
 
 
 class EventsPage(TypedDict):

@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from rho_notebook.errors import InvalidWorkflow, NotFound, NothingToResume, RhoError, SourceError
-from rho_notebook.mcp._paging import cut_value, events_page, nodes_page, page
+from rho_notebook.mcp._paging import cut_value, events_page, nodes_page, page_pieces
 from rho_notebook.mcp._person import person_note, run_notes
 from rho_notebook.mcp._resources import RunResources
 from rho_notebook.mcp.tools import (
@@ -355,9 +355,9 @@ class WorkflowTools:
 
     async def workflow_logs(self, args: LogsArgs, client: str | None) -> Any:
         run_id = await self.service.resolve_run(args.run_id)  # answered whole, as every other tool does
-        text = (await self.service.log_text(run_id, args.node, streams=(args.stream,)))[args.stream]
+        pieces = (text async for _, text in self.service.logs(run_id, args.node, streams=(args.stream,)))
         how = f"call workflow_logs with stream={args.stream!r} and offset={{offset}}"
-        window = page(text, offset=args.offset, limit=args.limit, how=how)
+        window = await page_pieces(pieces, offset=args.offset, limit=args.limit, how=how)
         return {"run_id": run_id, "node": args.node, "stream": args.stream, **window}
 
     async def workflow_runs(self, args: RunsArgs, client: str | None) -> Any:

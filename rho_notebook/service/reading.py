@@ -45,6 +45,8 @@ __all__ = [
 Stream = Literal["stdout", "stderr"]
 
 _LOG_POLL_SECONDS = 0.1
+LOG_PIECE_BYTES = 1 << 20
+"""The most of a stream :func:`logs` reads (and yields, decoded) at once."""
 _WAITING = (NodeState.RUNNING, NodeState.READY, NodeState.PENDING)
 """Node states in which a followed log may still grow."""
 
@@ -188,11 +190,17 @@ async def logs(
                 attempt_folder = store.folder(taken[0]).attempt_dir(node, taken[1])
         last = not follow or record.state not in _WAITING or state.lifecycle not in LIVE_LIFECYCLES
         for stream in streams:
-            data = await asyncio.to_thread(folder.read_from, attempt_folder / stream, offsets[stream])
-            offsets[stream] += len(data)
-            text = decoders[stream].decode(data, final=last)
-            if text:
-                yield stream, text
+            while True:  # a piece at a time: a node's retained output may be 64 MiB
+                data = await asyncio.to_thread(
+                    folder.read_from, attempt_folder / stream, offsets[stream], limit=LOG_PIECE_BYTES
+                )
+                offsets[stream] += len(data)
+                more = len(data) == LOG_PIECE_BYTES
+                text = decoders[stream].decode(data, final=last and not more)
+                if text:
+                    yield stream, text
+                if not more:
+                    break
         if last:
             return
         await asyncio.sleep(_LOG_POLL_SECONDS)

@@ -233,9 +233,10 @@ class RunFolder:
         except FileNotFoundError:
             return None
 
-    def read_from(self, path: Path, offset: int) -> bytes:
-        """The bytes of the file ``path`` from ``offset`` (b"" while it does not exist), checked
-        as :meth:`read` checks it: for readers that follow a growing ``stdout``."""
+    def read_from(self, path: Path, offset: int, *, limit: int | None = None) -> bytes:
+        """The bytes of the file ``path`` from ``offset`` (b"" while it does not exist), at most
+        ``limit`` of them, checked as :meth:`read` checks it: for readers that follow a growing
+        ``stdout`` or read a long one a piece at a time."""
         if check_entry(path, below=self.path.parent, kind="file") is None:
             return b""
         try:
@@ -244,7 +245,7 @@ class RunFolder:
             return b""
         try:
             os.lseek(fd, offset, os.SEEK_SET)
-            return read_fd(fd)
+            return read_fd(fd, limit=limit)
         finally:
             os.close(fd)
 

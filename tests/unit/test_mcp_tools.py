@@ -400,3 +400,55 @@ def test_a_missing_input_is_asked_for_in_the_tools_inputs_argument_not_with_a_fl
         assert "--input" not in found["message"], found
     planned = json.loads(text(call(project, "workflow_plan", {"file": "need.star", "inputs": {"score": 3}})))
     assert planned["plan_id"]
+
+
+# -- a long output, paged ------------------------------------------------------------------------------
+
+LONG = star(
+    'return workflow(name = "long", nodes = [command(name = "big", argv = ["python3", "-c", '
+    "\"import sys; sys.stdout.write('x' + 'é' * 1500000 + 'end')\"], timeout_seconds = 60, "
+    "max_output_bytes = 4000000)])"
+)
+
+
+def test_a_long_output_is_read_a_piece_at_a_time_and_paged_without_joining_it(project: Project) -> None:
+    """3 MB of output (two-byte characters, one byte off so pieces split characters): ``logs``
+    yields it in pieces of at most LOG_PIECE_BYTES, decoded whole, and workflow_logs pages it from
+    those pieces; every window is the text's own, and the pages joined are the text."""
+    from rho_notebook.service.reading import LOG_PIECE_BYTES
+
+    project.write("long.star", LONG)
+    run_id = project.create_run(project.plan("long.star"))
+    assert asyncio.run(project.service.execute(run_id)).outcome == "success"
+    whole = "x" + "é" * 1_500_000 + "end"
+
+    async def pieces() -> list[str]:
+        return [text async for _, text in project.service.logs(run_id, "big", streams=("stdout",))]
+
+    read = asyncio.run(pieces())
+    assert len(read) == 3 and "".join(read) == whole  # 3,000,004 bytes in pieces of 1 MiB
+    assert all(len(piece.encode()) <= LOG_PIECE_BYTES for piece in read)
+    assert "\ufffd" not in "".join(read)  # a character split between two reads is kept whole
+    for offset in (0, 1_048_000, len(whole) - 5, len(whole) + 10):
+        answer = json.loads(text(call(project, "workflow_logs", {"run_id": run_id, "node": "big", "offset": offset})))
+        assert answer["total"] == len(whole)
+        assert answer["text"].split("\n[... truncated: ")[0] == whole[offset : offset + 20_000]
+        assert answer["next_offset"] == (offset + 20_000 if offset + 20_000 < len(whole) else None)
+
+
+@pytest.mark.parametrize("cuts", [[], [0], [3], [1, 2, 3], [5, 5, 9], [10, 40, 41, 42]])
+@pytest.mark.parametrize(("offset", "limit"), [(0, 7), (3, 4), (9, 100), (45, 3), (60, 5)])
+def test_a_window_of_pieces_is_the_window_of_their_text(cuts: list[int], offset: int, limit: int) -> None:
+    from rho_notebook.mcp._paging import page, page_pieces
+
+    whole = "".join(chr(0x41 + i % 26) for i in range(50))
+    bounds = [0, *sorted(cut for cut in cuts if cut <= len(whole)), len(whole)]
+    split = [whole[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+    async def pieces() -> Any:
+        for piece in split:
+            yield piece
+
+    how = "read on at {offset}"
+    paged = asyncio.run(page_pieces(pieces(), offset=offset, limit=limit, how=how))
+    assert paged == page(whole, offset=offset, limit=limit, how=how)
