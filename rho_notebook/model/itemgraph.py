@@ -45,6 +45,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rho_notebook.errors import ItemTooLarge, MappingError
 from rho_notebook.model.base import FrozenModel
+from rho_notebook.model.budget import limit_problem
 from rho_notebook.model.item_edges import Condition, Edge, Loop, StepId
 from rho_notebook.model.mapping import parse_path
 from rho_notebook.model.schema import INT64_MAX, INT64_MIN, Scalar
@@ -404,11 +405,15 @@ class StepBudget(_Model):
     @field_validator("cost")
     @classmethod
     def _dollars(cls, value: int | str | None) -> int | str | None:
+        """A cost written as text (YAML and Starlark have no exact decimals) holds to the limit
+        rule of every budget (:func:`~rho_notebook.model.budget.limit_problem`)."""
+        if value is None:
+            return value
         try:
-            number = float(value) if value is not None else 1.0
+            number: object = float(value)
         except ValueError:
-            number = float("nan")
-        if not number > 0 or number == float("inf"):
+            number = value  # no number: the rule says what to give
+        if limit_problem("max_cost_usd", number) is not None:
             msg = f'cost {value!r}: give a number of US dollars above 0, e.g. "0.25"'
             raise ValueError(msg)
         return value
