@@ -334,7 +334,7 @@ async def _start(layout: StoreLayout, recording: Recording, workspace: Workspace
     service = Service(layout=layout)
     if recording.notebook is not None:  # its cell is the source, as `run NOTEBOOK.ipynb` plans it
         notebook = workspace.root / recording.notebook
-        python = notebook_interpreter(notebook).path
+        python = (await asyncio.to_thread(notebook_interpreter, notebook)).path  # reads kernelspecs
         plan = await service.plan_notebook(
             notebook, workflow=recording.workflow, inputs=recording.inputs, python_interpreter=python
         )
