@@ -40,7 +40,9 @@ class Timer(Protocol):
 
 
 class Throttle:
-    """Coalesce pokes into flushes spaced at least ``interval`` apart."""
+    """Coalesce pokes into flushes spaced at least ``interval`` apart: from the end of one flush
+    (when its message has gone) to the start of the next, so the front end never sees two
+    messages closer than ``interval``, however long building one takes."""
 
     def __init__(
         self,
@@ -77,12 +79,23 @@ class Throttle:
 
     def _run(self) -> None:
         with self._lock:
-            self._scheduled = False
             if self._closed:
+                self._scheduled = False
                 return
-            self._last = self._clock()
-            self.flushes += 1
-        self._flush()
+            due = self._last + self.interval
+            early = self._clock() < due  # scheduled while the flush before was still sending
+            if not early:
+                self._scheduled = False
+                self._last = self._clock()
+                self.flushes += 1
+        if early:
+            (self._timer if self._timer is not None else pump()).call_at(due, self._run)
+            return
+        try:
+            self._flush()
+        finally:
+            with self._lock:
+                self._last = self._clock()  # the next message at least interval after this one went
 
 
 class Pump:

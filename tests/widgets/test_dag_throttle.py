@@ -88,6 +88,27 @@ def test_poke_during_a_flush_schedules_another() -> None:
     assert flushes == [0.0, 0.1]
 
 
+def test_flushes_are_spaced_from_the_end_of_the_one_before() -> None:
+    """A flush that takes time to build and send its message (20 ms, then none: a big patch, then
+    small ones): the next one starts an interval after it *ended*, so the messages the front end
+    receives are never closer than the interval (the second came 80 ms after the first when the
+    interval was counted from the flush's start); a poke made while a flush is sending waits as long."""
+    timer = FakeTimer()
+    sent: list[float] = []
+
+    def flush() -> None:
+        timer.now += 0.02 if not sent else 0.0  # building the patch
+        sent.append(timer.now)  # the message goes
+        throttle.poke()  # a change that arrives while it was being built
+
+    throttle = Throttle(flush, interval=0.1, clock=timer.clock, timer=timer)
+    throttle.poke()
+    for _ in range(60):
+        timer.advance(0.005)
+    gaps = [round(b - a, 9) for a, b in zip(sent, sent[1:])]
+    assert len(sent) >= 2 and min(gaps) >= 0.1, gaps
+
+
 def test_closed_throttle_never_flushes() -> None:
     timer = FakeTimer()
     flushes: list[float] = []
